@@ -1,0 +1,254 @@
+//! The one error type of this crate, and the positions it reports.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// A position in a text file: 1-based line and 1-based column (counted in characters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LineCol {
+    /// Line number, starting at 1.
+    pub line: usize,
+    /// Column number, starting at 1.
+    pub column: usize,
+}
+
+impl LineCol {
+    /// The position of byte `offset` in `text` (clamped to the text's end).
+    pub(crate) fn at_offset(text: &str, offset: usize) -> Self {
+        let mut end = offset.min(text.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let before = &text[..end];
+        let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+        Self {
+            line: before.matches('\n').count() + 1,
+            column: before[line_start..].chars().count() + 1,
+        }
+    }
+}
+
+impl fmt::Display for LineCol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+/// Renders `path` or `path:line:column`, the prefix of every file error.
+struct Place<'a>(&'a Path, &'a Option<LineCol>);
+
+impl fmt::Display for Place<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.1 {
+            Some(at) => write!(f, "{}:{at}", self.0.display()),
+            None => write!(f, "{}", self.0.display()),
+        }
+    }
+}
+
+fn place<'a>(path: &'a Path, at: &'a Option<LineCol>) -> Place<'a> {
+    Place(path, at)
+}
+
+/// Everything that can go wrong while finding, reading and interpreting configuration.
+///
+/// Every variant about a file names it, and gives `line:column` when the position is known,
+/// so the message alone is enough to fix the problem.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The process environment cannot be used (no working directory, or no way to find the
+    /// configuration and state directories).
+    #[error("cannot determine Warden's environment: {0}")]
+    Environment(String),
+
+    /// A file exists (or was named explicitly) but could not be read.
+    #[error("{}: cannot read the file: {source}", .path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A file is larger than Warden is willing to read.
+    #[error("{}: the file is larger than the {limit}-byte limit for configuration files", .path.display())]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The limit, in bytes.
+        limit: u64,
+    },
+
+    /// A file is not UTF-8 text.
+    #[error("{}: the file is not valid UTF-8 text", place(.path, .at))]
+    NotUtf8 {
+        /// The file.
+        path: PathBuf,
+        /// Where the first invalid byte is.
+        at: Option<LineCol>,
+    },
+
+    /// A file is not valid TOML/JSON, or does not have the expected shape (unknown key,
+    /// wrong type, zero timeout, ...).
+    #[error("{}: {message}", place(.path, .at))]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// Where the problem is.
+        at: Option<LineCol>,
+        /// What is wrong.
+        message: String,
+    },
+
+    /// A server name does not follow the naming rule.
+    #[error("{}: invalid server name {name:?}: {reason}", place(.path, .at))]
+    InvalidName {
+        /// The file.
+        path: PathBuf,
+        /// Where the name is.
+        at: Option<LineCol>,
+        /// The offending name.
+        name: String,
+        /// Which rule it breaks.
+        reason: String,
+    },
+
+    /// The same server name appears twice in one file.
+    #[error("{}: server `{name}` is defined more than once in this file", place(.path, .at))]
+    DuplicateServer {
+        /// The file.
+        path: PathBuf,
+        /// Where the second definition is.
+        at: Option<LineCol>,
+        /// The repeated name.
+        name: String,
+    },
+
+    /// A server definition is incomplete or contradictory.
+    #[error("{}: server `{server}`: {message}", place(.path, .at))]
+    InvalidServer {
+        /// The file.
+        path: PathBuf,
+        /// Where the server is defined.
+        at: Option<LineCol>,
+        /// The server's name.
+        server: String,
+        /// What is wrong.
+        message: String,
+    },
+
+    /// A server asks for a transport Warden does not implement.
+    #[error(
+        "{}: server `{server}`: transport `{transport}` is not supported yet; use a local `command` or a Streamable HTTP `url` (type `http`)",
+        place(.path, .at)
+    )]
+    UnsupportedTransport {
+        /// The file.
+        path: PathBuf,
+        /// Where the server is defined.
+        at: Option<LineCol>,
+        /// The server's name.
+        server: String,
+        /// The transport as written (`sse`).
+        transport: String,
+    },
+
+    /// A `${VAR}` reference names a variable that is not set, and gives no default.
+    #[error(
+        "{}: server `{server}`: environment variable `{variable}` is not set and the reference gives no default (write `${{{variable}:-default}}` to provide one)",
+        place(.path, .at)
+    )]
+    UnsetVariable {
+        /// The file.
+        path: PathBuf,
+        /// Where the server is defined.
+        at: Option<LineCol>,
+        /// The server's name.
+        server: String,
+        /// The missing variable.
+        variable: String,
+    },
+
+    /// A VS Code `${input:ID}` reference: VS Code prompts the user for these, Warden cannot.
+    #[error(
+        "{}: server `{server}`: `${{input:{id}}}` is a VS Code prompted input, which Warden does not support; put the value in an environment variable and write `${{env:NAME}}` instead",
+        place(.path, .at)
+    )]
+    PromptedInput {
+        /// The file.
+        path: PathBuf,
+        /// Where the server is defined.
+        at: Option<LineCol>,
+        /// The server's name.
+        server: String,
+        /// The input's id.
+        id: String,
+    },
+
+    /// A file given with `--config` whose format cannot be recognised.
+    #[error("{}: cannot tell which configuration format this is: {reason}", .path.display())]
+    UnknownFormat {
+        /// The file.
+        path: PathBuf,
+        /// Why detection failed.
+        reason: String,
+    },
+}
+
+impl ConfigError {
+    /// The file this error is about, if it is about one.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Self::Environment(_) => None,
+            Self::Read { path, .. }
+            | Self::TooLarge { path, .. }
+            | Self::NotUtf8 { path, .. }
+            | Self::Parse { path, .. }
+            | Self::InvalidName { path, .. }
+            | Self::DuplicateServer { path, .. }
+            | Self::InvalidServer { path, .. }
+            | Self::UnsupportedTransport { path, .. }
+            | Self::UnsetVariable { path, .. }
+            | Self::PromptedInput { path, .. }
+            | Self::UnknownFormat { path, .. } => Some(path),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_become_line_and_column() {
+        let text = "ab\ncdé\nf";
+        assert_eq!(LineCol::at_offset(text, 0), LineCol { line: 1, column: 1 });
+        assert_eq!(LineCol::at_offset(text, 3), LineCol { line: 2, column: 1 });
+        // 'é' is two bytes but one column.
+        assert_eq!(LineCol::at_offset(text, 7), LineCol { line: 2, column: 4 });
+        assert_eq!(LineCol::at_offset(text, 99), LineCol { line: 3, column: 2 });
+    }
+
+    #[test]
+    fn messages_start_with_the_place() {
+        let err = ConfigError::Parse {
+            path: PathBuf::from("/x/warden.toml"),
+            at: Some(LineCol { line: 3, column: 7 }),
+            message: "bad".into(),
+        };
+        assert_eq!(err.to_string(), "/x/warden.toml:3:7: bad");
+        let err = ConfigError::UnsetVariable {
+            path: PathBuf::from("/p/.mcp.json"),
+            at: None,
+            server: "gh".into(),
+            variable: "TOKEN".into(),
+        };
+        assert_eq!(
+            err.to_string(),
+            "/p/.mcp.json: server `gh`: environment variable `TOKEN` is not set and the reference gives no default (write `${TOKEN:-default}` to provide one)"
+        );
+    }
+}

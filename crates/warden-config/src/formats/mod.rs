@@ -1,0 +1,362 @@
+//! The file formats, and the common step that turns a parsed entry into a [`ServerSpec`].
+//!
+//! Each format module only knows its own file's shape: it fills in a [`Draft`] per server
+//! and hands it to [`Draft::build`], which applies the rules shared by every format (name
+//! check, transport choice, variable expansion, relative paths).
+
+pub(crate) mod claude;
+mod entries;
+mod json;
+pub(crate) mod vscode;
+pub(crate) mod warden_toml;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub(crate) use entries::Entries;
+
+use crate::Environment;
+use crate::error::{ConfigError, LineCol};
+use crate::expand::{ExpandError, Expander};
+use crate::name::validate_server_name;
+use crate::spec::{
+    DEFAULT_MAX_MESSAGE_BYTES, EraPreference, Format, Origin, ServerSpec, Timeouts, TransportSpec,
+};
+
+/// Parses the text of one file in a known format.
+///
+/// `workspace` is the project directory VS Code's `${workspaceFolder}` stands for.
+pub(crate) fn parse(
+    text: &str,
+    origin: &Origin,
+    env: &Environment,
+    workspace: &Path,
+) -> Result<Vec<ServerSpec>, ConfigError> {
+    match origin.format {
+        Format::WardenToml => warden_toml::parse(text, origin, env),
+        Format::ClaudeDesktop | Format::ClaudeCode => claude::parse(text, origin, env),
+        Format::VsCode => vscode::parse(text, origin, env, workspace),
+    }
+}
+
+/// Builds every draft of one file, refusing a name used twice in it.
+pub(crate) fn build_all(
+    drafts: Vec<Draft>,
+    cx: &Context<'_>,
+) -> Result<Vec<ServerSpec>, ConfigError> {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut specs = Vec::with_capacity(drafts.len());
+    for draft in drafts {
+        if !seen.insert(draft.name.clone()) {
+            return Err(ConfigError::DuplicateServer {
+                path: cx.origin.path.clone(),
+                at: draft.at,
+                name: draft.name,
+            });
+        }
+        specs.push(draft.build(cx)?);
+    }
+    Ok(specs)
+}
+
+/// The directory holding `path` (configuration paths are absolute, so there is one).
+pub(crate) fn directory_of(path: &Path) -> &Path {
+    path.parent().unwrap_or(path)
+}
+
+/// Guesses the format of a file named on the command line: first from its name, then from
+/// its content (JSON with `mcpServers` is Claude Code, with `servers` VS Code; anything not
+/// starting with `{` is taken as Warden TOML).
+pub(crate) fn detect(path: &Path, text: &str) -> Result<Format, ConfigError> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let parent = path
+        .parent()
+        .and_then(Path::file_name)
+        .map(|n| n.to_string_lossy().into_owned());
+    if name.ends_with(".toml") {
+        return Ok(Format::WardenToml);
+    }
+    match name.as_str() {
+        "claude_desktop_config.json" => return Ok(Format::ClaudeDesktop),
+        ".mcp.json" => return Ok(Format::ClaudeCode),
+        "mcp.json" if parent.as_deref() == Some(".vscode") => return Ok(Format::VsCode),
+        _ => {}
+    }
+    let plain = json::strip_comments(text, path)?;
+    if !plain.trim_start().starts_with('{') {
+        return Ok(Format::WardenToml);
+    }
+    let value: serde_json::Value = json::from_plain(&plain, path)?;
+    let has = |key: &str| value.get(key).is_some();
+    if has("mcpServers") {
+        Ok(Format::ClaudeCode)
+    } else if has("servers") {
+        Ok(Format::VsCode)
+    } else {
+        Err(ConfigError::UnknownFormat {
+            path: path.to_owned(),
+            reason: "a JSON object with neither `mcpServers` (Claude) nor `servers` (VS Code)"
+                .to_owned(),
+        })
+    }
+}
+
+/// One server as a format module read it, before the shared rules are applied.
+#[derive(Debug, Default)]
+pub(crate) struct Draft {
+    pub name: String,
+    /// Where the server's name is written, for error messages.
+    pub at: Option<LineCol>,
+    /// An explicit `type` (JSON formats); `None` infers it from `command` / `url`.
+    pub kind: Option<String>,
+    pub command: Option<String>,
+    pub args: Option<Vec<String>>,
+    pub env: Option<BTreeMap<String, String>>,
+    /// Variables from a file (VS Code `envFile`): taken literally, overridden by `env`.
+    pub env_file_vars: BTreeMap<String, String>,
+    pub cwd: Option<String>,
+    pub url: Option<String>,
+    pub headers: Option<BTreeMap<String, String>>,
+    pub timeouts: Option<Timeouts>,
+    pub era: Option<EraPreference>,
+    pub max_message_bytes: Option<usize>,
+}
+
+/// What [`Draft::build`] needs to know about the file the draft came from.
+pub(crate) struct Context<'a> {
+    pub origin: &'a Origin,
+    pub expander: Expander<'a>,
+    /// Relative `cwd` and relative command paths are resolved against this directory.
+    pub base_dir: &'a Path,
+}
+
+enum Kind {
+    Stdio,
+    Http,
+}
+
+impl Context<'_> {
+    pub(crate) fn invalid(&self, draft: &Draft, message: impl Into<String>) -> ConfigError {
+        ConfigError::InvalidServer {
+            path: self.origin.path.clone(),
+            at: draft.at,
+            server: draft.name.clone(),
+            message: message.into(),
+        }
+    }
+
+    /// Expands references in one value of `draft`, attributing failures to it.
+    pub(crate) fn expand(&self, draft: &Draft, value: &str) -> Result<String, ConfigError> {
+        let path = self.origin.path.clone();
+        let server = draft.name.clone();
+        let at = draft.at;
+        self.expander.expand(value).map_err(|e| match e {
+            ExpandError::Unset(variable) => ConfigError::UnsetVariable {
+                path,
+                at,
+                server,
+                variable,
+            },
+            ExpandError::Input(id) => ConfigError::PromptedInput {
+                path,
+                at,
+                server,
+                id,
+            },
+            ExpandError::Invalid(message) => ConfigError::InvalidServer {
+                path,
+                at,
+                server,
+                message,
+            },
+        })
+    }
+
+    fn expand_map(
+        &self,
+        draft: &Draft,
+        map: Option<&BTreeMap<String, String>>,
+    ) -> Result<BTreeMap<String, String>, ConfigError> {
+        map.into_iter()
+            .flatten()
+            .map(|(k, v)| Ok((k.clone(), self.expand(draft, v)?)))
+            .collect()
+    }
+
+    /// `value` as a path, joined to `base` when relative.
+    fn resolve(&self, draft: &Draft, base: &Path, value: &str) -> Result<String, ConfigError> {
+        let path = Path::new(value);
+        if path.is_absolute() {
+            return Ok(value.to_owned());
+        }
+        base.join(path).into_os_string().into_string().map_err(|_| {
+            self.invalid(
+                draft,
+                format!(
+                    "the path {value:?}, resolved against {}, is not valid UTF-8",
+                    base.display()
+                ),
+            )
+        })
+    }
+}
+
+impl Draft {
+    /// Applies the rules every format shares and produces the final spec.
+    pub(crate) fn build(self, cx: &Context<'_>) -> Result<ServerSpec, ConfigError> {
+        validate_server_name(&self.name).map_err(|reason| ConfigError::InvalidName {
+            path: cx.origin.path.clone(),
+            at: self.at,
+            name: self.name.clone(),
+            reason,
+        })?;
+        let transport = match self.kind(cx)? {
+            Kind::Stdio => self.stdio(cx)?,
+            Kind::Http => self.http(cx)?,
+        };
+        Ok(ServerSpec {
+            name: self.name,
+            transport,
+            timeouts: self.timeouts.unwrap_or_default(),
+            era: self.era.unwrap_or_default(),
+            max_message_bytes: self.max_message_bytes.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
+            origin: cx.origin.clone(),
+        })
+    }
+
+    /// Chooses the transport from `type`, or from which of `command` / `url` is present.
+    fn kind(&self, cx: &Context<'_>) -> Result<Kind, ConfigError> {
+        if self.command.is_some() && self.url.is_some() {
+            return Err(cx.invalid(
+                self,
+                "`command` and `url` are mutually exclusive: a server is either a local program or a remote endpoint",
+            ));
+        }
+        let kind = match self.kind.as_deref() {
+            None if self.command.is_some() => Kind::Stdio,
+            None if self.url.is_some() => Kind::Http,
+            None => {
+                return Err(cx.invalid(
+                    self,
+                    "needs either `command` (a local program) or `url` (a remote endpoint)",
+                ));
+            }
+            Some("stdio") => Kind::Stdio,
+            Some("http" | "streamable-http" | "streamableHttp") => Kind::Http,
+            Some(transport @ "sse") => {
+                return Err(ConfigError::UnsupportedTransport {
+                    path: cx.origin.path.clone(),
+                    at: self.at,
+                    server: self.name.clone(),
+                    transport: transport.to_owned(),
+                });
+            }
+            Some(other) => {
+                return Err(cx.invalid(
+                    self,
+                    format!("unknown type {other:?}; expected \"stdio\" or \"http\""),
+                ));
+            }
+        };
+        Ok(kind)
+    }
+
+    fn stdio(&self, cx: &Context<'_>) -> Result<TransportSpec, ConfigError> {
+        let Some(command) = &self.command else {
+            return Err(cx.invalid(self, "type \"stdio\" needs a `command`"));
+        };
+        if self.headers.as_ref().is_some_and(|h| !h.is_empty()) {
+            return Err(cx.invalid(self, "`headers` only applies to remote (`url`) servers"));
+        }
+        let command = cx.expand(self, command)?;
+        if command.trim().is_empty() {
+            return Err(cx.invalid(self, "`command` is empty"));
+        }
+        let cwd = match &self.cwd {
+            Some(cwd) => {
+                let cwd = cx.expand(self, cwd)?;
+                if cwd.is_empty() {
+                    return Err(cx.invalid(self, "`cwd` is empty"));
+                }
+                Some(PathBuf::from(cx.resolve(self, cx.base_dir, &cwd)?))
+            }
+            None => None,
+        };
+        // A relative path with a directory part ("./server", "bin/server") means a file next
+        // to the configuration (or in `cwd`, when one is given); a bare name is left for the
+        // `PATH` lookup.
+        let command = if command.contains('/') || command.contains(std::path::MAIN_SEPARATOR) {
+            cx.resolve(self, cwd.as_deref().unwrap_or(cx.base_dir), &command)?
+        } else {
+            command
+        };
+        let args = self
+            .args
+            .iter()
+            .flatten()
+            .map(|arg| cx.expand(self, arg))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut env = self.env_file_vars.clone();
+        env.extend(cx.expand_map(self, self.env.as_ref())?);
+        if let Some(bad) = env.keys().find(|k| k.is_empty() || k.contains(['=', '\0'])) {
+            return Err(cx.invalid(
+                self,
+                format!("{bad:?} is not a valid environment variable name"),
+            ));
+        }
+        Ok(TransportSpec::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        })
+    }
+
+    fn http(&self, cx: &Context<'_>) -> Result<TransportSpec, ConfigError> {
+        let Some(url) = &self.url else {
+            return Err(cx.invalid(self, "type \"http\" needs a `url`"));
+        };
+        for (field, present) in [
+            ("args", self.args.as_ref().is_some_and(|a| !a.is_empty())),
+            (
+                "env",
+                self.env.as_ref().is_some_and(|e| !e.is_empty()) || !self.env_file_vars.is_empty(),
+            ),
+            ("cwd", self.cwd.is_some()),
+        ] {
+            if present {
+                return Err(cx.invalid(
+                    self,
+                    format!("`{field}` only applies to local (`command`) servers"),
+                ));
+            }
+        }
+        let url = cx.expand(self, url)?;
+        let scheme_ok = url.split_once("://").is_some_and(|(scheme, rest)| {
+            (scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https"))
+                && !rest.is_empty()
+        });
+        if !scheme_ok {
+            return Err(cx.invalid(
+                self,
+                format!("`url` must be an http:// or https:// URL, not {url:?}"),
+            ));
+        }
+        let headers = cx.expand_map(self, self.headers.as_ref())?;
+        for (name, value) in &headers {
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
+                return Err(cx.invalid(self, format!("{name:?} is not a valid header name")));
+            }
+            if value.contains(['\r', '\n', '\0']) {
+                return Err(cx.invalid(
+                    self,
+                    format!("the value of header `{name}` contains a line break or NUL"),
+                ));
+            }
+        }
+        Ok(TransportSpec::Http { url, headers })
+    }
+}

@@ -1,0 +1,42 @@
+//! Warden's configuration: which MCP servers exist, and how to reach them.
+//!
+//! People who want an MCP host already have servers configured for Claude Desktop, Claude
+//! Code or VS Code. This crate reads those files as they are, alongside Warden's own
+//! `warden.toml`, and turns all of them into one list of [`ServerSpec`]s, so the rest of
+//! Warden never deals with file formats.
+//!
+//! Files come from three scopes, merged by name with the higher scope winning (a server is
+//! replaced whole, never field by field):
+//! - **user**: `$XDG_CONFIG_HOME/warden/warden.toml` and Claude Desktop's
+//!   `$XDG_CONFIG_HOME/Claude/claude_desktop_config.json`;
+//! - **project**: `.vscode/mcp.json`, `.mcp.json` and `warden.toml` in the nearest directory
+//!   (from the working directory up to the repository root) that has any of them;
+//! - **local**: `$XDG_STATE_HOME/warden/local/<key>.toml`, private per-project settings.
+//!
+//! [`discover`] does that search; [`load_file`] reads one named file instead. Both report
+//! which files were read and which definitions were shadowed, and refuse broken files
+//! with an error naming the file and position rather than skipping them.
+
+mod discover;
+mod duration;
+mod envfile;
+mod environment;
+mod error;
+mod expand;
+mod formats;
+mod jsonc;
+mod name;
+mod read;
+mod resolved;
+pub mod spec;
+
+pub use discover::{discover, load_file, local_config_path, local_key, project_root};
+pub use environment::Environment;
+pub use error::{ConfigError, LineCol};
+pub use name::{MAX_SERVER_NAME_LEN, validate_server_name};
+pub use read::MAX_CONFIG_FILE_BYTES;
+pub use resolved::{ResolvedConfig, Shadowed};
+pub use spec::*;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,68 @@
+//! The outcome of loading configuration, and the merge that produces it.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::spec::{Origin, ServerSpec};
+
+/// Every server Warden will know about, and where each came from.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ResolvedConfig {
+    /// The winning definition of each server, sorted by name.
+    pub servers: Vec<ServerSpec>,
+    /// Every file that was read, in precedence order: lowest first, so a server in a later
+    /// file replaces one of the same name in an earlier file.
+    pub files: Vec<Origin>,
+    /// Definitions replaced by a higher-precedence one, sorted by name.
+    pub shadowed: Vec<Shadowed>,
+}
+
+/// A server definition hidden by another of the same name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Shadowed {
+    /// The server name both definitions use.
+    pub name: String,
+    /// Where the hidden (unused) definition is.
+    pub hidden: Origin,
+    /// Where the definition actually used is.
+    pub winner: Origin,
+}
+
+/// Merges files given lowest precedence first. A later definition replaces an earlier one
+/// entirely (fields are never combined), and every replaced one is reported against the
+/// definition that is finally used.
+pub(crate) fn merge(layers: Vec<(Origin, Vec<ServerSpec>)>) -> ResolvedConfig {
+    let mut winners: BTreeMap<String, ServerSpec> = BTreeMap::new();
+    let mut hidden: BTreeMap<String, Vec<Origin>> = BTreeMap::new();
+    let mut files = Vec::with_capacity(layers.len());
+    for (origin, servers) in layers {
+        files.push(origin);
+        for server in servers {
+            if let Some(previous) = winners.insert(server.name.clone(), server) {
+                hidden
+                    .entry(previous.name)
+                    .or_default()
+                    .push(previous.origin);
+            }
+        }
+    }
+    let shadowed = hidden
+        .into_iter()
+        .flat_map(|(name, origins)| {
+            let winner = winners.get(&name).map(|s| s.origin.clone());
+            origins.into_iter().filter_map(move |hidden| {
+                Some(Shadowed {
+                    name: name.clone(),
+                    hidden,
+                    winner: winner.clone()?,
+                })
+            })
+        })
+        .collect();
+    ResolvedConfig {
+        servers: winners.into_values().collect(),
+        files,
+        shadowed,
+    }
+}

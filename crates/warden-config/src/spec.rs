@@ -1,0 +1,139 @@
+//! The resolved description of one server: what the rest of Warden consumes.
+//!
+//! Every loader (Warden's TOML, Claude Desktop, Claude Code, VS Code) produces these values;
+//! nothing downstream knows which file format a server came from, only its [`Origin`].
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Default time to establish a connection (spawn, handshake, first `tools/list`).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default time one tool call may take.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default cap on one message read from a server (one stdio line).
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// One configured server, fully resolved (variables expanded, scopes merged).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServerSpec {
+    /// Validated name: ASCII letters, digits, `_` and `-`, 1 to 64 characters.
+    pub name: String,
+    /// How to reach the server.
+    pub transport: TransportSpec,
+    /// Timeouts for this server.
+    pub timeouts: Timeouts,
+    /// Which protocol era(s) Warden may speak to it.
+    pub era: EraPreference,
+    /// Cap on a single incoming message, in bytes.
+    pub max_message_bytes: usize,
+    /// Where this definition came from.
+    pub origin: Origin,
+}
+
+/// How a server is reached.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum TransportSpec {
+    /// A local program speaking MCP over its stdin and stdout.
+    Stdio {
+        /// The program, as written in the configuration (a bare name is looked up in `PATH`).
+        command: String,
+        /// Its arguments, passed as they are (never through a shell).
+        args: Vec<String>,
+        /// Variables added to its environment.
+        env: BTreeMap<String, String>,
+        /// Its working directory; `None` means Warden's own.
+        cwd: Option<PathBuf>,
+    },
+    /// A remote server over Streamable HTTP.
+    Http {
+        /// The endpoint URL.
+        url: String,
+        /// Headers sent with every request (values may be secrets: never log them).
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// Timeouts for one server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Timeouts {
+    /// Spawn + handshake + first tool list.
+    #[serde(with = "duration_ms")]
+    pub connect: Duration,
+    /// One tool call.
+    #[serde(with = "duration_ms")]
+    pub call: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Self {
+            connect: DEFAULT_CONNECT_TIMEOUT,
+            call: DEFAULT_CALL_TIMEOUT,
+        }
+    }
+}
+
+/// Which protocol era Warden speaks to a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EraPreference {
+    /// Probe with `server/discover` (2026-07-28) and fall back to `initialize` (2025-11-25).
+    #[default]
+    Auto,
+    /// Only the stateless 2026-07-28 revision; no fallback.
+    Modern,
+    /// Only the `initialize` handshake (2025-11-25 and older); no probe.
+    Legacy,
+}
+
+/// The scope a definition was found in. Later scopes win: local > project > user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// The user's own configuration directory.
+    User,
+    /// Files in the working tree (possibly a cloned repository: not to be trusted blindly).
+    Project,
+    /// Private per-project settings kept in the user's state directory.
+    Local,
+    /// A file named with `--config`, which replaces discovery.
+    Explicit,
+}
+
+/// The file format a definition was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Format {
+    /// Warden's own TOML (`[servers.NAME]`).
+    WardenToml,
+    /// Claude Desktop's `claude_desktop_config.json` (`mcpServers`).
+    ClaudeDesktop,
+    /// Claude Code's `.mcp.json` (`mcpServers`, `${VAR}` expansion).
+    ClaudeCode,
+    /// VS Code's `.vscode/mcp.json` (`servers`).
+    VsCode,
+}
+
+/// Where a server definition came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Origin {
+    /// The scope of the file.
+    pub scope: Scope,
+    /// The file's format.
+    pub format: Format,
+    /// The file's path.
+    pub path: PathBuf,
+}
+
+mod duration_ms {
+    use serde::Serializer;
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(value: &Duration, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_u64(u64::try_from(value.as_millis()).unwrap_or(u64::MAX))
+    }
+}

@@ -1,0 +1,258 @@
+//! The catalogue: every tool of every connected server, under its qualified name, with its
+//! input schema compiled. Built once from the servers' lists and not changed afterwards;
+//! a refresh builds a new one.
+
+use std::collections::{HashMap, HashSet};
+
+use serde::Serialize;
+use warden_mcp::ToolDef;
+
+use crate::naming::{SEPARATOR, qualify};
+use crate::schema::{CompiledSchema, SchemaLimits};
+
+/// A tool Warden can call.
+#[derive(Debug, Serialize)]
+pub struct CatalogueTool {
+    /// The unique, model-safe name (`server__tool`).
+    pub qualified: String,
+    /// The server's configured name.
+    pub server: String,
+    /// The definition as the server sent it (its `name` is the raw wire name).
+    #[serde(flatten)]
+    pub def: ToolDef,
+    #[serde(skip)]
+    schema: CompiledSchema,
+}
+
+impl CatalogueTool {
+    /// Checks arguments against the tool's input schema.
+    pub fn check(
+        &self,
+        arguments: &serde_json::Value,
+    ) -> Result<(), Vec<crate::schema::Violation>> {
+        self.schema.check(arguments)
+    }
+}
+
+/// A tool a server listed that Warden does not offer, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RejectedTool {
+    /// The server's configured name.
+    pub server: String,
+    /// The tool's raw name.
+    pub name: String,
+    /// Why it was left out.
+    pub reason: String,
+}
+
+/// Every callable tool, in a stable order: servers by name, then each server's own order.
+#[derive(Debug, Default)]
+pub struct Catalogue {
+    tools: Vec<CatalogueTool>,
+    by_qualified: HashMap<String, usize>,
+    by_raw: HashMap<(String, String), usize>,
+    rejected: Vec<RejectedTool>,
+}
+
+impl Catalogue {
+    /// Builds the catalogue from each server's tool list.
+    pub fn build(mut lists: Vec<(String, Vec<ToolDef>)>, limits: SchemaLimits) -> Self {
+        lists.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut rejected = Vec::new();
+        let mut accepted: Vec<(String, ToolDef, CompiledSchema)> = Vec::new();
+        for (server, tools) in lists {
+            let mut seen = HashSet::new();
+            for def in tools {
+                if !seen.insert(def.name.clone()) {
+                    rejected.push(RejectedTool {
+                        server: server.clone(),
+                        name: def.name,
+                        reason: "listed twice by the server; the first definition is used".into(),
+                    });
+                    continue;
+                }
+                match CompiledSchema::compile(&def.input_schema, limits) {
+                    Ok(schema) => accepted.push((server.clone(), def, schema)),
+                    Err(error) => {
+                        tracing::warn!(server = %server, tool = %def.name, "tool left out: {error}");
+                        rejected.push(RejectedTool {
+                            server: server.clone(),
+                            name: def.name,
+                            reason: error.to_string(),
+                        });
+                    }
+                }
+            }
+        }
+        let pairs: Vec<(&str, &str)> = accepted
+            .iter()
+            .map(|(server, def, _)| (server.as_str(), def.name.as_str()))
+            .collect();
+        let names = qualify(&pairs);
+        let mut catalogue = Catalogue {
+            rejected,
+            ..Catalogue::default()
+        };
+        for ((server, def, schema), qualified) in accepted.into_iter().zip(names) {
+            let index = catalogue.tools.len();
+            catalogue.by_qualified.insert(qualified.clone(), index);
+            catalogue
+                .by_raw
+                .insert((server.clone(), def.name.clone()), index);
+            catalogue.tools.push(CatalogueTool {
+                qualified,
+                server,
+                def,
+                schema,
+            });
+        }
+        catalogue
+    }
+
+    /// Every tool, in the catalogue's stable order.
+    pub fn tools(&self) -> &[CatalogueTool] {
+        &self.tools
+    }
+
+    /// Tools that were listed but left out, with reasons.
+    pub fn rejected(&self) -> &[RejectedTool] {
+        &self.rejected
+    }
+
+    /// The tools of one server.
+    pub fn tools_of<'a>(&'a self, server: &'a str) -> impl Iterator<Item = &'a CatalogueTool> {
+        self.tools.iter().filter(move |tool| tool.server == server)
+    }
+
+    /// Looks a tool up by `server/tool` (raw name) or by qualified name.
+    pub fn resolve(&self, target: &str) -> Option<&CatalogueTool> {
+        if let Some(&index) = self.by_qualified.get(target) {
+            return self.tools.get(index);
+        }
+        let (server, raw) = target.split_once('/')?;
+        self.by_raw
+            .get(&(server.to_owned(), raw.to_owned()))
+            .and_then(|&index| self.tools.get(index))
+    }
+
+    /// Up to `limit` qualified names that look like `target`, for "did you mean".
+    pub fn suggest(&self, target: &str, limit: usize) -> Vec<&str> {
+        let needle = target
+            .rsplit(['/', '_'])
+            .next()
+            .unwrap_or(target)
+            .to_ascii_lowercase();
+        if needle.is_empty() {
+            return Vec::new();
+        }
+        self.tools
+            .iter()
+            .filter(|tool| tool.def.name.to_ascii_lowercase().contains(&needle))
+            .map(|tool| tool.qualified.as_str())
+            .take(limit)
+            .collect()
+    }
+}
+
+/// The servers a target may belong to, judged from its text alone: the part before `/`, or
+/// every server whose name followed by `__` starts the qualified name. Empty when the text
+/// does not tell (a shortened name): then every server is a candidate.
+pub fn candidate_servers<'a>(target: &str, servers: &[&'a str]) -> Vec<&'a str> {
+    if let Some((server, _)) = target.split_once('/') {
+        return servers
+            .iter()
+            .copied()
+            .filter(|name| *name == server)
+            .collect();
+    }
+    servers
+        .iter()
+        .copied()
+        .filter(|name| {
+            target
+                .strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(SEPARATOR))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str, schema: serde_json::Value) -> ToolDef {
+        ToolDef {
+            name: name.into(),
+            title: None,
+            description: None,
+            input_schema: schema,
+            output_schema: None,
+            annotations: None,
+        }
+    }
+
+    #[test]
+    fn resolves_both_target_forms_and_keeps_a_stable_order() {
+        let object = json!({"type": "object"});
+        let catalogue = Catalogue::build(
+            vec![
+                (
+                    "zeta".into(),
+                    vec![tool("b", object.clone()), tool("a", object.clone())],
+                ),
+                ("alpha".into(), vec![tool("get-sum", object.clone())]),
+            ],
+            SchemaLimits::default(),
+        );
+        let order: Vec<&str> = catalogue
+            .tools()
+            .iter()
+            .map(|t| t.qualified.as_str())
+            .collect();
+        assert_eq!(order, vec!["alpha__get-sum", "zeta__b", "zeta__a"]);
+        assert_eq!(catalogue.resolve("zeta/a").unwrap().qualified, "zeta__a");
+        assert_eq!(
+            catalogue.resolve("alpha__get-sum").unwrap().def.name,
+            "get-sum"
+        );
+        assert!(catalogue.resolve("alpha/nope").is_none());
+    }
+
+    #[test]
+    fn duplicate_and_uncompilable_tools_are_rejected_with_reasons() {
+        let catalogue = Catalogue::build(
+            vec![(
+                "s".into(),
+                vec![
+                    tool("a", json!({"type": "object"})),
+                    tool("a", json!({"type": "object"})),
+                    tool("bad", json!("not a schema")),
+                ],
+            )],
+            SchemaLimits::default(),
+        );
+        assert_eq!(catalogue.tools().len(), 1);
+        let reasons: Vec<(&str, &str)> = catalogue
+            .rejected()
+            .iter()
+            .map(|r| (r.name.as_str(), r.reason.as_str()))
+            .collect();
+        assert!(reasons[0].0 == "a" && reasons[0].1.contains("listed twice"));
+        assert!(reasons[1].0 == "bad" && reasons[1].1.contains("not a JSON object"));
+    }
+
+    #[test]
+    fn candidate_servers_read_both_forms() {
+        let servers = ["time", "my__srv", "my"];
+        assert_eq!(
+            candidate_servers("time/get_current_time", &servers),
+            vec!["time"]
+        );
+        assert_eq!(
+            candidate_servers("my__srv__tool", &servers),
+            vec!["my__srv", "my"]
+        );
+        assert!(candidate_servers("unknown__x", &servers).is_empty());
+    }
+}

@@ -1,0 +1,125 @@
+//! Warden's own view of a connected server, independent of the SDK underneath.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use warden_config::ServerSpec;
+
+use crate::error::{CallError, ConnectFailure};
+use crate::launcher::{Launcher, StopReport};
+
+/// The protocol era a connection speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Era {
+    /// 2026-07-28 and later: stateless, `server/discover`, metadata on every request.
+    Modern,
+    /// 2025-11-25 and earlier: the `initialize` handshake.
+    Legacy,
+}
+
+/// What a server told us about itself. Self-reported: for display and logs, never for a
+/// trust decision.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServerInfo {
+    /// The protocol era in use.
+    pub era: Era,
+    /// The negotiated protocol revision, e.g. `2025-11-25`.
+    pub protocol_version: String,
+    /// The implementation name the server reported, if any.
+    pub name: Option<String>,
+    /// Its version, if reported.
+    pub version: Option<String>,
+    /// Its display title, if reported.
+    pub title: Option<String>,
+    /// The server's capabilities, as sent.
+    pub capabilities: Value,
+    /// Instructions for the model, if the server gave any.
+    pub instructions: Option<String>,
+    /// The executable that was started (stdio servers).
+    pub program: Option<PathBuf>,
+}
+
+/// One tool as the server defined it. All fields are untrusted text from the server.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ToolDef {
+    /// The tool's name on the wire.
+    pub name: String,
+    /// Display title, if any.
+    pub title: Option<String>,
+    /// Description, if any.
+    pub description: Option<String>,
+    /// The JSON Schema of its arguments.
+    pub input_schema: Value,
+    /// The JSON Schema of its structured output, if declared.
+    pub output_schema: Option<Value>,
+    /// Behaviour hints (`readOnlyHint`, ...), only as trustworthy as the server.
+    pub annotations: Option<Value>,
+}
+
+/// The result of a tool call that reached the server and came back.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CallOutcome {
+    /// Content blocks (`text`, `image`, `resource`, ...), as sent.
+    pub content: Vec<Value>,
+    /// Structured content, if the tool returned any.
+    pub structured: Option<Value>,
+    /// Whether the tool reported an error.
+    pub is_error: bool,
+    /// The whole result as received, for `--json` output.
+    pub raw: Value,
+}
+
+/// Limits and places a connection needs beyond the server's own definition.
+#[derive(Debug, Clone, Default)]
+pub struct ConnectOptions {
+    /// Directory for per-server stderr logs (`NAME.log`); `None` keeps them in memory only.
+    pub log_dir: Option<PathBuf>,
+    /// Tools accepted from one server, across all pages.
+    pub max_tools: Option<usize>,
+    /// Pages of `tools/list` followed before giving up.
+    pub max_pages: Option<usize>,
+}
+
+/// Tools accepted from one server by default.
+pub const DEFAULT_MAX_TOOLS: usize = 4096;
+/// Pages of `tools/list` followed by default.
+pub const DEFAULT_MAX_PAGES: usize = 64;
+
+/// A live connection to one server.
+///
+/// Implementations own the server's process (if any) and stop it in [`Connection::close`];
+/// dropping a connection without closing it kills the process group.
+pub trait Connection: Send + Sync {
+    /// The server's name in Warden's configuration.
+    fn name(&self) -> &str;
+    /// What the server said about itself during the handshake.
+    fn info(&self) -> &ServerInfo;
+    /// Lists every tool, following cursors within the configured bounds.
+    fn list_tools(&self, timeout: Duration) -> BoxFuture<'_, Result<Vec<ToolDef>, CallError>>;
+    /// Calls one tool by its wire name. On timeout, `notifications/cancelled` is sent.
+    fn call_tool<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: Option<Map<String, Value>>,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<CallOutcome, CallError>>;
+    /// The last `count` lines the server wrote to stderr.
+    fn stderr_tail(&self, count: usize) -> Vec<String>;
+    /// Closes the connection and stops the process: close stdin, wait, SIGTERM, SIGKILL.
+    fn close(self: Box<Self>) -> BoxFuture<'static, StopReport>;
+}
+
+/// Connects to the server `spec` describes, starting it through `launcher` if it is local.
+///
+/// The whole handshake is bounded by the server's connect timeout.
+pub async fn connect(
+    spec: &ServerSpec,
+    launcher: &dyn Launcher,
+    options: &ConnectOptions,
+) -> Result<Box<dyn Connection>, ConnectFailure> {
+    crate::rmcp_client::connect(spec, launcher, options).await
+}

@@ -1,0 +1,164 @@
+//! Errors at this crate's boundary. Each one says what failed and, where a server is
+//! involved, carries what the server printed last, so the user sees why without hunting
+//! through log files.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Starting a server process failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// A bare command name was not found in any absolute `PATH` entry.
+    #[error("command `{command}` was not found in PATH (searched: {searched})")]
+    NotFound {
+        /// The command as configured.
+        command: String,
+        /// The `PATH` entries searched, joined with `:`.
+        searched: String,
+    },
+    /// A command with a `/` that is relative: Warden never resolves programs against the
+    /// working directory.
+    #[error(
+        "command `{command}` is a relative path; use an absolute path or a bare name found in PATH"
+    )]
+    RelativePath {
+        /// The command as configured.
+        command: String,
+    },
+    /// The resolved program exists but is not an executable file.
+    #[error("`{}` is not an executable file", program.display())]
+    NotExecutable {
+        /// The resolved path.
+        program: PathBuf,
+    },
+    /// The working directory given for the server does not exist or is not a directory.
+    #[error("working directory `{}` is not a directory", cwd.display())]
+    BadWorkingDirectory {
+        /// The configured directory.
+        cwd: PathBuf,
+    },
+    /// The operating system refused to start the process.
+    #[error("could not start `{}`: {source}", program.display())]
+    Spawn {
+        /// The resolved program.
+        program: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The launcher does not handle this kind of server.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// Connecting to a server failed: it could not be started, did not complete the handshake,
+/// or broke the protocol while doing so.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// The process could not be started.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// No handshake within the connect timeout.
+    #[error("no handshake within {}", humanize(*after))]
+    Timeout {
+        /// The connect timeout that elapsed.
+        after: Duration,
+    },
+    /// The server process exited before the connection was established.
+    #[error("the server exited during the handshake ({status})")]
+    Exited {
+        /// How it exited, e.g. `exit code 3` or `killed by signal 9`.
+        status: String,
+    },
+    /// The server broke the transport rules (oversized message, too many non-JSON lines).
+    #[error("{reason}")]
+    Fault {
+        /// What went wrong.
+        reason: String,
+    },
+    /// The handshake itself failed (bad answer, error reply, no shared protocol version).
+    #[error("handshake failed: {reason}")]
+    Handshake {
+        /// The reason, in words.
+        reason: String,
+    },
+    /// The server is of a kind this version of Warden does not connect to yet.
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// A connection attempt that failed, with the last lines the server wrote to stderr.
+#[derive(Debug, thiserror::Error)]
+#[error("{error}")]
+pub struct ConnectFailure {
+    /// What failed.
+    pub error: ConnectError,
+    /// The server's last stderr lines (oldest first), possibly empty.
+    pub stderr_tail: Vec<String>,
+}
+
+/// A request on an established connection failed. A tool that ran and reported an error
+/// is not a `CallError`: that is a [`crate::CallOutcome`] with `is_error` set.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// No answer within the timeout; `notifications/cancelled` was sent.
+    #[error("no answer within {} (the request was cancelled)", humanize(*after))]
+    Timeout {
+        /// The timeout that elapsed.
+        after: Duration,
+    },
+    /// The server answered with a JSON-RPC error.
+    #[error("the server answered with error {code}: {message}")]
+    Rejected {
+        /// JSON-RPC error code.
+        code: i32,
+        /// The server's message.
+        message: String,
+    },
+    /// The connection is gone: the process exited, crashed or broke the protocol.
+    #[error("the server is gone: {reason}")]
+    ServerGone {
+        /// Why, as far as Warden can tell (exit status, fault).
+        reason: String,
+        /// The server's last stderr lines.
+        stderr_tail: Vec<String>,
+    },
+    /// The server's answer was not what the protocol allows here.
+    #[error("unexpected answer from the server: {reason}")]
+    Protocol {
+        /// What was wrong.
+        reason: String,
+    },
+    /// The server listed more tools (or pages) than Warden accepts from one server.
+    #[error("the server listed more than {limit} {what}")]
+    TooMany {
+        /// The limit that was hit.
+        limit: usize,
+        /// What was counted (`tools`, `pages`).
+        what: &'static str,
+    },
+}
+
+/// Formats a duration the way a person writes it: `10s`, `1.5s`, `250ms`.
+pub fn humanize(duration: Duration) -> String {
+    let ms = duration.as_millis();
+    if ms >= 1000 && ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else if ms >= 1000 {
+        format!("{:.1}s", duration.as_secs_f64())
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn humanize_reads_like_a_person_wrote_it() {
+        assert_eq!(humanize(Duration::from_secs(10)), "10s");
+        assert_eq!(humanize(Duration::from_millis(1500)), "1.5s");
+        assert_eq!(humanize(Duration::from_millis(250)), "250ms");
+    }
+}

@@ -1,0 +1,29 @@
+//! Connections from Warden to MCP servers.
+//!
+//! This crate owns everything between a [`warden_config::ServerSpec`] and a live, typed
+//! conversation with the server behind it:
+//!
+//! - [`launcher`]: the only place that creates processes. Connection code asks a
+//!   [`Launcher`] for a child and gets its pipes back; confinement plugs in there.
+//! - [`stdio`]: a transport over the child's pipes with a size cap on every message and a
+//!   bound on protocol faults (non-JSON lines on stdout).
+//! - [`stderr_log`]: the child's stderr, drained into a bounded ring and a per-server file.
+//! - [`connection`]: Warden's own [`Connection`] trait, and its implementation over `rmcp`,
+//!   which is pinned to one exact version and never leaks out of this crate.
+//!
+//! Why our own trait: the SDK is young and moves fast; everything above this crate speaks
+//! in Warden's types ([`ToolDef`], [`CallOutcome`], [`ServerInfo`]) so an SDK upgrade, or a
+//! second transport, touches this crate alone.
+
+pub mod connection;
+pub mod error;
+pub mod launcher;
+mod lines;
+mod rmcp_client;
+pub mod stderr_log;
+pub mod stdio;
+
+pub use connection::{CallOutcome, ConnectOptions, Connection, Era, ServerInfo, ToolDef, connect};
+pub use error::{CallError, ConnectError, ConnectFailure, LaunchError};
+pub use launcher::{DirectLauncher, LaunchRequest, Launched, Launcher, ProcessGroup};
+pub use stderr_log::StderrLog;

@@ -1,0 +1,460 @@
+//! The [`Connection`] implementation over rmcp. Everything rmcp-specific lives here.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+#[allow(deprecated)]
+use rmcp::model::LoggingMessageNotificationParam;
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams,
+    PaginatedRequestParams, ProtocolVersion,
+};
+use rmcp::service::{
+    ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer,
+    RunningService, ServiceError,
+};
+use rmcp::{ClientHandler, RoleClient};
+use serde_json::{Map, Value};
+use tokio::process::ChildStdin;
+use warden_config::{EraPreference, ServerSpec, TransportSpec};
+
+use crate::connection::{
+    CallOutcome, ConnectOptions, Connection, DEFAULT_MAX_PAGES, DEFAULT_MAX_TOOLS, Era, ServerInfo,
+    ToolDef,
+};
+use crate::error::{CallError, ConnectError, ConnectFailure};
+use crate::launcher::{LaunchRequest, Launcher, ProcessGroup, StopGrace, StopReport};
+use crate::stderr_log::StderrLog;
+use crate::stdio::{StdinCloser, StdioLimits, StdioTransport, TransportHealth};
+
+/// Lines of stderr attached to an error.
+const STDERR_TAIL_LINES: usize = 20;
+/// How long to wait for a failing server's last stderr lines to arrive.
+const STDERR_SETTLE: Duration = Duration::from_millis(300);
+/// Stop timings for a server that failed to connect: it gets less patience.
+const FAILED_STOP: StopGrace = StopGrace {
+    after_close: Duration::from_millis(300),
+    after_term: Duration::from_millis(500),
+};
+
+/// Warden's side of the conversation: answers the requests a server may send.
+#[derive(Debug, Clone)]
+struct WardenClient {
+    server: String,
+}
+
+impl ClientHandler for WardenClient {
+    fn get_info(&self) -> InitializeRequestParams {
+        let mut params = InitializeRequestParams::new(
+            ClientCapabilities::default(),
+            Implementation::new("warden", env!("CARGO_PKG_VERSION")),
+        );
+        params.protocol_version = ProtocolVersion::V_2025_11_25;
+        params
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        tracing::info!(server = %self.server, "the server's tool list changed");
+    }
+
+    #[allow(deprecated)] // Logging is deprecated in 2026-07-28, still sent by legacy servers.
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        tracing::debug!(server = %self.server, level = ?params.level, "server log: {}", params.data);
+    }
+}
+
+fn lifecycle(era: EraPreference) -> ClientLifecycleMode {
+    match era {
+        EraPreference::Auto => ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::V_2025_11_25),
+        },
+        EraPreference::Modern => ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+        EraPreference::Legacy => ClientLifecycleMode::Initialize,
+    }
+}
+
+/// Everything that explains why a server stopped talking.
+struct Diagnostics {
+    health: TransportHealth,
+    stderr: StderrLog,
+    group: Mutex<Option<ProcessGroup>>,
+}
+
+impl Diagnostics {
+    /// Why the connection ended, in words, after giving the process a moment to exit.
+    async fn reason(&self) -> String {
+        if let Some(fatal) = self.health.fatal() {
+            return fatal;
+        }
+        for _ in 0..20 {
+            if let Some(status) = self.exit_status() {
+                return format!("the server process exited ({status})");
+            }
+            tokio::time::sleep(Duration::from_millis(15)).await;
+        }
+        "the server closed the connection".to_owned()
+    }
+
+    fn exit_status(&self) -> Option<String> {
+        let mut group = match self.group.lock() {
+            Ok(group) => group,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        group.as_mut().and_then(ProcessGroup::try_status)
+    }
+
+    async fn stderr_tail(&self) -> Vec<String> {
+        self.stderr.wait_closed(STDERR_SETTLE).await;
+        self.stderr.tail(STDERR_TAIL_LINES)
+    }
+
+    fn take_group(&self) -> Option<ProcessGroup> {
+        match self.group.lock() {
+            Ok(mut group) => group.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        }
+    }
+}
+
+struct RmcpConnection {
+    name: String,
+    info: ServerInfo,
+    peer: Peer<RoleClient>,
+    running: Mutex<Option<RunningService<RoleClient, WardenClient>>>,
+    closer: StdinCloser<ChildStdin>,
+    diagnostics: Diagnostics,
+    max_tools: usize,
+    max_pages: usize,
+}
+
+pub(crate) async fn connect(
+    spec: &ServerSpec,
+    launcher: &dyn Launcher,
+    options: &ConnectOptions,
+) -> Result<Box<dyn Connection>, ConnectFailure> {
+    let TransportSpec::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+    } = &spec.transport
+    else {
+        return Err(ConnectFailure {
+            error: ConnectError::Unsupported(
+                "remote (HTTP) servers are not supported by this version of Warden yet".into(),
+            ),
+            stderr_tail: Vec::new(),
+        });
+    };
+    let request = LaunchRequest {
+        server: spec.name.clone(),
+        command: command.clone(),
+        args: args.clone(),
+        env: env.clone(),
+        cwd: cwd.clone(),
+    };
+    let launched = launcher.launch(&request).map_err(|error| ConnectFailure {
+        error: error.into(),
+        stderr_tail: Vec::new(),
+    })?;
+    let program = launched.program.clone();
+    tracing::debug!(server = %spec.name, program = %program.display(), pid = launched.group.pid(), "started");
+    let log_file = options
+        .log_dir
+        .as_ref()
+        .map(|dir| dir.join(format!("{}.log", spec.name)));
+    let stderr = StderrLog::drain(launched.stderr, spec.name.clone(), log_file);
+    let limits = StdioLimits {
+        max_message_bytes: spec.max_message_bytes,
+        ..StdioLimits::default()
+    };
+    let (transport, closer, health) =
+        StdioTransport::new(spec.name.clone(), launched.stdin, launched.stdout, limits);
+    let diagnostics = Diagnostics {
+        health,
+        stderr,
+        group: Mutex::new(Some(launched.group)),
+    };
+    let client = WardenClient {
+        server: spec.name.clone(),
+    };
+    let handshake = client.serve_with_lifecycle(transport, lifecycle(spec.era));
+    let running = match tokio::time::timeout(spec.timeouts.connect, handshake).await {
+        Ok(Ok(running)) => running,
+        Ok(Err(error)) => {
+            let error = classify_handshake_error(&diagnostics, error).await;
+            return Err(fail(error, &closer, &diagnostics).await);
+        }
+        Err(_) => {
+            let error = ConnectError::Timeout {
+                after: spec.timeouts.connect,
+            };
+            return Err(fail(error, &closer, &diagnostics).await);
+        }
+    };
+    let peer = running.peer().clone();
+    let info = server_info(&peer, program);
+    tracing::info!(
+        server = %spec.name,
+        era = ?info.era,
+        protocol = %info.protocol_version,
+        "connected ({} era, protocol {})",
+        match info.era { Era::Modern => "modern", Era::Legacy => "legacy" },
+        info.protocol_version
+    );
+    Ok(Box::new(RmcpConnection {
+        name: spec.name.clone(),
+        info,
+        peer,
+        running: Mutex::new(Some(running)),
+        closer,
+        diagnostics,
+        max_tools: options.max_tools.unwrap_or(DEFAULT_MAX_TOOLS),
+        max_pages: options.max_pages.unwrap_or(DEFAULT_MAX_PAGES),
+    }))
+}
+
+async fn classify_handshake_error(
+    diagnostics: &Diagnostics,
+    error: ClientInitializeError,
+) -> ConnectError {
+    if let Some(reason) = diagnostics.health.fatal() {
+        return ConnectError::Fault { reason };
+    }
+    let closed = matches!(
+        error,
+        ClientInitializeError::ConnectionClosed(_) | ClientInitializeError::TransportError { .. }
+    );
+    if closed {
+        for _ in 0..20 {
+            if let Some(status) = diagnostics.exit_status() {
+                return ConnectError::Exited { status };
+            }
+            tokio::time::sleep(Duration::from_millis(15)).await;
+        }
+    }
+    ConnectError::Handshake {
+        reason: describe_init_error(&error),
+    }
+}
+
+fn describe_init_error(error: &ClientInitializeError) -> String {
+    match error {
+        ClientInitializeError::JsonRpcError(data) => {
+            format!(
+                "the server answered with error {}: {}",
+                data.code.0, data.message
+            )
+        }
+        ClientInitializeError::ConnectionClosed(_) => "the server closed the connection".into(),
+        other => {
+            let mut text = other.to_string();
+            if text.len() > 400 {
+                let mut cut = 400;
+                while !text.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                text.truncate(cut);
+                text.push('…');
+            }
+            text
+        }
+    }
+}
+
+async fn fail(
+    error: ConnectError,
+    closer: &StdinCloser<ChildStdin>,
+    diagnostics: &Diagnostics,
+) -> ConnectFailure {
+    closer.close().await;
+    if let Some(group) = diagnostics.take_group() {
+        group.stop(FAILED_STOP).await;
+    }
+    ConnectFailure {
+        error,
+        stderr_tail: diagnostics.stderr_tail().await,
+    }
+}
+
+fn server_info(peer: &Peer<RoleClient>, program: std::path::PathBuf) -> ServerInfo {
+    let peer_info = peer.peer_info();
+    let protocol_version = peer_info
+        .as_ref()
+        .map(|info| info.protocol_version.to_string())
+        .unwrap_or_else(|| "unknown".to_owned());
+    // Revision identifiers are dates, so they order as strings.
+    let era = if protocol_version.as_str() >= "2026-07-28" {
+        Era::Modern
+    } else {
+        Era::Legacy
+    };
+    let implementation = peer_info.as_ref().and_then(|info| info.server_info.clone());
+    ServerInfo {
+        era,
+        protocol_version,
+        name: implementation.as_ref().map(|i| i.name.clone()),
+        version: implementation.as_ref().map(|i| i.version.clone()),
+        title: implementation.as_ref().and_then(|i| i.title.clone()),
+        capabilities: peer_info
+            .as_ref()
+            .and_then(|info| serde_json::to_value(&info.capabilities).ok())
+            .unwrap_or(Value::Null),
+        instructions: peer_info
+            .as_ref()
+            .and_then(|info| info.instructions.clone()),
+        program: Some(program),
+    }
+}
+
+fn tool_def(tool: &rmcp::model::Tool) -> Result<ToolDef, CallError> {
+    let value = serde_json::to_value(tool).map_err(|error| CallError::Protocol {
+        reason: format!("a tool definition could not be read: {error}"),
+    })?;
+    let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
+    Ok(ToolDef {
+        name: tool.name.to_string(),
+        title: text("title"),
+        description: text("description"),
+        input_schema: value.get("inputSchema").cloned().unwrap_or(Value::Null),
+        output_schema: value.get("outputSchema").cloned(),
+        annotations: value.get("annotations").cloned(),
+    })
+}
+
+impl RmcpConnection {
+    async fn map_error(&self, error: ServiceError, timeout: Duration) -> CallError {
+        match error {
+            ServiceError::McpError(data) => CallError::Rejected {
+                code: data.code.0,
+                message: data.message.to_string(),
+            },
+            ServiceError::Timeout { .. } => CallError::Timeout { after: timeout },
+            ServiceError::UnexpectedResponse => CallError::Protocol {
+                reason: "the answer did not match the request".into(),
+            },
+            ServiceError::InputRequiredRoundsExceeded { max_rounds } => CallError::Protocol {
+                reason: format!("the server kept asking for input after {max_rounds} rounds"),
+            },
+            _ => CallError::ServerGone {
+                reason: self.diagnostics.reason().await,
+                stderr_tail: self.diagnostics.stderr_tail().await,
+            },
+        }
+    }
+
+    async fn list_all(&self) -> Result<Vec<ToolDef>, CallError> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _page in 0..self.max_pages {
+            let params = PaginatedRequestParams::default().with_cursor(cursor.take());
+            let page = match self.peer.list_tools(Some(params)).await {
+                Ok(page) => page,
+                Err(error) => return Err(self.map_error(error, Duration::ZERO).await),
+            };
+            for tool in &page.tools {
+                if tools.len() == self.max_tools {
+                    return Err(CallError::TooMany {
+                        limit: self.max_tools,
+                        what: "tools",
+                    });
+                }
+                tools.push(tool_def(tool)?);
+            }
+            match page.next_cursor {
+                Some(next) if !next.is_empty() => cursor = Some(next),
+                _ => return Ok(tools),
+            }
+        }
+        Err(CallError::TooMany {
+            limit: self.max_pages,
+            what: "pages of tools",
+        })
+    }
+}
+
+impl Connection for RmcpConnection {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn info(&self) -> &ServerInfo {
+        &self.info
+    }
+
+    fn list_tools(&self, timeout: Duration) -> BoxFuture<'_, Result<Vec<ToolDef>, CallError>> {
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, self.list_all()).await {
+                Ok(result) => result,
+                Err(_) => Err(CallError::Timeout { after: timeout }),
+            }
+        })
+    }
+
+    fn call_tool<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: Option<Map<String, Value>>,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<CallOutcome, CallError>> {
+        Box::pin(async move {
+            let mut params = CallToolRequestParams::new(name.to_owned());
+            params.arguments = arguments;
+            // Dropping the request future on timeout makes rmcp send notifications/cancelled.
+            let result = match tokio::time::timeout(timeout, self.peer.call_tool(params)).await {
+                Ok(Ok(result)) => result,
+                Ok(Err(error)) => return Err(self.map_error(error, timeout).await),
+                Err(_) => return Err(CallError::Timeout { after: timeout }),
+            };
+            let raw = serde_json::to_value(&result).map_err(|error| CallError::Protocol {
+                reason: format!("the result could not be read: {error}"),
+            })?;
+            Ok(CallOutcome {
+                content: raw
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
+                structured: raw.get("structuredContent").cloned(),
+                is_error: raw.get("isError").and_then(Value::as_bool).unwrap_or(false),
+                raw,
+            })
+        })
+    }
+
+    fn stderr_tail(&self, count: usize) -> Vec<String> {
+        self.diagnostics.stderr.tail(count)
+    }
+
+    fn close(self: Box<Self>) -> BoxFuture<'static, StopReport> {
+        Box::pin(async move {
+            let running = match self.running.lock() {
+                Ok(mut running) => running.take(),
+                Err(poisoned) => poisoned.into_inner().take(),
+            };
+            self.closer.close().await;
+            if let Some(running) = running {
+                let _ = running.cancel().await;
+            }
+            match self.diagnostics.take_group() {
+                Some(group) => {
+                    let report = group.stop(StopGrace::default()).await;
+                    tracing::debug!(server = %self.name, status = %report.status, signals = ?report.signals, "stopped");
+                    report
+                }
+                None => StopReport {
+                    status: "already stopped".into(),
+                    signals: Vec::new(),
+                },
+            }
+        })
+    }
+}

@@ -1,0 +1,292 @@
+//! The stdio transport: newline-delimited JSON-RPC over a child's pipes, with limits.
+//!
+//! A reader task owns the child's stdout. Each line is capped at
+//! [`StdioLimits::max_message_bytes`]; a longer one fails the connection at once with a
+//! reason that says so (dropping it would lose a response and leave a caller waiting).
+//! A line that is not a JSON-RPC message is a protocol fault: logged, counted, and once
+//! more than [`StdioLimits::max_protocol_faults`] have been seen the connection fails.
+//! Parsed messages go through a bounded channel, so a fast server is slowed to Warden's
+//! pace rather than buffered without limit.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rmcp::RoleClient;
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+use crate::lines::{LineRead, read_capped_line};
+
+/// Messages parsed ahead of the consumer before the reader waits.
+const INBOUND_QUEUE: usize = 64;
+/// Longest excerpt of a faulty line put into a log record.
+const EXCERPT_BYTES: usize = 160;
+
+/// Limits on what a server may send over stdio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StdioLimits {
+    /// The largest single message (one line), in bytes.
+    pub max_message_bytes: usize,
+    /// How many non-JSON-RPC lines are tolerated before the server is failed.
+    pub max_protocol_faults: u64,
+}
+
+impl Default for StdioLimits {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: warden_config::DEFAULT_MAX_MESSAGE_BYTES,
+            max_protocol_faults: 64,
+        }
+    }
+}
+
+/// What the transport has seen go wrong, shared with the connection that reports it.
+#[derive(Debug, Clone, Default)]
+pub struct TransportHealth {
+    faults: Arc<AtomicU64>,
+    fatal: Arc<Mutex<Option<String>>>,
+}
+
+impl TransportHealth {
+    /// Non-JSON-RPC lines seen on stdout so far.
+    pub fn protocol_faults(&self) -> u64 {
+        self.faults.load(Ordering::Relaxed)
+    }
+
+    /// Why the transport gave up on the server, if it did.
+    pub fn fatal(&self) -> Option<String> {
+        match self.fatal.lock() {
+            Ok(fatal) => fatal.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    fn fail(&self, reason: String) {
+        tracing::warn!("{reason}");
+        match self.fatal.lock() {
+            Ok(mut fatal) => *fatal = Some(reason),
+            Err(poisoned) => *poisoned.into_inner() = Some(reason),
+        }
+    }
+}
+
+/// An rmcp transport over a child's stdin and stdout.
+pub struct StdioTransport<W> {
+    writer: Arc<tokio::sync::Mutex<Option<W>>>,
+    inbound: mpsc::Receiver<RxJsonRpcMessage<RoleClient>>,
+}
+
+/// A handle that closes the child's stdin, usable after the transport has moved into rmcp.
+#[derive(Clone)]
+pub struct StdinCloser<W> {
+    writer: Arc<tokio::sync::Mutex<Option<W>>>,
+}
+
+impl<W: AsyncWrite + Unpin + Send> StdinCloser<W> {
+    /// Closes stdin (idempotent): the server's signal to exit.
+    pub async fn close(&self) {
+        if let Some(mut writer) = self.writer.lock().await.take() {
+            let _ = writer.shutdown().await;
+        }
+    }
+}
+
+impl<W> StdioTransport<W>
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    /// Starts the reader task over `stdout` and wraps `stdin`.
+    pub fn new<R>(
+        server: String,
+        stdin: W,
+        stdout: R,
+        limits: StdioLimits,
+    ) -> (Self, StdinCloser<W>, TransportHealth)
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+    {
+        let health = TransportHealth::default();
+        let (sender, inbound) = mpsc::channel(INBOUND_QUEUE);
+        tokio::spawn(read_messages(
+            server,
+            BufReader::with_capacity(64 * 1024, stdout),
+            sender,
+            limits,
+            health.clone(),
+        ));
+        let writer = Arc::new(tokio::sync::Mutex::new(Some(stdin)));
+        let closer = StdinCloser {
+            writer: writer.clone(),
+        };
+        (Self { writer, inbound }, closer, health)
+    }
+}
+
+async fn read_messages<R: AsyncRead + Unpin>(
+    server: String,
+    mut reader: BufReader<R>,
+    sender: mpsc::Sender<RxJsonRpcMessage<RoleClient>>,
+    limits: StdioLimits,
+    health: TransportHealth,
+) {
+    let mut line = Vec::new();
+    loop {
+        let read = read_capped_line(&mut reader, &mut line, limits.max_message_bytes, false).await;
+        match read {
+            Ok(LineRead::Eof) => return,
+            Err(error) => {
+                health.fail(format!("reading from server `{server}` failed: {error}"));
+                return;
+            }
+            Ok(LineRead::TooLong) => {
+                health.fail(format!(
+                    "server `{server}` sent a message over the {} byte limit \
+                     (max_message_bytes); the connection was closed",
+                    limits.max_message_bytes
+                ));
+                return;
+            }
+            Ok(LineRead::Line) => {}
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(&line) {
+            Ok(message) => {
+                if sender.send(message).await.is_err() {
+                    return;
+                }
+            }
+            Err(error) => {
+                let count = health.faults.fetch_add(1, Ordering::Relaxed) + 1;
+                let what = if serde_json::from_slice::<serde::de::IgnoredAny>(&line).is_ok() {
+                    "a JSON value that is not an MCP message"
+                } else {
+                    "a line that is not JSON"
+                };
+                tracing::warn!(
+                    server = %server,
+                    "protocol fault {count}: {what} on stdout ({error}): {}",
+                    excerpt(&line)
+                );
+                if count > limits.max_protocol_faults {
+                    health.fail(format!(
+                        "server `{server}` wrote {count} lines on stdout that are not MCP \
+                         messages (limit {}); stdout must carry only JSON-RPC, logs belong \
+                         on stderr",
+                        limits.max_protocol_faults
+                    ));
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn excerpt(line: &[u8]) -> String {
+    let cut = line.len().min(EXCERPT_BYTES);
+    let mut text = String::from_utf8_lossy(&line[..cut]).into_owned();
+    if cut < line.len() {
+        text.push('…');
+    }
+    text
+}
+
+impl<W> Transport<RoleClient> for StdioTransport<W>
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let writer = self.writer.clone();
+        async move {
+            let mut bytes = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
+            bytes.push(b'\n');
+            let mut guard = writer.lock().await;
+            let Some(stdin) = guard.as_mut() else {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::BrokenPipe,
+                    "the server's stdin is closed",
+                ));
+            };
+            stdin.write_all(&bytes).await?;
+            stdin.flush().await
+        }
+    }
+
+    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        self.inbound.recv()
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        if let Some(mut writer) = self.writer.lock().await.take() {
+            writer.shutdown().await?;
+        }
+        self.inbound.close();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(max_message_bytes: usize, max_protocol_faults: u64) -> StdioLimits {
+        StdioLimits {
+            max_message_bytes,
+            max_protocol_faults,
+        }
+    }
+
+    #[tokio::test]
+    async fn messages_pass_and_garbage_is_counted() {
+        let input = b"hello, I am a log line\n{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n".to_vec();
+        let (mut transport, _closer, health) = StdioTransport::new(
+            "demo".into(),
+            tokio::io::sink(),
+            std::io::Cursor::new(input),
+            limits(1024, 10),
+        );
+        assert!(transport.receive().await.is_some());
+        assert!(transport.receive().await.is_none());
+        assert_eq!(health.protocol_faults(), 1);
+        assert_eq!(health.fatal(), None);
+    }
+
+    #[tokio::test]
+    async fn too_many_faults_fail_the_server_with_a_reason() {
+        let input = b"a\nb\nc\nd\n".to_vec();
+        let (mut transport, _closer, health) = StdioTransport::new(
+            "noisy".into(),
+            tokio::io::sink(),
+            std::io::Cursor::new(input),
+            limits(1024, 2),
+        );
+        assert!(transport.receive().await.is_none());
+        let reason = health.fatal().unwrap();
+        assert!(
+            reason.contains("`noisy`") && reason.contains("limit 2"),
+            "{reason}"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_oversized_message_fails_the_server() {
+        let mut input = vec![b'x'; 5000];
+        input.push(b'\n');
+        let (mut transport, _closer, health) = StdioTransport::new(
+            "big".into(),
+            tokio::io::sink(),
+            std::io::Cursor::new(input),
+            limits(1000, 2),
+        );
+        assert!(transport.receive().await.is_none());
+        assert!(health.fatal().unwrap().contains("over the 1000 byte limit"));
+    }
+}

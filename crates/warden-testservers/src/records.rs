@@ -1,0 +1,45 @@
+//! Files that tests read afterwards to see what reached the server, named by environment
+//! variables. Each is optional: when its variable is unset nothing is written.
+
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+
+use serde_json::Value;
+
+/// Every received `tools/call` line is appended here verbatim (proves whether a call got
+/// through the host).
+pub(crate) const CALL_LOG_ENV: &str = "WARDEN_TEST_CALL_LOG";
+/// Every received `notifications/cancelled` appends `cancelled <requestId as JSON>`.
+pub(crate) const CANCEL_LOG_ENV: &str = "WARDEN_TEST_CANCEL_LOG";
+/// `grandchild` mode writes its own pid and the grandchild's, one per line.
+pub(crate) const PID_FILE_ENV: &str = "WARDEN_TEST_PID_FILE";
+
+fn append(env: &str, bytes: &[u8]) -> io::Result<()> {
+    let Some(path) = std::env::var_os(env) else {
+        return Ok(());
+    };
+    let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
+    // One write per record, so concurrent readers never see half a line.
+    let mut record = Vec::with_capacity(bytes.len() + 1);
+    record.extend_from_slice(bytes);
+    record.push(b'\n');
+    file.write_all(&record)
+        .map_err(|e| io::Error::new(e.kind(), format!("{env}={}: {e}", path.display())))
+}
+
+/// Records one raw `tools/call` line.
+pub(crate) fn record_call(raw_line: &[u8]) -> io::Result<()> {
+    append(CALL_LOG_ENV, raw_line)
+}
+
+/// Records one `notifications/cancelled`, given its params.
+pub(crate) fn record_cancel(params: &Value) -> io::Result<()> {
+    let id = params.get("requestId").unwrap_or(&Value::Null);
+    append(CANCEL_LOG_ENV, format!("cancelled {id}").as_bytes())
+}
+
+/// Records process ids, one per line.
+pub(crate) fn record_pids(pids: &[u32]) -> io::Result<()> {
+    let text: Vec<String> = pids.iter().map(u32::to_string).collect();
+    append(PID_FILE_ENV, text.join("\n").as_bytes())
+}

@@ -1,0 +1,375 @@
+//! The MCP protocol logic, as pure functions of the server's state and one message: no I/O.
+//!
+//! Both protocol eras are modelled. The handshake era (2024-11-05 … 2025-11-25) starts with
+//! `initialize`; the 2026-07-28 era starts with `server/discover` and has no handshake. A
+//! legacy-only server answers `server/discover` with "method not found", which is how a
+//! client learns to fall back to `initialize`.
+
+use serde_json::{Value, json};
+
+use crate::jsonrpc::{self, INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::tools;
+
+/// Handshake versions this server accepts in `initialize`, newest first.
+pub(crate) const HANDSHAKE_VERSIONS: [&str; 4] =
+    ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// The handshake-free version offered through `server/discover`.
+pub(crate) const MODERN_VERSION: &str = "2026-07-28";
+/// `serverInfo.name`.
+pub(crate) const SERVER_NAME: &str = "warden-testserver";
+/// `serverInfo.version`.
+pub(crate) const SERVER_VERSION: &str = "0.1.0";
+
+/// Ids of the requests this server sends to the client in roots mode.
+const ROOTS_REQUEST_ID: &str = "r1";
+const PING_REQUEST_ID: &str = "p1";
+
+/// What the server is configured to do, fixed at start.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Settings {
+    /// Answer `server/discover` (dual-era server) instead of "method not found".
+    pub(crate) discover: bool,
+    /// Page `tools/list` with this many tools per page.
+    pub(crate) page_size: Option<usize>,
+    /// Send `roots/list` and `ping` to the client after `notifications/initialized`, and
+    /// report their answers through the `echo` tool.
+    pub(crate) probe_client: bool,
+}
+
+/// Protocol state of one connection.
+#[derive(Debug, Default)]
+pub(crate) struct Server {
+    settings: Settings,
+    /// The client chose the 2026-07-28 era (sent `server/discover` last, not `initialize`).
+    modern: bool,
+    /// The client's answer to our `roots/list`, once it came.
+    roots_answer: Option<Result<Value, Value>>,
+    /// The client's answer to our `ping`, once it came.
+    ping_answer: Option<Result<Value, Value>>,
+}
+
+impl Server {
+    /// A server in its initial state.
+    pub(crate) fn new(settings: Settings) -> Self {
+        Self {
+            settings,
+            ..Self::default()
+        }
+    }
+
+    /// Whether results are currently shaped for the 2026-07-28 era.
+    pub(crate) fn is_modern(&self) -> bool {
+        self.modern
+    }
+
+    /// The complete response message to a request.
+    pub(crate) fn handle_request(&mut self, id: &Value, method: &str, params: &Value) -> Value {
+        match self.result_for(method, params) {
+            Ok(result) => jsonrpc::result_response(id, self.shape_result(method, result)),
+            Err((code, message)) => jsonrpc::error_response(id, code, &message),
+        }
+    }
+
+    /// Messages to send in reaction to a notification (usually none).
+    pub(crate) fn handle_notification(&mut self, method: &str) -> Vec<Value> {
+        if method == "notifications/initialized" && self.settings.probe_client {
+            vec![
+                jsonrpc::request(ROOTS_REQUEST_ID, "roots/list"),
+                jsonrpc::request(PING_REQUEST_ID, "ping"),
+            ]
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// Records the client's answer to a request this server sent; unknown ids are ignored.
+    pub(crate) fn handle_response(&mut self, id: &Value, outcome: Result<Value, Value>) {
+        match id.as_str() {
+            Some(ROOTS_REQUEST_ID) => self.roots_answer = Some(outcome),
+            Some(PING_REQUEST_ID) => self.ping_answer = Some(outcome),
+            _ => {}
+        }
+    }
+
+    fn result_for(&mut self, method: &str, params: &Value) -> Result<Value, (i64, String)> {
+        match method {
+            "initialize" => {
+                self.modern = false;
+                Ok(initialize_result(params))
+            }
+            "server/discover" if self.settings.discover => {
+                self.modern = true;
+                Ok(discover_result())
+            }
+            "ping" => Ok(json!({})),
+            "tools/list" => self.list_tools(params),
+            "tools/call" => self.call_tool(params),
+            _ => Err((METHOD_NOT_FOUND, format!("method not found: {method}"))),
+        }
+    }
+
+    /// Adds what the 2026-07-28 era requires on every result.
+    fn shape_result(&self, method: &str, mut result: Value) -> Value {
+        if self.modern {
+            result["resultType"] = json!("complete");
+            if method == "tools/list" {
+                result["ttlMs"] = json!(0);
+                result["cacheScope"] = json!("private");
+            }
+        }
+        result
+    }
+
+    fn list_tools(&self, params: &Value) -> Result<Value, (i64, String)> {
+        let all = tools::definitions();
+        let Some(page_size) = self.settings.page_size else {
+            return Ok(json!({"tools": all}));
+        };
+        let start = match params.get("cursor") {
+            None | Some(Value::Null) => 0,
+            Some(cursor) => cursor
+                .as_str()
+                .and_then(|c| c.parse::<usize>().ok())
+                .filter(|&offset| offset < all.len())
+                .ok_or_else(|| (INVALID_PARAMS, format!("invalid cursor: {cursor}")))?,
+        };
+        let end = start.saturating_add(page_size).min(all.len());
+        let mut result = json!({"tools": all[start..end]});
+        if end < all.len() {
+            result["nextCursor"] = json!(end.to_string());
+        }
+        Ok(result)
+    }
+
+    fn call_tool(&self, params: &Value) -> Result<Value, (i64, String)> {
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or((INVALID_PARAMS, "tools/call needs a string name".to_owned()))?;
+        let arguments = params.get("arguments").unwrap_or(&Value::Null);
+        if name == "echo" && self.settings.probe_client {
+            return Ok(tools::text_result(&self.client_probe_report(), false));
+        }
+        tools::call(name, arguments).ok_or((INVALID_PARAMS, format!("unknown tool: {name}")))
+    }
+
+    /// `roots: <roots/list result as JSON>; ping: ok`, with `missing` for an answer that
+    /// never came and `error …` for an error answer.
+    fn client_probe_report(&self) -> String {
+        let roots = match &self.roots_answer {
+            Some(Ok(result)) => result.to_string(),
+            Some(Err(error)) => format!("error {error}"),
+            None => "missing".to_owned(),
+        };
+        let ping = match &self.ping_answer {
+            Some(Ok(_)) => "ok",
+            Some(Err(_)) => "error",
+            None => "missing",
+        };
+        format!("roots: {roots}; ping: {ping}")
+    }
+}
+
+/// The handshake answer: the client's version if supported, else our newest.
+fn initialize_result(params: &Value) -> Value {
+    let requested = params.get("protocolVersion").and_then(Value::as_str);
+    let version = requested
+        .filter(|v| HANDSHAKE_VERSIONS.contains(v))
+        .unwrap_or(HANDSHAKE_VERSIONS[0]);
+    json!({
+        "protocolVersion": version,
+        "capabilities": {"tools": {}},
+        "serverInfo": {"name": SERVER_NAME, "version": SERVER_VERSION}
+    })
+}
+
+fn discover_result() -> Value {
+    json!({
+        "supportedVersions": [MODERN_VERSION],
+        "capabilities": {"tools": {}},
+        "ttlMs": 0,
+        "cacheScope": "private",
+        "_meta": {
+            "io.modelcontextprotocol/serverInfo": {"name": SERVER_NAME, "version": SERVER_VERSION}
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(settings: Settings) -> Server {
+        Server::new(settings)
+    }
+
+    fn request(server: &mut Server, method: &str, params: Value) -> Value {
+        server.handle_request(&json!(1), method, &params)
+    }
+
+    fn error_code(response: &Value) -> Option<i64> {
+        response["error"]["code"].as_i64()
+    }
+
+    #[test]
+    fn initialize_echoes_known_versions_and_falls_back_to_newest() {
+        let mut s = server(Settings::default());
+        for version in HANDSHAKE_VERSIONS {
+            let r = request(&mut s, "initialize", json!({"protocolVersion": version}));
+            assert_eq!(r["result"]["protocolVersion"], version);
+        }
+        for params in [
+            json!({"protocolVersion": "2026-07-28"}),
+            json!({}),
+            Value::Null,
+        ] {
+            let r = request(&mut s, "initialize", params);
+            assert_eq!(r["result"]["protocolVersion"], "2025-11-25");
+            assert_eq!(r["result"]["serverInfo"]["name"], SERVER_NAME);
+            assert_eq!(r["result"]["capabilities"], json!({"tools": {}}));
+            assert!(r["result"].get("resultType").is_none());
+        }
+    }
+
+    #[test]
+    fn legacy_server_does_not_know_discover_or_unknown_methods() {
+        let mut s = server(Settings::default());
+        let r = request(&mut s, "server/discover", json!({}));
+        assert_eq!(r["id"], 1);
+        assert_eq!(error_code(&r), Some(METHOD_NOT_FOUND));
+        assert_eq!(
+            error_code(&request(&mut s, "resources/list", Value::Null)),
+            Some(METHOD_NOT_FOUND)
+        );
+        assert_eq!(request(&mut s, "ping", Value::Null)["result"], json!({}));
+    }
+
+    #[test]
+    fn modern_server_discovers_and_marks_every_result_complete() {
+        let mut s = server(Settings {
+            discover: true,
+            ..Settings::default()
+        });
+        let d = request(&mut s, "server/discover", json!({}))["result"].clone();
+        assert_eq!(d["supportedVersions"], json!([MODERN_VERSION]));
+        assert_eq!(d["resultType"], "complete");
+        assert_eq!(
+            d["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+            SERVER_NAME
+        );
+        assert!(s.is_modern());
+
+        let list = request(&mut s, "tools/list", Value::Null)["result"].clone();
+        assert_eq!(list["resultType"], "complete");
+        assert_eq!(list["ttlMs"], 0);
+        assert_eq!(list["cacheScope"], "private");
+        let call = request(&mut s, "tools/call", json!({"name": "fail"}))["result"].clone();
+        assert_eq!(call["resultType"], "complete");
+        assert!(call.get("ttlMs").is_none());
+
+        // Errors are not results and carry nothing extra.
+        let err = request(&mut s, "nope", Value::Null);
+        assert!(err.get("result").is_none());
+
+        // Still accepts the handshake, which switches back to legacy-shaped results.
+        request(
+            &mut s,
+            "initialize",
+            json!({"protocolVersion": "2025-06-18"}),
+        );
+        assert!(!s.is_modern());
+        assert!(
+            request(&mut s, "ping", Value::Null)["result"]
+                .get("resultType")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn tools_list_pages_with_decimal_offsets() {
+        let mut s = server(Settings {
+            page_size: Some(2),
+            ..Settings::default()
+        });
+        let first = request(&mut s, "tools/list", json!({}))["result"].clone();
+        assert_eq!(first["tools"].as_array().map(Vec::len), Some(2));
+        assert_eq!(first["nextCursor"], "2");
+        let second = request(&mut s, "tools/list", json!({"cursor": "2"}))["result"].clone();
+        assert_eq!(second["tools"][0]["name"], "fail");
+        assert!(second.get("nextCursor").is_none());
+        for cursor in [json!("3"), json!("x"), json!(2)] {
+            let r = request(&mut s, "tools/list", json!({"cursor": cursor}));
+            assert_eq!(error_code(&r), Some(INVALID_PARAMS), "{cursor}");
+        }
+        // Without paging everything comes at once.
+        let all = request(&mut server(Settings::default()), "tools/list", Value::Null);
+        assert_eq!(all["result"]["tools"].as_array().map(Vec::len), Some(3));
+        assert!(all["result"].get("nextCursor").is_none());
+    }
+
+    #[test]
+    fn tools_call_runs_tools_and_rejects_unknown_names() {
+        let mut s = server(Settings::default());
+        let r = request(
+            &mut s,
+            "tools/call",
+            json!({"name": "add", "arguments": {"a": 2, "b": 3}}),
+        );
+        assert_eq!(r["result"]["structuredContent"], json!({"sum": 5}));
+        let r = request(&mut s, "tools/call", json!({"name": "missing"}));
+        assert_eq!(error_code(&r), Some(INVALID_PARAMS));
+        let r = request(&mut s, "tools/call", json!({"arguments": {}}));
+        assert_eq!(error_code(&r), Some(INVALID_PARAMS));
+    }
+
+    #[test]
+    fn roots_mode_asks_the_client_and_reports_its_answers() {
+        let mut s = server(Settings {
+            probe_client: true,
+            ..Settings::default()
+        });
+        assert!(s.handle_notification("notifications/cancelled").is_empty());
+        let sent = s.handle_notification("notifications/initialized");
+        let methods: Vec<_> = sent
+            .iter()
+            .map(|m| (m["id"].clone(), m["method"].clone()))
+            .collect();
+        assert_eq!(
+            methods,
+            vec![
+                (json!("r1"), json!("roots/list")),
+                (json!("p1"), json!("ping"))
+            ]
+        );
+
+        let echo = json!({"name": "echo", "arguments": {"message": "x"}});
+        let text = |s: &mut Server| {
+            request(s, "tools/call", echo.clone())["result"]["content"][0]["text"].clone()
+        };
+        assert_eq!(text(&mut s), "roots: missing; ping: missing");
+
+        s.handle_response(&json!("r1"), Ok(json!({"roots": [{"uri": "file:///tmp"}]})));
+        s.handle_response(&json!("p1"), Ok(json!({})));
+        s.handle_response(&json!(99), Ok(json!({})));
+        assert_eq!(
+            text(&mut s),
+            r#"roots: {"roots":[{"uri":"file:///tmp"}]}; ping: ok"#
+        );
+
+        s.handle_response(&json!("r1"), Err(json!({"code": -32601, "message": "no"})));
+        s.handle_response(&json!("p1"), Err(json!({"code": -32601, "message": "no"})));
+        assert_eq!(
+            text(&mut s),
+            r#"roots: error {"code":-32601,"message":"no"}; ping: error"#
+        );
+    }
+
+    #[test]
+    fn other_modes_send_nothing_on_initialized() {
+        let mut s = server(Settings::default());
+        assert!(
+            s.handle_notification("notifications/initialized")
+                .is_empty()
+        );
+    }
+}

@@ -1,0 +1,174 @@
+//! One stdio session: reads messages, lets [`Server`] answer them, and applies the selected
+//! mode's deviation at the points where it differs from a correct server.
+
+use std::io::{self, BufRead, Write};
+use std::thread;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::framing::{Line, LineReader, LineWriter, MAX_LINE_BYTES};
+use crate::jsonrpc::{self, INVALID_REQUEST, Incoming};
+use crate::modes::{Config, Mode};
+use crate::server::Server;
+use crate::{process, records};
+
+/// How the process should end.
+pub(crate) type ExitStatus = u8;
+
+/// Exit code of `crash-mid-call` (what a Rust panic exits with).
+const CRASH_EXIT: i32 = 101;
+/// Exit code of `exit-at-start`.
+const EXIT_AT_START: ExitStatus = 3;
+
+/// Writes a diagnostic to stderr; a closed stderr is not worth failing for.
+pub(crate) fn diagnose(text: &str) {
+    let _ = writeln!(io::stderr().lock(), "{text}");
+}
+
+/// Runs the whole life of the server on stdin/stdout; returns the exit status.
+pub(crate) fn run(config: &Config) -> io::Result<ExitStatus> {
+    match config.mode {
+        Mode::ExitAtStart => {
+            diagnose("fatal: cannot open database /nonexistent");
+            return Ok(EXIT_AT_START);
+        }
+        Mode::SlowStart => thread::sleep(Duration::from_millis(config.delay_ms)),
+        Mode::Grandchild => {
+            process::ignore_termination_signals()?;
+            let grandchild = process::fork_sleeper()?;
+            records::record_pids(&[std::process::id(), grandchild])?;
+        }
+        _ => {}
+    }
+    let mut session = Session {
+        config,
+        server: Server::new(config.settings()),
+        out: LineWriter::new(io::stdout().lock()),
+    };
+    session.serve(LineReader::new(io::stdin().lock(), MAX_LINE_BYTES))?;
+    if config.mode == Mode::Grandchild {
+        // Models a server that does not take stdin EOF as a request to stop.
+        thread::sleep(process::LINGER);
+    }
+    Ok(0)
+}
+
+struct Session<'a, W: Write> {
+    config: &'a Config,
+    server: Server,
+    out: LineWriter<W>,
+}
+
+impl<W: Write> Session<'_, W> {
+    fn mode(&self) -> Mode {
+        self.config.mode
+    }
+
+    /// Handles lines until end of input.
+    fn serve<R: BufRead>(&mut self, mut input: LineReader<R>) -> io::Result<()> {
+        while let Some(line) = input.next_line()? {
+            if self.mode() == Mode::Silent {
+                continue;
+            }
+            match line {
+                Line::TooLong => {
+                    let message = format!("line longer than {MAX_LINE_BYTES} bytes");
+                    self.reply(
+                        "invalid input",
+                        &jsonrpc::error_response(&Value::Null, INVALID_REQUEST, &message),
+                    )?;
+                }
+                Line::Text(raw) => self.handle_line(&raw)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn handle_line(&mut self, raw: &[u8]) -> io::Result<()> {
+        match jsonrpc::parse(raw) {
+            Err(rejection) => self.reply("invalid input", &rejection.to_response()),
+            Ok(Incoming::Notification { method, params }) => {
+                if method == "notifications/cancelled" {
+                    records::record_cancel(&params)?;
+                }
+                for message in self.server.handle_notification(&method) {
+                    self.out.send(&message)?;
+                }
+                Ok(())
+            }
+            Ok(Incoming::Response { id, outcome }) => {
+                self.server.handle_response(&id, outcome);
+                Ok(())
+            }
+            Ok(Incoming::Request { id, method, params }) => {
+                self.handle_request(raw, &id, &method, &params)
+            }
+        }
+    }
+
+    fn handle_request(
+        &mut self,
+        raw: &[u8],
+        id: &Value,
+        method: &str,
+        params: &Value,
+    ) -> io::Result<()> {
+        if self.mode() == Mode::StderrJsonrpc {
+            let fake = json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "result": {
+                    "protocolVersion": "1999-01-01",
+                    "content": [{"type": "text", "text": "this answer came from stderr"}]
+                }
+            });
+            diagnose(&fake.to_string());
+        }
+        if method == "tools/call" {
+            records::record_call(raw)?;
+            match self.mode() {
+                Mode::HangOnCall => return Ok(()),
+                Mode::CrashMidCall => {
+                    diagnose("about to crash");
+                    std::process::exit(CRASH_EXIT);
+                }
+                Mode::HugeLine => return self.send_huge_result(id),
+                _ => {}
+            }
+        }
+        let response = self.server.handle_request(id, method, params);
+        self.reply(method, &response)?;
+        if method == "initialize" && self.mode() == Mode::BadJsonLines {
+            for n in 0..self.config.count {
+                self.out
+                    .send_text(&format!("garbage {n}: this is not JSON-RPC"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends a response, preceded by a stray log line in `stdout-logs` mode.
+    fn reply(&mut self, what: &str, response: &Value) -> io::Result<()> {
+        if self.mode() == Mode::StdoutLogs {
+            self.out.send_text(&format!("INFO handling {what}"))?;
+        }
+        self.out.send(response)
+    }
+
+    /// A valid `tools/call` response whose single text block is `config.bytes` of `x`,
+    /// streamed in chunks.
+    fn send_huge_result(&mut self, id: &Value) -> io::Result<()> {
+        let prefix = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":""#
+        );
+        let era = if self.server.is_modern() {
+            r#","resultType":"complete""#
+        } else {
+            ""
+        };
+        let suffix = format!(r#""}}],"isError":false{era}}}}}"#);
+        self.out
+            .send_filled(&prefix, b'x', self.config.bytes, &suffix)
+    }
+}

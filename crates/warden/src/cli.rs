@@ -1,0 +1,78 @@
+//! Command-line definitions. Help text is written for a person in a hurry.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Warden: an MCP host that connects your tools' servers, under your policy.
+#[derive(Debug, Parser)]
+#[command(name = "warden", version, about, long_about = None)]
+#[command(after_help = "Exit codes: 0 success, 1 the tool reported an error, \
+2 usage or configuration error, 3 a server could not be reached or failed.")]
+pub struct Cli {
+    /// Global options.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// More logging on stderr (-v info, -vv debug, -vvv trace). WARDEN_LOG overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options every command takes.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Read servers from this file only (Warden TOML, .mcp.json, Claude Desktop or VS Code
+    /// format), instead of discovering user, project and local files.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub config: Option<PathBuf>,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Connect to every server and list its state and tools.
+    Tools(ToolsArgs),
+    /// Call one tool and print its result.
+    Call(CallArgs),
+    /// Show the resolved servers and which file each came from.
+    Config(ConfigArgs),
+}
+
+/// `warden tools`
+#[derive(Debug, Args)]
+pub struct ToolsArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `warden call`
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  warden call time/get_current_time --args '{\"timezone\":\"UTC\"}'\n  \
+warden call time__get_current_time --args-file args.json"
+)]
+pub struct CallArgs {
+    /// The tool: `server/tool` (the tool's own name) or its qualified name `server__tool`.
+    pub target: String,
+    /// Arguments as a JSON object.
+    #[arg(long, value_name = "JSON", conflicts_with = "args_file")]
+    pub args: Option<String>,
+    /// Read the arguments from a file (`-` for stdin).
+    #[arg(long, value_name = "FILE")]
+    pub args_file: Option<PathBuf>,
+    /// Print the raw result as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `warden config`
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}

@@ -1,0 +1,100 @@
+//! `warden config`: the resolved servers and where each came from. Values of environment
+//! variables and headers are never printed: they are often secrets.
+
+use serde_json::{Value, json};
+use warden_config::{ResolvedConfig, TransportSpec};
+
+use crate::cli::{ConfigArgs, GlobalArgs};
+use crate::exit::{Code, Failure};
+use crate::render;
+
+const HIDDEN: &str = "<hidden>";
+
+/// Runs `warden config`.
+pub fn run(global: &GlobalArgs, args: ConfigArgs) -> Result<Code, Failure> {
+    let (config, _env) = super::load_config(global)?;
+    if args.json {
+        println!("{}", render::pretty(&redacted(&config)));
+    } else {
+        print!("{}", text(&config));
+    }
+    Ok(Code::Ok)
+}
+
+fn redacted(config: &ResolvedConfig) -> Value {
+    let mut value = json!(config);
+    if let Some(servers) = value["servers"].as_array_mut() {
+        for server in servers {
+            for key in ["env", "headers"] {
+                if let Some(map) = server["transport"][key].as_object_mut() {
+                    for entry in map.values_mut() {
+                        *entry = json!(HIDDEN);
+                    }
+                }
+            }
+        }
+    }
+    value
+}
+
+fn text(config: &ResolvedConfig) -> String {
+    let mut out = String::from("Files read (later ones win):\n");
+    if config.files.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for origin in &config.files {
+        out.push_str(&format!(
+            "  {:8} {}\n",
+            render::scope(origin.scope),
+            origin.path.display()
+        ));
+    }
+    out.push_str("\nServers:\n");
+    if config.servers.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for spec in &config.servers {
+        let what = match &spec.transport {
+            TransportSpec::Stdio {
+                command, args, env, ..
+            } => {
+                let mut line = format!("stdio  {command}");
+                for arg in args {
+                    line.push(' ');
+                    line.push_str(arg);
+                }
+                if !env.is_empty() {
+                    let keys: Vec<&str> = env.keys().map(String::as_str).collect();
+                    line.push_str(&format!("  (env: {})", keys.join(", ")));
+                }
+                line
+            }
+            TransportSpec::Http { url, headers } => {
+                let mut line = format!("http   {url}");
+                if !headers.is_empty() {
+                    let keys: Vec<&str> = headers.keys().map(String::as_str).collect();
+                    line.push_str(&format!("  (headers: {})", keys.join(", ")));
+                }
+                line
+            }
+        };
+        out.push_str(&format!(
+            "  {}: {what}\n    from {} ({})\n",
+            spec.name,
+            spec.origin.path.display(),
+            render::scope(spec.origin.scope)
+        ));
+    }
+    if !config.shadowed.is_empty() {
+        out.push_str("\nShadowed:\n");
+        for shadowed in &config.shadowed {
+            out.push_str(&format!(
+                "  {} in {} is replaced by {}\n",
+                shadowed.name,
+                shadowed.hidden.path.display(),
+                shadowed.winner.path.display()
+            ));
+        }
+    }
+    out
+}

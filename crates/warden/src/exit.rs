@@ -1,0 +1,49 @@
+//! Exit codes, and the error type that carries one to `main`.
+
+use std::process::ExitCode;
+
+/// Warden's exit codes. Documented in the README and in `warden --help`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// Success.
+    Ok = 0,
+    /// The tool ran and reported an error (`isError`).
+    ToolError = 1,
+    /// Bad usage, configuration, or arguments (nothing was sent).
+    Usage = 2,
+    /// A server could not be reached, failed, or timed out.
+    Unavailable = 3,
+    /// Interrupted (Ctrl-C or SIGTERM).
+    Interrupted = 130,
+}
+
+impl From<Code> for ExitCode {
+    fn from(code: Code) -> Self {
+        ExitCode::from(code as u8)
+    }
+}
+
+/// A command that failed: a message for the user and the exit code.
+#[derive(Debug)]
+pub struct Failure {
+    /// What to exit with.
+    pub code: Code,
+    /// The error, with its causes.
+    pub error: anyhow::Error,
+}
+
+impl Failure {
+    /// A usage or configuration error.
+    pub fn usage(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: Code::Usage,
+            error: error.into(),
+        }
+    }
+
+    /// Prints the error on stderr and returns the exit code.
+    pub fn report(self) -> ExitCode {
+        eprintln!("warden: {:#}", self.error);
+        self.code.into()
+    }
+}

@@ -1,0 +1,67 @@
+//! `warden`: the command line of the Warden MCP host.
+//!
+//! This binary only wires the crates together: configuration from `warden-config`, server
+//! connections from `warden-mcp`, the catalogue and calls from `warden-host`. Each command
+//! lives in its own module under [`commands`].
+
+mod cli;
+mod commands;
+mod exit;
+mod render;
+mod signals;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::exit::Failure;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.verbose);
+    signals::install_panic_hook();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("warden: cannot start the async runtime: {error}");
+            return exit::Code::Unavailable.into();
+        }
+    };
+    let result = runtime.block_on(run(cli));
+    // Anything still running after the command (a task stuck on a dead pipe) is abandoned,
+    // but every server process group has been stopped by then.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
+    match result {
+        Ok(code) => code.into(),
+        Err(failure) => failure.report(),
+    }
+}
+
+async fn run(cli: Cli) -> Result<exit::Code, Failure> {
+    match cli.command {
+        Command::Tools(args) => commands::tools::run(&cli.global, args).await,
+        Command::Call(args) => commands::call::run(&cli.global, args).await,
+        Command::Config(args) => commands::config::run(&cli.global, args),
+    }
+}
+
+fn init_logging(verbose: u8) {
+    let default = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("WARDEN_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}

@@ -1,0 +1,102 @@
+//! Turning results into text for people.
+
+use serde_json::Value;
+use warden_config::Scope;
+use warden_mcp::{CallOutcome, Era};
+
+/// Pretty JSON, or a note if it cannot be printed.
+pub fn pretty(value: &impl serde::Serialize) -> String {
+    serde_json::to_string_pretty(value).unwrap_or_else(|error| format!("<unprintable: {error}>"))
+}
+
+/// The era as a word.
+pub fn era(era: Era) -> &'static str {
+    match era {
+        Era::Modern => "modern",
+        Era::Legacy => "legacy",
+    }
+}
+
+/// The scope as a word.
+pub fn scope(scope: Scope) -> &'static str {
+    match scope {
+        Scope::User => "user",
+        Scope::Project => "project",
+        Scope::Local => "local",
+        Scope::Explicit => "--config",
+    }
+}
+
+/// The first line of a description, cut to a readable length.
+pub fn first_line(text: &str) -> String {
+    let line = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim();
+    if line.chars().count() > 100 {
+        let cut: String = line.chars().take(99).collect();
+        format!("{cut}…")
+    } else {
+        line.to_owned()
+    }
+}
+
+/// A tool result as text: text blocks as they are, other blocks summarised, then the
+/// structured content.
+pub fn outcome(outcome: &CallOutcome) -> String {
+    let mut out = String::new();
+    let mut texts = Vec::new();
+    for block in &outcome.content {
+        let kind = block.get("type").and_then(Value::as_str).unwrap_or("?");
+        match kind {
+            "text" => {
+                let text = block.get("text").and_then(Value::as_str).unwrap_or("");
+                texts.push(text);
+                out.push_str(text);
+                if !text.ends_with('\n') {
+                    out.push('\n');
+                }
+            }
+            "image" | "audio" => {
+                let mime = block.get("mimeType").and_then(Value::as_str).unwrap_or("?");
+                let size = block
+                    .get("data")
+                    .and_then(Value::as_str)
+                    .map_or(0, |data| data.len() / 4 * 3);
+                out.push_str(&format!("[{kind}: {mime}, about {size} bytes]\n"));
+            }
+            "resource" => {
+                let resource = block.get("resource").cloned().unwrap_or(Value::Null);
+                let uri = resource.get("uri").and_then(Value::as_str).unwrap_or("?");
+                out.push_str(&format!("[resource: {uri}]\n"));
+                if let Some(text) = resource.get("text").and_then(Value::as_str) {
+                    out.push_str(text);
+                    if !text.ends_with('\n') {
+                        out.push('\n');
+                    }
+                }
+            }
+            "resource_link" => {
+                let uri = block.get("uri").and_then(Value::as_str).unwrap_or("?");
+                out.push_str(&format!("[link: {uri}]\n"));
+            }
+            _ => {
+                out.push_str(&pretty(block));
+                out.push('\n');
+            }
+        }
+    }
+    if let Some(structured) = &outcome.structured {
+        // Servers often repeat the structured content as JSON text; print it once.
+        let repeated = texts
+            .iter()
+            .any(|text| serde_json::from_str::<Value>(text).ok().as_ref() == Some(structured));
+        if !repeated {
+            out.push_str("structured content:\n");
+            out.push_str(&pretty(structured));
+            out.push('\n');
+        }
+    }
+    out
+}
