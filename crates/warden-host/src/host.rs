@@ -269,7 +269,7 @@ async fn connect_one(
     let connection = match warden_mcp::connect(&spec, launcher, options).await {
         Ok(connection) => connection,
         Err(failure) => {
-            tracing::warn!(server = %spec.name, "not connected: {}", failure.error);
+            tracing::info!(server = %spec.name, "not connected: {}", failure.error);
             let reason = failure.error.to_string();
             let tail = last_lines(failure.stderr_tail);
             return (failed(spec, reason, tail), None);
@@ -288,7 +288,7 @@ async fn connect_one(
         }
         Err(error) => {
             let reason = format!("listing tools failed: {error}");
-            tracing::warn!(server = %spec.name, "{reason}");
+            tracing::info!(server = %spec.name, "{reason}");
             let tail = last_lines(connection.stderr_tail(STDERR_LINES_SHOWN));
             connection.close().await;
             (failed(spec, reason, tail), None)

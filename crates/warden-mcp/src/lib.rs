@@ -19,6 +19,7 @@ pub mod connection;
 pub mod error;
 pub mod launcher;
 mod lines;
+mod probe;
 mod rmcp_client;
 pub mod stderr_log;
 pub mod stdio;

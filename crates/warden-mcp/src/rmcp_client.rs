@@ -25,6 +25,7 @@ use crate::connection::{
 };
 use crate::error::{CallError, ConnectError, ConnectFailure};
 use crate::launcher::{LaunchRequest, Launcher, ProcessGroup, StopGrace, StopReport};
+use crate::probe::{Verdict, probe, probe_limit};
 use crate::stderr_log::StderrLog;
 use crate::stdio::{StdinCloser, StdioLimits, StdioTransport, TransportHealth};
 
@@ -68,13 +69,10 @@ impl ClientHandler for WardenClient {
     }
 }
 
+/// The rmcp lifecycle for a decided era (`Auto` is decided by [`probe`] first).
 fn lifecycle(era: EraPreference) -> ClientLifecycleMode {
     match era {
-        EraPreference::Auto => ClientLifecycleMode::Auto {
-            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            legacy_version: Some(ProtocolVersion::V_2025_11_25),
-        },
-        EraPreference::Modern => ClientLifecycleMode::Discover {
+        EraPreference::Modern | EraPreference::Auto => ClientLifecycleMode::Discover {
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
         },
         EraPreference::Legacy => ClientLifecycleMode::Initialize,
@@ -186,11 +184,24 @@ pub(crate) async fn connect(
     let client = WardenClient {
         server: spec.name.clone(),
     };
-    let handshake = client.serve_with_lifecycle(transport, lifecycle(spec.era));
+    let mut transport = transport;
+    let mode = match spec.era {
+        EraPreference::Auto => {
+            match probe(&mut transport, probe_limit(spec.timeouts.connect)).await {
+                Verdict::Modern => lifecycle(EraPreference::Modern),
+                Verdict::Legacy { why } => {
+                    tracing::info!(server = %spec.name, "{why}: falling back to initialize (2025-11-25)");
+                    lifecycle(EraPreference::Legacy)
+                }
+            }
+        }
+        pinned => lifecycle(pinned),
+    };
+    let handshake = client.serve_with_lifecycle(transport, mode);
     let running = match tokio::time::timeout(spec.timeouts.connect, handshake).await {
         Ok(Ok(running)) => running,
         Ok(Err(error)) => {
-            let error = classify_handshake_error(&diagnostics, error).await;
+            let error = classify_handshake_error(&diagnostics, error, spec.era).await;
             return Err(fail(error, &closer, &diagnostics).await);
         }
         Err(_) => {
@@ -225,6 +236,7 @@ pub(crate) async fn connect(
 async fn classify_handshake_error(
     diagnostics: &Diagnostics,
     error: ClientInitializeError,
+    era: EraPreference,
 ) -> ConnectError {
     if let Some(reason) = diagnostics.health.fatal() {
         return ConnectError::Fault { reason };
@@ -241,9 +253,14 @@ async fn classify_handshake_error(
             tokio::time::sleep(Duration::from_millis(15)).await;
         }
     }
-    ConnectError::Handshake {
-        reason: describe_init_error(&error),
+    let mut reason = describe_init_error(&error);
+    if era == EraPreference::Modern && matches!(error, ClientInitializeError::JsonRpcError(_)) {
+        reason = format!(
+            "the server does not speak the 2026-07-28 revision (server/discover: {reason}), \
+             and era = \"modern\" allows no fallback to initialize"
+        );
     }
+    ConnectError::Handshake { reason }
 }
 
 fn describe_init_error(error: &ClientInitializeError) -> String {

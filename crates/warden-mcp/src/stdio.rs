@@ -12,12 +12,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::RoleClient;
+use rmcp::model::JsonRpcMessage;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 
 use crate::lines::{LineRead, read_capped_line};
+use crate::probe::is_probe;
 
 /// Messages parsed ahead of the consumer before the reader waits.
 const INBOUND_QUEUE: usize = 64;
@@ -124,6 +126,41 @@ where
     }
 }
 
+impl<W> StdioTransport<W>
+where
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    /// Writes one JSON value as a line, before the transport is handed to rmcp.
+    pub(crate) async fn send_value(&self, value: &serde_json::Value) -> std::io::Result<()> {
+        write_line(
+            &self.writer,
+            serde_json::to_vec(value).map_err(std::io::Error::other)?,
+        )
+        .await
+    }
+
+    /// The next parsed message, before the transport is handed to rmcp.
+    pub(crate) async fn next_message(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        self.inbound.recv().await
+    }
+}
+
+async fn write_line<W: AsyncWrite + Unpin>(
+    writer: &tokio::sync::Mutex<Option<W>>,
+    mut bytes: Vec<u8>,
+) -> std::io::Result<()> {
+    bytes.push(b'\n');
+    let mut guard = writer.lock().await;
+    let Some(stdin) = guard.as_mut() else {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::BrokenPipe,
+            "the server's stdin is closed",
+        ));
+    };
+    stdin.write_all(&bytes).await?;
+    stdin.flush().await
+}
+
 async fn read_messages<R: AsyncRead + Unpin>(
     server: String,
     mut reader: BufReader<R>,
@@ -206,22 +243,26 @@ where
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         let writer = self.writer.clone();
         async move {
-            let mut bytes = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
-            bytes.push(b'\n');
-            let mut guard = writer.lock().await;
-            let Some(stdin) = guard.as_mut() else {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::BrokenPipe,
-                    "the server's stdin is closed",
-                ));
-            };
-            stdin.write_all(&bytes).await?;
-            stdin.flush().await
+            let bytes = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
+            write_line(&writer, bytes).await
         }
     }
 
-    fn receive(&mut self) -> impl Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
-        self.inbound.recv()
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        loop {
+            let message = self.inbound.recv().await?;
+            // A late answer to the era probe belongs to no request rmcp made.
+            let late_probe_answer = match &message {
+                JsonRpcMessage::Response(response) => is_probe(&response.id),
+                JsonRpcMessage::Error(error) => error.id.as_ref().is_some_and(is_probe),
+                _ => false,
+            };
+            if late_probe_answer {
+                tracing::debug!("dropped a late answer to the era probe");
+                continue;
+            }
+            return Some(message);
+        }
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {

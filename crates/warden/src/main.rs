@@ -10,6 +10,7 @@ mod exit;
 mod render;
 mod signals;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -51,10 +52,11 @@ async fn run(cli: Cli) -> Result<exit::Code, Failure> {
 }
 
 fn init_logging(verbose: u8) {
+    // rmcp's own records are one step quieter than Warden's: they repeat what Warden says.
     let default = match verbose {
         0 => "warn",
-        1 => "info",
-        2 => "debug",
+        1 => "info,rmcp=warn",
+        2 => "debug,rmcp=info",
         _ => "trace",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_env("WARDEN_LOG")
@@ -63,5 +65,6 @@ fn init_logging(verbose: u8) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false)
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
 }

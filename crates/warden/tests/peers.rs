@@ -1,0 +1,355 @@
+//! End-to-end tests against real MCP servers written by other people: the npm reference
+//! servers (TypeScript SDK, 2025-11-25 only) and servers on the Python SDK (both eras).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::{Scratch, json, peers_dir, server_toml, stderr, stdout};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The six peers of the foundation issue, configured for a scratch folder.
+fn six_peers(scratch: &Scratch) -> String {
+    let peers = peers_dir();
+    let node_server = |name: &str| {
+        peers
+            .join("node/node_modules/@modelcontextprotocol")
+            .join(name)
+            .join("dist/index.js")
+            .display()
+            .to_string()
+    };
+    let files = scratch.path().join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::write(files.join("a.txt"), "alpha\n").unwrap();
+    let repo = scratch.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&repo)
+        .status()
+        .unwrap();
+    assert!(init.success());
+    let memory_file = scratch.path().join("memory.jsonl");
+    let venv = peers.join("venv/bin");
+    let py_server = support::repo_root().join("tests/peers/py_sdk_server.py");
+    [
+        server_toml(
+            "everything",
+            "node".as_ref(),
+            &[&node_server("server-everything"), "stdio"],
+            "",
+        ),
+        server_toml(
+            "filesystem",
+            "node".as_ref(),
+            &[&node_server("server-filesystem"), files.to_str().unwrap()],
+            "",
+        ),
+        server_toml(
+            "memory",
+            "node".as_ref(),
+            &[&node_server("server-memory")],
+            &format!(
+                "env = {{ MEMORY_FILE_PATH = {:?} }}",
+                memory_file.display().to_string()
+            ),
+        ),
+        server_toml(
+            "time",
+            &venv.join("mcp-server-time"),
+            &["--local-timezone", "UTC"],
+            "",
+        ),
+        server_toml(
+            "git",
+            &venv.join("mcp-server-git"),
+            &["--repository", repo.to_str().unwrap()],
+            "",
+        ),
+        server_toml(
+            "pysdk",
+            &venv.join("python"),
+            &[py_server.to_str().unwrap()],
+            "",
+        ),
+    ]
+    .concat()
+}
+
+fn servers_by_name(listing: &Value) -> BTreeMap<String, Value> {
+    listing["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|server| (server["name"].as_str().unwrap().to_owned(), server.clone()))
+        .collect()
+}
+
+fn tool_names(server: &Value) -> Vec<String> {
+    server["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn all_six_peers_connect_in_their_own_era_with_valid_qualified_names() {
+    let scratch = Scratch::new();
+    let config = scratch.config(&six_peers(&scratch));
+    let output = scratch.run(
+        &["--config", config.to_str().unwrap(), "tools", "--json"],
+        LIMIT,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let servers = servers_by_name(&json(&output));
+    let expected = [
+        ("everything", "legacy", "2025-11-25", "echo"),
+        ("filesystem", "legacy", "2025-11-25", "list_directory"),
+        ("memory", "legacy", "2025-11-25", "read_graph"),
+        ("time", "modern", "2026-07-28", "get_current_time"),
+        ("git", "modern", "2026-07-28", "git_status"),
+        ("pysdk", "modern", "2026-07-28", "add"),
+    ];
+    assert_eq!(servers.len(), expected.len());
+    let mut qualified = std::collections::HashSet::new();
+    for (name, era, version, a_tool) in expected {
+        let server = &servers[name];
+        assert_eq!(server["state"], "connected", "{name}: {server}");
+        assert_eq!(server["era"], era, "{name}");
+        assert_eq!(server["protocol_version"], version, "{name}");
+        assert!(
+            tool_names(server).contains(&a_tool.to_owned()),
+            "{name} lacks {a_tool}"
+        );
+        for tool in server["tools"].as_array().unwrap() {
+            let q = tool["qualified_name"].as_str().unwrap();
+            assert!(q.len() <= 64, "{q}");
+            assert!(
+                q.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'),
+                "{q}"
+            );
+            assert!(q.starts_with(&format!("{name}__")), "{q}");
+            assert!(
+                qualified.insert(q.to_owned()),
+                "duplicate qualified name {q}"
+            );
+        }
+    }
+    assert_eq!(
+        tool_names(&servers["time"]),
+        vec!["get_current_time", "convert_time"]
+    );
+    assert_eq!(tool_names(&servers["memory"]).len(), 9);
+    assert_eq!(
+        servers["everything"]["server_info"]["name"],
+        "mcp-servers/everything"
+    );
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn a_broken_server_is_reported_and_the_others_still_connect() {
+    let scratch = Scratch::new();
+    let mut toml = six_peers(&scratch);
+    toml.push_str(&server_toml(
+        "broken",
+        "/nonexistent/mcp-server".as_ref(),
+        &[],
+        "",
+    ));
+    let config = scratch.config(&toml);
+    let output = scratch.run(
+        &["--config", config.to_str().unwrap(), "tools", "--json"],
+        LIMIT,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let servers = servers_by_name(&json(&output));
+    assert_eq!(servers["broken"]["state"], "failed");
+    let reason = servers["broken"]["reason"].as_str().unwrap();
+    assert!(reason.contains("/nonexistent/mcp-server"), "{reason}");
+    let connected = servers
+        .values()
+        .filter(|s| s["state"] == "connected")
+        .count();
+    assert_eq!(connected, 6);
+
+    // The text view says the same to a person.
+    let output = scratch.run(&["--config", config.to_str().unwrap(), "tools"], LIMIT);
+    let text = stdout(&output);
+    assert!(text.contains("broken: FAILED: "), "{text}");
+    assert!(
+        text.contains("time: connected, modern era (2026-07-28)"),
+        "{text}"
+    );
+    scratch.assert_no_leftovers();
+}
+
+/// Runs `warden call` and returns (exit code, stdout, stderr).
+fn call(scratch: &Scratch, config: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let mut full = vec!["--config", config.to_str().unwrap(), "call"];
+    full.extend_from_slice(args);
+    let output = scratch.run(&full, LIMIT);
+    (
+        output.status.code().unwrap_or(-1),
+        stdout(&output),
+        stderr(&output),
+    )
+}
+
+#[test]
+fn a_call_round_trips_on_every_peer() {
+    let scratch = Scratch::new();
+    let config = scratch.config(&six_peers(&scratch));
+    let files = scratch.path().join("files");
+
+    let (code, out, err) = call(
+        &scratch,
+        &config,
+        &["everything/echo", "--args", r#"{"message":"hi there"}"#],
+    );
+    assert_eq!((code, out.trim()), (0, "Echo: hi there"), "{err}");
+
+    let (code, out, err) = call(
+        &scratch,
+        &config,
+        &[
+            "filesystem__list_directory",
+            "--args",
+            &format!(r#"{{"path":{:?}}}"#, files.display().to_string()),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("[FILE] a.txt"), "{out}");
+
+    let entity =
+        r#"{"entities":[{"name":"warden","entityType":"project","observations":["an MCP host"]}]}"#;
+    let (code, _, err) = call(
+        &scratch,
+        &config,
+        &["memory/create_entities", "--args", entity],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = call(&scratch, &config, &["memory/read_graph", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let graph: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        graph["structuredContent"]["entities"][0]["name"], "warden",
+        "{out}"
+    );
+
+    let (code, out, err) = call(
+        &scratch,
+        &config,
+        &[
+            "time/get_current_time",
+            "--args",
+            r#"{"timezone":"Asia/Tokyo"}"#,
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let result: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        result["structuredContent"]["timezone"], "Asia/Tokyo",
+        "{out}"
+    );
+
+    let repo = scratch.path().join("repo");
+    let (code, out, err) = call(
+        &scratch,
+        &config,
+        &[
+            "git/git_status",
+            "--args",
+            &format!(r#"{{"repo_path":{:?}}}"#, repo.display().to_string()),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Repository status"), "{out}");
+
+    let (code, out, err) = call(
+        &scratch,
+        &config,
+        &["pysdk__add", "--args", r#"{"a":2,"b":3}"#, "--json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let result: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(result["structuredContent"]["result"], 5, "{out}");
+    assert_eq!(result["content"][0]["text"], "5");
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn arguments_that_break_a_peers_schema_fail_locally_with_exit_2() {
+    let scratch = Scratch::new();
+    let config = scratch.config(&six_peers(&scratch));
+    let (code, out, err) = call(
+        &scratch,
+        &config,
+        &["pysdk/add", "--args", r#"{"a":2,"b":"three"}"#],
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("nothing was sent"), "{err}");
+    assert!(
+        err.contains("at /b:") && err.contains("rule `type`"),
+        "{err}"
+    );
+
+    let (code, _, err) = call(&scratch, &config, &["everything/echo", "--args", "{}"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("\"message\" is a required property") && err.contains("rule `required`"),
+        "{err}"
+    );
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn an_era_pin_is_obeyed_without_fallback() {
+    let scratch = Scratch::new();
+    let peers = peers_dir();
+    let everything = peers
+        .join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+        .display()
+        .to_string();
+    let toml = [
+        server_toml(
+            "legacytime",
+            &peers.join("venv/bin/mcp-server-time"),
+            &[],
+            "era = \"legacy\"",
+        ),
+        server_toml(
+            "moderneverything",
+            "node".as_ref(),
+            &[&everything, "stdio"],
+            "era = \"modern\"",
+        ),
+    ]
+    .concat();
+    let config = scratch.config(&toml);
+    let output = scratch.run(
+        &["--config", config.to_str().unwrap(), "tools", "--json"],
+        LIMIT,
+    );
+    let servers = servers_by_name(&json(&output));
+    assert_eq!(servers["legacytime"]["state"], "connected");
+    assert_eq!(servers["legacytime"]["era"], "legacy");
+    assert_eq!(servers["legacytime"]["protocol_version"], "2025-11-25");
+    assert_eq!(servers["moderneverything"]["state"], "failed");
+    let reason = servers["moderneverything"]["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("does not speak the 2026-07-28 revision"),
+        "{reason}"
+    );
+    assert!(reason.contains("no fallback"), "{reason}");
+    scratch.assert_no_leftovers();
+}

@@ -1,0 +1,215 @@
+//! Shared helpers for the end-to-end tests: running the real `warden` binary against real
+//! servers, and proving afterwards that nothing it started is still running.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// Environment variable carrying a per-test marker. Every process Warden starts inherits
+/// it, so `/proc/*/environ` tells which processes a test left behind.
+pub const TAG_VAR: &str = "WARDEN_TEST_TAG";
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The installed npm and PyPI peers (`scripts/test` installs them).
+pub fn peers_dir() -> PathBuf {
+    let dir = std::env::var_os("WARDEN_PEERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".peers"));
+    assert!(
+        dir.join(".stamp").exists(),
+        "real MCP peers are not installed in {}: run `scripts/test` (or `scripts/install-peers {}`)",
+        dir.display(),
+        dir.display()
+    );
+    dir
+}
+
+/// The `warden` binary under test.
+pub fn warden_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_warden"))
+}
+
+/// The misbehaving test server, built by the workspace next to `warden`.
+pub fn testserver_bin() -> PathBuf {
+    let path = warden_bin().with_file_name("warden-testserver");
+    assert!(
+        path.exists(),
+        "{} is missing: build it with `cargo build -p warden-testservers` (scripts/test does)",
+        path.display()
+    );
+    path
+}
+
+/// A scratch folder for one test, with a unique tag for its processes.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+    pub tag: String,
+}
+
+impl Scratch {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let tag = format!(
+            "{}-{}",
+            std::process::id(),
+            dir.path().file_name().unwrap().to_string_lossy()
+        );
+        Self { dir, tag }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes `warden.toml` in the scratch folder and returns its path.
+    pub fn config(&self, toml: &str) -> PathBuf {
+        let path = self.path().join("warden.toml");
+        std::fs::write(&path, toml).unwrap();
+        path
+    }
+
+    /// A `warden` command with a private state folder and this test's tag.
+    pub fn warden(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(warden_bin());
+        command
+            .args(args)
+            .current_dir(self.path())
+            .env(TAG_VAR, &self.tag)
+            .env("XDG_STATE_HOME", self.path().join("state"))
+            .env("XDG_CONFIG_HOME", self.path().join("config-home"))
+            .env_remove("WARDEN_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    }
+
+    /// Runs `warden` with `args` to completion (at most `limit`), returning its output.
+    pub fn run(&self, args: &[&str], limit: Duration) -> Output {
+        run_with_limit(self.warden(args), limit)
+    }
+
+    /// Processes still alive that carry this test's tag.
+    pub fn leftovers(&self) -> Vec<String> {
+        tagged_processes(&self.tag)
+    }
+
+    /// Asserts, within a short grace period, that nothing this test started still runs.
+    pub fn assert_no_leftovers(&self) {
+        let deadline = Instant::now() + Duration::from_secs(3);
+        loop {
+            let left = self.leftovers();
+            if left.is_empty() {
+                return;
+            }
+            if Instant::now() > deadline {
+                for pid in &left {
+                    kill(pid);
+                }
+                panic!("processes left running after the test: {left:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        for pid in self.leftovers() {
+            kill(&pid);
+        }
+    }
+}
+
+fn kill(pid: &str) {
+    let _ = Command::new("kill").args(["-9", pid]).status();
+}
+
+/// Runs a command, killing it if it outlives `limit`.
+pub fn run_with_limit(mut command: Command, limit: Duration) -> Output {
+    let child = command.spawn().unwrap();
+    let pid = child.id();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(child.wait_with_output());
+    });
+    match receiver.recv_timeout(limit) {
+        Ok(output) => output.unwrap(),
+        Err(_) => {
+            kill(&pid.to_string());
+            panic!("warden did not finish within {limit:?}: it hung");
+        }
+    }
+}
+
+/// Live (non-zombie) processes whose environment holds `TAG_VAR=tag`.
+pub fn tagged_processes(tag: &str) -> Vec<String> {
+    let needle = format!("{TAG_VAR}={tag}");
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        let tagged = environ
+            .split(|&byte| byte == 0)
+            .any(|item| item == needle.as_bytes());
+        if !tagged {
+            continue;
+        }
+        let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        let zombie = state
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X'));
+        if !zombie {
+            found.push(name);
+        }
+    }
+    found
+}
+
+/// stdout as text.
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// stderr as text.
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Parses stdout as JSON, with the whole output in the panic message if it is not.
+pub fn json(output: &Output) -> serde_json::Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "stdout is not JSON ({error}):\n{}\nstderr:\n{}",
+            stdout(output),
+            stderr(output)
+        )
+    })
+}
+
+/// TOML for a stdio server entry. `extra` lines are appended inside the table.
+pub fn server_toml(name: &str, command: &Path, args: &[&str], extra: &str) -> String {
+    let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+    format!(
+        "[servers.{name}]\ncommand = {:?}\nargs = [{}]\n{extra}\n",
+        command.display().to_string(),
+        args.join(", ")
+    )
+}
