@@ -399,4 +399,51 @@ mod tests {
             "relative entries are not searched: {message}"
         );
     }
+
+    fn alive(pid: i32) -> bool {
+        // A zombie has exited; only a running or sleeping process counts.
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| rest.to_owned()))
+            .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
+    }
+
+    fn sleeper() -> LaunchRequest {
+        LaunchRequest {
+            server: "sleeper".into(),
+            command: "sleep".into(),
+            args: vec!["600".into()],
+            env: BTreeMap::new(),
+            cwd: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn dropping_the_handle_kills_the_process() {
+        let launched = DirectLauncher::from_env().launch(&sleeper()).unwrap();
+        let pid = launched.group.pid();
+        assert!(alive(pid));
+        drop(launched);
+        for _ in 0..100 {
+            if !alive(pid) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("process {pid} survived its handle");
+    }
+
+    #[tokio::test]
+    async fn stop_escalates_to_sigterm_for_a_server_that_ignores_eof() {
+        // `sleep` does not read stdin, so closing it does nothing: SIGTERM is needed.
+        let launched = DirectLauncher::from_env().launch(&sleeper()).unwrap();
+        drop(launched.stdin);
+        let grace = StopGrace {
+            after_close: Duration::from_millis(100),
+            after_term: Duration::from_secs(2),
+        };
+        let report = launched.group.stop(grace).await;
+        assert_eq!(report.signals, vec!["SIGTERM"]);
+        assert_eq!(report.status, format!("killed by signal {}", libc::SIGTERM));
+    }
 }
