@@ -21,12 +21,17 @@ pub fn run(global: &GlobalArgs, args: ConfigArgs) -> Result<Code, Failure> {
     Ok(Code::Ok)
 }
 
+/// The configuration as JSON with every env and header value replaced by `<hidden>`.
 fn redacted(config: &ResolvedConfig) -> Value {
     let mut value = json!(config);
     if let Some(servers) = value["servers"].as_array_mut() {
         for server in servers {
             for key in ["env", "headers"] {
-                if let Some(map) = server["transport"][key].as_object_mut() {
+                let secrets = server
+                    .get_mut("transport")
+                    .and_then(|transport| transport.get_mut(key))
+                    .and_then(Value::as_object_mut);
+                if let Some(map) = secrets {
                     for entry in map.values_mut() {
                         *entry = json!(HIDDEN);
                     }
@@ -97,4 +102,36 @@ fn text(config: &ResolvedConfig) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_hidden_and_nothing_is_added() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("warden.toml");
+        std::fs::write(
+            &path,
+            "[servers.a]\ncommand = \"/bin/true\"\nenv = { TOKEN = \"s3cret\" }\n\
+             [servers.b]\nurl = \"https://example.com/mcp\"\nheaders = { Authorization = \"Bearer s3cret\" }\n",
+        )
+        .unwrap();
+        let vars = [("HOME".to_owned(), dir.path().display().to_string())].into();
+        let env = warden_config::Environment::from_vars(dir.path().to_path_buf(), vars).unwrap();
+        let config = warden_config::load_file(&path, &env).unwrap();
+        let value = redacted(&config);
+        let text = value.to_string();
+        assert!(!text.contains("s3cret"), "{text}");
+        assert_eq!(value["servers"][0]["transport"]["env"]["TOKEN"], HIDDEN);
+        assert_eq!(
+            value["servers"][1]["transport"]["headers"]["Authorization"],
+            HIDDEN
+        );
+        assert!(
+            value["servers"][1]["transport"].get("env").is_none(),
+            "{text}"
+        );
+    }
 }
