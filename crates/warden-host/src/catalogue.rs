@@ -135,23 +135,81 @@ impl Catalogue {
             .and_then(|&index| self.tools.get(index))
     }
 
-    /// Up to `limit` qualified names that look like `target`, for "did you mean".
+    /// Up to `limit` qualified names that look like `target`, for "did you mean": tools whose
+    /// name contains the asked-for name (or is contained in it), or is a small typo away,
+    /// closest first.
     pub fn suggest(&self, target: &str, limit: usize) -> Vec<&str> {
-        let needle = target
-            .rsplit(['/', '_'])
-            .next()
-            .unwrap_or(target)
-            .to_ascii_lowercase();
-        if needle.is_empty() {
-            return Vec::new();
-        }
-        self.tools
+        let mut scored: Vec<(usize, &str)> = self
+            .tools
             .iter()
-            .filter(|tool| tool.def.name.to_ascii_lowercase().contains(&needle))
-            .map(|tool| tool.qualified.as_str())
+            .filter_map(|tool| {
+                let asked = asked_tool_name(target, &tool.server).to_ascii_lowercase();
+                let name = tool.def.name.to_ascii_lowercase();
+                // A part of one or two letters is in too many names to mean anything.
+                let contains =
+                    |outer: &str, inner: &str| inner.chars().count() >= 2 && outer.contains(inner);
+                if contains(&name, &asked) || (name.len() >= 3 && contains(&asked, &name)) {
+                    return Some((0, tool.qualified.as_str()));
+                }
+                let allowed = ((name.chars().count() + 1) / 4).min(3);
+                let distance = typo_distance(&asked, &name);
+                (distance <= allowed).then_some((distance, tool.qualified.as_str()))
+            })
+            .collect();
+        // Stable: equally close tools keep the catalogue's order.
+        scored.sort_by_key(|(score, _)| *score);
+        scored
+            .into_iter()
             .take(limit)
+            .map(|(_, name)| name)
             .collect()
     }
+}
+
+/// The tool part of `target` as it would be read for a tool of `server`: after `server/` or
+/// `server__`, or the whole text (a name given without its server).
+fn asked_tool_name<'a>(target: &'a str, server: &str) -> &'a str {
+    target
+        .strip_prefix(server)
+        .and_then(|rest| {
+            rest.strip_prefix('/')
+                .or_else(|| rest.strip_prefix(SEPARATOR))
+        })
+        .or_else(|| target.split_once('/').map(|(_, tool)| tool))
+        .unwrap_or(target)
+}
+
+/// Longest name compared letter by letter; longer ones only match by containment.
+const MAX_TYPO_CHARS: usize = 128;
+
+/// Edits (insert, delete, substitute, swap two neighbours) between two short names.
+fn typo_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    if a.len() > MAX_TYPO_CHARS || b.len() > MAX_TYPO_CHARS {
+        return usize::MAX;
+    }
+    // d[i][j]: the distance between a[..i] and b[..j].
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let substitution = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + substitution);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
 }
 
 /// The servers a target may belong to, judged from its text alone: the part before `/`, or
@@ -240,6 +298,38 @@ mod tests {
             .collect();
         assert!(reasons[0].0 == "a" && reasons[0].1.contains("listed twice"));
         assert!(reasons[1].0 == "bad" && reasons[1].1.contains("not a JSON object"));
+    }
+
+    #[test]
+    fn suggestions_catch_parts_and_typos_but_not_noise() {
+        let object = json!({"type": "object"});
+        let catalogue = Catalogue::build(
+            vec![
+                (
+                    "good".into(),
+                    vec![
+                        tool("echo", object.clone()),
+                        tool("add", object.clone()),
+                        tool("a", object.clone()),
+                    ],
+                ),
+                (
+                    "time".into(),
+                    vec![tool("get_current_time", object.clone())],
+                ),
+            ],
+            SchemaLimits::default(),
+        );
+        let suggest = |target| catalogue.suggest(target, 3);
+        assert_eq!(suggest("good/ad"), ["good__add"]);
+        assert_eq!(suggest("good__ehco"), ["good__echo"]);
+        assert_eq!(suggest("good/echoo"), ["good__echo"]);
+        assert_eq!(suggest("time/get_curent_time"), ["time__get_current_time"]);
+        assert_eq!(suggest("current_time"), ["time__get_current_time"]);
+        assert!(suggest("good/nothing_like_it").is_empty());
+        assert!(suggest("good/").is_empty());
+        assert_eq!(typo_distance("ehco", "echo"), 1);
+        assert_eq!(typo_distance("", "abc"), 3);
     }
 
     #[test]

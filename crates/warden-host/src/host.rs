@@ -266,6 +266,8 @@ async fn connect_one(
         },
         connection: None,
     };
+    // The connect timeout covers starting, the handshake and the first tool list together.
+    let started = std::time::Instant::now();
     let connection = match warden_mcp::connect(&spec, launcher, options).await {
         Ok(connection) => connection,
         Err(failure) => {
@@ -275,7 +277,8 @@ async fn connect_one(
             return (failed(spec, reason, tail), None);
         }
     };
-    let listed = connection.list_tools(spec.timeouts.connect).await;
+    let left = spec.timeouts.connect.saturating_sub(started.elapsed());
+    let listed = connection.list_tools(left).await;
     match listed {
         Ok(tools) => {
             let info = connection.info().clone();
@@ -287,7 +290,13 @@ async fn connect_one(
             (entry, Some(tools))
         }
         Err(error) => {
-            let reason = format!("listing tools failed: {error}");
+            let reason = match error {
+                CallError::Timeout { .. } => format!(
+                    "no tool list within the {} connect timeout",
+                    warden_mcp::error::humanize(spec.timeouts.connect)
+                ),
+                error => format!("listing tools failed: {error}"),
+            };
             tracing::info!(server = %spec.name, "{reason}");
             let tail = last_lines(connection.stderr_tail(STDERR_LINES_SHOWN));
             connection.close().await;

@@ -7,12 +7,14 @@ use futures::future::BoxFuture;
 #[allow(deprecated)]
 use rmcp::model::LoggingMessageNotificationParam;
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, Implementation, InitializeRequestParams,
-    PaginatedRequestParams, ProtocolVersion,
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
+    CancelledNotificationParam, ClientCapabilities, ClientNotification, ClientRequest,
+    Implementation, InitializeRequestParams, PaginatedRequestParams, ProtocolVersion, RequestId,
+    ServerResult,
 };
 use rmcp::service::{
     ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer,
-    RunningService, ServiceError,
+    PeerRequestOptions, RunningService, ServiceError,
 };
 use rmcp::{ClientHandler, RoleClient};
 use serde_json::{Map, Value};
@@ -33,6 +35,9 @@ use crate::stdio::{StdinCloser, StdioLimits, StdioTransport, TransportHealth};
 const STDERR_TAIL_LINES: usize = 20;
 /// How long to wait for a failing server's last stderr lines to arrive.
 const STDERR_SETTLE: Duration = Duration::from_millis(300);
+/// After a call timed out, how long writing its `notifications/cancelled` may take (a
+/// server that stopped reading its stdin would block it for ever).
+const CANCEL_WRITE_LIMIT: Duration = Duration::from_millis(500);
 /// Stop timings for a server that failed to connect: it gets less patience.
 const FAILED_STOP: StopGrace = StopGrace {
     after_close: Duration::from_millis(300),
@@ -138,6 +143,8 @@ pub(crate) async fn connect(
     launcher: &dyn Launcher,
     options: &ConnectOptions,
 ) -> Result<Box<dyn Connection>, ConnectFailure> {
+    // One budget for the whole connection: start, era probe and handshake.
+    let deadline = tokio::time::Instant::now() + spec.timeouts.connect;
     let TransportSpec::Stdio {
         command,
         args,
@@ -198,7 +205,7 @@ pub(crate) async fn connect(
         pinned => lifecycle(pinned),
     };
     let handshake = client.serve_with_lifecycle(transport, mode);
-    let running = match tokio::time::timeout(spec.timeouts.connect, handshake).await {
+    let running = match tokio::time::timeout_at(deadline, handshake).await {
         Ok(Ok(running)) => running,
         Ok(Err(error)) => {
             let error = classify_handshake_error(&diagnostics, error, spec.era).await;
@@ -368,6 +375,57 @@ impl RmcpConnection {
         }
     }
 
+    /// Sends `tools/call` and waits up to `timeout` for the answer.
+    ///
+    /// On timeout rmcp writes `notifications/cancelled` to the server before this returns,
+    /// so the server has been told before the caller closes the connection. (Dropping the
+    /// future of rmcp's `call_tool` only queues that notification, and closing stdin right
+    /// after could lose it.) If this future is dropped instead, on Ctrl-C for instance,
+    /// [`CancelOnDrop`] sends it as best effort.
+    async fn send_call(
+        &self,
+        params: CallToolRequestParams,
+        timeout: Duration,
+    ) -> Result<CallToolResult, CallError> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let handle = match self
+            .peer
+            .send_cancellable_request(request, PeerRequestOptions::with_timeout(timeout))
+            .await
+        {
+            Ok(handle) => handle,
+            Err(error) => return Err(self.map_error(error, timeout).await),
+        };
+        let mut guard = CancelOnDrop {
+            peer: self.peer.clone(),
+            id: Some(handle.id.clone()),
+        };
+        let response = handle.await_response().await;
+        guard.id = None;
+        let response = match response {
+            Ok(response) => response,
+            Err(error) => return Err(self.map_error(error, timeout).await),
+        };
+        match response {
+            ServerResult::CallToolResult(result) => Ok(result),
+            // Accepted by rmcp's own `call_tool` too: a result without content.
+            ServerResult::EmptyResult(_) => {
+                let mut result = CallToolResult::default();
+                result.result_type = None;
+                Ok(result)
+            }
+            // MRTR (2026-07-28): the server wants input Warden does not offer yet.
+            ServerResult::InputRequiredResult(_) => Err(CallError::Protocol {
+                reason: "the server asked for user input (input_required), which this version \
+                         of Warden does not provide yet"
+                    .into(),
+            }),
+            _ => Err(CallError::Protocol {
+                reason: "the answer to tools/call was not a tool result".into(),
+            }),
+        }
+    }
+
     async fn list_all(&self) -> Result<Vec<ToolDef>, CallError> {
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
@@ -398,6 +456,31 @@ impl RmcpConnection {
     }
 }
 
+/// Sends `notifications/cancelled` for a request when dropped while still armed (`id` set):
+/// the caller stopped waiting, and the server should stop working on it.
+struct CancelOnDrop {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        let notification = ClientNotification::CancelledNotification(CancelledNotification::new(
+            CancelledNotificationParam::new(Some(id), Some("the caller stopped waiting".into())),
+        ));
+        runtime.spawn(async move {
+            let _ = peer.send_notification(notification).await;
+        });
+    }
+}
+
 impl Connection for RmcpConnection {
     fn name(&self) -> &str {
         &self.name
@@ -425,10 +508,10 @@ impl Connection for RmcpConnection {
         Box::pin(async move {
             let mut params = CallToolRequestParams::new(name.to_owned());
             params.arguments = arguments;
-            // Dropping the request future on timeout makes rmcp send notifications/cancelled.
-            let result = match tokio::time::timeout(timeout, self.peer.call_tool(params)).await {
+            let limit = timeout + CANCEL_WRITE_LIMIT;
+            let result = match tokio::time::timeout(limit, self.send_call(params, timeout)).await {
                 Ok(Ok(result)) => result,
-                Ok(Err(error)) => return Err(self.map_error(error, timeout).await),
+                Ok(Err(error)) => return Err(error),
                 Err(_) => return Err(CallError::Timeout { after: timeout }),
             };
             let raw = serde_json::to_value(&result).map_err(|error| CallError::Protocol {

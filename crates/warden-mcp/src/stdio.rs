@@ -16,7 +16,7 @@ use rmcp::model::JsonRpcMessage;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::lines::{LineRead, read_capped_line};
 use crate::probe::is_probe;
@@ -76,23 +76,73 @@ impl TransportHealth {
 
 /// An rmcp transport over a child's stdin and stdout.
 pub struct StdioTransport<W> {
-    writer: Arc<tokio::sync::Mutex<Option<W>>>,
+    stdin: Arc<Stdin<W>>,
     inbound: mpsc::Receiver<RxJsonRpcMessage<RoleClient>>,
 }
 
 /// A handle that closes the child's stdin, usable after the transport has moved into rmcp.
 #[derive(Clone)]
 pub struct StdinCloser<W> {
-    writer: Arc<tokio::sync::Mutex<Option<W>>>,
+    stdin: Arc<Stdin<W>>,
 }
 
 impl<W: AsyncWrite + Unpin + Send> StdinCloser<W> {
     /// Closes stdin (idempotent): the server's signal to exit.
     pub async fn close(&self) {
-        if let Some(mut writer) = self.writer.lock().await.take() {
-            let _ = writer.shutdown().await;
+        let _ = self.stdin.close().await;
+    }
+}
+
+/// The child's stdin, shared by the transport's writes and the closer.
+struct Stdin<W> {
+    writer: tokio::sync::Mutex<Option<W>>,
+    /// Set once closing starts: a write still in progress gives up.
+    closing: watch::Sender<bool>,
+}
+
+impl<W: AsyncWrite + Unpin> Stdin<W> {
+    fn new(writer: W) -> Self {
+        Self {
+            writer: tokio::sync::Mutex::new(Some(writer)),
+            closing: watch::Sender::new(false),
         }
     }
+
+    /// Writes `bytes` and a newline. A server that stops reading leaves the write pending
+    /// once the pipe is full; [`Stdin::close`] then abandons it, so stdin can still be
+    /// closed and the stop sequence can run.
+    async fn write_line(&self, mut bytes: Vec<u8>) -> std::io::Result<()> {
+        bytes.push(b'\n');
+        let mut closing = self.closing.subscribe();
+        let write = async {
+            let mut guard = self.writer.lock().await;
+            let Some(stdin) = guard.as_mut() else {
+                return Err(stdin_closed());
+            };
+            stdin.write_all(&bytes).await?;
+            stdin.flush().await
+        };
+        tokio::select! {
+            result = write => result,
+            _ = closing.wait_for(|closing| *closing) => Err(stdin_closed()),
+        }
+    }
+
+    /// Abandons any write in progress and closes stdin (idempotent).
+    async fn close(&self) -> std::io::Result<()> {
+        self.closing.send_replace(true);
+        match self.writer.lock().await.take() {
+            Some(mut writer) => writer.shutdown().await,
+            None => Ok(()),
+        }
+    }
+}
+
+fn stdin_closed() -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::BrokenPipe,
+        "the server's stdin is closed",
+    )
 }
 
 impl<W> StdioTransport<W>
@@ -118,11 +168,11 @@ where
             limits,
             health.clone(),
         ));
-        let writer = Arc::new(tokio::sync::Mutex::new(Some(stdin)));
+        let stdin = Arc::new(Stdin::new(stdin));
         let closer = StdinCloser {
-            writer: writer.clone(),
+            stdin: stdin.clone(),
         };
-        (Self { writer, inbound }, closer, health)
+        (Self { stdin, inbound }, closer, health)
     }
 }
 
@@ -132,33 +182,14 @@ where
 {
     /// Writes one JSON value as a line, before the transport is handed to rmcp.
     pub(crate) async fn send_value(&self, value: &serde_json::Value) -> std::io::Result<()> {
-        write_line(
-            &self.writer,
-            serde_json::to_vec(value).map_err(std::io::Error::other)?,
-        )
-        .await
+        let bytes = serde_json::to_vec(value).map_err(std::io::Error::other)?;
+        self.stdin.write_line(bytes).await
     }
 
     /// The next parsed message, before the transport is handed to rmcp.
     pub(crate) async fn next_message(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         self.inbound.recv().await
     }
-}
-
-async fn write_line<W: AsyncWrite + Unpin>(
-    writer: &tokio::sync::Mutex<Option<W>>,
-    mut bytes: Vec<u8>,
-) -> std::io::Result<()> {
-    bytes.push(b'\n');
-    let mut guard = writer.lock().await;
-    let Some(stdin) = guard.as_mut() else {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::BrokenPipe,
-            "the server's stdin is closed",
-        ));
-    };
-    stdin.write_all(&bytes).await?;
-    stdin.flush().await
 }
 
 async fn read_messages<R: AsyncRead + Unpin>(
@@ -203,11 +234,21 @@ async fn read_messages<R: AsyncRead + Unpin>(
                 } else {
                     "a line that is not JSON"
                 };
-                tracing::warn!(
-                    server = %server,
-                    "protocol fault {count}: {what} on stdout ({error}): {}",
-                    excerpt(&line)
-                );
+                // The first fault is worth a warning; the rest would drown it.
+                if count == 1 {
+                    tracing::warn!(
+                        server = %server,
+                        "protocol fault: {what} on stdout ({error}): {} (further faults are \
+                         logged at debug level)",
+                        excerpt(&line)
+                    );
+                } else {
+                    tracing::debug!(
+                        server = %server,
+                        "protocol fault {count}: {what} on stdout ({error}): {}",
+                        excerpt(&line)
+                    );
+                }
                 if count > limits.max_protocol_faults {
                     health.fail(format!(
                         "server `{server}` wrote {count} lines on stdout that are not MCP \
@@ -241,10 +282,10 @@ where
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let writer = self.writer.clone();
+        let stdin = self.stdin.clone();
         async move {
             let bytes = serde_json::to_vec(&item).map_err(std::io::Error::other)?;
-            write_line(&writer, bytes).await
+            stdin.write_line(bytes).await
         }
     }
 
@@ -266,11 +307,9 @@ where
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
-        if let Some(mut writer) = self.writer.lock().await.take() {
-            writer.shutdown().await?;
-        }
+        let closed = self.stdin.close().await;
         self.inbound.close();
-        Ok(())
+        closed
     }
 }
 
@@ -329,5 +368,22 @@ mod tests {
         );
         assert!(transport.receive().await.is_none());
         assert!(health.fatal().unwrap().contains("over the 1000 byte limit"));
+    }
+
+    #[tokio::test]
+    async fn closing_abandons_a_write_the_server_never_reads() {
+        // The server's end of stdin stays open but is never read, so the pipe fills up.
+        let (stdin, _unread) = tokio::io::duplex(1024);
+        let (transport, closer, _health) =
+            StdioTransport::new("deaf".into(), stdin, tokio::io::empty(), limits(1024, 2));
+        let blob = serde_json::json!({"blob": "x".repeat(64 * 1024)});
+        let write = tokio::spawn(async move { transport.send_value(&blob).await });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(!write.is_finished(), "the write should be stuck");
+        tokio::time::timeout(std::time::Duration::from_secs(1), closer.close())
+            .await
+            .expect("closing stdin waited for a write that cannot finish");
+        let error = write.await.unwrap().unwrap_err();
+        assert_eq!(error.kind(), std::io::ErrorKind::BrokenPipe);
     }
 }

@@ -34,6 +34,7 @@ pub async fn connect(
     specs: Vec<warden_config::ServerSpec>,
     env: &Environment,
 ) -> Result<Host, Failure> {
+    crate::signals::watch();
     let launcher = DirectLauncher::from_env();
     let options = ConnectOptions {
         log_dir: Some(log_dir(env)),
