@@ -63,8 +63,8 @@ pub fn discover(env: &Environment) -> Result<ResolvedConfig, ConfigError> {
             format,
             path,
         };
-        let servers = formats::parse(&text, &origin, env, &walk.anchor)?;
-        layers.push((origin, servers));
+        let parsed = formats::parse(&text, &origin, env, &walk.anchor)?;
+        layers.push((origin, parsed));
     }
     Ok(merge(layers))
 }
@@ -90,8 +90,8 @@ pub fn load_file(path: &Path, env: &Environment) -> Result<ResolvedConfig, Confi
         format,
         path,
     };
-    let servers = formats::parse(&text, &origin, env, &workspace)?;
-    Ok(merge(vec![(origin, servers)]))
+    let parsed = formats::parse(&text, &origin, env, &workspace)?;
+    Ok(merge(vec![(origin, parsed)]))
 }
 
 /// The project root: the nearest directory, from `env.cwd` upwards, holding `warden.toml`,

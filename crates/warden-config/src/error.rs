@@ -188,6 +188,31 @@ pub enum ConfigError {
         id: String,
     },
 
+    /// A `[policy]` rule that cannot be compiled (a bad glob, pointer, regex or path).
+    #[error("{}: {message}", place(.path, .at))]
+    InvalidPolicy {
+        /// The file.
+        path: PathBuf,
+        /// Where the rule is.
+        at: Option<LineCol>,
+        /// What is wrong, naming the rule (`policy.rules[2]: ...`, numbered in this file).
+        message: String,
+    },
+
+    /// A project-scope file tries to loosen the policy.
+    #[error(
+        "{}: {what}, but project files cannot loosen policy: a cloned repository must not approve its own tool calls. A project file may only add rules whose effect is \"deny\", \"ask\" or \"hide\"; write this in your user or local configuration instead (docs/policy.md)",
+        place(.path, .at)
+    )]
+    ProjectPolicy {
+        /// The file.
+        path: PathBuf,
+        /// Where the offending part is.
+        at: Option<LineCol>,
+        /// What the file tries to do.
+        what: String,
+    },
+
     /// A file given with `--config` whose format cannot be recognised.
     #[error("{}: cannot tell which configuration format this is: {reason}", .path.display())]
     UnknownFormat {
@@ -213,6 +238,8 @@ impl ConfigError {
             | Self::UnsupportedTransport { path, .. }
             | Self::UnsetVariable { path, .. }
             | Self::PromptedInput { path, .. }
+            | Self::InvalidPolicy { path, .. }
+            | Self::ProjectPolicy { path, .. }
             | Self::UnknownFormat { path, .. } => Some(path),
         }
     }

@@ -16,6 +16,10 @@
 //! [`discover`] does that search; [`load_file`] reads one named file instead. Both report
 //! which files were read and which definitions were shadowed, and refuse broken files
 //! with an error naming the file and position rather than skipping them.
+//!
+//! `warden.toml` may also hold a `[policy]` table (`warden_policy::PolicyConfig`), merged
+//! into [`ResolvedPolicy`]. A project file may only make the policy stricter (rules that
+//! deny, ask or hide): a cloned repository must not approve its own tool calls.
 
 mod discover;
 mod duration;
@@ -26,6 +30,7 @@ mod expand;
 mod formats;
 mod jsonc;
 mod name;
+mod policy;
 mod read;
 mod resolved;
 pub mod spec;
@@ -34,6 +39,7 @@ pub use discover::{discover, load_file, local_config_path, local_key, project_ro
 pub use environment::Environment;
 pub use error::{ConfigError, LineCol};
 pub use name::{MAX_SERVER_NAME_LEN, validate_server_name};
+pub use policy::{NotApplied, PolicySource, ResolvedPolicy};
 pub use read::MAX_CONFIG_FILE_BYTES;
 pub use resolved::{ResolvedConfig, Shadowed};
 pub use spec::*;

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::formats::Parsed;
+use crate::policy::ResolvedPolicy;
 use crate::spec::{Origin, ServerSpec};
 
 /// Every server Warden will know about, and where each came from.
@@ -16,6 +18,8 @@ pub struct ResolvedConfig {
     pub files: Vec<Origin>,
     /// Definitions replaced by a higher-precedence one, sorted by name.
     pub shadowed: Vec<Shadowed>,
+    /// The `[policy]` of every file, merged (see [`ResolvedPolicy`]).
+    pub policy: ResolvedPolicy,
 }
 
 /// A server definition hidden by another of the same name.
@@ -31,14 +35,16 @@ pub struct Shadowed {
 
 /// Merges files given lowest precedence first. A later definition replaces an earlier one
 /// entirely (fields are never combined), and every replaced one is reported against the
-/// definition that is finally used.
-pub(crate) fn merge(layers: Vec<(Origin, Vec<ServerSpec>)>) -> ResolvedConfig {
+/// definition that is finally used. Policies are merged by [`ResolvedPolicy::merge`].
+pub(crate) fn merge(layers: Vec<(Origin, Parsed)>) -> ResolvedConfig {
     let mut winners: BTreeMap<String, ServerSpec> = BTreeMap::new();
     let mut hidden: BTreeMap<String, Vec<Origin>> = BTreeMap::new();
     let mut files = Vec::with_capacity(layers.len());
-    for (origin, servers) in layers {
+    let mut policies = Vec::with_capacity(layers.len());
+    for (origin, parsed) in layers {
+        policies.push((origin.clone(), parsed.policy));
         files.push(origin);
-        for server in servers {
+        for server in parsed.servers {
             if let Some(previous) = winners.insert(server.name.clone(), server) {
                 hidden
                     .entry(previous.name)
@@ -60,9 +66,12 @@ pub(crate) fn merge(layers: Vec<(Origin, Vec<ServerSpec>)>) -> ResolvedConfig {
             })
         })
         .collect();
+    let servers: Vec<ServerSpec> = winners.into_values().collect();
+    let policy = ResolvedPolicy::merge(policies, &servers);
     ResolvedConfig {
-        servers: winners.into_values().collect(),
+        servers,
         files,
         shadowed,
+        policy,
     }
 }

@@ -1,11 +1,19 @@
 //! The catalogue: every tool of every connected server, under its qualified name, with its
-//! input schema compiled. Built once from the servers' lists and not changed afterwards;
-//! a refresh builds a new one.
+//! input schema compiled and its policy facts computed. Built once from the servers' lists
+//! and a policy, and not changed afterwards; a refresh (or a new policy) builds a new one.
+//!
+//! Tools a `hide` rule matches are left out: they are neither listed, nor resolved, nor
+//! suggested, exactly like a tool the server never listed. They are named only in
+//! [`Catalogue::hidden`], for the operator (`warden tools` counts them per server). Names
+//! are given before hiding, and a name depends only on its own server and tool, so a hide
+//! rule never renames another tool.
 
 use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
+use serde_json::Value;
 use warden_mcp::ToolDef;
+use warden_policy::{Hints, Policy, Provenance, ReasonKind, ToolFacts};
 
 use crate::naming::{SEPARATOR, qualify};
 use crate::schema::{CompiledSchema, SchemaLimits};
@@ -20,6 +28,10 @@ pub struct CatalogueTool {
     /// The definition as the server sent it (its `name` is the raw wire name).
     #[serde(flatten)]
     pub def: ToolDef,
+    /// What the policy takes the tool to be (trust, the hints it believes, the label of its
+    /// results), computed once from the server's annotations and the policy's settings.
+    #[serde(skip)]
+    pub facts: ToolFacts,
     #[serde(skip)]
     schema: CompiledSchema,
 }
@@ -45,6 +57,38 @@ pub struct RejectedTool {
     pub reason: String,
 }
 
+/// A tool the policy hides: left out of the catalogue on purpose.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HiddenTool {
+    /// The server's configured name.
+    pub server: String,
+    /// The tool's raw name.
+    pub name: String,
+    /// The qualified name the rule matched.
+    pub qualified: String,
+    /// The index of the (first) hiding rule in `policy.rules`.
+    pub rule: Option<usize>,
+    /// Which rule hides it (`hidden by policy.rules[3] (shell__*)`).
+    pub reason: String,
+}
+
+/// The MCP annotations of a tool definition as [`Hints`]: `readOnlyHint`,
+/// `destructiveHint`, `idempotentHint` and `openWorldHint`, each only when it is a boolean.
+/// Whether they are believed is the policy's call ([`ToolFacts::believed`]).
+pub fn hints_of(annotations: Option<&Value>) -> Hints {
+    let flag = |key: &str| {
+        annotations
+            .and_then(|a| a.get(key))
+            .and_then(Value::as_bool)
+    };
+    Hints {
+        read_only: flag("readOnlyHint"),
+        destructive: flag("destructiveHint"),
+        idempotent: flag("idempotentHint"),
+        open_world: flag("openWorldHint"),
+    }
+}
+
 /// Every callable tool, in a stable order: servers by name, then each server's own order.
 #[derive(Debug, Default)]
 pub struct Catalogue {
@@ -52,11 +96,24 @@ pub struct Catalogue {
     by_qualified: HashMap<String, usize>,
     by_raw: HashMap<(String, String), usize>,
     rejected: Vec<RejectedTool>,
+    hidden: Vec<HiddenTool>,
 }
 
 impl Catalogue {
-    /// Builds the catalogue from each server's tool list.
-    pub fn build(mut lists: Vec<(String, Vec<ToolDef>)>, limits: SchemaLimits) -> Self {
+    /// Builds the catalogue from each server's tool list under the default policy (no
+    /// rules, every server untrusted), so nothing is hidden.
+    pub fn build(lists: Vec<(String, Vec<ToolDef>)>, limits: SchemaLimits) -> Self {
+        Self::build_with_policy(lists, limits, &Policy::default())
+    }
+
+    /// Builds the catalogue from each server's tool list: names every tool, compiles its
+    /// schema, computes its [`ToolFacts`] with `policy`, and leaves out the tools `policy`
+    /// hides.
+    pub fn build_with_policy(
+        mut lists: Vec<(String, Vec<ToolDef>)>,
+        limits: SchemaLimits,
+        policy: &Policy,
+    ) -> Self {
         lists.sort_by(|a, b| a.0.cmp(&b.0));
         let mut rejected = Vec::new();
         let mut accepted: Vec<(String, ToolDef, CompiledSchema)> = Vec::new();
@@ -94,6 +151,32 @@ impl Catalogue {
             ..Catalogue::default()
         };
         for ((server, def, schema), qualified) in accepted.into_iter().zip(names) {
+            let hints = hints_of(def.annotations.as_ref());
+            let facts = policy.tool_facts(&server, &def.name, &qualified, hints);
+            if policy.is_hidden(&qualified) {
+                // The hide rule's own reason; a hidden tool is denied whatever its arguments.
+                let verdict = policy.decide(
+                    &facts,
+                    &Value::Object(serde_json::Map::new()),
+                    &Provenance::new(),
+                );
+                let first = verdict.reasons.first();
+                let rule = first.and_then(|r| match r.kind {
+                    ReasonKind::HiddenTool { rule } => Some(rule),
+                    _ => None,
+                });
+                let reason =
+                    first.map_or_else(|| "hidden by policy".to_owned(), |r| r.text.to_string());
+                tracing::debug!(tool = %qualified, "left out: {reason}");
+                catalogue.hidden.push(HiddenTool {
+                    server,
+                    name: def.name,
+                    qualified,
+                    rule,
+                    reason,
+                });
+                continue;
+            }
             let index = catalogue.tools.len();
             catalogue.by_qualified.insert(qualified.clone(), index);
             catalogue
@@ -103,6 +186,7 @@ impl Catalogue {
                 qualified,
                 server,
                 def,
+                facts,
                 schema,
             });
         }
@@ -117,6 +201,22 @@ impl Catalogue {
     /// Tools that were listed but left out, with reasons.
     pub fn rejected(&self) -> &[RejectedTool] {
         &self.rejected
+    }
+
+    /// Tools the policy hides, with the rule that hides each. For the operator only: a
+    /// model or client must not learn that they exist.
+    pub fn hidden(&self) -> &[HiddenTool] {
+        &self.hidden
+    }
+
+    /// The hidden tool `target` names (`server/tool` or a qualified name), if any.
+    pub fn hidden_tool(&self, target: &str) -> Option<&HiddenTool> {
+        self.hidden.iter().find(|tool| {
+            tool.qualified == target
+                || target
+                    .split_once('/')
+                    .is_some_and(|(server, raw)| tool.server == server && tool.name == raw)
+        })
     }
 
     /// The tools of one server.
@@ -330,6 +430,115 @@ mod tests {
         assert!(suggest("good/").is_empty());
         assert_eq!(typo_distance("ehco", "echo"), 1);
         assert_eq!(typo_distance("", "abc"), 3);
+    }
+
+    /// Server `s` trusted (with `raw` declared open-world); `s__secret*` hidden; `s__a`
+    /// denied.
+    fn trusting_policy() -> Policy {
+        let config: warden_policy::PolicyConfig = serde_json::from_value(json!({
+            "servers": {"s": {"trust": "trusted", "tools": {"raw": {"open_world": true}}}},
+            "rules": [
+                {"tools": "s__secret*", "effect": "hide", "note": "not for models"},
+                {"tools": "s__a", "effect": "deny"}
+            ]
+        }))
+        .unwrap();
+        Policy::compile(&config).unwrap()
+    }
+
+    #[test]
+    fn facts_come_from_annotations_as_far_as_the_policy_believes_them() {
+        let mut read_only = tool("raw", json!({"type": "object"}));
+        read_only.annotations = Some(json!({
+            "readOnlyHint": true, "openWorldHint": false, "destructiveHint": "yes"
+        }));
+        let lists = || {
+            vec![(
+                "s".to_owned(),
+                vec![read_only.clone(), tool("a", json!({"type": "object"}))],
+            )]
+        };
+        assert_eq!(
+            hints_of(read_only.annotations.as_ref()),
+            Hints {
+                read_only: Some(true),
+                open_world: Some(false),
+                destructive: None,
+                idempotent: None,
+            }
+        );
+        // Untrusted (the default): the hints are carried but not believed.
+        let catalogue = Catalogue::build(lists(), SchemaLimits::default());
+        let facts = &catalogue.resolve("s/raw").unwrap().facts;
+        assert_eq!(&*facts.qualified, "s__raw");
+        assert_eq!(facts.hints.read_only, Some(true));
+        assert!(facts.may_write() && facts.open_world());
+        // Trusted: believed, except where the policy declares otherwise.
+        let catalogue =
+            Catalogue::build_with_policy(lists(), SchemaLimits::default(), &trusting_policy());
+        let facts = &catalogue.resolve("s/raw").unwrap().facts;
+        assert!(!facts.may_write());
+        assert!(facts.open_world(), "declared open-world by the policy");
+        let facts = &catalogue.resolve("s__a").unwrap().facts;
+        assert!(facts.may_write(), "no readOnlyHint: it may write");
+    }
+
+    #[test]
+    fn hidden_tools_are_left_out_without_renaming_others() {
+        let object = json!({"type": "object"});
+        let lists = vec![(
+            "s".to_owned(),
+            vec![
+                tool("secret_key", object.clone()),
+                tool("secret", object.clone()),
+                tool("a", object.clone()),
+                tool("secrets", object.clone()),
+            ],
+        )];
+        let catalogue =
+            Catalogue::build_with_policy(lists, SchemaLimits::default(), &trusting_policy());
+        let names: Vec<&str> = catalogue
+            .tools()
+            .iter()
+            .map(|t| t.qualified.as_str())
+            .collect();
+        assert_eq!(names, ["s__a"]);
+        let hidden: Vec<(&str, &str)> = catalogue
+            .hidden()
+            .iter()
+            .map(|h| (h.qualified.as_str(), h.reason.as_str()))
+            .collect();
+        assert_eq!(
+            hidden,
+            [
+                (
+                    "s__secret_key",
+                    "hidden by policy.rules[0] (s__secret*): not for models"
+                ),
+                (
+                    "s__secret",
+                    "hidden by policy.rules[0] (s__secret*): not for models"
+                ),
+                (
+                    "s__secrets",
+                    "hidden by policy.rules[0] (s__secret*): not for models"
+                ),
+            ]
+        );
+        // Neither resolved nor suggested, by either form of the name.
+        assert!(catalogue.resolve("s__secret").is_none());
+        assert!(catalogue.resolve("s/secret").is_none());
+        assert!(catalogue.suggest("s/secret", 3).is_empty());
+        assert!(catalogue.suggest("s__secrte", 3).is_empty());
+        assert_eq!(
+            catalogue.hidden_tool("s/secret").unwrap().qualified,
+            "s__secret"
+        );
+        assert_eq!(catalogue.hidden_tool("s/secret").unwrap().rule, Some(0));
+        assert_eq!(catalogue.hidden_tool("s__secrets").unwrap().name, "secrets");
+        assert!(catalogue.hidden_tool("s__a").is_none());
+        // A deny rule does not hide: the tool is listed and refused when called.
+        assert!(catalogue.resolve("s__a").is_some());
     }
 
     #[test]

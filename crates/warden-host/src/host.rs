@@ -1,5 +1,15 @@
-//! The host core: connects every configured server at once and routes calls to them.
+//! The host core: connects every configured server at once, and decides and routes calls.
+//!
+//! Every front end calls a tool the same way, so none can skip a step:
+//!
+//! 1. [`Host::prepare`]: resolve the name, check the arguments against the tool's schema,
+//!    and let the policy decide the call in the caller's context ([`Provenance`]);
+//! 2. the front end acts on the verdict: an `ask` is put to a person (a terminal prompt, a
+//!    client's elicitation); a `deny` ends here;
+//! 3. [`Host::send`] with the [`Approval`] obtained: it sends an allowed call, an asked call
+//!    only when approved, and a denied call never.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -7,6 +17,7 @@ use serde::Serialize;
 use serde_json::Value;
 use warden_config::ServerSpec;
 use warden_mcp::{CallError, CallOutcome, ConnectOptions, Connection, Launcher, ServerInfo};
+use warden_policy::{Decision, Policy, Provenance, Verdict};
 
 use crate::catalogue::{Catalogue, CatalogueTool};
 use crate::schema::{SchemaLimits, Violation};
@@ -90,6 +101,72 @@ pub enum HostError {
         #[source]
         source: CallError,
     },
+    /// The policy denies the call; nothing was sent.
+    #[error(
+        "`{tool}` is denied by policy (nothing was sent):\n{}",
+        reasons(verdict)
+    )]
+    Denied {
+        /// The qualified tool name.
+        tool: String,
+        /// The decision and its reasons.
+        verdict: Verdict,
+    },
+    /// The policy asks about the call and nobody approved it; nothing was sent.
+    #[error(
+        "`{tool}` needs approval and was not approved (nothing was sent):\n{}",
+        reasons(verdict)
+    )]
+    NotApproved {
+        /// The qualified tool name.
+        tool: String,
+        /// The decision and its reasons.
+        verdict: Verdict,
+    },
+}
+
+/// Whether a person approved a call the policy asks about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Approval {
+    /// Nobody was asked: only a call the policy allows is sent.
+    NotAsked,
+    /// A person approved this call (answered a prompt, or ran `warden call --yes`): a call
+    /// the policy asks about is sent too. A denied call never is.
+    Approved,
+}
+
+/// A call that was resolved, checked against its schema and decided, but not sent.
+#[derive(Debug)]
+pub struct PreparedCall<'h> {
+    tool: &'h CatalogueTool,
+    arguments: Value,
+    verdict: Verdict,
+}
+
+impl<'h> PreparedCall<'h> {
+    /// The tool (its facts label the result, for the caller's [`Provenance`]).
+    pub fn tool(&self) -> &'h CatalogueTool {
+        self.tool
+    }
+
+    /// The arguments: a JSON object (`null` was taken as `{}`).
+    pub fn arguments(&self) -> &Value {
+        &self.arguments
+    }
+
+    /// What the policy decided, and why.
+    pub fn verdict(&self) -> &Verdict {
+        &self.verdict
+    }
+}
+
+fn reasons(verdict: &Verdict) -> String {
+    verdict
+        .reasons
+        .iter()
+        .map(|reason| format!("  - {}", reason.text))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn did_you_mean(suggestions: &[String]) -> String {
@@ -119,18 +196,32 @@ fn json_type(value: &Value) -> &'static str {
     }
 }
 
-/// Connected servers and the catalogue of their tools.
+/// Connected servers, the catalogue of their tools, and the policy that decides calls.
 pub struct Host {
     entries: Vec<ServerEntry>,
     catalogue: Catalogue,
+    policy: Arc<Policy>,
 }
 
 impl Host {
-    /// Connects to every server in `specs` at once. A server that fails, or is slow, costs
-    /// only itself: the others are connected as soon as they answer, and every wait is
-    /// bounded by that server's connect timeout.
+    /// Connects to every server in `specs` at once under the default policy (no rules,
+    /// every server untrusted: every call is asked about). See
+    /// [`connect_with_policy`](Host::connect_with_policy).
     pub async fn connect(
         specs: Vec<ServerSpec>,
+        launcher: &dyn Launcher,
+        options: &ConnectOptions,
+    ) -> Self {
+        Self::connect_with_policy(specs, Arc::new(Policy::default()), launcher, options).await
+    }
+
+    /// Connects to every server in `specs` at once. A server that fails, or is slow, costs
+    /// only itself: the others are connected as soon as they answer, and every wait is
+    /// bounded by that server's connect timeout. The catalogue is built under `policy`:
+    /// each tool's facts are computed once, and hidden tools are left out.
+    pub async fn connect_with_policy(
+        specs: Vec<ServerSpec>,
+        policy: Arc<Policy>,
         launcher: &dyn Launcher,
         options: &ConnectOptions,
     ) -> Self {
@@ -147,10 +238,24 @@ impl Host {
             entries.push(entry);
         }
         entries.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
+        let catalogue = Catalogue::build_with_policy(lists, SchemaLimits::default(), &policy);
         Self {
             entries,
-            catalogue: Catalogue::build(lists, SchemaLimits::default()),
+            catalogue,
+            policy,
         }
+    }
+
+    /// The policy calls are decided with.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Decides a call of `tool` with `arguments` in a context whose provenance is
+    /// `context` (`Provenance::new()` for a clean one: only the user's own words). Pure and
+    /// fast; [`prepare`](Host::prepare) calls it.
+    pub fn decide(&self, tool: &CatalogueTool, arguments: &Value, context: &Provenance) -> Verdict {
+        self.policy.decide(&tool.facts, arguments, context)
     }
 
     /// Every configured server, by name.
@@ -164,9 +269,16 @@ impl Host {
     }
 
     /// Finds the tool `target` names (`server/tool` or a qualified name).
+    ///
+    /// A tool the policy hides is reported exactly like a tool that does not exist (no
+    /// suggestion names it either), so that no front end can tell a model about it; the
+    /// hiding rule is logged, for the operator.
     pub fn resolve(&self, target: &str) -> Result<&CatalogueTool, HostError> {
         if let Some(tool) = self.catalogue.resolve(target) {
             return Ok(tool);
+        }
+        if let Some(hidden) = self.catalogue.hidden_tool(target) {
+            tracing::info!(tool = %hidden.qualified, "refused as unknown: {}", hidden.reason);
         }
         let names: Vec<&str> = self.entries.iter().map(|e| e.spec.name.as_str()).collect();
         for server in crate::catalogue::candidate_servers(target, &names) {
@@ -194,10 +306,25 @@ impl Host {
         })
     }
 
-    /// Calls a tool: resolves the name, validates the arguments against the tool's schema
-    /// (nothing is sent when they do not match), then sends the call with the server's
-    /// call timeout.
+    /// Calls a tool on the user's own say-so, in a clean context: [`prepare`](Host::prepare)
+    /// with an empty [`Provenance`], then [`send`](Host::send) with [`Approval::Approved`].
+    /// What the policy asks about is therefore sent; what it denies is not. For callers
+    /// that speak for the user (a command line with `--yes`, tests, benchmarks); a front
+    /// end that can ask a person uses `prepare` and `send`.
     pub async fn call(&self, target: &str, arguments: Value) -> Result<CallOutcome, HostError> {
+        let call = self.prepare(target, arguments, &Provenance::new())?;
+        self.send(call, Approval::Approved).await
+    }
+
+    /// Prepares a call without sending anything: resolves the name, checks that the
+    /// arguments are an object (`null` counts as `{}`) that matches the tool's input
+    /// schema, and decides the call with the policy in `context`.
+    pub fn prepare(
+        &self,
+        target: &str,
+        arguments: Value,
+        context: &Provenance,
+    ) -> Result<PreparedCall<'_>, HostError> {
         let tool = self.resolve(target)?;
         let arguments = match arguments {
             Value::Null => Value::Object(serde_json::Map::new()),
@@ -214,9 +341,45 @@ impl Host {
                 tool: tool.qualified.clone(),
                 violations,
             })?;
+        let verdict = self.decide(tool, &arguments, context);
+        Ok(PreparedCall {
+            tool,
+            arguments,
+            verdict,
+        })
+    }
+
+    /// Sends a prepared call, with the server's call timeout, if its verdict and `approval`
+    /// permit: an allowed call always, an asked one only when [`Approval::Approved`], a
+    /// denied one never ([`HostError::Denied`], [`HostError::NotApproved`]: nothing sent).
+    pub async fn send(
+        &self,
+        call: PreparedCall<'_>,
+        approval: Approval,
+    ) -> Result<CallOutcome, HostError> {
+        let PreparedCall {
+            tool,
+            arguments,
+            verdict,
+        } = call;
+        match (verdict.decision, approval) {
+            (Decision::Allow, _) | (Decision::Ask, Approval::Approved) => {}
+            (Decision::Ask, Approval::NotAsked) => {
+                return Err(HostError::NotApproved {
+                    tool: tool.qualified.clone(),
+                    verdict,
+                });
+            }
+            (Decision::Deny, _) => {
+                return Err(HostError::Denied {
+                    tool: tool.qualified.clone(),
+                    verdict,
+                });
+            }
+        }
         let Some(entry) = self.entries.iter().find(|e| e.spec.name == tool.server) else {
             return Err(HostError::UnknownTool {
-                target: target.to_owned(),
+                target: tool.qualified.clone(),
                 suggestions: Vec::new(),
             });
         };
@@ -313,3 +476,100 @@ fn last_lines(mut lines: Vec<String>) -> Vec<String> {
 
 /// The default time budget for stopping all servers at exit.
 pub const SHUTDOWN_BUDGET: Duration = Duration::from_secs(5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use warden_mcp::ToolDef;
+
+    /// A host without connections: a call that gets past the policy fails when its server
+    /// is looked up (`UnknownTool`), which tells it apart from one the policy stopped.
+    fn host(policy: serde_json::Value) -> Host {
+        let config: warden_policy::PolicyConfig = serde_json::from_value(policy).unwrap();
+        let policy = Arc::new(Policy::compile(&config).unwrap());
+        let tool = |name: &str| ToolDef {
+            name: name.into(),
+            title: None,
+            description: None,
+            input_schema: json!({"type": "object", "properties": {"n": {"type": "integer"}}}),
+            output_schema: None,
+            annotations: Some(json!({"readOnlyHint": true, "openWorldHint": false})),
+        };
+        let lists = vec![(
+            "s".to_owned(),
+            vec![tool("read"), tool("write"), tool("gone")],
+        )];
+        Host {
+            entries: Vec::new(),
+            catalogue: Catalogue::build_with_policy(lists, SchemaLimits::default(), &policy),
+            policy,
+        }
+    }
+
+    fn gated(result: Result<CallOutcome, HostError>) -> Option<Decision> {
+        match result {
+            Err(HostError::Denied { verdict, .. } | HostError::NotApproved { verdict, .. }) => {
+                Some(verdict.decision)
+            }
+            Err(HostError::UnknownTool { .. }) => None,
+            other => panic!("unexpected: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn send_obeys_the_verdict_and_the_approval() {
+        let host = host(json!({
+            "servers": {"s": {"trust": "trusted"}},
+            "rules": [
+                {"tools": "s__write", "effect": "ask"},
+                {"tools": "s__*", "effect": "deny", "when": [{"arg": "/n", "equals": 13}]},
+                {"tools": "s__gone", "effect": "hide"}
+            ]
+        }));
+        let clean = Provenance::new();
+        let prepare = |target: &str, args: Value| host.prepare(target, args, &clean).unwrap();
+
+        // Allowed (trusted read-only): past the gate without approval.
+        let call = prepare("s/read", Value::Null);
+        assert_eq!(call.verdict().decision, Decision::Allow);
+        assert_eq!(call.arguments(), &json!({}));
+        assert_eq!(call.tool().qualified, "s__read");
+        assert_eq!(gated(host.send(call, Approval::NotAsked).await), None);
+
+        // Asked: only with approval.
+        let call = prepare("s__write", json!({"n": 1}));
+        assert_eq!(
+            gated(host.send(call, Approval::NotAsked).await),
+            Some(Decision::Ask)
+        );
+        let call = prepare("s__write", json!({"n": 1}));
+        assert_eq!(gated(host.send(call, Approval::Approved).await), None);
+
+        // Denied: never, approved or not.
+        let call = prepare("s__read", json!({"n": 13}));
+        let error = host.send(call, Approval::Approved).await.unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "`s__read` is denied by policy (nothing was sent):\n  - policy.rules[1] (s__*) denies"
+        );
+        // `call` is approved on the user's behalf, but still refuses a denial.
+        assert_eq!(gated(host.call("s__write", json!({"n": 1})).await), None);
+        assert_eq!(
+            gated(host.call("s__write", json!({"n": 13})).await),
+            Some(Decision::Deny)
+        );
+
+        // Hidden: unknown, like a tool that does not exist.
+        let error = host.prepare("s__gone", Value::Null, &clean).unwrap_err();
+        assert_eq!(error.to_string(), "no tool `s__gone`");
+        // Schema checks come before the decision.
+        let error = host
+            .prepare("s__read", json!({"n": "x"}), &clean)
+            .unwrap_err();
+        assert!(
+            matches!(error, HostError::InvalidArguments { .. }),
+            "{error}"
+        );
+    }
+}

@@ -1,9 +1,11 @@
 //! Warden's host core, shared by every front end (the command line today; the agent loop
 //! and the gateway later), so that they cannot disagree about a tool or a call.
 //!
-//! - [`Host`] connects every configured server in parallel and routes calls.
+//! - [`Host`] connects every configured server in parallel, decides every call with the
+//!   policy (`warden-policy`) and routes it: [`Host::prepare`], then [`Host::send`].
 //! - [`Catalogue`] holds every tool under a unique qualified name (`server__tool`) with its
-//!   input schema compiled once; arguments are checked before anything is sent.
+//!   input schema compiled and its policy facts computed once; arguments are checked before
+//!   anything is sent, and tools the policy hides are left out.
 //! - [`naming`] and [`schema`] are the two rules the catalogue is built from.
 
 pub mod catalogue;
@@ -11,6 +13,6 @@ pub mod host;
 pub mod naming;
 pub mod schema;
 
-pub use catalogue::{Catalogue, CatalogueTool, RejectedTool};
-pub use host::{Host, HostError, ServerEntry, ServerStatus};
+pub use catalogue::{Catalogue, CatalogueTool, HiddenTool, RejectedTool, hints_of};
+pub use host::{Approval, Host, HostError, PreparedCall, ServerEntry, ServerStatus};
 pub use schema::{SchemaLimits, Violation};

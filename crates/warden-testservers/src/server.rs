@@ -82,6 +82,11 @@ impl Server {
         }
     }
 
+    /// Whether the client has answered both requests sent in roots mode.
+    pub(crate) fn client_answered(&self) -> bool {
+        self.roots_answer.is_some() && self.ping_answer.is_some()
+    }
+
     /// Records the client's answer to a request this server sent; unknown ids are ignored.
     pub(crate) fn handle_response(&mut self, id: &Value, outcome: Result<Value, Value>) {
         match id.as_str() {

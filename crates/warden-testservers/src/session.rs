@@ -45,6 +45,7 @@ pub(crate) fn run(config: &Config) -> io::Result<ExitStatus> {
         config,
         server: Server::new(config.settings()),
         out: LineWriter::new(io::stdout().lock()),
+        deferred: None,
     };
     session.serve(LineReader::new(io::stdin().lock(), MAX_LINE_BYTES))?;
     if config.mode == Mode::Grandchild {
@@ -58,6 +59,10 @@ struct Session<'a, W: Write> {
     config: &'a Config,
     server: Server,
     out: LineWriter<W>,
+    /// In `roots` mode, a `tools/call` (id, params) held back until the client has answered
+    /// both requests this server sent: the client answers them concurrently with its own
+    /// requests, so the call may arrive first.
+    deferred: Option<(Value, Value)>,
 }
 
 impl<W: Write> Session<'_, W> {
@@ -99,6 +104,12 @@ impl<W: Write> Session<'_, W> {
             }
             Ok(Incoming::Response { id, outcome }) => {
                 self.server.handle_response(&id, outcome);
+                if self.server.client_answered()
+                    && let Some((id, params)) = self.deferred.take()
+                {
+                    let response = self.server.handle_request(&id, "tools/call", &params);
+                    self.reply("tools/call", &response)?;
+                }
                 Ok(())
             }
             Ok(Incoming::Request { id, method, params }) => {
@@ -134,6 +145,10 @@ impl<W: Write> Session<'_, W> {
                     std::process::exit(CRASH_EXIT);
                 }
                 Mode::HugeLine => return self.send_huge_result(id),
+                Mode::Roots if !self.server.client_answered() => {
+                    self.deferred = Some((id.clone(), params.clone()));
+                    return Ok(());
+                }
                 _ => {}
             }
         }

@@ -8,7 +8,8 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "warden", version, about, long_about = None)]
 #[command(after_help = "Exit codes: 0 success, 1 the tool reported an error, \
-2 usage or configuration error, 3 a server could not be reached or failed.")]
+2 usage or configuration error, 3 a server could not be reached or failed, \
+4 denied by policy (or not approved).")]
 pub struct Cli {
     /// Global options.
     #[command(flatten)]
@@ -52,8 +53,11 @@ pub struct ToolsArgs {
 /// `warden call`
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  warden call time/get_current_time --args '{\"timezone\":\"UTC\"}'\n  \
-warden call time__get_current_time --args-file args.json"
+    after_help = "Every call is decided by the policy first (docs/policy.md): allowed calls run, \
+denied ones exit with code 4, and for the others Warden asks on the terminal, or, without one, \
+refuses unless --yes is given.\n\n\
+Examples:\n  warden call time/get_current_time --args '{\"timezone\":\"UTC\"}'\n  \
+warden call time__get_current_time --args-file args.json --yes"
 )]
 pub struct CallArgs {
     /// The tool: `server/tool` (the tool's own name) or its qualified name `server__tool`.
@@ -67,6 +71,9 @@ pub struct CallArgs {
     /// Print the raw result as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Approve the call if the policy asks about it (for scripts). Never overrides a deny.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 }
 
 /// `warden config`

@@ -13,6 +13,9 @@ pub enum Code {
     Usage = 2,
     /// A server could not be reached, failed, or timed out.
     Unavailable = 3,
+    /// The policy denied the call, or it needed approval that was not given (nothing was
+    /// sent).
+    Denied = 4,
     /// Interrupted (Ctrl-C or SIGTERM).
     Interrupted = 130,
 }

@@ -213,7 +213,12 @@ fn a_call_round_trips_on_every_peer() {
     let (code, out, err) = call(
         &scratch,
         &config,
-        &["everything/echo", "--args", r#"{"message":"hi there"}"#],
+        &[
+            "--yes",
+            "everything/echo",
+            "--args",
+            r#"{"message":"hi there"}"#,
+        ],
     );
     assert_eq!((code, out.trim()), (0, "Echo: hi there"), "{err}");
 
@@ -221,6 +226,7 @@ fn a_call_round_trips_on_every_peer() {
         &scratch,
         &config,
         &[
+            "--yes",
             "filesystem__list_directory",
             "--args",
             &format!(r#"{{"path":{:?}}}"#, files.display().to_string()),
@@ -234,10 +240,10 @@ fn a_call_round_trips_on_every_peer() {
     let (code, _, err) = call(
         &scratch,
         &config,
-        &["memory/create_entities", "--args", entity],
+        &["--yes", "memory/create_entities", "--args", entity],
     );
     assert_eq!(code, 0, "{err}");
-    let (code, out, err) = call(&scratch, &config, &["memory/read_graph", "--json"]);
+    let (code, out, err) = call(&scratch, &config, &["--yes", "memory/read_graph", "--json"]);
     assert_eq!(code, 0, "{err}");
     let graph: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
@@ -249,6 +255,7 @@ fn a_call_round_trips_on_every_peer() {
         &scratch,
         &config,
         &[
+            "--yes",
             "time/get_current_time",
             "--args",
             r#"{"timezone":"Asia/Tokyo"}"#,
@@ -267,6 +274,7 @@ fn a_call_round_trips_on_every_peer() {
         &scratch,
         &config,
         &[
+            "--yes",
             "git/git_status",
             "--args",
             &format!(r#"{{"repo_path":{:?}}}"#, repo.display().to_string()),
@@ -278,7 +286,13 @@ fn a_call_round_trips_on_every_peer() {
     let (code, out, err) = call(
         &scratch,
         &config,
-        &["pysdk__add", "--args", r#"{"a":2,"b":3}"#, "--json"],
+        &[
+            "--yes",
+            "pysdk__add",
+            "--args",
+            r#"{"a":2,"b":3}"#,
+            "--json",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     let result: Value = serde_json::from_str(&out).unwrap();

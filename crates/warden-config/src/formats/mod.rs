@@ -19,9 +19,18 @@ use crate::Environment;
 use crate::error::{ConfigError, LineCol};
 use crate::expand::{ExpandError, Expander};
 use crate::name::validate_server_name;
+use crate::policy::FilePolicy;
 use crate::spec::{
     DEFAULT_MAX_MESSAGE_BYTES, EraPreference, Format, Origin, ServerSpec, Timeouts, TransportSpec,
 };
+
+/// What one file says: its servers and, for Warden's own format, its `[policy]`.
+#[derive(Debug, Default)]
+pub(crate) struct Parsed {
+    pub servers: Vec<ServerSpec>,
+    /// Empty for the Claude and VS Code formats, which carry no policy.
+    pub policy: FilePolicy,
+}
 
 /// Parses the text of one file in a known format.
 ///
@@ -31,12 +40,16 @@ pub(crate) fn parse(
     origin: &Origin,
     env: &Environment,
     workspace: &Path,
-) -> Result<Vec<ServerSpec>, ConfigError> {
-    match origin.format {
-        Format::WardenToml => warden_toml::parse(text, origin, env),
-        Format::ClaudeDesktop | Format::ClaudeCode => claude::parse(text, origin, env),
-        Format::VsCode => vscode::parse(text, origin, env, workspace),
-    }
+) -> Result<Parsed, ConfigError> {
+    let servers = match origin.format {
+        Format::WardenToml => return warden_toml::parse(text, origin, env),
+        Format::ClaudeDesktop | Format::ClaudeCode => claude::parse(text, origin, env)?,
+        Format::VsCode => vscode::parse(text, origin, env, workspace)?,
+    };
+    Ok(Parsed {
+        servers,
+        policy: FilePolicy::default(),
+    })
 }
 
 /// Builds every draft of one file, refusing a name used twice in it.

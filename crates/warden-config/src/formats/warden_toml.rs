@@ -1,24 +1,43 @@
 //! Warden's own format, `warden.toml`: strict (unknown keys are errors) and the only one
-//! carrying Warden-specific settings (timeouts, protocol era, message size cap).
+//! carrying Warden-specific settings (timeouts, protocol era, message size cap) and the
+//! `[policy]` table.
 
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
 
 use serde::Deserialize;
 use toml::Spanned;
+use warden_policy::{RuleConfig, ServerPolicy};
 
-use super::{Context, Draft, Entries, build_all, directory_of};
+use super::{Context, Draft, Entries, Parsed, build_all, directory_of};
 use crate::Environment;
 use crate::duration::TimeoutValue;
 use crate::error::{ConfigError, LineCol};
 use crate::expand::Expander;
-use crate::spec::{EraPreference, Origin, ServerSpec, Timeouts};
+use crate::name::validate_server_name;
+use crate::policy::FilePolicy;
+use crate::spec::{EraPreference, Origin, Timeouts};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a Warden configuration table")]
 struct WardenFile {
     #[serde(default)]
     servers: Entries<Spanned<String>, WardenServer>,
+    #[serde(default)]
+    policy: Option<PolicyTable>,
+}
+
+/// `[policy]`: `warden_policy::PolicyConfig`'s shape, with positions kept for messages.
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a policy table with `servers` and/or `rules`"
+)]
+struct PolicyTable {
+    #[serde(default)]
+    servers: Entries<Spanned<String>, ServerPolicy>,
+    #[serde(default)]
+    rules: Vec<Spanned<RuleConfig>>,
 }
 
 #[derive(Deserialize)]
@@ -46,11 +65,7 @@ struct WardenTimeouts {
 }
 
 /// Parses one Warden TOML file.
-pub(crate) fn parse(
-    text: &str,
-    origin: &Origin,
-    env: &Environment,
-) -> Result<Vec<ServerSpec>, ConfigError> {
+pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Parsed, ConfigError> {
     let file: WardenFile = toml::from_str(text).map_err(|e| ConfigError::Parse {
         path: origin.path.clone(),
         at: e.span().map(|span| LineCol::at_offset(text, span.start)),
@@ -91,5 +106,35 @@ pub(crate) fn parse(
             }
         })
         .collect();
-    build_all(drafts, &cx)
+    let servers = build_all(drafts, &cx)?;
+    let policy = file.policy.map_or_else(
+        || Ok(FilePolicy::default()),
+        |table| policy(table, text, origin),
+    )?;
+    Ok(Parsed { servers, policy })
+}
+
+/// Reads `[policy]` with positions, then checks it (scope restriction, rule compilation).
+fn policy(table: PolicyTable, text: &str, origin: &Origin) -> Result<FilePolicy, ConfigError> {
+    let at = |offset: usize| Some(LineCol::at_offset(text, offset));
+    let mut servers = Vec::with_capacity(table.servers.0.len());
+    for (name, settings) in table.servers.0 {
+        let position = at(name.span().start);
+        let name = name.into_inner();
+        validate_server_name(&name).map_err(|reason| ConfigError::InvalidName {
+            path: origin.path.clone(),
+            at: position,
+            name: name.clone(),
+            reason,
+        })?;
+        servers.push((name, position, settings));
+    }
+    let rules = table
+        .rules
+        .into_iter()
+        .map(|rule| (at(rule.span().start), rule.into_inner()))
+        .collect();
+    let policy = FilePolicy { servers, rules };
+    policy.check(origin)?;
+    Ok(policy)
 }

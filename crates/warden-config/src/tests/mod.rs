@@ -2,6 +2,7 @@
 
 mod discovery;
 mod formats;
+mod policy;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

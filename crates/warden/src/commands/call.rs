@@ -1,10 +1,19 @@
 //! `warden call`: one tool call, from the command line.
+//!
+//! The call is decided by the policy after its arguments are checked and before anything is
+//! sent. The context is the user's own command line, so it is clean (an empty
+//! [`Provenance`]): only rules and defaults apply, no flow floor. A denied call exits with
+//! code 4; a call the policy asks about is put to the user on the terminal, or, without
+//! one, refused unless `--yes` approves it.
 
-use std::io::Read;
+use std::io::{BufRead, IsTerminal, Read};
 
 use anyhow::Context;
 use serde_json::Value;
-use warden_host::{HostError, catalogue::candidate_servers};
+use warden_config::ResolvedPolicy;
+use warden_host::{Approval, Host, HostError, PreparedCall, catalogue::candidate_servers};
+use warden_mcp::CallOutcome;
+use warden_policy::{Decision, Provenance};
 
 use crate::cli::{CallArgs, GlobalArgs};
 use crate::exit::{Code, Failure};
@@ -12,11 +21,17 @@ use crate::render;
 
 /// Largest arguments file accepted.
 const MAX_ARGS_BYTES: u64 = 16 * 1024 * 1024;
+/// Longest answer read at the approval prompt.
+const MAX_ANSWER_BYTES: u64 = 1024;
+/// The arguments shown at the prompt are cut after this many characters, or lines.
+const SHOWN_ARGUMENT_CHARS: usize = 4000;
+const SHOWN_ARGUMENT_LINES: usize = 60;
 
 /// Runs `warden call`.
 pub async fn run(global: &GlobalArgs, args: CallArgs) -> Result<Code, Failure> {
     let arguments = read_arguments(&args).map_err(Failure::usage)?;
     let (config, env) = super::load_config(global)?;
+    let policy = super::compile_policy(&config.policy)?;
     // Start only the servers the target can belong to; all of them if the name doesn't say.
     let names: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
     let wanted: Vec<String> = candidate_servers(&args.target, &names)
@@ -33,9 +48,9 @@ pub async fn run(global: &GlobalArgs, args: CallArgs) -> Result<Code, Failure> {
             "no servers are configured (see `warden config`)"
         )));
     }
-    let host = super::connect(specs, &env).await?;
+    let host = super::connect(specs, policy, &env).await?;
     let result = tokio::select! {
-        result = host.call(&args.target, arguments) => Some(result),
+        result = decide_and_call(&host, &args, arguments, &config.policy) => Some(result),
         () = crate::signals::interrupted() => None,
     };
     host.shutdown().await;
@@ -45,22 +60,145 @@ pub async fn run(global: &GlobalArgs, args: CallArgs) -> Result<Code, Failure> {
             error: anyhow::anyhow!("interrupted; the call was cancelled and servers stopped"),
         });
     };
-    match result {
-        Ok(outcome) => {
-            if args.json {
-                println!("{}", render::pretty(&outcome.raw));
-            } else {
-                print!("{}", render::outcome(&outcome));
-            }
-            if outcome.is_error {
-                eprintln!("warden: the tool reported an error");
-                Ok(Code::ToolError)
-            } else {
-                Ok(Code::Ok)
-            }
-        }
-        Err(error) => Err(host_failure(error)),
+    let outcome = result?;
+    if args.json {
+        println!("{}", render::pretty(&outcome.raw));
+    } else {
+        print!("{}", render::outcome(&outcome));
     }
+    if outcome.is_error {
+        eprintln!("warden: the tool reported an error");
+        Ok(Code::ToolError)
+    } else {
+        Ok(Code::Ok)
+    }
+}
+
+/// Checks and decides the call, obtains approval if the policy asks, and sends it.
+async fn decide_and_call(
+    host: &Host,
+    args: &CallArgs,
+    arguments: Value,
+    policy: &ResolvedPolicy,
+) -> Result<CallOutcome, Failure> {
+    let call = host
+        .prepare(&args.target, arguments, &Provenance::new())
+        .map_err(
+            |error| match (&error, host.catalogue().hidden_tool(&args.target)) {
+                // The host says "no tool", as it would to a model; the person at the command
+                // line owns the configuration and is told which rule hides it.
+                (HostError::UnknownTool { .. }, Some(hidden)) => {
+                    let place = hidden
+                        .rule
+                        .and_then(|index| policy.rule_source(index))
+                        .map(|source| format!(", written at {source}"))
+                        .unwrap_or_default();
+                    Failure::usage(anyhow::anyhow!(
+                        "no tool `{}`: it is {}{place}",
+                        args.target,
+                        hidden.reason
+                    ))
+                }
+                _ => host_failure(error),
+            },
+        )?;
+    let approval = match call.verdict().decision {
+        Decision::Allow => Approval::NotAsked,
+        Decision::Deny => {
+            return Err(denied(format!(
+                "`{}` is denied by policy (nothing was sent):{}",
+                call.tool().qualified,
+                super::reason_lines(&call.verdict().reasons, policy)
+            )));
+        }
+        Decision::Ask if args.yes => Approval::Approved,
+        Decision::Ask if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() => {
+            if !ask(&call, policy).await {
+                return Err(denied(format!(
+                    "`{}` was not approved (nothing was sent)",
+                    call.tool().qualified
+                )));
+            }
+            Approval::Approved
+        }
+        Decision::Ask => {
+            return Err(denied(format!(
+                "`{}` needs approval, and there is no terminal to ask on (nothing was sent):{}\n\
+                 Re-run with --yes to approve an `ask` from a script (--yes never overrides a deny).",
+                call.tool().qualified,
+                super::reason_lines(&call.verdict().reasons, policy)
+            )));
+        }
+    };
+    host.send(call, approval).await.map_err(host_failure)
+}
+
+fn denied(message: String) -> Failure {
+    Failure {
+        code: Code::Denied,
+        error: anyhow::anyhow!(message),
+    }
+}
+
+/// Shows the call on stderr and asks `Run it? [y/N]`; true only for `y` or `yes`.
+async fn ask(call: &PreparedCall<'_>, policy: &ResolvedPolicy) -> bool {
+    let tool = call.tool();
+    eprint!(
+        "warden: `{}` (server `{}`) needs your approval.\narguments:\n{}\nwhy:{}\nRun it? [y/N] ",
+        tool.qualified,
+        tool.server,
+        indent(&shown_arguments(call.arguments())),
+        super::reason_lines(&call.verdict().reasons, policy)
+    );
+    // A plain thread, not the runtime's blocking pool: if the user interrupts instead of
+    // answering, nothing waits for the read to finish.
+    let (answer, answered) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let mut line = Vec::new();
+        let read = std::io::stdin()
+            .lock()
+            .take(MAX_ANSWER_BYTES)
+            .read_until(b'\n', &mut line);
+        let _ = answer.send(read.map(|_| line));
+    });
+    match answered.await {
+        Ok(Ok(line)) => {
+            let line = String::from_utf8_lossy(&line).trim().to_ascii_lowercase();
+            matches!(line.as_str(), "y" | "yes")
+        }
+        _ => false,
+    }
+}
+
+/// The arguments as pretty JSON, cut to a size a person reads.
+fn shown_arguments(arguments: &Value) -> String {
+    let text = render::pretty(arguments);
+    let mut end = text.len();
+    if let Some((index, _)) = text.char_indices().nth(SHOWN_ARGUMENT_CHARS) {
+        end = index;
+    }
+    if let Some((index, _)) = text
+        .match_indices('\n')
+        .nth(SHOWN_ARGUMENT_LINES - 1)
+        .filter(|(index, _)| *index < end)
+    {
+        end = index;
+    }
+    if end == text.len() {
+        return text;
+    }
+    let rest = text[end..].chars().count();
+    format!(
+        "{}\n… ({rest} more characters not shown)",
+        text[..end].trim_end()
+    )
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|line| format!("  {line}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn host_failure(error: HostError) -> Failure {
@@ -69,6 +207,7 @@ fn host_failure(error: HostError) -> Failure {
         | HostError::ArgumentsNotObject { .. }
         | HostError::InvalidArguments { .. } => Code::Usage,
         HostError::ServerUnavailable { .. } | HostError::Call { .. } => Code::Unavailable,
+        HostError::Denied { .. } | HostError::NotApproved { .. } => Code::Denied,
     };
     let tail = match &error {
         HostError::ServerUnavailable { stderr_tail, .. } => stderr_tail.clone(),
@@ -124,4 +263,32 @@ fn read_arguments(args: &CallArgs) -> anyhow::Result<Value> {
             error.column()
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn shown_arguments_are_cut_to_a_readable_size() {
+        let small = json!({"message": "hi"});
+        assert_eq!(shown_arguments(&small), "{\n  \"message\": \"hi\"\n}");
+        let long = json!({"text": "é".repeat(10_000)});
+        let shown = shown_arguments(&long);
+        assert!(
+            shown.chars().count() < SHOWN_ARGUMENT_CHARS + 100,
+            "{shown}"
+        );
+        assert!(shown.ends_with("more characters not shown)"), "{shown}");
+        let many: Vec<u32> = (0..1000).collect();
+        let shown = shown_arguments(&json!({ "n": many }));
+        assert_eq!(shown.lines().count(), SHOWN_ARGUMENT_LINES + 1, "{shown}");
+        // Control characters in values are escaped by JSON, never sent to the terminal.
+        let shown = shown_arguments(&json!({"x": "\u{1b}[2J"}));
+        assert!(
+            shown.contains("\\u001b[2J") && !shown.contains('\u{1b}'),
+            "{shown}"
+        );
+    }
 }

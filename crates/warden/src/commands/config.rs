@@ -3,6 +3,7 @@
 
 use serde_json::{Value, json};
 use warden_config::{ResolvedConfig, TransportSpec};
+use warden_policy::Effect;
 
 use crate::cli::{ConfigArgs, GlobalArgs};
 use crate::exit::{Code, Failure};
@@ -90,6 +91,38 @@ fn text(config: &ResolvedConfig) -> String {
             render::scope(spec.origin.scope)
         ));
     }
+    let policy = &config.policy;
+    if !policy.config.rules.is_empty()
+        || !policy.config.servers.is_empty()
+        || !policy.not_applied.is_empty()
+    {
+        out.push_str("\nPolicy (docs/policy.md):\n");
+        for (index, rule) in policy.config.rules.iter().enumerate() {
+            let place = policy
+                .rule_source(index)
+                .map(|source| format!("  ({source})"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  policy.rules[{index}]: {} {}{place}\n",
+                effect_name(rule.effect),
+                rule.tools.as_slice().join(", ")
+            ));
+        }
+        for name in policy.config.servers.keys() {
+            let place = policy
+                .server_sources
+                .get(name)
+                .map(|source| format!("  ({source})"))
+                .unwrap_or_default();
+            out.push_str(&format!("  settings for server {name}{place}\n"));
+        }
+        for note in &policy.not_applied {
+            out.push_str(&format!(
+                "  not applied: settings for server {} ({}): {}\n",
+                note.server, note.source, note.reason
+            ));
+        }
+    }
     if !config.shadowed.is_empty() {
         out.push_str("\nShadowed:\n");
         for shadowed in &config.shadowed {
@@ -102,6 +135,15 @@ fn text(config: &ResolvedConfig) -> String {
         }
     }
     out
+}
+
+fn effect_name(effect: Effect) -> &'static str {
+    match effect {
+        Effect::Allow => "allow",
+        Effect::Ask => "ask",
+        Effect::Deny => "deny",
+        Effect::Hide => "hide",
+    }
 }
 
 #[cfg(test)]

@@ -5,10 +5,12 @@ pub mod config;
 pub mod tools;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use warden_config::{Environment, ResolvedConfig};
+use warden_config::{Environment, ResolvedConfig, ResolvedPolicy};
 use warden_host::Host;
 use warden_mcp::{ConnectOptions, DirectLauncher};
+use warden_policy::{Policy, PolicyError, Reason, ReasonKind};
 
 use crate::cli::GlobalArgs;
 use crate::exit::Failure;
@@ -24,14 +26,57 @@ pub fn load_config(global: &GlobalArgs) -> Result<(ResolvedConfig, Environment),
     Ok((config, env))
 }
 
+/// Compiles the merged policy, after warning about server settings that are not applied.
+/// Every file's rules were compiled when it was read, so an error here is unexpected; it is
+/// still placed in its file.
+pub fn compile_policy(policy: &ResolvedPolicy) -> Result<Arc<Policy>, Failure> {
+    for note in &policy.not_applied {
+        eprintln!(
+            "warden: warning: the policy settings for server `{}` at {} are not applied: {}",
+            note.server, note.source, note.reason
+        );
+    }
+    Policy::compile(&policy.config)
+        .map(Arc::new)
+        .map_err(|error| {
+            let place = match &error {
+                PolicyError::Rule { index, .. } => policy.rule_source(*index),
+                _ => None,
+            };
+            match place {
+                Some(place) => Failure::usage(anyhow::anyhow!("{place}: {error}")),
+                None => Failure::usage(error),
+            }
+        })
+}
+
+/// Reasons as an indented list, each rule followed by the place it was written.
+pub fn reason_lines(reasons: &[Reason], policy: &ResolvedPolicy) -> String {
+    let mut out = String::new();
+    for reason in reasons {
+        out.push_str("\n  - ");
+        out.push_str(&reason.text);
+        let rule = match reason.kind {
+            ReasonKind::Rule { index } | ReasonKind::HiddenTool { rule: index } => Some(index),
+            _ => None,
+        };
+        if let Some(source) = rule.and_then(|index| policy.rule_source(index)) {
+            out.push_str(&format!("\n    (written at {source})"));
+        }
+    }
+    out
+}
+
 /// Where per-server stderr logs go.
 pub fn log_dir(env: &Environment) -> PathBuf {
     env.state_home.join("warden").join("logs")
 }
 
-/// Connects to `specs`, giving up (and stopping every server) if the user interrupts.
+/// Connects to `specs` under `policy`, giving up (and stopping every server) if the user
+/// interrupts.
 pub async fn connect(
     specs: Vec<warden_config::ServerSpec>,
+    policy: Arc<Policy>,
     env: &Environment,
 ) -> Result<Host, Failure> {
     crate::signals::watch();
@@ -41,7 +86,7 @@ pub async fn connect(
         ..ConnectOptions::default()
     };
     tokio::select! {
-        host = Host::connect(specs, &launcher, &options) => Ok(host),
+        host = Host::connect_with_policy(specs, policy, &launcher, &options) => Ok(host),
         () = crate::signals::interrupted() => Err(Failure {
             code: crate::exit::Code::Interrupted,
             error: anyhow::anyhow!("interrupted while connecting; servers stopped"),

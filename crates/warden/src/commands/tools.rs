@@ -1,7 +1,10 @@
-//! `warden tools`: every server with its state and tools.
+//! `warden tools`: every server with its state and tools, and what the policy makes of
+//! each tool: whether its server is trusted, what it is taken to do, and its decision in a
+//! clean context with no arguments. Tools the policy hides are only counted.
 
 use serde_json::{Value, json};
-use warden_host::{Host, ServerStatus};
+use warden_host::{CatalogueTool, Host, ServerStatus};
+use warden_policy::{Provenance, Trust, Verdict};
 
 use crate::cli::{GlobalArgs, ToolsArgs};
 use crate::exit::{Code, Failure};
@@ -15,7 +18,8 @@ pub async fn run(global: &GlobalArgs, args: ToolsArgs) -> Result<Code, Failure> 
             "no servers are configured (see `warden config` for the files searched)"
         )));
     }
-    let host = super::connect(config.servers, &env).await?;
+    let policy = super::compile_policy(&config.policy)?;
+    let host = super::connect(config.servers, policy, &env).await?;
     if args.json {
         println!("{}", render::pretty(&listing(&host)));
     } else {
@@ -49,6 +53,7 @@ fn listing(host: &Host) -> Value {
                         .catalogue()
                         .tools_of(name)
                         .map(|tool| {
+                            let verdict = default_verdict(host, tool);
                             json!({
                                 "qualified_name": tool.qualified,
                                 "name": tool.def.name,
@@ -56,9 +61,21 @@ fn listing(host: &Host) -> Value {
                                 "description": tool.def.description,
                                 "annotations": tool.def.annotations,
                                 "input_schema": tool.def.input_schema,
+                                "policy": {
+                                    "trust": tool.facts.trust,
+                                    "may_write": tool.facts.may_write(),
+                                    "may_reach_outside": tool.facts.open_world(),
+                                    "decision": verdict.decision,
+                                    "reasons": verdict
+                                        .reasons
+                                        .iter()
+                                        .map(|r| r.text.as_ref())
+                                        .collect::<Vec<_>>(),
+                                },
                             })
                         })
                         .collect();
+                    server["hidden_tools"] = json!(hidden_count(host, name));
                     server["rejected_tools"] = host
                         .catalogue()
                         .rejected()
@@ -82,6 +99,43 @@ fn listing(host: &Host) -> Value {
     json!({ "servers": servers })
 }
 
+/// The decision for a call with no arguments in a clean context: what the tool gets by
+/// default, before any argument constraint or context label comes into play.
+fn default_verdict(host: &Host, tool: &CatalogueTool) -> Verdict {
+    host.decide(
+        tool,
+        &Value::Object(serde_json::Map::new()),
+        &Provenance::new(),
+    )
+}
+
+fn hidden_count(host: &Host, server: &str) -> usize {
+    host.catalogue()
+        .hidden()
+        .iter()
+        .filter(|hidden| hidden.server == server)
+        .count()
+}
+
+/// `untrusted  may write, may reach outside`, the policy's view of a tool in words.
+fn effects(tool: &CatalogueTool) -> String {
+    let trust = match tool.facts.trust {
+        Trust::Trusted => "trusted",
+        Trust::Untrusted => "untrusted",
+    };
+    let writes = if tool.facts.may_write() {
+        "may write"
+    } else {
+        "read-only"
+    };
+    let reach = if tool.facts.open_world() {
+        "may reach outside"
+    } else {
+        "stays inside"
+    };
+    format!("{trust:9}  {writes}, {reach}")
+}
+
 fn text(host: &Host) -> String {
     let mut out = String::new();
     for entry in host.servers() {
@@ -94,22 +148,39 @@ fn text(host: &Host) -> String {
                     (Some(n), None) => format!("  {n}"),
                     _ => String::new(),
                 };
+                let hidden = match hidden_count(host, name) {
+                    0 => String::new(),
+                    n => format!(", {n} hidden by policy"),
+                };
                 out.push_str(&format!(
-                    "{name}: connected, {} era ({}){implementation}, {} tool{}\n",
+                    "{name}: connected, {} era ({}){implementation}, {} tool{}{hidden}\n",
                     render::era(info.era),
                     info.protocol_version,
                     tools.len(),
                     if tools.len() == 1 { "" } else { "s" }
                 ));
+                let rows: Vec<(&CatalogueTool, String, String)> = tools
+                    .iter()
+                    .map(|tool| {
+                        let decision = default_verdict(host, tool).decision.to_string();
+                        (*tool, decision, effects(tool))
+                    })
+                    .collect();
                 let width = tools.iter().map(|t| t.qualified.len()).max().unwrap_or(0);
-                for tool in tools {
+                let effects_width = rows.iter().map(|r| r.2.len()).max().unwrap_or(0);
+                for (tool, decision, effects) in rows {
                     let summary = tool
                         .def
                         .description
                         .as_deref()
                         .map(render::first_line)
                         .unwrap_or_default();
-                    out.push_str(&format!("  {:width$}  {summary}\n", tool.qualified));
+                    let line = format!(
+                        "  {:width$}  {decision:5}  {effects:effects_width$}  {summary}",
+                        tool.qualified
+                    );
+                    out.push_str(line.trim_end());
+                    out.push('\n');
                 }
                 for rejected in host.catalogue().rejected() {
                     if &rejected.server == name {

@@ -136,7 +136,11 @@ fn kill(pid: &str) {
 
 /// Runs a command, killing it if it outlives `limit`.
 pub fn run_with_limit(mut command: Command, limit: Duration) -> Output {
-    let child = command.spawn().unwrap();
+    wait_with_limit(command.spawn().unwrap(), limit)
+}
+
+/// Waits for a started command, killing it if it outlives `limit`.
+pub fn wait_with_limit(child: std::process::Child, limit: Duration) -> Output {
     let pid = child.id();
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {

@@ -1,0 +1,143 @@
+//! The configuration shapes (the `[policy]` table of `warden.toml`), as plain data;
+//! [`Policy::compile`](crate::Policy::compile) checks and compiles them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::label::{Confidentiality, Integrity, Trust};
+
+/// The whole `[policy]` table.
+///
+/// ```toml
+/// [policy.servers.github]
+/// trust = "trusted"
+/// confidentiality = "public"
+///
+/// [[policy.rules]]
+/// tools = "github__*"
+/// effect = "allow"
+/// when = [{ arg = "/repo", equals = "me/warden" }]
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// Trust and result labels per server name.
+    #[serde(default)]
+    pub servers: BTreeMap<String, ServerPolicy>,
+    /// User rules, `policy.rules[0]` first; their order does not matter to decisions.
+    #[serde(default)]
+    pub rules: Vec<RuleConfig>,
+}
+
+/// What Warden believes about one server's tools and their results.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerPolicy {
+    /// Believe the server's annotations? Default `untrusted`.
+    pub trust: Option<Trust>,
+    /// Who may have written its results. Default `untrusted`.
+    pub integrity: Option<Integrity>,
+    /// Whether its results may hold private data. Default `private`.
+    pub confidentiality: Option<Confidentiality>,
+    /// Declares every tool read-only (or not), whatever the server says.
+    pub read_only: Option<bool>,
+    /// Declares every tool open-world (or closed), whatever the server says.
+    pub open_world: Option<bool>,
+    /// Refinements for single tools, by the tool's own (raw) name as the server lists it.
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolPolicy>,
+}
+
+/// A refinement for one tool; each field set here replaces the server's.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolPolicy {
+    /// Believe this tool's annotations?
+    pub trust: Option<Trust>,
+    /// Who may have written its results.
+    pub integrity: Option<Integrity>,
+    /// Whether its results may hold private data.
+    pub confidentiality: Option<Confidentiality>,
+    /// Declares the tool read-only (or not).
+    pub read_only: Option<bool>,
+    /// Declares the tool open-world (or closed).
+    pub open_world: Option<bool>,
+}
+
+/// One user rule: `[[policy.rules]]`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    /// One glob or a list of globs over qualified names (`server__tool`); `*` matches any
+    /// run of characters, `?` one character.
+    pub tools: Globs,
+    /// What the rule does when it matches.
+    pub effect: Effect,
+    /// Argument constraints; all must hold for the rule to match. Not allowed on `hide`.
+    #[serde(default)]
+    pub when: Vec<ArgConstraint>,
+    /// For `allow` only: still allow while the context holds untrusted content (the
+    /// tainted-write floor is waived for this rule). Arguments the rule does not constrain
+    /// that were copied from untrusted text still ask.
+    #[serde(default)]
+    pub even_if_tainted: bool,
+    /// For `allow` only: still allow while the context holds private data, when the call may
+    /// reach the outside world (the private-egress floor is waived for this rule).
+    #[serde(default)]
+    pub even_if_private: bool,
+    /// A note shown with every decision this rule makes.
+    pub note: Option<String>,
+}
+
+/// One glob or several.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum Globs {
+    /// `tools = "github__*"`
+    One(String),
+    /// `tools = ["github__*", "gitlab__*"]`
+    Many(Vec<String>),
+}
+
+impl Globs {
+    /// The globs as a slice.
+    pub fn as_slice(&self) -> &[String] {
+        match self {
+            Globs::One(g) => std::slice::from_ref(g),
+            Globs::Many(gs) => gs,
+        }
+    }
+}
+
+/// What a rule does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effect {
+    /// Allow the call (flow floors may still ask).
+    Allow,
+    /// Ask a human.
+    Ask,
+    /// Refuse the call.
+    Deny,
+    /// Remove the tool from the catalogue: it is neither listed nor callable.
+    Hide,
+}
+
+/// A test on one argument: exactly one of `equals`, `matches`, `under`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArgConstraint {
+    /// A JSON pointer into the arguments: `"/to"`, `"/options/0/path"`; `""` is all of them.
+    pub arg: String,
+    /// The argument equals this JSON value (numbers compare by value: `1` equals `1.0`).
+    pub equals: Option<Value>,
+    /// The argument is a string matched whole by this regular expression (`regex` crate
+    /// syntax; write `(?i)` for case-insensitive).
+    pub matches: Option<String>,
+    /// The argument is an absolute path at or under this absolute directory, after `.` and
+    /// `..` are removed and the injected [`PathResolver`](crate::PathResolver) has resolved
+    /// both.
+    pub under: Option<String>,
+}

@@ -1,0 +1,113 @@
+//! What a decision says: the outcome and every reason that led to it.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::provenance::SourceId;
+
+/// The outcome of a decision. Ordered by strictness: `Allow < Ask < Deny`, so combining
+/// two outcomes is taking the maximum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// Run the call.
+    Allow,
+    /// Run it only if a human says yes.
+    Ask,
+    /// Do not run it.
+    Deny,
+}
+
+impl Decision {
+    /// `"allow"`, `"ask"` or `"deny"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Ask => "ask",
+            Decision::Deny => "deny",
+        }
+    }
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A decision with its reasons.
+///
+/// Every reason supports the decision itself: a reason that was outweighed (an allow rule
+/// when the call is asked about, an ask when it is denied) is not listed. A verdict always
+/// has at least one reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    /// The outcome.
+    pub decision: Decision,
+    /// Why, in a stable order: rule and default reasons first (by rule index), then the
+    /// flow reasons.
+    pub reasons: Vec<Reason>,
+}
+
+impl Verdict {
+    /// The kinds of the reasons, in order.
+    pub fn kinds(&self) -> impl Iterator<Item = ReasonKind> + '_ {
+        self.reasons.iter().map(|r| r.kind)
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.decision.as_str())?;
+        for (i, reason) in self.reasons.iter().enumerate() {
+            f.write_str(if i == 0 { ": " } else { "; " })?;
+            f.write_str(&reason.text)?;
+        }
+        Ok(())
+    }
+}
+
+/// One reason for a decision: a machine-readable kind and a sentence for people.
+///
+/// The text of a rule or default reason is built once when the policy is compiled and
+/// shared, so naming it costs no allocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reason {
+    /// What kind of reason this is.
+    pub kind: ReasonKind,
+    /// A sentence naming the rule, the sources or the argument concerned. Values taken
+    /// from arguments are quoted as JSON strings and shortened.
+    pub text: Arc<str>,
+}
+
+/// The kinds of reasons.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ReasonKind {
+    /// A user rule with the decision's effect matched (`policy.rules[index]`).
+    Rule {
+        /// The rule's position in the configuration, from 0.
+        index: usize,
+    },
+    /// No rule matched and the default applied.
+    Default,
+    /// A `hide` rule removes the tool from the catalogue, so it cannot be called.
+    HiddenTool {
+        /// The hiding rule's position in the configuration, from 0.
+        rule: usize,
+    },
+    /// The call may write while the context holds untrusted content.
+    TaintedWrite,
+    /// The call may reach the outside world while the context holds private data.
+    PrivateEgress,
+    /// An argument value appears verbatim in untrusted text in the context.
+    VerbatimArgument {
+        /// The (most recent) source whose text holds it.
+        source: SourceId,
+    },
+    /// An opt-in allow rule needed the verbatim check, and it could not be completed
+    /// (too much untrusted text kept, or too many argument values).
+    VerbatimUnchecked,
+}
