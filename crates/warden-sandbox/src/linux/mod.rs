@@ -1,0 +1,1137 @@
+//! The Linux implementation: preparation in the parent, system calls in the child.
+
+pub(crate) mod landlock;
+mod root;
+mod seccomp;
+mod sys;
+
+use std::ffi::CStr;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+
+use crate::error::{Namespace, SandboxError, Step};
+use crate::profile::{absolute, canonical, check_env, is_within};
+use crate::{Confinement, Limits, Network, Profile, SANDBOX_GID, SANDBOX_UID};
+
+use self::landlock::fs;
+use self::sys::{check, close_all_except, errno, exit, fork_raw, sigset, write_file};
+
+/// Device nodes of the minimal `/dev` (bound from the host's), with their paths.
+const DEVICES: [(&str, &CStr); 5] = [
+    ("null", c"/dev/null"),
+    ("zero", c"/dev/zero"),
+    ("full", c"/dev/full"),
+    ("random", c"/dev/random"),
+    ("urandom", c"/dev/urandom"),
+];
+
+/// Symlinks of the minimal `/dev`: (target, link).
+const DEV_LINKS: [(&CStr, &CStr); 4] = [
+    (c"/proc/self/fd", c"/dev/fd"),
+    (c"/proc/self/fd/0", c"/dev/stdin"),
+    (c"/proc/self/fd/1", c"/dev/stdout"),
+    (c"/proc/self/fd/2", c"/dev/stderr"),
+];
+
+/// Landlock rules for what the child mounts itself: (path, rights, name for errors).
+const INNER_RULES: [(&CStr, u64, &str); 3] = [
+    (c"/proc", fs::READ, "/proc"),
+    (c"/dev", fs::READ | fs::WRITE_FILE, "/dev"),
+    (c"/dev/shm", fs::WRITE, "/dev/shm"),
+];
+
+/// The tmpfs behind `/dev` (its only sizeable content is `/dev/shm`).
+const DEV_TMPFS_OPTIONS: &CStr = c"mode=0755,size=64m";
+
+/// The tmpfs that becomes `/`: directories, mount points and symlinks only.
+const ROOT_TMPFS_OPTIONS: &CStr = c"mode=0755,size=1m";
+
+/// The host name inside the sandbox.
+const HOSTNAME: &[u8] = b"warden-sandbox";
+
+/// Exit status of a helper that could not do its job.
+const HELPER_FAILED: libc::c_int = 125;
+
+/// Signals the waiter and init keep blocked. Termination signals sent to the process group
+/// reach the server directly; the helpers must not die of them first (their death kills the
+/// server at once). SIGCHLD is read through a signalfd.
+const HELPER_BLOCKED: [libc::c_int; 7] = [
+    libc::SIGCHLD,
+    libc::SIGTERM,
+    libc::SIGINT,
+    libc::SIGHUP,
+    libc::SIGQUIT,
+    libc::SIGUSR1,
+    libc::SIGUSR2,
+];
+
+// Mount API constants (linux/mount.h, linux/fcntl.h), not in every libc.
+const OPEN_TREE_CLONE: libc::c_uint = 1;
+const MOVE_MOUNT_F_EMPTY_PATH: libc::c_uint = 0x4;
+const AT_RECURSIVE: libc::c_uint = 0x8000;
+const MOUNT_ATTR_RDONLY: u64 = 0x1;
+const MOUNT_ATTR_NOSUID: u64 = 0x2;
+const MOUNT_ATTR_NODEV: u64 = 0x4;
+
+/// `struct mount_attr`, for `mount_setattr`.
+#[repr(C)]
+struct MountAttr {
+    attr_set: u64,
+    attr_clr: u64,
+    propagation: u64,
+    userns_fd: u64,
+}
+const CLOSE_RANGE_CLOEXEC: libc::c_uint = 1 << 2;
+
+/// `struct rlimit64`, for `prlimit64`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+struct Rlimit64 {
+    cur: u64,
+    max: u64,
+}
+
+/// One `setrlimit` the child performs.
+#[derive(Debug, Clone, Copy)]
+struct RlimitSet {
+    resource: u32,
+    limit: Rlimit64,
+    name: &'static str,
+}
+
+/// Everything the child needs, allocated in the parent.
+#[derive(Debug)]
+struct Prepared {
+    /// uid/gid to switch to before creating the user namespace (Warden is root).
+    drop_to: Option<(libc::uid_t, libc::gid_t)>,
+    namespaces: Vec<Namespace>,
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+    lifeline: RawFd,
+    report: Arc<Report>,
+    layout: root::Layout,
+    landlock: landlock::Plan,
+    rules: Vec<landlock::Rule>,
+    rlimits: Vec<RlimitSet>,
+    seccomp: Vec<seccomp::SockFilter>,
+    helper_blocked: libc::sigset_t,
+    sigchld: libc::sigset_t,
+}
+
+pub(crate) fn confine(
+    command: &mut Command,
+    profile: &Profile,
+) -> Result<Confinement, SandboxError> {
+    let network_off = profile.network == Network::None;
+    let seccomp = seccomp::build(network_off).map_err(|e| SandboxError::Unavailable {
+        reason: e.to_string(),
+    })?;
+
+    let resolve = |list: &[PathBuf]| -> Result<Vec<PathBuf>, SandboxError> {
+        list.iter().map(|p| canonical(&absolute(p)?)).collect()
+    };
+    let read = resolve(&profile.read)?;
+    let write = resolve(&profile.write)?;
+    let exec = resolve(&profile.exec)?;
+    let scratch = canonical(&absolute(&profile.scratch)?)?;
+    let plan = landlock::plan(!write.is_empty(), network_off)?;
+
+    let given = Path::new(command.get_program());
+    if !given.is_absolute() {
+        return Err(SandboxError::InvalidProfile {
+            reason: format!("the program {} must be an absolute path", given.display()),
+        });
+    }
+    let program = canonical(given)?;
+    if !exec.iter().any(|root| is_within(&program, root)) {
+        return Err(SandboxError::InvalidProfile {
+            reason: format!(
+                "the program {} is not inside any exec path of the profile",
+                program.display()
+            ),
+        });
+    }
+    // The path as given must exist in the new root too (a virtualenv's bin/python is
+    // executed by that name, and its directory must be granted).
+    root::check_reachable(given)?;
+    let program_dir = given.parent().map(canonical).transpose()?;
+    if let Some(dir) = program_dir
+        && !read
+            .iter()
+            .chain(&write)
+            .chain(&exec)
+            .any(|root| is_within(&dir, root))
+    {
+        return Err(SandboxError::InvalidProfile {
+            reason: format!(
+                "the program's directory {} is not granted, so {} would not exist in the sandbox",
+                dir.display(),
+                given.display()
+            ),
+        });
+    }
+    // The working directory: the command's, else the scratch directory; either way it must
+    // exist inside the new root.
+    let cwd = match command.get_current_dir() {
+        None => scratch.clone(),
+        Some(cwd) => canonical(&absolute(cwd)?)?,
+    };
+    if !read.iter().chain(&write).any(|root| is_within(&cwd, root)) {
+        return Err(SandboxError::InvalidProfile {
+            reason: format!(
+                "the working directory {} is not inside a read or write path",
+                cwd.display()
+            ),
+        });
+    }
+    let layout = root::plan(&read, &write, &exec, &cwd)?;
+    check_env(&profile.env)?;
+    let rlimits = rlimits(&profile.limits)?;
+
+    let (drop_to, uid, gid) = if crate::running_as_root() {
+        (Some((SANDBOX_UID, SANDBOX_GID)), SANDBOX_UID, SANDBOX_GID)
+    } else {
+        // SAFETY: geteuid/getegid cannot fail.
+        unsafe { (None, libc::geteuid(), libc::getegid()) }
+    };
+    let mut namespaces = vec![
+        Namespace::User,
+        Namespace::Mount,
+        Namespace::Pid,
+        Namespace::Ipc,
+        Namespace::Uts,
+        Namespace::Cgroup,
+    ];
+    if network_off {
+        namespaces.push(Namespace::Net);
+    }
+
+    let mut grants = Vec::new();
+    grants.extend(read.into_iter().map(|p| (p, fs::READ)));
+    grants.extend(write.into_iter().map(|p| (p, fs::WRITE)));
+    grants.extend(exec.into_iter().map(|p| (p, fs::EXECUTE)));
+    let (rules, paths) = landlock::open_rules(&grants, plan.attr_fs())?;
+    landlock::validate(&plan, &rules, &paths)?;
+
+    let report = Arc::new(Report::new(paths, layout.bind_paths.clone())?);
+    let prepared = Arc::new(Prepared {
+        drop_to,
+        namespaces,
+        uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+        gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+        lifeline: lifeline()?,
+        report: Arc::clone(&report),
+        layout,
+        landlock: plan,
+        rules,
+        rlimits,
+        seccomp,
+        helper_blocked: sigset(&HELPER_BLOCKED),
+        sigchld: sigset(&[libc::SIGCHLD]),
+    });
+
+    tracing::debug!(
+        program = %program.display(),
+        landlock_abi = prepared.landlock.abi,
+        rules = prepared.rules.len(),
+        "confining a server"
+    );
+    if profile.network == Network::Host {
+        tracing::warn!(
+            program = %program.display(),
+            "confining a server WITHOUT network isolation (network = host)"
+        );
+    }
+
+    command.env_clear();
+    command.envs(&profile.env);
+    command.current_dir(&cwd);
+    command.process_group(0);
+    let hook = Arc::clone(&prepared);
+    // SAFETY: the hook performs only async-signal-safe system calls on data allocated
+    // here; it allocates nothing, takes no lock, and never returns into std in the two
+    // helper processes (they `_exit`).
+    unsafe {
+        command.pre_exec(move || child_main(&hook));
+    }
+    Ok(Confinement { program, report })
+}
+
+/// Resource limits for the child, checked against Warden's own hard limits.
+// The RLIMIT_* constants are `u32` on glibc and `i32` on musl.
+#[allow(clippy::unnecessary_cast)]
+fn rlimits(limits: &Limits) -> Result<Vec<RlimitSet>, SandboxError> {
+    let defaults = Limits::default();
+    let mut out = vec![RlimitSet {
+        resource: libc::RLIMIT_CORE as u32,
+        limit: Rlimit64 { cur: 0, max: 0 },
+        name: "RLIMIT_CORE",
+    }];
+    let entries = [
+        (
+            libc::RLIMIT_NOFILE as u32,
+            "RLIMIT_NOFILE",
+            Some(limits.open_files),
+            Some(defaults.open_files),
+        ),
+        (
+            libc::RLIMIT_NPROC as u32,
+            "RLIMIT_NPROC",
+            Some(limits.processes),
+            Some(defaults.processes),
+        ),
+        (
+            libc::RLIMIT_AS as u32,
+            "RLIMIT_AS",
+            limits.address_space,
+            defaults.address_space,
+        ),
+        (
+            libc::RLIMIT_CPU as u32,
+            "RLIMIT_CPU",
+            limits.cpu_seconds,
+            defaults.cpu_seconds,
+        ),
+    ];
+    for (resource, name, wanted, default) in entries {
+        // `None`: keep what Warden has (normally unlimited).
+        let Some(wanted) = wanted else { continue };
+        let hard = current_hard(resource);
+        let value = if wanted <= hard {
+            wanted
+        } else if Some(wanted) == default {
+            hard
+        } else {
+            return Err(SandboxError::LimitAboveHard {
+                limit: name,
+                requested: wanted,
+                hard,
+            });
+        };
+        out.push(RlimitSet {
+            resource,
+            limit: Rlimit64 {
+                cur: value,
+                max: value,
+            },
+            name,
+        });
+    }
+    Ok(out)
+}
+
+fn current_hard(resource: u32) -> u64 {
+    let mut current = Rlimit64 {
+        cur: u64::MAX,
+        max: u64::MAX,
+    };
+    // SAFETY: prlimit64 on ourselves with a null new limit only writes `current`.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_prlimit64,
+            0,
+            resource,
+            std::ptr::null::<Rlimit64>(),
+            &mut current as *mut Rlimit64,
+        )
+    };
+    if ret < 0 { u64::MAX } else { current.max }
+}
+
+/// The read end of a pipe whose write end only this process holds (close-on-exec, never
+/// closed): when the process dies, however it dies, every waiter sees end-of-file.
+fn lifeline() -> Result<RawFd, SandboxError> {
+    static LIFELINE: OnceLock<(OwnedFd, OwnedFd)> = OnceLock::new();
+    if let Some((read, _)) = LIFELINE.get() {
+        return Ok(read.as_raw_fd());
+    }
+    let pair = pipe().map_err(|source| SandboxError::Setup {
+        step: Step::Channel,
+        source,
+    })?;
+    // A concurrent caller may have won; its pipe is then used and this one closed.
+    let _ = LIFELINE.set(pair);
+    LIFELINE
+        .get()
+        .map(|(read, _)| read.as_raw_fd())
+        .ok_or_else(|| SandboxError::Unavailable {
+            reason: "the lifeline pipe vanished".to_owned(),
+        })
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [-1; 2];
+    // SAFETY: fds has room for the two descriptors pipe2 writes.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: pipe2 returned two fresh descriptors nothing else owns.
+    unsafe { Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))) }
+}
+
+/// A failure in the child: what failed and the kernel's errno.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failure {
+    Step(Step),
+    Namespace(Namespace),
+    Rule(u32),
+    Bind(u32),
+}
+
+impl Failure {
+    fn encode(self) -> (u32, u32) {
+        let index =
+            |names: &[&str], name: &str| names.iter().position(|n| *n == name).unwrap_or(0) as u32;
+        match self {
+            Self::Step(step) => match step {
+                Step::BlockSignals => (1, 0),
+                Step::DropGroups => (2, 0),
+                Step::SetGid => (3, 0),
+                Step::SetUid => (4, 0),
+                Step::Dumpable => (5, 0),
+                Step::WriteSetgroups => (6, 0),
+                Step::WriteUidMap => (7, 0),
+                Step::WriteGidMap => (8, 0),
+                Step::SetHostname => (9, 0),
+                Step::Channel => (10, 0),
+                Step::ForkInit => (11, 0),
+                Step::ForkServer => (12, 0),
+                Step::MountPrivate => (13, 0),
+                Step::MountProc => (14, 0),
+                Step::MountDev => (15, 0),
+                Step::BindDevice(name) => (16, index(&DEVICES.map(|d| d.0), name)),
+                Step::PopulateDev => (17, 0),
+                Step::NoNewPrivs => (18, 0),
+                Step::Rlimit(name) => (19, index(&RLIMIT_NAMES, name)),
+                Step::CloseDescriptors => (20, 0),
+                Step::LandlockRuleset => (21, 0),
+                Step::LandlockInnerRule(name) => (22, index(&INNER_RULES.map(|r| r.2), name)),
+                Step::LandlockRestrict => (23, 0),
+                Step::Seccomp => (24, 0),
+                Step::RestoreSignals => (25, 0),
+                Step::NewRoot => (26, 0),
+                Step::Chdir => (27, 0),
+            },
+            Self::Namespace(ns) => (
+                100,
+                ALL_NAMESPACES.iter().position(|n| *n == ns).unwrap_or(0) as u32,
+            ),
+            Self::Rule(index) => (101, index),
+            Self::Bind(index) => (102, index),
+        }
+    }
+
+    fn decode(code: u32, detail: u32) -> Option<Self> {
+        let at = |i: u32| i as usize;
+        let step = match code {
+            1 => Step::BlockSignals,
+            2 => Step::DropGroups,
+            3 => Step::SetGid,
+            4 => Step::SetUid,
+            5 => Step::Dumpable,
+            6 => Step::WriteSetgroups,
+            7 => Step::WriteUidMap,
+            8 => Step::WriteGidMap,
+            9 => Step::SetHostname,
+            10 => Step::Channel,
+            11 => Step::ForkInit,
+            12 => Step::ForkServer,
+            13 => Step::MountPrivate,
+            14 => Step::MountProc,
+            15 => Step::MountDev,
+            16 => Step::BindDevice(DEVICES.get(at(detail))?.0),
+            17 => Step::PopulateDev,
+            18 => Step::NoNewPrivs,
+            19 => Step::Rlimit(RLIMIT_NAMES.get(at(detail))?),
+            20 => Step::CloseDescriptors,
+            21 => Step::LandlockRuleset,
+            22 => Step::LandlockInnerRule(INNER_RULES.get(at(detail))?.2),
+            23 => Step::LandlockRestrict,
+            24 => Step::Seccomp,
+            25 => Step::RestoreSignals,
+            26 => Step::NewRoot,
+            27 => Step::Chdir,
+            100 => {
+                return ALL_NAMESPACES
+                    .get(at(detail))
+                    .map(|ns| Self::Namespace(*ns));
+            }
+            101 => return Some(Self::Rule(detail)),
+            102 => return Some(Self::Bind(detail)),
+            _ => return None,
+        };
+        Some(Self::Step(step))
+    }
+}
+
+const RLIMIT_NAMES: [&str; 5] = [
+    "RLIMIT_CORE",
+    "RLIMIT_NOFILE",
+    "RLIMIT_NPROC",
+    "RLIMIT_AS",
+    "RLIMIT_CPU",
+];
+
+const ALL_NAMESPACES: [Namespace; 7] = [
+    Namespace::User,
+    Namespace::Mount,
+    Namespace::Pid,
+    Namespace::Ipc,
+    Namespace::Uts,
+    Namespace::Cgroup,
+    Namespace::Net,
+];
+
+/// A failure with its errno, as the child records it.
+#[derive(Debug, Clone, Copy)]
+struct Fail {
+    what: Failure,
+    errno: i32,
+}
+
+fn fail(what: Failure) -> impl FnOnce(i32) -> Fail {
+    move |errno| Fail { what, errno }
+}
+
+fn step(step: Step) -> impl FnOnce(i32) -> Fail {
+    fail(Failure::Step(step))
+}
+
+/// The channel on which the child records which step failed (std only carries an errno).
+#[derive(Debug)]
+pub(crate) struct Report {
+    read: OwnedFd,
+    write: OwnedFd,
+    /// The path of each Landlock rule, by index.
+    paths: Vec<PathBuf>,
+    /// The path of each bind into the new root, by index.
+    binds: Vec<PathBuf>,
+}
+
+const RECORD: usize = 12;
+
+impl Report {
+    fn new(paths: Vec<PathBuf>, binds: Vec<PathBuf>) -> Result<Self, SandboxError> {
+        let (read, write) = pipe().map_err(|source| SandboxError::Setup {
+            step: Step::Channel,
+            source,
+        })?;
+        // SAFETY: F_SETFL on a descriptor we own.
+        unsafe { libc::fcntl(read.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+        Ok(Self {
+            read,
+            write,
+            paths,
+            binds,
+        })
+    }
+
+    /// Records a failure. Async-signal-safe; a write of 12 bytes to a pipe is atomic.
+    fn record(&self, fail: Fail) {
+        let (code, detail) = fail.what.encode();
+        let mut record = [0u8; RECORD];
+        record[0..4].copy_from_slice(&code.to_ne_bytes());
+        record[4..8].copy_from_slice(&fail.errno.to_ne_bytes());
+        record[8..12].copy_from_slice(&detail.to_ne_bytes());
+        // SAFETY: record is a live buffer; a failed write is ignored (best effort).
+        unsafe { libc::write(self.write.as_raw_fd(), record.as_ptr().cast(), RECORD) };
+    }
+
+    /// The most recent failure recorded, if any, consuming the records.
+    pub(crate) fn take(&self) -> Option<SandboxError> {
+        let mut last = None;
+        let mut record = [0u8; RECORD];
+        loop {
+            // SAFETY: record is a live buffer of RECORD bytes; the descriptor is non-blocking.
+            let n =
+                unsafe { libc::read(self.read.as_raw_fd(), record.as_mut_ptr().cast(), RECORD) };
+            if n != RECORD as isize {
+                break;
+            }
+            let word = |i: usize| [record[i], record[i + 1], record[i + 2], record[i + 3]];
+            let code = u32::from_ne_bytes(word(0));
+            let errno = i32::from_ne_bytes(word(4));
+            let detail = u32::from_ne_bytes(word(8));
+            last = Failure::decode(code, detail).map(|what| (what, errno));
+        }
+        let (what, errno) = last?;
+        let source = io::Error::from_raw_os_error(errno);
+        Some(match what {
+            Failure::Step(step) => SandboxError::Setup { step, source },
+            Failure::Namespace(namespace) => SandboxError::Namespace {
+                namespace,
+                hint: namespace_hint(namespace, errno),
+                source,
+            },
+            Failure::Bind(index) => SandboxError::Bind {
+                path: self.binds.get(index as usize).cloned().unwrap_or_default(),
+                source,
+            },
+            Failure::Rule(index) => SandboxError::LandlockRule {
+                path: self.paths.get(index as usize).cloned().unwrap_or_default(),
+                source,
+            },
+        })
+    }
+}
+
+fn namespace_hint(namespace: Namespace, errno: i32) -> &'static str {
+    match (namespace, errno) {
+        (Namespace::User, libc::EPERM | libc::EACCES) => {
+            " (unprivileged user namespaces are disabled here: kernel.unprivileged_userns_clone, \
+             AppArmor's restrict_unprivileged_userns, or a container's seccomp profile)"
+        }
+        (Namespace::User, libc::ENOSPC) => " (user.max_user_namespaces is exhausted)",
+        _ => "",
+    }
+}
+
+/// Runs in std's child between `fork` and `exec`.
+fn child_main(p: &Prepared) -> io::Result<()> {
+    // SAFETY: we are in a freshly forked child of std's spawn, which is the context this
+    // function is written for: system calls only.
+    match unsafe { child(p) } {
+        Ok(()) => Ok(()),
+        Err(fail) => {
+            p.report.record(fail);
+            Err(io::Error::from_raw_os_error(fail.errno))
+        }
+    }
+}
+
+/// The set-up. Returns only in the server process (to let std exec) or on a failure before
+/// the first fork; the waiter and init never return.
+///
+/// # Safety
+/// Must run in a child forked by std's `spawn`, before `exec`.
+unsafe fn child(p: &Prepared) -> Result<(), Fail> {
+    // ---- The waiter: std's child, the process group leader, outside the pid namespace.
+    let mut original = sigset(&[]);
+    // SAFETY: each call below is a system call on live, parent-prepared buffers or on stack
+    // values; no allocation happens.
+    unsafe {
+        check(libc::sigprocmask(
+            libc::SIG_BLOCK,
+            &p.helper_blocked,
+            &mut original,
+        ))
+        .map_err(step(Step::BlockSignals))?;
+        // A SIGCHLD left ignored by Warden would make the kernel reap children for us.
+        let mut default: libc::sigaction = std::mem::zeroed();
+        default.sa_sigaction = libc::SIG_DFL;
+        check(libc::sigaction(
+            libc::SIGCHLD,
+            &default,
+            std::ptr::null_mut(),
+        ))
+        .map_err(step(Step::BlockSignals))?;
+        if let Some(core) = p.rlimits.first() {
+            set_rlimit(core)?;
+        }
+
+        if let Some((uid, gid)) = p.drop_to {
+            check(libc::setgroups(0, std::ptr::null())).map_err(step(Step::DropGroups))?;
+            check(libc::setresgid(gid, gid, gid)).map_err(step(Step::SetGid))?;
+            check(libc::setresuid(uid, uid, uid)).map_err(step(Step::SetUid))?;
+            // Changing uid made us non-dumpable, which makes /proc/self/*_map root's.
+            check(libc::prctl(libc::PR_SET_DUMPABLE, 1, 0, 0, 0)).map_err(step(Step::Dumpable))?;
+        }
+        for &namespace in &p.namespaces {
+            check(libc::unshare(namespace.flag())).map_err(fail(Failure::Namespace(namespace)))?;
+        }
+        write_file(c"/proc/self/setgroups", b"deny").map_err(step(Step::WriteSetgroups))?;
+        write_file(c"/proc/self/uid_map", &p.uid_map).map_err(step(Step::WriteUidMap))?;
+        write_file(c"/proc/self/gid_map", &p.gid_map).map_err(step(Step::WriteGidMap))?;
+        // The waiter and init hold a copy of Warden's memory and never exec: nothing
+        // running as the same uid may read it.
+        check(libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0)).map_err(step(Step::Dumpable))?;
+        check(libc::sethostname(HOSTNAME.as_ptr().cast(), HOSTNAME.len()))
+            .map_err(step(Step::SetHostname))?;
+
+        let mut link = [-1; 2];
+        check(libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            link.as_mut_ptr(),
+        ))
+        .map_err(step(Step::Channel))?;
+        let sigchld = check(libc::signalfd(
+            -1,
+            &p.sigchld,
+            libc::SFD_CLOEXEC | libc::SFD_NONBLOCK,
+        ))
+        .map_err(step(Step::Channel))?;
+
+        let init = fork_raw().map_err(step(Step::ForkInit))?;
+        if init > 0 {
+            waiter(p, init, link[0], sigchld);
+        }
+
+        // ---- init: pid 1 of the new pid namespace.
+        libc::close(link[0]);
+        let server = match fork_raw() {
+            Ok(pid) => pid,
+            Err(errno) => {
+                p.report.record(Fail {
+                    what: Failure::Step(Step::ForkServer),
+                    errno,
+                });
+                exit(HELPER_FAILED);
+            }
+        };
+        if server > 0 {
+            init_loop(link[1], sigchld, server);
+        }
+
+        // ---- The server: pid 2.
+        libc::close(link[1]);
+        libc::close(sigchld);
+        server_setup(p, &original)
+    }
+}
+
+/// The waiter: waits for init, kills it if Warden dies, then mirrors the server's status.
+///
+/// # Safety
+/// Child context; `init` is our child, `link` and `sigchld` are open.
+unsafe fn waiter(p: &Prepared, init: libc::pid_t, link: RawFd, sigchld: RawFd) -> ! {
+    // SAFETY: system calls on stack buffers and inherited descriptors, nothing else.
+    unsafe {
+        // Nothing but these three: in particular not Warden's end of the stdio pipes (so
+        // Warden sees end-of-file when the server closes them) nor std's error channel.
+        close_all_except(&mut [p.lifeline, link, sigchld]);
+        let mut lifeline_open = true;
+        let mut init_status = 0;
+        loop {
+            let mut fds = [
+                libc::pollfd {
+                    fd: sigchld,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: p.lifeline,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            let count = if lifeline_open { 2 } else { 1 };
+            if libc::poll(fds.as_mut_ptr(), count, -1) < 0 && errno() != libc::EINTR {
+                // Cannot watch; fall back to a plain wait.
+                while libc::waitpid(init, &mut init_status, 0) < 0 && errno() == libc::EINTR {}
+                break;
+            }
+            if lifeline_open && fds[1].revents != 0 {
+                // Warden is gone. Killing init ends the whole namespace.
+                libc::kill(init, libc::SIGKILL);
+                lifeline_open = false;
+            }
+            drain(sigchld);
+            let waited = libc::waitpid(init, &mut init_status, libc::WNOHANG);
+            if waited == init {
+                break;
+            }
+            if waited < 0 && errno() != libc::EINTR {
+                exit(HELPER_FAILED);
+            }
+        }
+        let mut buf = [0u8; 4];
+        let got = libc::recv(link, buf.as_mut_ptr().cast(), 4, libc::MSG_DONTWAIT);
+        let status = if got == 4 {
+            libc::c_int::from_ne_bytes(buf)
+        } else {
+            init_status
+        };
+        mirror(status)
+    }
+}
+
+/// Ends the waiter the way the server ended: same exit code, or death by the same signal.
+///
+/// # Safety
+/// Child context.
+unsafe fn mirror(status: libc::c_int) -> ! {
+    if libc::WIFEXITED(status) {
+        exit(libc::WEXITSTATUS(status));
+    }
+    if libc::WIFSIGNALED(status) {
+        let signal = libc::WTERMSIG(status);
+        // SAFETY: system calls on stack values; SIGKILL/SIGSTOP make sigaction fail, which
+        // is harmless.
+        unsafe {
+            let mut default: libc::sigaction = std::mem::zeroed();
+            default.sa_sigaction = libc::SIG_DFL;
+            libc::sigaction(signal, &default, std::ptr::null_mut());
+            libc::kill(libc::getpid(), signal);
+            let set = sigset(&[signal]);
+            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        }
+        exit(128 + signal);
+    }
+    exit(HELPER_FAILED)
+}
+
+/// Init: reaps every process of the namespace; when the server exits, passes its status to
+/// the waiter and exits, which makes the kernel kill whatever is left in the namespace.
+///
+/// # Safety
+/// Child context; `server` is our child.
+unsafe fn init_loop(link: RawFd, sigchld: RawFd, server: libc::pid_t) -> ! {
+    // SAFETY: system calls on stack buffers and inherited descriptors, nothing else.
+    unsafe {
+        close_all_except(&mut [link, sigchld]);
+        loop {
+            let mut fds = [
+                libc::pollfd {
+                    fd: link,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+                libc::pollfd {
+                    fd: sigchld,
+                    events: libc::POLLIN,
+                    revents: 0,
+                },
+            ];
+            if libc::poll(fds.as_mut_ptr(), 2, -1) < 0 {
+                if errno() == libc::EINTR {
+                    continue;
+                }
+                exit(HELPER_FAILED);
+            }
+            if fds[0].revents != 0 {
+                // The waiter died (it never writes): take the namespace down.
+                exit(HELPER_FAILED);
+            }
+            drain(sigchld);
+            loop {
+                let mut status = 0;
+                let pid = libc::waitpid(-1, &mut status, libc::WNOHANG);
+                if pid == server {
+                    let bytes = status.to_ne_bytes();
+                    libc::send(
+                        link,
+                        bytes.as_ptr().cast(),
+                        bytes.len(),
+                        libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
+                    );
+                    exit(0);
+                }
+                if pid <= 0 {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Empties a non-blocking signalfd.
+///
+/// # Safety
+/// `fd` must be a non-blocking signalfd.
+unsafe fn drain(fd: RawFd) {
+    let mut buf = [0u8; 4 * 128];
+    // SAFETY: buf is a live stack buffer.
+    while unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
+}
+
+fn set_rlimit(set: &RlimitSet) -> Result<(), Fail> {
+    // SAFETY: prlimit64 on ourselves reads the new limit from a live struct.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_prlimit64,
+            0,
+            set.resource,
+            &set.limit as *const Rlimit64,
+            std::ptr::null_mut::<Rlimit64>(),
+        )
+    };
+    if ret < 0 {
+        Err(Fail {
+            what: Failure::Step(Step::Rlimit(set.name)),
+            errno: errno(),
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// Builds the server's root: clones of the granted paths and of the device nodes are taken
+/// while the host's tree is still visible, an empty tmpfs becomes `/` (`pivot_root`, the old
+/// root detached), and the clones are attached at their own paths, with a fresh `/proc`
+/// and a minimal `/dev`.
+///
+/// # Safety
+/// Child context, in the new user and mount namespaces, inside the new pid namespace.
+unsafe fn build_root(p: &Prepared) -> Result<(), Fail> {
+    let layout = &p.layout;
+    let null = std::ptr::null::<libc::c_char>();
+    let new_root = step(Step::NewRoot);
+    // SAFETY: system calls on NUL-terminated constants, parent-prepared strings and stack
+    // values; descriptors are the ones opened here.
+    unsafe {
+        check(libc::mount(
+            null,
+            c"/".as_ptr(),
+            null,
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ))
+        .map_err(step(Step::MountPrivate))?;
+
+        // 1. Detached copies of what the server may see.
+        let mut devices = [-1; DEVICES.len()];
+        for (tree, (name, path)) in devices.iter_mut().zip(DEVICES) {
+            *tree = clone_tree(path, false).map_err(step(Step::BindDevice(name)))?;
+        }
+        let mut binds = [-1; root::MAX_BINDS];
+        for (index, (tree, bind)) in binds.iter_mut().zip(&layout.binds).enumerate() {
+            let failed = fail(Failure::Bind(index as u32));
+            *tree = clone_tree(&bind.path, true).map_err(failed)?;
+            let mut set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+            if !bind.writable {
+                set |= MOUNT_ATTR_RDONLY;
+            }
+            let attr = MountAttr {
+                attr_set: set,
+                attr_clr: 0,
+                propagation: 0,
+                userns_fd: 0,
+            };
+            let ret = libc::syscall(
+                libc::SYS_mount_setattr,
+                *tree,
+                c"".as_ptr(),
+                libc::AT_EMPTY_PATH as libc::c_uint | AT_RECURSIVE,
+                &attr as *const MountAttr,
+                std::mem::size_of::<MountAttr>(),
+            );
+            if ret < 0 {
+                return Err(fail(Failure::Bind(index as u32))(errno()));
+            }
+        }
+
+        // 2. An empty tmpfs, staged on the old /dev, with a fresh proc in it (proc can only
+        //    be mounted while a full view of the old one is still in this namespace).
+        check(libc::mount(
+            c"tmpfs".as_ptr(),
+            c"/dev".as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            ROOT_TMPFS_OPTIONS.as_ptr().cast(),
+        ))
+        .map_err(new_root)?;
+        check(libc::mkdir(c"/dev/proc".as_ptr(), 0o555)).map_err(step(Step::NewRoot))?;
+        check(libc::mount(
+            c"proc".as_ptr(),
+            c"/dev/proc".as_ptr(),
+            c"proc".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            std::ptr::null(),
+        ))
+        .map_err(step(Step::MountProc))?;
+
+        // 3. Make it the root and let go of the old one.
+        check(libc::chdir(c"/dev".as_ptr())).map_err(step(Step::NewRoot))?;
+        if libc::syscall(libc::SYS_pivot_root, c".".as_ptr(), c".".as_ptr()) < 0 {
+            return Err(step(Step::NewRoot)(errno()));
+        }
+        check(libc::umount2(c".".as_ptr(), libc::MNT_DETACH)).map_err(step(Step::NewRoot))?;
+        check(libc::chdir(c"/".as_ptr())).map_err(step(Step::NewRoot))?;
+
+        // 4. The skeleton, then the granted paths at their own locations.
+        for dir in &layout.dirs {
+            if libc::mkdir(dir.as_ptr(), 0o755) < 0 && errno() != libc::EEXIST {
+                return Err(step(Step::NewRoot)(errno()));
+            }
+        }
+        for file in &layout.files {
+            let fd = check(libc::open(
+                file.as_ptr(),
+                libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                0o644,
+            ))
+            .map_err(step(Step::NewRoot))?;
+            libc::close(fd);
+        }
+        for (target, link) in &layout.links {
+            check(libc::symlink(target.as_ptr(), link.as_ptr())).map_err(step(Step::NewRoot))?;
+        }
+        for (index, (tree, bind)) in binds.iter().zip(&layout.binds).enumerate() {
+            attach(*tree, &bind.path).map_err(fail(Failure::Bind(index as u32)))?;
+            libc::close(*tree);
+        }
+
+        // 5. A minimal /dev: a small tmpfs with the host's harmless nodes bound in.
+        check(libc::mkdir(c"/dev".as_ptr(), 0o755)).map_err(step(Step::MountDev))?;
+        check(libc::mount(
+            c"tmpfs".as_ptr(),
+            c"/dev".as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC,
+            DEV_TMPFS_OPTIONS.as_ptr().cast(),
+        ))
+        .map_err(step(Step::MountDev))?;
+        for (tree, (name, path)) in devices.into_iter().zip(DEVICES) {
+            let bind = step(Step::BindDevice(name));
+            let fd = check(libc::open(
+                path.as_ptr(),
+                libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
+                0o666,
+            ))
+            .map_err(bind)?;
+            libc::close(fd);
+            attach(tree, path).map_err(step(Step::BindDevice(name)))?;
+            libc::close(tree);
+        }
+        check(libc::mkdir(c"/dev/shm".as_ptr(), 0o1777)).map_err(step(Step::PopulateDev))?;
+        check(libc::chmod(c"/dev/shm".as_ptr(), 0o1777)).map_err(step(Step::PopulateDev))?;
+        for (target, link) in DEV_LINKS {
+            check(libc::symlink(target.as_ptr(), link.as_ptr()))
+                .map_err(step(Step::PopulateDev))?;
+        }
+
+        // 6. The skeleton itself becomes read-only; then the working directory.
+        check(libc::mount(
+            null,
+            c"/".as_ptr(),
+            null,
+            libc::MS_REMOUNT
+                | libc::MS_BIND
+                | libc::MS_RDONLY
+                | libc::MS_NOSUID
+                | libc::MS_NODEV
+                | libc::MS_NOEXEC,
+            std::ptr::null(),
+        ))
+        .map_err(step(Step::NewRoot))?;
+        check(libc::chdir(layout.cwd.as_ptr())).map_err(step(Step::Chdir))?;
+    }
+    Ok(())
+}
+
+/// `open_tree(OPEN_TREE_CLONE)`: a detached copy of the mount at `path`.
+///
+/// # Safety
+/// Child context.
+unsafe fn clone_tree(path: &CStr, recursive: bool) -> Result<RawFd, i32> {
+    let mut flags = OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint;
+    if recursive {
+        flags |= AT_RECURSIVE;
+    }
+    // SAFETY: path is NUL-terminated.
+    let fd = unsafe { libc::syscall(libc::SYS_open_tree, libc::AT_FDCWD, path.as_ptr(), flags) };
+    if fd < 0 {
+        Err(errno())
+    } else {
+        RawFd::try_from(fd).map_err(|_| libc::EBADF)
+    }
+}
+
+/// `move_mount` of a detached tree onto `path`.
+///
+/// # Safety
+/// Child context; `tree` comes from [`clone_tree`].
+unsafe fn attach(tree: RawFd, path: &CStr) -> Result<(), i32> {
+    // SAFETY: both strings are NUL-terminated.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            tree,
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    if ret < 0 { Err(errno()) } else { Ok(()) }
+}
+
+/// The server's own set-up, in the order each step still has the rights it needs:
+/// the new root (mounts need the capabilities this process holds in its new user
+/// namespace, and are refused under Landlock and seccomp), `no_new_privs` (required by
+/// Landlock and seccomp), limits, descriptors, Landlock, the signal mask, and seccomp last
+/// (it refuses `mount`).
+///
+/// # Safety
+/// Child context, in the new namespaces.
+unsafe fn server_setup(p: &Prepared, original: &libc::sigset_t) -> Result<(), Fail> {
+    // SAFETY: system calls on NUL-terminated constants, parent-prepared buffers and stack
+    // values, nothing else.
+    unsafe {
+        build_root(p)?;
+        check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+            .map_err(step(Step::NoNewPrivs))?;
+        for set in &p.rlimits {
+            set_rlimit(set)?;
+        }
+        // Every descriptor above 2 is closed at exec. Marking rather than closing keeps
+        // std's error channel working until then (and the Landlock descriptors below).
+        if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC) < 0 {
+            return Err(step(Step::CloseDescriptors)(errno()));
+        }
+
+        let ruleset =
+            landlock::create_ruleset(&p.landlock.attr).map_err(step(Step::LandlockRuleset))?;
+        for (index, rule) in p.rules.iter().enumerate() {
+            landlock::add_rule(ruleset, rule.fd.as_raw_fd(), rule.access)
+                .map_err(fail(Failure::Rule(index as u32)))?;
+        }
+        let handled = p.landlock.attr_fs();
+        for (path, access, name) in INNER_RULES {
+            let inner = step(Step::LandlockInnerRule(name));
+            let fd =
+                check(libc::open(path.as_ptr(), libc::O_PATH | libc::O_CLOEXEC)).map_err(inner)?;
+            let added = landlock::add_rule(ruleset, fd, access & handled);
+            libc::close(fd);
+            added.map_err(step(Step::LandlockInnerRule(name)))?;
+        }
+        landlock::restrict_self(ruleset).map_err(step(Step::LandlockRestrict))?;
+        libc::close(ruleset);
+
+        check(libc::sigprocmask(
+            libc::SIG_SETMASK,
+            original,
+            std::ptr::null_mut(),
+        ))
+        .map_err(step(Step::RestoreSignals))?;
+        seccomp::install(&p.seccomp).map_err(step(Step::Seccomp))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_survive_the_round_trip() {
+        let all = [
+            Failure::Step(Step::MountProc),
+            Failure::Step(Step::BindDevice("urandom")),
+            Failure::Step(Step::Rlimit("RLIMIT_NPROC")),
+            Failure::Step(Step::LandlockInnerRule("/dev/shm")),
+            Failure::Step(Step::Seccomp),
+            Failure::Namespace(Namespace::Net),
+            Failure::Rule(3),
+        ];
+        for failure in all {
+            let (code, detail) = failure.encode();
+            assert_eq!(Failure::decode(code, detail), Some(failure));
+        }
+    }
+
+    #[test]
+    fn default_limits_fit_under_the_hard_limits() {
+        let sets = rlimits(&Limits::default()).unwrap();
+        assert_eq!(sets[0].name, "RLIMIT_CORE");
+        assert_eq!(sets[0].limit.max, 0);
+        let names: Vec<&str> = sets.iter().map(|s| s.name).collect();
+        assert_eq!(names, ["RLIMIT_CORE", "RLIMIT_NOFILE", "RLIMIT_NPROC"]);
+    }
+}
