@@ -31,6 +31,52 @@ pub struct ServerSpec {
     pub max_message_bytes: usize,
     /// Where this definition came from.
     pub origin: Origin,
+    /// How a local (stdio) server is confined; ignored for remote servers.
+    pub sandbox: SandboxSpec,
+}
+
+/// How one local server is confined (Warden TOML `[servers.NAME.sandbox]` and `confine`).
+///
+/// Plain data: the launcher turns it into a sandbox profile. Every server gets the default
+/// (confined, no extra grants, no network) unless its Warden TOML table says otherwise;
+/// servers from Claude or VS Code files always get the default.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SandboxSpec {
+    /// `false` starts the server without any confinement (`confine = false`): loud, an
+    /// explicit opt-out.
+    pub confine: bool,
+    /// Extra paths the server may read (absolute; relative ones were resolved against the
+    /// configuration file's directory).
+    pub read: Vec<PathBuf>,
+    /// Extra paths the server may read and write.
+    pub write: Vec<PathBuf>,
+    /// Network access.
+    pub network: NetworkSpec,
+    /// Names of variables passed from Warden's environment, beyond the allowlist.
+    pub env: Vec<String>,
+}
+
+impl Default for SandboxSpec {
+    fn default() -> Self {
+        Self {
+            confine: true,
+            read: Vec::new(),
+            write: Vec::new(),
+            network: NetworkSpec::None,
+            env: Vec::new(),
+        }
+    }
+}
+
+/// Network access for a confined server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkSpec {
+    /// No network at all (the default).
+    #[default]
+    None,
+    /// The host's network, unfiltered.
+    Host,
 }
 
 /// How a server is reached.

@@ -22,16 +22,16 @@
 //! arises.
 //!
 //! Each round opens a fresh connection (a fresh server process) per way, warms it up with
-//! untimed calls, then times one block of sequential calls per way, ABCD in one round and
-//! DCBA in the next, so that drift in machine load falls on every way alike. Fresh processes
-//! per round matter on a small machine: one long-lived server process can stay faster or
-//! slower than another by a third for its whole life (how the scheduler places it), which
-//! would be read as a difference between the ways. Every call is timed on its own, from just
-//! before the call to its result; connection setup is never timed. Reported per server: the
-//! median, p90 and p99 of Warden's path and of the direct client, the ratio and difference
-//! of the medians, and the median (and range) of the per-round ratios of block medians. The
-//! runtime is the one the `warden` binary uses: two worker threads, the caller on the main
-//! thread.
+//! as many untimed calls as it will time, then times one block of sequential calls per way,
+//! ABCD in one round and DCBA in the next, so that drift in machine load falls on every way
+//! alike. Fresh processes per round matter on a small machine: one long-lived server
+//! process can stay faster or slower than another by a third for its whole life (how the
+//! scheduler places it), which would be read as a difference between the ways. Every call is
+//! timed on its own, from just before the call to its result; connection setup is never
+//! timed. Reported per server: the median, p90 and p99 of Warden's path and of the direct
+//! client, the ratio and difference of these medians, and the median (and range) of the
+//! per-round ratios of block medians, the steadier of the two ratios. The runtime is the one
+//! the `warden` binary uses: two worker threads, the caller on the main thread.
 //!
 //! Servers: the Rust `warden-testserver good` (`echo`), always, since it answers fastest and
 //! so shows the overhead most plainly; the Node `server-everything` (`echo`) and the Python
@@ -76,9 +76,9 @@ const SERVER: &str = "srv";
 struct Plan {
     /// Rounds: fresh connections, then one block of calls per way.
     rounds: usize,
-    /// Fewest untimed calls on each fresh connection before its block (a fifth of the
-    /// block otherwise).
-    warmup_min: usize,
+    /// Untimed calls on each fresh connection before its block, per timed call: enough
+    /// for a JIT (Node's V8) to settle before the clock starts.
+    warmup_per_call: f64,
     /// Scales each case's block size (1.0 in a real run).
     block_scale: f64,
     /// Samples per micro-benchmark.
@@ -95,14 +95,14 @@ impl Plan {
                 .unwrap_or(24);
             Self {
                 rounds,
-                warmup_min: 20,
+                warmup_per_call: 1.0,
                 block_scale: 1.0,
                 micro_samples: 30,
             }
         } else {
             Self {
                 rounds: 2,
-                warmup_min: 1,
+                warmup_per_call: 0.5,
                 block_scale: 0.02,
                 micro_samples: 2,
             }
@@ -141,8 +141,9 @@ fn main() {
 
     println!("## Call path: Warden `Host::call` against a direct rmcp client\n");
     println!(
-        "{} rounds; each opens a fresh connection per way (not timed), warms it up, then \
-         times one block of sequential calls per way, in ABCD order, DCBA the next round\n",
+        "{} rounds; each opens a fresh connection per way (not timed), warms it up with as \
+         many calls as it will time, then times one block of sequential calls per way, in \
+         ABCD order, DCBA the next round\n",
         plan.rounds
     );
     println!(
@@ -315,7 +316,9 @@ enum Way {
 }
 
 const WAYS: [Way; 4] = [Way::Host, Way::Connection, Way::Transport, Way::Direct];
+/// Warden's whole path, in `WAYS`: connected first, since the others follow its era.
 const HOST: usize = 0;
+/// The baseline, in `WAYS`.
 const DIRECT: usize = 3;
 
 impl Way {
@@ -328,13 +331,30 @@ impl Way {
         }
     }
 
-    async fn connect(self, case: &Case, era: Era) -> Client {
+    async fn connect(self, case: &Case, settled: &Settled) -> Client {
         match self {
             Way::Host => connect_host(case).await.0,
             Way::Connection => connect_connection(case).await,
-            Way::Transport => connect_sdk(case, era, true).await,
-            Way::Direct => connect_sdk(case, era, false).await,
+            Way::Transport => connect_sdk(case, settled, true).await,
+            Way::Direct => connect_sdk(case, settled, false).await,
         }
+    }
+}
+
+/// What Warden and the server settled on; the bare clients must match it.
+#[derive(Debug, Clone, PartialEq)]
+struct Settled {
+    era: Era,
+    protocol: String,
+}
+
+impl std::fmt::Display for Settled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let era = match self.era {
+            Era::Legacy => "legacy",
+            Era::Modern => "modern",
+        };
+        write!(f, "{era} ({})", self.protocol)
     }
 }
 
@@ -421,25 +441,29 @@ fn spec(case: &Case) -> ServerSpec {
             format: Format::WardenToml,
             path: PathBuf::from("call_overhead.rs"),
         },
+        sandbox: Default::default(),
     }
 }
 
-/// Connects through `Host::connect`, and tells which era Warden settled on.
-async fn connect_host(case: &Case) -> (Client, Era) {
+/// Connects through `Host::connect`, and tells what Warden settled on.
+async fn connect_host(case: &Case) -> (Client, Settled) {
     let host = Host::connect(
         vec![spec(case)],
         &DirectLauncher::from_env(),
         &ConnectOptions::default(),
     )
     .await;
-    let era = match &host.servers()[0].status {
-        ServerStatus::Connected { info } => info.era,
+    let settled = match &host.servers()[0].status {
+        ServerStatus::Connected { info } => Settled {
+            era: info.era,
+            protocol: info.protocol_version.clone(),
+        },
         ServerStatus::Failed { reason, .. } => {
             panic!("Warden could not connect to {}: {reason}", case.label)
         }
     };
     let target = format!("{SERVER}/{}", case.tool);
-    (Client::Host { host, target }, era)
+    (Client::Host { host, target }, settled)
 }
 
 async fn connect_connection(case: &Case) -> Client {
@@ -456,8 +480,9 @@ async fn connect_connection(case: &Case) -> Client {
     }
 }
 
-/// A bare rmcp client in `era`, on warden-mcp's transport or on rmcp's own.
-async fn connect_sdk(case: &Case, era: Era, warden_transport: bool) -> Client {
+/// A bare rmcp client in Warden's era and protocol revision, on warden-mcp's transport or
+/// on rmcp's own.
+async fn connect_sdk(case: &Case, settled: &Settled, warden_transport: bool) -> Client {
     let mut child = tokio::process::Command::new(&case.command)
         .args(&case.args)
         .stdin(Stdio::piped())
@@ -468,7 +493,7 @@ async fn connect_sdk(case: &Case, era: Era, warden_transport: bool) -> Client {
         .expect("the server starts");
     let stdin = child.stdin.take().expect("piped stdin");
     let stdout = child.stdout.take().expect("piped stdout");
-    let lifecycle = match era {
+    let lifecycle = match settled.era {
         Era::Legacy => ClientLifecycleMode::Initialize,
         Era::Modern => ClientLifecycleMode::Discover {
             preferred_versions: vec![ProtocolVersion::V_2026_07_28],
@@ -481,8 +506,18 @@ async fn connect_sdk(case: &Case, era: Era, warden_transport: bool) -> Client {
     } else {
         ().serve_with_lifecycle((stdout, stdin), lifecycle).await
     };
+    let running = running.expect("the rmcp client connects");
+    let protocol = running
+        .peer()
+        .peer_info()
+        .map(|info| info.protocol_version.to_string());
+    assert_eq!(
+        protocol.as_deref(),
+        Some(settled.protocol.as_str()),
+        "the bare client must speak the revision Warden settled on"
+    );
     Client::Sdk {
-        running: running.expect("the rmcp client connects"),
+        running,
         tool: case.tool.to_owned(),
         _child: child,
     }
@@ -490,7 +525,7 @@ async fn connect_sdk(case: &Case, era: Era, warden_transport: bool) -> Client {
 
 /// What one case measured.
 struct Measured {
-    era: Era,
+    settled: Settled,
     /// Every timed call, per way.
     samples: Vec<Vec<Duration>>,
     /// Per round and way: the block median over the direct client's.
@@ -501,16 +536,17 @@ struct Measured {
 /// connections up, then times one block of sequential calls per way.
 async fn measure_case(case: &Case, plan: Plan) -> Measured {
     let block = ((case.block as f64 * plan.block_scale).ceil() as usize).max(1);
-    let warmup = (block / 5).max(plan.warmup_min);
-    let mut era = Era::Legacy;
+    let warmup = (block as f64 * plan.warmup_per_call).ceil() as usize;
+    let mut settled = None;
     let mut samples = vec![Vec::with_capacity(plan.rounds * block); WAYS.len()];
     let mut round_ratios = vec![Vec::with_capacity(plan.rounds); WAYS.len()];
     for round in 0..plan.rounds {
-        // Warden first: the bare clients speak the era it settled on.
-        let (host, host_era) = connect_host(case).await;
-        era = host_era;
+        // Warden first (`HOST` is 0): the bare clients speak what it settled on.
+        let (host, host_settled) = connect_host(case).await;
         let mut clients = vec![host];
-        clients.extend(join_all(WAYS[1..].iter().map(|way| way.connect(case, era))).await);
+        clients
+            .extend(join_all(WAYS[1..].iter().map(|way| way.connect(case, &host_settled))).await);
+        settled = Some(host_settled);
         for client in &clients {
             for _ in 0..warmup {
                 client.timed_call(&case.arguments).await;
@@ -541,7 +577,7 @@ async fn measure_case(case: &Case, plan: Plan) -> Measured {
         }
     }
     Measured {
-        era,
+        settled: settled.expect("at least one round"),
         samples,
         round_ratios,
     }
@@ -550,7 +586,7 @@ async fn measure_case(case: &Case, plan: Plan) -> Measured {
 /// Runs one case, prints its row of the main table, and returns its row of the breakdown.
 async fn compare(case: &Case, plan: Plan) -> String {
     let Measured {
-        era,
+        settled,
         mut samples,
         mut round_ratios,
     } = measure_case(case, plan).await;
@@ -558,14 +594,10 @@ async fn compare(case: &Case, plan: Plan) -> String {
     for ratios in &mut round_ratios {
         ratios.sort_by(f64::total_cmp);
     }
-    let era = match era {
-        Era::Legacy => "legacy",
-        Era::Modern => "modern",
-    };
     let (w, d) = (&summaries[HOST], &summaries[DIRECT]);
     let ratios = &round_ratios[HOST];
     println!(
-        "| {} | {era} | {} | {:.1} | {:.1} | {:.3} | {:+.1} | {:.0} / {:.0} | {:.0} / {:.0} | {:.3} [{:.3}–{:.3}] |",
+        "| {} | {settled} | {} | {:.1} | {:.1} | {:.3} | {:+.1} | {:.0} / {:.0} | {:.0} / {:.0} | {:.3} [{:.3}–{:.3}] |",
         case.label,
         samples[HOST].len(),
         micros(w.median),

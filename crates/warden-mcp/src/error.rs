@@ -46,6 +46,36 @@ pub enum LaunchError {
         #[source]
         source: std::io::Error,
     },
+    /// The server could not be confined: its sandbox could not be prepared or set up (a
+    /// granted path is missing, the kernel lacks a feature, the scratch directory could not
+    /// be made), or the confined program failed to start.
+    #[error("could not start `{}` confined: {source}", program.display())]
+    Confinement {
+        /// The resolved program.
+        program: PathBuf,
+        /// What the sandbox reported.
+        #[source]
+        source: warden_sandbox::SandboxError,
+    },
+    /// Warden runs as root, so the confined server runs as uid 65534, and a path the
+    /// server needs lies under a directory that uid cannot enter (the sandbox binds granted
+    /// paths with the server's uid).
+    #[error(
+        "could not start `{}` confined: it needs {}, but {} (mode {mode:o}) is not searchable \
+         by uid 65534, the uid confined servers run as when Warden runs as root; install the \
+         server elsewhere, open that directory (chmod o+x), or set `confine = false`",
+        program.display(), path.display(), dir.display()
+    )]
+    Unreachable {
+        /// The resolved program.
+        program: PathBuf,
+        /// The granted path.
+        path: PathBuf,
+        /// The ancestor that cannot be entered.
+        dir: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// The launcher does not handle this kind of server.
     #[error("{0}")]
     Unsupported(String),

@@ -1,9 +1,10 @@
 //! The launcher seam: the one place in Warden that creates server processes.
 //!
 //! Connection code describes what to run ([`LaunchRequest`]) and a [`Launcher`] decides how:
-//! [`DirectLauncher`] starts the program as it is, a confining launcher (a later crate) wraps
-//! it in namespaces and filters. Either way the caller gets back the child's three pipes and
-//! a [`ProcessGroup`], which is the only handle that can stop it.
+//! [`DirectLauncher`] starts the program as it is, [`crate::ConfinedLauncher`] (what the binary
+//! uses) wraps it in `warden-sandbox` unless the request says `confine = false`. Either way
+//! the caller gets back the child's three pipes and a [`ProcessGroup`], which is the only
+//! handle that can stop it.
 //!
 //! Rules every launcher keeps:
 //! - never a shell: the program and its arguments go to `execve` as they are;
@@ -38,6 +39,8 @@ pub struct LaunchRequest {
     pub env: BTreeMap<String, String>,
     /// Working directory; `None` keeps Warden's.
     pub cwd: Option<PathBuf>,
+    /// How to confine it (launchers that do not confine ignore this).
+    pub sandbox: warden_config::SandboxSpec,
 }
 
 /// A started server: its pipes and the handle that stops it.
@@ -248,6 +251,9 @@ pub struct ProcessGroup {
     child: Child,
     pgid: i32,
     stopped: bool,
+    /// Something that must live exactly as long as the process (a confined server's scratch
+    /// directory); dropped after the group has been stopped or killed.
+    guard: Option<Box<dyn std::fmt::Debug + Send + Sync>>,
 }
 
 impl ProcessGroup {
@@ -262,7 +268,15 @@ impl ProcessGroup {
             child,
             pgid,
             stopped: false,
+            guard: None,
         }
+    }
+
+    /// Keeps `guard` alive until the group is stopped or dropped (e.g. the scratch directory
+    /// a confined server works in, which is removed when the guard drops).
+    pub fn keep_alive(mut self, guard: impl std::fmt::Debug + Send + Sync + 'static) -> Self {
+        self.guard = Some(Box::new(guard));
+        self
     }
 
     /// The leader's process id (also the group id).
@@ -313,6 +327,7 @@ impl ProcessGroup {
         }
         self.stopped = true;
         unregister(self.pgid);
+        self.guard = None;
         StopReport {
             status: status.unwrap_or_else(|| "did not exit after SIGKILL".to_owned()),
             signals,
@@ -415,6 +430,7 @@ mod tests {
             args: vec!["600".into()],
             env: BTreeMap::new(),
             cwd: None,
+            sandbox: warden_config::SandboxSpec::default(),
         }
     }
 

@@ -15,6 +15,7 @@
 //! in Warden's types ([`ToolDef`], [`CallOutcome`], [`ServerInfo`]) so an SDK upgrade, or a
 //! second transport, touches this crate alone.
 
+pub mod confined;
 pub mod connection;
 pub mod error;
 pub mod launcher;
@@ -24,6 +25,7 @@ mod rmcp_client;
 pub mod stderr_log;
 pub mod stdio;
 
+pub use confined::ConfinedLauncher;
 pub use connection::{CallOutcome, ConnectOptions, Connection, Era, ServerInfo, ToolDef, connect};
 pub use error::{CallError, ConnectError, ConnectFailure, LaunchError};
 pub use launcher::{DirectLauncher, LaunchRequest, Launched, Launcher, ProcessGroup};

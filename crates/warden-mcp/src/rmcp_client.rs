@@ -165,6 +165,7 @@ pub(crate) async fn connect(
         args: args.clone(),
         env: env.clone(),
         cwd: cwd.clone(),
+        sandbox: spec.sandbox.clone(),
     };
     let launched = launcher.launch(&request).map_err(|error| ConnectFailure {
         error: error.into(),

@@ -24,6 +24,7 @@ async fn the_panic_path_kills_every_live_group() {
         args: vec!["600".into()],
         env: BTreeMap::new(),
         cwd: None,
+        sandbox: Default::default(),
     };
     let launcher = DirectLauncher::from_env();
     let first = launcher.launch(&request).unwrap();

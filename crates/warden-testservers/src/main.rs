@@ -21,7 +21,8 @@
 //! `slow-start`, `hang-on-call`, `crash-mid-call`, `exit-at-start`, `grandchild`, `roots`,
 //! `bad-json-lines` (see [`modes::Mode`]). The environment variables `WARDEN_TEST_CALL_LOG`,
 //! `WARDEN_TEST_CANCEL_LOG` and `WARDEN_TEST_PID_FILE` name files where the server records
-//! what reached it (see [`records`]).
+//! what reached it, and `WARDEN_TEST_PROBE_*` make it try, at start, what a confined server
+//! must not be able to do (see [`records`]).
 //!
 //! Dependencies are kept to `serde_json` and `libc` on purpose: the server must be quick to
 //! build and obviously independent of the MCP SDK that Warden itself uses.
@@ -45,6 +46,9 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Err(e) = records::probe() {
+        session::diagnose(&format!("warden-testserver: probe: {e}"));
+    }
     match session::run(&config) {
         Ok(status) => ExitCode::from(status),
         Err(e) => {

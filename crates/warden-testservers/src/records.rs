@@ -43,3 +43,44 @@ pub(crate) fn record_pids(pids: &[u32]) -> io::Result<()> {
     let text: Vec<String> = pids.iter().map(u32::to_string).collect();
     append(PID_FILE_ENV, text.join("\n").as_bytes())
 }
+
+/// With `WARDEN_TEST_PROBE_OUT` set, the server tries at start what a confined server must
+/// not be able to do, and appends one line per attempt to that file (the test reads it from
+/// outside):
+///
+/// - `read: ok <contents>` / `read: denied <error>` for the file `WARDEN_TEST_PROBE_READ`;
+/// - `env: set <value>` / `env: unset` for the variable named by `WARDEN_TEST_PROBE_ENV`;
+/// - `connect: ok` / `connect: denied <error>` for the TCP address `WARDEN_TEST_PROBE_CONNECT`.
+pub(crate) fn probe() -> io::Result<()> {
+    const OUT: &str = "WARDEN_TEST_PROBE_OUT";
+    if std::env::var_os(OUT).is_none() {
+        return Ok(());
+    }
+    if let Some(path) = std::env::var_os("WARDEN_TEST_PROBE_READ") {
+        let line = match std::fs::read_to_string(&path) {
+            Ok(text) => format!("read: ok {}", text.trim()),
+            Err(e) => format!("read: denied {e}"),
+        };
+        append(OUT, line.as_bytes())?;
+    }
+    if let Ok(name) = std::env::var("WARDEN_TEST_PROBE_ENV") {
+        let line = match std::env::var(&name) {
+            Ok(value) => format!("env: set {value}"),
+            Err(_) => "env: unset".to_owned(),
+        };
+        append(OUT, line.as_bytes())?;
+    }
+    if let Ok(address) = std::env::var("WARDEN_TEST_PROBE_CONNECT") {
+        let timeout = std::time::Duration::from_secs(2);
+        let line = match address
+            .parse()
+            .map_err(io::Error::other)
+            .and_then(|addr| std::net::TcpStream::connect_timeout(&addr, timeout))
+        {
+            Ok(_) => "connect: ok".to_owned(),
+            Err(e) => format!("connect: denied {e}"),
+        };
+        append(OUT, line.as_bytes())?;
+    }
+    Ok(())
+}

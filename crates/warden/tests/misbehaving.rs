@@ -23,13 +23,19 @@ fn testserver(name: &str, args: &[&str], extra: &str) -> String {
     server_toml(name, &testserver_bin(), args, extra)
 }
 
-/// `env = { VAR = "path", ... }` for a server table.
+/// `env = { VAR = "path", ... }` for a server table, and the write grant the confined
+/// server needs for those files' directories.
 fn env_line(vars: &[(&str, &Path)]) -> String {
     let items: Vec<String> = vars
         .iter()
         .map(|(name, path)| format!("{name} = {:?}", path.display().to_string()))
         .collect();
-    format!("env = {{ {} }}", items.join(", "))
+    let dirs: Vec<&Path> = vars.iter().filter_map(|(_, path)| path.parent()).collect();
+    format!(
+        "env = {{ {} }}\n{}",
+        items.join(", "),
+        support::write_grant(&dirs)
+    )
 }
 
 /// Everything about a run, for assertion messages.
@@ -94,16 +100,6 @@ fn stderr_tail(listing: &Value, name: &str) -> Vec<String> {
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
-}
-
-/// Whether `pid` is a live process (a zombie is dead, just not yet reaped).
-fn alive(pid: &str) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !stat
-            .rsplit_once(") ")
-            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
-        Err(_) => false,
-    }
 }
 
 /// Polls `condition` every 20 ms until it holds or `limit` passes.
@@ -530,13 +526,17 @@ fn grandchild_is_stopped_after(args: &[&str], expected_stdout: &str) {
     let recorded: Vec<&str> = recorded.split_whitespace().collect();
     assert_eq!(recorded.len(), 2, "pid file: {recorded:?}");
     // Both got SIGKILL before warden returned; on a loaded machine the kernel may take a
-    // moment to tear a killed process down, hence the short grace.
-    for pid in &recorded {
-        assert!(
-            wait_until(Duration::from_millis(500), || !alive(pid)),
-            "process {pid} outlived warden"
-        );
-    }
+    // moment to tear a killed process down, hence the short grace. The recorded pids are
+    // the server's own view, inside its pid namespace when confined; from outside, both are
+    // found by the test's tag, which the server got through its `env` and the grandchild
+    // inherited.
+    assert!(
+        wait_until(Duration::from_millis(500), || scratch
+            .leftovers()
+            .is_empty()),
+        "processes outlived warden: {:?} (recorded inside: {recorded:?})",
+        scratch.leftovers()
+    );
     // Close stdin, 2 s, SIGTERM (ignored), 2 s, SIGKILL to the group.
     assert!(
         elapsed >= Duration::from_secs(4) && elapsed < Duration::from_secs(5),

@@ -34,9 +34,11 @@ fn six_peers(scratch: &Scratch) -> String {
         .status()
         .unwrap();
     assert!(init.success());
-    let memory_file = scratch.path().join("memory.jsonl");
+    // server-memory writes its file: it needs a directory it may write in.
+    let memory_dir = support::server_writable_dir(&scratch.path().join("memory"));
+    let memory_file = memory_dir.join("memory.jsonl");
     let venv = peers.join("venv/bin");
-    let py_server = support::repo_root().join("tests/peers/py_sdk_server.py");
+    let py_server = peers.join("py_sdk_server.py");
     [
         server_toml(
             "everything",
@@ -48,15 +50,16 @@ fn six_peers(scratch: &Scratch) -> String {
             "filesystem",
             "node".as_ref(),
             &[&node_server("server-filesystem"), files.to_str().unwrap()],
-            "",
+            &format!("sandbox = {{ read = [{:?}] }}", files.display().to_string()),
         ),
         server_toml(
             "memory",
             "node".as_ref(),
             &[&node_server("server-memory")],
             &format!(
-                "env = {{ MEMORY_FILE_PATH = {:?} }}",
-                memory_file.display().to_string()
+                "env = {{ MEMORY_FILE_PATH = {:?} }}\n{}",
+                memory_file.display().to_string(),
+                support::write_grant(&[&memory_dir])
             ),
         ),
         server_toml(
@@ -69,7 +72,7 @@ fn six_peers(scratch: &Scratch) -> String {
             "git",
             &venv.join("mcp-server-git"),
             &["--repository", repo.to_str().unwrap()],
-            "",
+            &support::write_grant(&[&repo]),
         ),
         server_toml(
             "pysdk",
@@ -122,6 +125,7 @@ fn all_six_peers_connect_in_their_own_era_with_valid_qualified_names() {
     for (name, era, version, a_tool) in expected {
         let server = &servers[name];
         assert_eq!(server["state"], "connected", "{name}: {server}");
+        assert_eq!(server["confined"], true, "{name} must run confined");
         assert_eq!(server["era"], era, "{name}");
         assert_eq!(server["protocol_version"], version, "{name}");
         assert!(

@@ -19,12 +19,15 @@ use support::{Scratch, json, server_toml, stderr, stdout, testserver_bin};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
-/// The `good` server (or `modern`, with `mode`), logging calls to `calls`; `extra` lines go
-/// after the server table (a `[policy]` section).
+/// The `good` server (or `modern`, with `mode`), logging calls to `calls` (with the write
+/// grant the confined server needs for that folder: the server table is five lines, which
+/// the positions asserted below count on); `extra` lines go after the server table (a
+/// `[policy]` section).
 fn config_text(mode: &str, calls: &Path, extra: &str) -> String {
     let env = format!(
-        "env = {{ WARDEN_TEST_CALL_LOG = {:?} }}",
-        calls.display().to_string()
+        "env = {{ WARDEN_TEST_CALL_LOG = {:?} }}\n{}",
+        calls.display().to_string(),
+        support::write_grant(&[calls.parent().unwrap()])
     );
     format!(
         "{}{extra}",
@@ -232,7 +235,7 @@ fn a_deny_rule_refuses_even_with_yes_and_names_the_rule() {
         format!(
             "warden: `good__echo` is denied by policy (nothing was sent):\n  \
              - policy.rules[2] (good__echo, good__fail) denies\n    \
-             (written at {config}:15:1)\n"
+             (written at {config}:16:1)\n"
         )
     );
     // Argument constraints: 13 is refused, whatever `--yes` says; 12 is only asked about.
@@ -247,7 +250,7 @@ fn a_deny_rule_refuses_even_with_yes_and_names_the_rule() {
         format!(
             "warden: `good__add` is denied by policy (nothing was sent):\n  \
              - policy.rules[1] (good__add) denies: unlucky\n    \
-             (written at {config}:9:1)\n"
+             (written at {config}:10:1)\n"
         )
     );
     assert_eq!(calls_received(&calls), 0, "the server saw a denied call");
@@ -305,7 +308,7 @@ fn a_hidden_tool_is_neither_listed_nor_callable() {
             stderr(&output),
             format!(
                 "warden: no tool `{target}`: it is hidden by policy.rules[0] (good__f*): \
-                 not for me, written at {config}:5:1\n"
+                 not for me, written at {config}:6:1\n"
             )
         );
     }
@@ -327,12 +330,12 @@ fn a_project_file_cannot_loosen_the_policy() {
     for (extra, position, what) in [
         (
             "[[policy.rules]]\ntools = \"good__*\"\neffect = \"allow\"\n",
-            "5:1",
+            "6:1",
             "policy.rules[0] is an allow rule",
         ),
         (
             "[policy.servers.good]\ntrust = \"trusted\"\nread_only = true\n",
-            "5:17",
+            "6:17",
             "`[policy.servers.good]` sets trust, labels or declared hints",
         ),
     ] {
@@ -375,7 +378,7 @@ fn a_project_deny_rule_applies() {
         format!(
             "warden: `good__add` is denied by policy (nothing was sent):\n  \
              - policy.rules[0] (good__add) denies: from the repo\n    \
-             (written at {path}:5:1)\n"
+             (written at {path}:6:1)\n"
         )
     );
     assert_eq!(calls_received(&calls), 0);
@@ -410,7 +413,7 @@ fn trust_from_the_user_file_does_not_pass_to_a_server_the_project_defines() {
     let err = stderr(&output);
     assert!(
         err.starts_with(&format!(
-            "warden: warning: the policy settings for server `good` at {}:5:17 are not \
+            "warden: warning: the policy settings for server `good` at {}:6:17 are not \
              applied: server `good` is defined by the project file {}",
             user_file.display(),
             project.display()

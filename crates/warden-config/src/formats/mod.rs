@@ -21,7 +21,8 @@ use crate::expand::{ExpandError, Expander};
 use crate::name::validate_server_name;
 use crate::policy::FilePolicy;
 use crate::spec::{
-    DEFAULT_MAX_MESSAGE_BYTES, EraPreference, Format, Origin, ServerSpec, Timeouts, TransportSpec,
+    DEFAULT_MAX_MESSAGE_BYTES, EraPreference, Format, NetworkSpec, Origin, SandboxSpec, ServerSpec,
+    Timeouts, TransportSpec,
 };
 
 /// What one file says: its servers and, for Warden's own format, its `[policy]`.
@@ -136,6 +137,18 @@ pub(crate) struct Draft {
     pub timeouts: Option<Timeouts>,
     pub era: Option<EraPreference>,
     pub max_message_bytes: Option<usize>,
+    /// Confinement (Warden TOML only); `None` is the default profile.
+    pub sandbox: Option<SandboxDraft>,
+}
+
+/// `confine` and `[servers.NAME.sandbox]` as written (Warden TOML only).
+#[derive(Debug, Default)]
+pub(crate) struct SandboxDraft {
+    pub confine: Option<bool>,
+    pub read: Vec<String>,
+    pub write: Vec<String>,
+    pub network: Option<NetworkSpec>,
+    pub env: Vec<String>,
 }
 
 /// What [`Draft::build`] needs to know about the file the draft came from.
@@ -200,7 +213,12 @@ impl Context<'_> {
     }
 
     /// `value` as a path, joined to `base` when relative.
-    fn resolve(&self, draft: &Draft, base: &Path, value: &str) -> Result<String, ConfigError> {
+    pub(crate) fn resolve(
+        &self,
+        draft: &Draft,
+        base: &Path,
+        value: &str,
+    ) -> Result<String, ConfigError> {
         let path = Path::new(value);
         if path.is_absolute() {
             return Ok(value.to_owned());
@@ -228,8 +246,17 @@ impl Draft {
         })?;
         let transport = match self.kind(cx)? {
             Kind::Stdio => self.stdio(cx)?,
-            Kind::Http => self.http(cx)?,
+            Kind::Http => {
+                if self.sandbox.is_some() {
+                    return Err(cx.invalid(
+                        &self,
+                        "`confine` and `sandbox` only apply to local (`command`) servers",
+                    ));
+                }
+                self.http(cx)?
+            }
         };
+        let sandbox = self.sandbox(cx)?;
         Ok(ServerSpec {
             name: self.name,
             transport,
@@ -237,6 +264,55 @@ impl Draft {
             era: self.era.unwrap_or_default(),
             max_message_bytes: self.max_message_bytes.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
             origin: cx.origin.clone(),
+            sandbox,
+        })
+    }
+
+    /// Resolves the sandbox settings: variables expanded, `~` refused, relative paths joined
+    /// to the configuration file's directory, variable names checked.
+    fn sandbox(&self, cx: &Context<'_>) -> Result<SandboxSpec, ConfigError> {
+        let Some(draft) = &self.sandbox else {
+            return Ok(SandboxSpec::default());
+        };
+        let paths = |key: &str, values: &[String]| -> Result<Vec<PathBuf>, ConfigError> {
+            values
+                .iter()
+                .map(|value| {
+                    let value = cx.expand(self, value)?;
+                    if value.is_empty() {
+                        return Err(cx.invalid(self, format!("an empty path in `sandbox.{key}`")));
+                    }
+                    if value.starts_with('~') {
+                        return Err(cx.invalid(
+                            self,
+                            format!(
+                                "`sandbox.{key}` path {value:?}: `~` is not expanded; \
+                                 write an absolute path or ${{HOME}}/..."
+                            ),
+                        ));
+                    }
+                    Ok(PathBuf::from(cx.resolve(self, cx.base_dir, &value)?))
+                })
+                .collect()
+        };
+        let read = paths("read", &draft.read)?;
+        let write = paths("write", &draft.write)?;
+        if let Some(bad) = draft
+            .env
+            .iter()
+            .find(|name| name.is_empty() || name.contains(['=', '\0']))
+        {
+            return Err(cx.invalid(
+                self,
+                format!("`sandbox.env`: {bad:?} is not a valid environment variable name"),
+            ));
+        }
+        Ok(SandboxSpec {
+            confine: draft.confine.unwrap_or(true),
+            read,
+            write,
+            network: draft.network.unwrap_or_default(),
+            env: draft.env.clone(),
         })
     }
 

@@ -9,14 +9,14 @@ use serde::Deserialize;
 use toml::Spanned;
 use warden_policy::{RuleConfig, ServerPolicy};
 
-use super::{Context, Draft, Entries, Parsed, build_all, directory_of};
+use super::{Context, Draft, Entries, Parsed, SandboxDraft, build_all, directory_of};
 use crate::Environment;
 use crate::duration::TimeoutValue;
 use crate::error::{ConfigError, LineCol};
 use crate::expand::Expander;
 use crate::name::validate_server_name;
 use crate::policy::FilePolicy;
-use crate::spec::{EraPreference, Origin, Timeouts};
+use crate::spec::{EraPreference, NetworkSpec, Origin, Timeouts};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a Warden configuration table")]
@@ -52,6 +52,24 @@ struct WardenServer {
     era: Option<EraPreference>,
     max_message_bytes: Option<NonZeroUsize>,
     timeout: Option<WardenTimeouts>,
+    confine: Option<bool>,
+    sandbox: Option<WardenSandbox>,
+}
+
+/// `[servers.NAME.sandbox]`.
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table with `read`, `write`, `network` and/or `env`"
+)]
+struct WardenSandbox {
+    #[serde(default)]
+    read: Vec<String>,
+    #[serde(default)]
+    write: Vec<String>,
+    network: Option<NetworkSpec>,
+    #[serde(default)]
+    env: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -90,6 +108,24 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
                 connect: t.connect.map_or(defaults.connect, |v| v.0),
                 call: t.call.map_or(defaults.call, |v| v.0),
             });
+            let sandbox = match (server.confine, server.sandbox) {
+                (None, None) => None,
+                (confine, table) => {
+                    let table = table.unwrap_or(WardenSandbox {
+                        read: Vec::new(),
+                        write: Vec::new(),
+                        network: None,
+                        env: Vec::new(),
+                    });
+                    Some(SandboxDraft {
+                        confine,
+                        read: table.read,
+                        write: table.write,
+                        network: table.network,
+                        env: table.env,
+                    })
+                }
+            };
             Draft {
                 name: name.into_inner(),
                 at,
@@ -102,6 +138,7 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
                 timeouts,
                 era: server.era,
                 max_message_bytes: server.max_message_bytes.map(NonZeroUsize::get),
+                sandbox,
                 ..Draft::default()
             }
         })

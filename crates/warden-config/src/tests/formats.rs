@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::{Fixture, map, strings};
 use crate::{
-    ConfigError, EraPreference, Format, LineCol, Origin, Scope, ServerSpec, Timeouts,
-    TransportSpec, load_file,
+    ConfigError, EraPreference, Format, LineCol, NetworkSpec, Origin, SandboxSpec, Scope,
+    ServerSpec, Timeouts, TransportSpec, load_file,
 };
 
 fn load_one(fx: &Fixture, name: &str, text: &str) -> Result<Vec<ServerSpec>, ConfigError> {
@@ -61,6 +61,7 @@ headers = { Authorization = "Bearer ${API_TOKEN}" }
                 era: EraPreference::Auto,
                 max_message_bytes: crate::DEFAULT_MAX_MESSAGE_BYTES,
                 origin: origin.clone(),
+                sandbox: SandboxSpec::default(),
             },
             ServerSpec {
                 name: "time".into(),
@@ -77,9 +78,98 @@ headers = { Authorization = "Bearer ${API_TOKEN}" }
                 era: EraPreference::Legacy,
                 max_message_bytes: 1_048_576,
                 origin,
+                sandbox: SandboxSpec::default(),
             },
         ]
     );
+}
+
+#[test]
+fn warden_toml_sandbox_table_resolves_paths_against_the_file() {
+    let fx = Fixture::new();
+    let text = r#"
+[servers.fs]
+command = "server"
+[servers.fs.sandbox]
+read = ["docs", "/srv/data"]
+write = ["${REGION}/out"]
+network = "host"
+env = ["GITHUB_TOKEN"]
+
+[servers.loose]
+command = "server"
+confine = false
+
+[servers.plain]
+command = "server"
+"#;
+    let servers = load_one(&fx, "warden.toml", text).unwrap();
+    let by_name = |name: &str| servers.iter().find(|s| s.name == name).unwrap();
+    let project = fx.project();
+    assert_eq!(
+        by_name("fs").sandbox,
+        SandboxSpec {
+            confine: true,
+            read: vec![project.join("docs"), PathBuf::from("/srv/data")],
+            write: vec![project.join("eu/out")],
+            network: NetworkSpec::Host,
+            env: strings(&["GITHUB_TOKEN"]),
+        }
+    );
+    assert!(!by_name("loose").sandbox.confine);
+    assert_eq!(by_name("loose").sandbox.read, Vec::<PathBuf>::new());
+    assert_eq!(by_name("plain").sandbox, SandboxSpec::default());
+    assert!(
+        SandboxSpec::default().confine,
+        "confined unless said otherwise"
+    );
+}
+
+#[test]
+fn warden_toml_sandbox_refuses_tilde_unknown_keys_and_remote_servers() {
+    let fx = Fixture::new();
+    let (_, err) = load_err(
+        &fx,
+        "warden.toml",
+        "[servers.a]\ncommand = \"a\"\nsandbox = { read = [\"~/.config\"] }\n",
+    );
+    assert!(err.to_string().contains("`~` is not expanded"), "{err}");
+    let (_, err) = load_err(
+        &fx,
+        "warden.toml",
+        "[servers.a]\ncommand = \"a\"\nsandbox = { exec = [\"/opt\"] }\n",
+    );
+    assert!(err.to_string().contains("exec"), "{err}");
+    let (_, err) = load_err(
+        &fx,
+        "warden.toml",
+        "[servers.a]\ncommand = \"a\"\nsandbox = { network = \"lan\" }\n",
+    );
+    assert!(err.to_string().contains("lan"), "{err}");
+    let (_, err) = load_err(
+        &fx,
+        "warden.toml",
+        "[servers.a]\nurl = \"https://example.com/mcp\"\nconfine = false\n",
+    );
+    assert!(err.to_string().contains("only apply to local"), "{err}");
+    let (_, err) = load_err(
+        &fx,
+        "warden.toml",
+        "[servers.a]\ncommand = \"a\"\nsandbox = { env = [\"A=B\"] }\n",
+    );
+    assert!(err.to_string().contains("A=B"), "{err}");
+}
+
+#[test]
+fn other_formats_get_the_default_sandbox() {
+    let fx = Fixture::new();
+    let servers = load_one(
+        &fx,
+        ".mcp.json",
+        r#"{"mcpServers": {"a": {"command": "a"}}}"#,
+    )
+    .unwrap();
+    assert_eq!(servers[0].sandbox, SandboxSpec::default());
 }
 
 #[test]

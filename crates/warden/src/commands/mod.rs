@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use warden_config::{Environment, ResolvedConfig, ResolvedPolicy};
 use warden_host::Host;
-use warden_mcp::{ConnectOptions, DirectLauncher};
+use warden_mcp::{ConfinedLauncher, ConnectOptions};
 use warden_policy::{Policy, PolicyError, Reason, ReasonKind};
 
 use crate::cli::GlobalArgs;
@@ -72,6 +72,20 @@ pub fn log_dir(env: &Environment) -> PathBuf {
     env.state_home.join("warden").join("logs")
 }
 
+/// Where confined servers get their private scratch directories.
+///
+/// Running as root, servers run as an unprivileged uid that cannot enter root's home
+/// (mode 700), so the scratch directories go to `/var/tmp/warden-scratch` instead; each one
+/// is created with a random name, mode 700, owned by the sandbox's uid, and removed at exit.
+pub fn scratch_dir(env: &Environment) -> PathBuf {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        PathBuf::from("/var/tmp/warden-scratch")
+    } else {
+        env.state_home.join("warden").join("scratch")
+    }
+}
+
 /// Connects to `specs` under `policy`, giving up (and stopping every server) if the user
 /// interrupts.
 pub async fn connect(
@@ -80,7 +94,9 @@ pub async fn connect(
     env: &Environment,
 ) -> Result<Host, Failure> {
     crate::signals::watch();
-    let launcher = DirectLauncher::from_env();
+    // Every stdio server starts confined; `confine = false` servers are started directly by
+    // the same launcher, with a warning each time.
+    let launcher = ConfinedLauncher::from_env(scratch_dir(env));
     let options = ConnectOptions {
         log_dir: Some(log_dir(env)),
         ..ConnectOptions::default()

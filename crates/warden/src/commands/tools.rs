@@ -39,6 +39,9 @@ fn listing(host: &Host) -> Value {
                 "name": name,
                 "origin": entry.spec.origin,
             });
+            if let Some(confined) = confined(&entry.spec) {
+                server["confined"] = json!(confined);
+            }
             match &entry.status {
                 ServerStatus::Connected { info } => {
                     server["state"] = json!("connected");
@@ -136,6 +139,14 @@ fn effects(tool: &CatalogueTool) -> String {
     format!("{trust:9}  {writes}, {reach}")
 }
 
+/// Whether a local server runs confined; `None` for remote servers.
+fn confined(spec: &warden_config::ServerSpec) -> Option<bool> {
+    match spec.transport {
+        warden_config::TransportSpec::Stdio { .. } => Some(spec.sandbox.confine),
+        warden_config::TransportSpec::Http { .. } => None,
+    }
+}
+
 fn text(host: &Host) -> String {
     let mut out = String::new();
     for entry in host.servers() {
@@ -152,8 +163,13 @@ fn text(host: &Host) -> String {
                     0 => String::new(),
                     n => format!(", {n} hidden by policy"),
                 };
+                let unconfined = if confined(&entry.spec) == Some(false) {
+                    ", UNCONFINED"
+                } else {
+                    ""
+                };
                 out.push_str(&format!(
-                    "{name}: connected, {} era ({}){implementation}, {} tool{}{hidden}\n",
+                    "{name}: connected, {} era ({}){implementation}, {} tool{}{hidden}{unconfined}\n",
                     render::era(info.era),
                     info.protocol_version,
                     tools.len(),

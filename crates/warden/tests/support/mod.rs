@@ -6,8 +6,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// Environment variable carrying a per-test marker. Every process Warden starts inherits
-/// it, so `/proc/*/environ` tells which processes a test left behind.
+/// Environment variable carrying a per-test marker, so `/proc/*/environ` tells which
+/// processes a test left behind. Warden gets it from the test; servers start with a scrubbed
+/// environment, so [`server_toml`] passes it on explicitly through each server's `env`
+/// table (`${WARDEN_TEST_TAG}`), and everything a server starts inherits it from there.
+/// Warden's own helper processes of a confined server (the sandbox's waiter and init, forks
+/// of Warden) carry it from Warden's environment.
 pub const TAG_VAR: &str = "WARDEN_TEST_TAG";
 
 /// The repository root.
@@ -58,6 +62,10 @@ pub struct Scratch {
 impl Scratch {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
+        // Confined servers run as uid 65534 when the tests run as root: they must be able
+        // to reach their scratch directories under `state/`, and write the record files
+        // tests put here (the folder is granted to them explicitly where needed).
+        open_to_servers(dir.path());
         let tag = format!(
             "{}-{}",
             std::process::id(),
@@ -208,12 +216,45 @@ pub fn json(output: &Output) -> serde_json::Value {
     })
 }
 
-/// TOML for a stdio server entry. `extra` lines are appended inside the table.
+/// Makes `path` (a directory) usable by a confined server: when the tests run as root,
+/// servers run as uid 65534 and can neither enter nor write a root-owned 0700 directory.
+/// Test folders only: everyone may then write there.
+pub fn open_to_servers(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
+}
+
+/// Creates `dir` for a confined server to write in (see [`open_to_servers`]).
+pub fn server_writable_dir(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    open_to_servers(dir);
+    dir.to_path_buf()
+}
+
+/// The `env` entry that hands the test's tag to a server (see [`TAG_VAR`]).
+const TAG_ENTRY: &str = "WARDEN_TEST_TAG = \"${WARDEN_TEST_TAG}\"";
+
+/// TOML for a stdio server entry. `extra` lines are appended inside the table. The test's
+/// tag is added to the server's `env` (merged into an `env = { ... }` line of `extra`).
 pub fn server_toml(name: &str, command: &Path, args: &[&str], extra: &str) -> String {
     let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+    let extra = if extra.contains("env = { ") {
+        extra.replacen("env = { ", &format!("env = {{ {TAG_ENTRY}, "), 1)
+    } else {
+        format!("env = {{ {TAG_ENTRY} }}\n{extra}")
+    };
     format!(
         "[servers.{name}]\ncommand = {:?}\nargs = [{}]\n{extra}\n",
         command.display().to_string(),
         args.join(", ")
     )
+}
+
+/// `sandbox = { write = [...] }` granting `dirs` for writing.
+pub fn write_grant(dirs: &[&Path]) -> String {
+    let dirs: Vec<String> = dirs
+        .iter()
+        .map(|d| format!("{:?}", d.display().to_string()))
+        .collect();
+    format!("sandbox = {{ write = [{}] }}", dirs.join(", "))
 }
