@@ -124,22 +124,104 @@ impl ConfinedLauncher {
     }
 }
 
-impl Launcher for ConfinedLauncher {
-    fn launch(&self, request: &LaunchRequest) -> Result<Launched, LaunchError> {
+/// What [`ConfinedLauncher::launch_substitute`] ran, and under which grants.
+#[derive(Debug)]
+pub struct Substituted {
+    /// The started substitute.
+    pub launched: Launched,
+    /// The server's own program (resolved), whose profile was applied.
+    pub server_program: PathBuf,
+    /// Whether the substitute ran confined (`false` for `confine = false`).
+    pub confined: bool,
+    /// The paths the substitute may write (the server's write grants; empty when
+    /// unconfined, where nothing is granted because nothing is withheld).
+    pub write_grants: Vec<PathBuf>,
+    /// Where the substitute ran from when the server's grants do not cover it: a copy in
+    /// the server's own private scratch directory (which every confined server may read,
+    /// write and execute in), so that no grant has to be added for it. `None` when it ran
+    /// in place.
+    pub substitute_copy: Option<PathBuf>,
+}
+
+impl ConfinedLauncher {
+    /// Starts `program` with `args` **instead of** the server `request` describes, under
+    /// exactly the confinement the server would get: the profile (grants, network,
+    /// environment, working directory) is computed from the server's own command and
+    /// arguments, then the program is swapped. When the server's grants do not already let
+    /// it read and execute `program`, a copy of `program` is placed in the server's private
+    /// scratch directory and run from there: the sandbox needs the program's directory
+    /// granted, and granting Warden's install directory would give the substitute more
+    /// reach than the server has. For `confine = false` the substitute starts directly, like
+    /// the server would.
+    ///
+    /// This is what `warden probe` uses to run its privilege probe as the server would run.
+    pub fn launch_substitute(
+        &self,
+        request: &LaunchRequest,
+        program: &Path,
+        args: &[String],
+    ) -> Result<Substituted, LaunchError> {
+        let server_program = resolve_program(&request.command, &self.search_path)?;
+        let mut swapped = request.clone();
+        swapped.command = program.to_string_lossy().into_owned();
+        swapped.args = args.to_vec();
         if !request.sandbox.confine {
-            tracing::warn!(
-                server = %request.server,
-                "starting UNCONFINED (confine = false): the server can read and do everything Warden can"
-            );
-            return self.direct.launch(request);
+            let launched = self.launch(&swapped)?;
+            return Ok(Substituted {
+                launched,
+                server_program,
+                confined: false,
+                write_grants: Vec::new(),
+                substitute_copy: None,
+            });
         }
         if let Some(cwd) = &request.cwd
             && !cwd.is_dir()
         {
             return Err(LaunchError::BadWorkingDirectory { cwd: cwd.clone() });
         }
-        let program = resolve_program(&request.command, &self.search_path)?;
-        let (profile, scratch) = self.profile(request, &program)?;
+        let mut program = resolve_program(&swapped.command, &self.search_path)?;
+        let (profile, scratch) = self.profile(request, &server_program)?;
+        let resolved = std::fs::canonicalize(&program).unwrap_or_else(|_| program.clone());
+        let covered = |grants: &[PathBuf]| {
+            grants.iter().any(|grant| {
+                let grant = std::fs::canonicalize(grant).unwrap_or_else(|_| grant.clone());
+                resolved.starts_with(grant)
+            })
+        };
+        let in_place = covered(&profile.read) && covered(&profile.exec);
+        let mut substitute_copy = None;
+        if !in_place {
+            let name = program
+                .file_name()
+                .map_or_else(|| OsString::from("substitute"), |n| n.to_os_string());
+            let copy = scratch.path().join(name);
+            std::fs::copy(&program, &copy).map_err(|source| LaunchError::Spawn {
+                program: program.clone(),
+                source,
+            })?;
+            substitute_copy = Some(copy.clone());
+            program = copy;
+        }
+        let write_grants = profile.write.clone();
+        let launched = self.spawn_confined(&swapped, program, profile, scratch)?;
+        Ok(Substituted {
+            launched,
+            server_program,
+            confined: true,
+            write_grants,
+            substitute_copy,
+        })
+    }
+
+    /// Starts `program` with the request's arguments and working directory under `profile`.
+    fn spawn_confined(
+        &self,
+        request: &LaunchRequest,
+        program: PathBuf,
+        profile: Profile,
+        scratch: Scratch,
+    ) -> Result<Launched, LaunchError> {
         check_reachable(&program, &profile)?;
         let mut command = std::process::Command::new(&program);
         command
@@ -177,6 +259,26 @@ impl Launcher for ConfinedLauncher {
             stderr,
             group: ProcessGroup::adopt(child).keep_alive(scratch),
         })
+    }
+}
+
+impl Launcher for ConfinedLauncher {
+    fn launch(&self, request: &LaunchRequest) -> Result<Launched, LaunchError> {
+        if !request.sandbox.confine {
+            tracing::warn!(
+                server = %request.server,
+                "starting UNCONFINED (confine = false): the server can read and do everything Warden can"
+            );
+            return self.direct.launch(request);
+        }
+        if let Some(cwd) = &request.cwd
+            && !cwd.is_dir()
+        {
+            return Err(LaunchError::BadWorkingDirectory { cwd: cwd.clone() });
+        }
+        let program = resolve_program(&request.command, &self.search_path)?;
+        let (profile, scratch) = self.profile(request, &program)?;
+        self.spawn_confined(request, program, profile, scratch)
     }
 }
 

@@ -43,6 +43,31 @@ pub struct LaunchRequest {
     pub sandbox: warden_config::SandboxSpec,
 }
 
+impl LaunchRequest {
+    /// The request that starts the local server `spec` describes; `None` for a remote
+    /// server. Every caller that starts a server (or runs something in its place, like
+    /// `warden probe`) builds its request here, so they cannot drift apart.
+    pub fn for_spec(spec: &warden_config::ServerSpec) -> Option<Self> {
+        let warden_config::TransportSpec::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } = &spec.transport
+        else {
+            return None;
+        };
+        Some(Self {
+            server: spec.name.clone(),
+            command: command.clone(),
+            args: args.clone(),
+            env: env.clone(),
+            cwd: cwd.clone(),
+            sandbox: spec.sandbox.clone(),
+        })
+    }
+}
+
 /// A started server: its pipes and the handle that stops it.
 #[derive(Debug)]
 pub struct Launched {

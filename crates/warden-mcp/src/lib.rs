@@ -25,7 +25,7 @@ mod rmcp_client;
 pub mod stderr_log;
 pub mod stdio;
 
-pub use confined::ConfinedLauncher;
+pub use confined::{ConfinedLauncher, Substituted};
 pub use connection::{CallOutcome, ConnectOptions, Connection, Era, ServerInfo, ToolDef, connect};
 pub use error::{CallError, ConnectError, ConnectFailure, LaunchError};
 pub use launcher::{DirectLauncher, LaunchRequest, Launched, Launcher, ProcessGroup};

@@ -19,7 +19,7 @@ use rmcp::service::{
 use rmcp::{ClientHandler, RoleClient};
 use serde_json::{Map, Value};
 use tokio::process::ChildStdin;
-use warden_config::{EraPreference, ServerSpec, TransportSpec};
+use warden_config::{EraPreference, ServerSpec};
 
 use crate::connection::{
     CallOutcome, ConnectOptions, Connection, DEFAULT_MAX_PAGES, DEFAULT_MAX_TOOLS, Era, ServerInfo,
@@ -145,27 +145,13 @@ pub(crate) async fn connect(
 ) -> Result<Box<dyn Connection>, ConnectFailure> {
     // One budget for the whole connection: start, era probe and handshake.
     let deadline = tokio::time::Instant::now() + spec.timeouts.connect;
-    let TransportSpec::Stdio {
-        command,
-        args,
-        env,
-        cwd,
-    } = &spec.transport
-    else {
+    let Some(request) = LaunchRequest::for_spec(spec) else {
         return Err(ConnectFailure {
             error: ConnectError::Unsupported(
                 "remote (HTTP) servers are not supported by this version of Warden yet".into(),
             ),
             stderr_tail: Vec::new(),
         });
-    };
-    let request = LaunchRequest {
-        server: spec.name.clone(),
-        command: command.clone(),
-        args: args.clone(),
-        env: env.clone(),
-        cwd: cwd.clone(),
-        sandbox: spec.sandbox.clone(),
     };
     let launched = launcher.launch(&request).map_err(|error| ConnectFailure {
         error: error.into(),

@@ -40,6 +40,11 @@ pub enum Command {
     Call(CallArgs),
     /// Show the resolved servers and which file each came from.
     Config(ConfigArgs),
+    /// Run a probe under the confinement a server gets and report what it can reach.
+    Probe(ProbeArgs),
+    /// The probe itself, run by `warden probe` inside a server's confinement.
+    #[command(name = "__probe-report", hide = true)]
+    ProbeReport(ProbeReportArgs),
 }
 
 /// `warden tools`
@@ -82,4 +87,34 @@ pub struct ConfigArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `warden probe`
+#[derive(Debug, Args)]
+#[command(
+    after_help = "The probe is Warden's own binary, run in place of the server under exactly the \
+server's confinement (or none, for `confine = false`). It reports its uid, which credential files \
+it can read, secret-looking variables (names only), whether the SSH agent and the given TCP \
+addresses are reachable, whether host processes are visible, and where outside its grants it can \
+write. It sends nothing but TCP connection attempts.\n\n\
+Examples:\n  warden probe filesystem\n  warden probe github --connect 127.0.0.1:5432 --json"
+)]
+pub struct ProbeArgs {
+    /// The server whose confinement to probe.
+    pub server: String,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Try a TCP connection to HOST:PORT (repeatable). Default: every port listening on the
+    /// host's loopback, and 1.1.1.1:443 (one attempt, 1 s at most).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub connect: Vec<String>,
+}
+
+/// `warden __probe-report` (hidden)
+#[derive(Debug, Args)]
+pub struct ProbeReportArgs {
+    /// What to try, as JSON (from `warden probe`).
+    #[arg(long, value_name = "JSON")]
+    pub input: String,
 }

@@ -7,6 +7,7 @@
 mod cli;
 mod commands;
 mod exit;
+mod probe_report;
 mod render;
 mod signals;
 
@@ -20,6 +21,10 @@ use crate::exit::Failure;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // The probe runs inside a server's confinement: no logging, no runtime, one report.
+    if let Command::ProbeReport(args) = &cli.command {
+        return probe_report::run(&args.input);
+    }
     init_logging(cli.verbose);
     signals::install_panic_hook();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -48,6 +53,11 @@ async fn run(cli: Cli) -> Result<exit::Code, Failure> {
         Command::Tools(args) => commands::tools::run(&cli.global, args).await,
         Command::Call(args) => commands::call::run(&cli.global, args).await,
         Command::Config(args) => commands::config::run(&cli.global, args),
+        Command::Probe(args) => commands::probe::run(&cli.global, args).await,
+        Command::ProbeReport(args) => Ok(match probe_report::run(&args.input) {
+            code if code == ExitCode::SUCCESS => exit::Code::Ok,
+            _ => exit::Code::Unavailable,
+        }),
     }
 }
 

@@ -2,6 +2,7 @@
 
 pub mod call;
 pub mod config;
+pub mod probe;
 pub mod tools;
 
 use std::path::PathBuf;
