@@ -35,12 +35,10 @@ use std::process::Stdio;
 
 use tokio::process::Command;
 use warden_config::NetworkSpec;
-use warden_sandbox::{Network, Profile, Scratch, confine, scrubbed_env};
+use warden_sandbox::{Network, Profile, Scratch, confine, home_dirs, scrubbed_env};
 
 use crate::error::LaunchError;
-use crate::launcher::{
-    DirectLauncher, LaunchRequest, Launched, Launcher, ProcessGroup, resolve_program,
-};
+use crate::launcher::{DirectLauncher, LaunchRequest, Launched, Launcher, resolve_program};
 
 /// Starts servers confined; a request with `confine = false` goes to a [`DirectLauncher`]
 /// with a warning each time.
@@ -239,26 +237,11 @@ impl ConfinedLauncher {
         let confinement = confine(&mut command, &profile).map_err(failed)?;
         let mut command = Command::from(command);
         command.kill_on_drop(false);
-        let mut child = command
+        let child = command
             .spawn()
             .map_err(|error| failed(confinement.spawn_error(error)))?;
         tracing::debug!(server = %request.server, program = %program.display(), "started confined");
-        let (Some(stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            drop(ProcessGroup::adopt(child));
-            return Err(LaunchError::Spawn {
-                program,
-                source: std::io::Error::other("the child's pipes were not created"),
-            });
-        };
-        Ok(Launched {
-            program,
-            stdin,
-            stdout,
-            stderr,
-            group: ProcessGroup::adopt(child).keep_alive(scratch),
-        })
+        Launched::from_child(program, child, Some(Box::new(scratch)))
     }
 }
 
@@ -415,20 +398,6 @@ fn too_broad(dir: &Path, homes: &[PathBuf]) -> bool {
         || dir == Path::new("/tmp")
         || dir == Path::new("/var/tmp")
         || homes.iter().any(|home| home.starts_with(dir))
-}
-
-/// `$HOME` and `/root`, resolved.
-fn home_dirs() -> Vec<PathBuf> {
-    let mut homes: Vec<PathBuf> = std::env::var_os("HOME")
-        .map(PathBuf::from)
-        .into_iter()
-        .collect();
-    homes.push(PathBuf::from("/root"));
-    homes
-        .into_iter()
-        .filter(|home| home.is_absolute())
-        .map(|home| std::fs::canonicalize(&home).unwrap_or(home))
-        .collect()
 }
 
 fn dedup(paths: &mut Vec<PathBuf>) {

@@ -83,6 +83,39 @@ pub struct Launched {
     pub group: ProcessGroup,
 }
 
+/// What a launcher keeps alive for as long as the process runs (a scratch directory, say).
+pub type KeepAlive = Box<dyn std::fmt::Debug + Send + Sync>;
+
+impl Launched {
+    /// Wraps a child spawned with piped stdio in its own process group; `keep` is dropped
+    /// only once the group has been stopped.
+    pub fn from_child(
+        program: PathBuf,
+        mut child: Child,
+        keep: Option<KeepAlive>,
+    ) -> Result<Self, LaunchError> {
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            // Unreachable with piped stdio; stop the child rather than leak it.
+            drop(ProcessGroup::adopt(child));
+            return Err(LaunchError::Spawn {
+                program,
+                source: std::io::Error::other("the child's pipes were not created"),
+            });
+        };
+        let mut group = ProcessGroup::adopt(child);
+        group.guard = keep;
+        Ok(Self {
+            program,
+            stdin,
+            stdout,
+            stderr,
+            group,
+        })
+    }
+}
+
 /// Creates server processes. Implementations decide confinement; callers never spawn.
 pub trait Launcher: Send + Sync {
     /// Starts the program described by `request`.
@@ -131,28 +164,11 @@ impl Launcher for DirectLauncher {
         if let Some(cwd) = &request.cwd {
             command.current_dir(cwd);
         }
-        let mut child = command.spawn().map_err(|source| LaunchError::Spawn {
+        let child = command.spawn().map_err(|source| LaunchError::Spawn {
             program: program.clone(),
             source,
         })?;
-        let (Some(stdin), Some(stdout), Some(stderr)) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take())
-        else {
-            // Unreachable with piped stdio; stop the child rather than leak it.
-            let group = ProcessGroup::adopt(child);
-            drop(group);
-            return Err(LaunchError::Spawn {
-                program,
-                source: std::io::Error::other("the child's pipes were not created"),
-            });
-        };
-        Ok(Launched {
-            program,
-            stdin,
-            stdout,
-            stderr,
-            group: ProcessGroup::adopt(child),
-        })
+        Launched::from_child(program, child, None)
     }
 }
 
@@ -278,7 +294,7 @@ pub struct ProcessGroup {
     stopped: bool,
     /// Something that must live exactly as long as the process (a confined server's scratch
     /// directory); dropped after the group has been stopped or killed.
-    guard: Option<Box<dyn std::fmt::Debug + Send + Sync>>,
+    guard: Option<KeepAlive>,
 }
 
 impl ProcessGroup {
@@ -295,13 +311,6 @@ impl ProcessGroup {
             stopped: false,
             guard: None,
         }
-    }
-
-    /// Keeps `guard` alive until the group is stopped or dropped (e.g. the scratch directory
-    /// a confined server works in, which is removed when the guard drops).
-    pub fn keep_alive(mut self, guard: impl std::fmt::Debug + Send + Sync + 'static) -> Self {
-        self.guard = Some(Box::new(guard));
-        self
     }
 
     /// The leader's process id (also the group id).

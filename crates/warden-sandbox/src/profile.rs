@@ -249,8 +249,9 @@ fn program_prefix(dir: &Path, program: &Path, homes: &[PathBuf]) -> PathBuf {
     program.to_path_buf()
 }
 
-/// The user's home directories, resolved: `$HOME`, and `/root` for root.
-fn home_dirs() -> Vec<PathBuf> {
+/// The user's home directories, resolved: `$HOME`, and `/root` for root. No grant made
+/// automatically may cover one of them whole.
+pub fn home_dirs() -> Vec<PathBuf> {
     let mut homes: Vec<PathBuf> = std::env::var_os("HOME")
         .map(PathBuf::from)
         .into_iter()
