@@ -1,6 +1,6 @@
 //! What Warden's call path costs per tool call, next to a plain MCP client on the same
-//! server; and what the catalogue's own work (naming, schema compiling, argument checks)
-//! costs, so that a change to either shows up here.
+//! server; and what the catalogue's own work (naming, schema compiling, argument checks,
+//! the policy's decision) costs, so that a change to either shows up here.
 //!
 //! Run: `cargo build --release -p warden-testservers && cargo bench -p warden-host`.
 //! Append `-- NAME...` to run only some of `testserver`, `everything`, `python` and
@@ -11,8 +11,9 @@
 //!
 //! Four ways of calling the same tool, each on its own process of the same server:
 //! - **`Host::call`** (`"srv/TOOL"`): Warden's whole path: resolve the target, check the
-//!   arguments against the compiled input schema, then warden-mcp;
-//! - **`Connection::call_tool`**: warden-mcp alone (launcher, client handler, timeout, result
+//!   arguments against the compiled input schema, let the (default) policy decide, then
+//!   warden-mcp;
+//! - **`Connection::call_tool`**: warden-mcp alone (launcher, client handler, timeouts, result
 //!   conversion, over its size-capped stdio transport);
 //! - **rmcp on Warden's `StdioTransport`**: a bare rmcp client over warden-mcp's transport;
 //! - **rmcp direct**: a bare rmcp client (`()` as handler) on rmcp's own stdio transport,
@@ -67,6 +68,7 @@ use warden_config::{EraPreference, Format, Origin, Scope, ServerSpec, Timeouts, 
 use warden_host::{Catalogue, Host, SchemaLimits, ServerStatus};
 use warden_mcp::stdio::{StdioLimits, StdioTransport};
 use warden_mcp::{ConnectOptions, Connection, DirectLauncher, Era, ToolDef};
+use warden_policy::{Policy, Provenance};
 
 /// The server's name in Warden's configuration, and so the `srv/` in the call target.
 const SERVER: &str = "srv";
@@ -304,7 +306,7 @@ fn find_in_path(name: &str) -> Option<PathBuf> {
 /// between neighbours say where Warden's time goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Way {
-    /// `Host::call`: resolve + schema check + warden-mcp.
+    /// `Host::call`: resolve + schema check + policy decision + warden-mcp.
     Host,
     /// warden-mcp's `Connection::call_tool`: Warden's launcher, client handler, timeout and
     /// result conversion, over Warden's transport.
@@ -670,7 +672,9 @@ fn tool_lists() -> Vec<(String, Vec<ToolDef>)> {
                 .map(|index| {
                     let name = match index % 10 {
                         0 => format!("files.read_{index}"),
-                        1 => format!("a_rather_long_tool_name_that_does_not_fit_the_limit_{index}"),
+                        1 => format!(
+                            "a_tool_name_long_enough_that_with_its_server_it_passes_64_chars_{index}"
+                        ),
                         _ => format!("tool_{index}"),
                     };
                     ToolDef {
@@ -759,6 +763,13 @@ fn catalogue_benches(plan: Plan) {
 
     let catalogue = Catalogue::build(lists, SchemaLimits::default());
     assert_eq!(catalogue.tools().len(), SERVERS * TOOLS_PER_SERVER);
+    // A fifth of the names (sanitised or too long) take the hashed form.
+    let hashed = catalogue
+        .tools()
+        .iter()
+        .filter(|tool| tool.qualified != format!("{}__{}", tool.server, tool.def.name))
+        .count();
+    assert_eq!(hashed, SERVERS * TOOLS_PER_SERVER / 5);
     let tool = catalogue
         .resolve("server-3/tool_42")
         .expect("the tool is in the catalogue");
@@ -788,5 +799,19 @@ fn catalogue_benches(plan: Plan) {
     println!(
         "| `Catalogue::resolve(\"server/tool\")` in 1,000 tools | {} | {samples} × 10,000 |",
         show(resolve)
+    );
+
+    // What `Host::call` asks the policy, with the policy `Host::connect` uses (no rules).
+    let policy = Policy::default();
+    let context = Provenance::new();
+    let decide = measure(
+        samples,
+        10_000,
+        || (),
+        |()| policy.decide(&tool.facts, &arguments, &context),
+    );
+    println!(
+        "| `Policy::decide`, default policy, valid 5-field object | {} | {samples} × 10,000 |",
+        show(decide)
     );
 }
