@@ -13,7 +13,7 @@ use std::process::Output;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{Scratch, json, server_toml, stderr, stdout, testserver_bin};
+use support::{Scratch, assert_exit, describe, json, server_toml, stderr, stdout, testserver_bin};
 
 /// Generous limit for a run that should finish at once; hitting it means Warden hung.
 const LIMIT: Duration = Duration::from_secs(30);
@@ -38,25 +38,11 @@ fn env_line(vars: &[(&str, &Path)]) -> String {
     )
 }
 
-/// Everything about a run, for assertion messages.
-fn describe(output: &Output) -> String {
-    format!(
-        "status: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        output.status.code(),
-        stdout(output),
-        stderr(output)
-    )
-}
-
 /// Runs warden and returns its output and how long it took.
 fn timed(scratch: &Scratch, args: &[&str]) -> (Output, Duration) {
     let started = Instant::now();
     let output = scratch.run(args, LIMIT);
     (output, started.elapsed())
-}
-
-fn assert_exit(output: &Output, code: i32) {
-    assert_eq!(output.status.code(), Some(code), "{}", describe(output));
 }
 
 /// The entry for server `name` in `warden tools --json` output.

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use support::{Scratch, json, server_toml, stderr, stdout, testserver_bin};
+use support::{Scratch, assert_exit, describe, json, server_toml, stderr, stdout, testserver_bin};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -42,19 +42,6 @@ fn setup(scratch: &Scratch, mode: &str, extra: &str) -> (String, PathBuf) {
     let _ = std::fs::remove_file(&calls);
     let config = scratch.config(&config_text(mode, &calls, extra));
     (config.to_str().unwrap().to_owned(), calls)
-}
-
-fn describe(output: &Output) -> String {
-    format!(
-        "status: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
-        output.status.code(),
-        stdout(output),
-        stderr(output)
-    )
-}
-
-fn assert_exit(output: &Output, code: i32) {
-    assert_eq!(output.status.code(), Some(code), "{}", describe(output));
 }
 
 fn calls_received(calls: &Path) -> usize {

@@ -195,6 +195,21 @@ pub fn tagged_processes(tag: &str) -> Vec<String> {
     found
 }
 
+/// Everything about a run, for assertion messages.
+pub fn describe(output: &Output) -> String {
+    format!(
+        "status: {:?}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+        output.status.code(),
+        stdout(output),
+        stderr(output)
+    )
+}
+
+/// Asserts the exit code, showing the whole run when it differs.
+pub fn assert_exit(output: &Output, code: i32) {
+    assert_eq!(output.status.code(), Some(code), "{}", describe(output));
+}
+
 /// stdout as text.
 pub fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
