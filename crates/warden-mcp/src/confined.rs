@@ -70,6 +70,15 @@ impl ConfinedLauncher {
         }
     }
 
+    /// Fingerprints the server `request` describes, resolving its program exactly as
+    /// [`launch`](Launcher::launch) will.
+    pub fn fingerprint(
+        &self,
+        request: &LaunchRequest,
+    ) -> Result<crate::Fingerprint, crate::FingerprintError> {
+        crate::fingerprint(request, &self.search_path)
+    }
+
     /// The profile `request` would run under, with its scratch directory (kept alive by the
     /// caller for as long as the server runs).
     pub fn profile(

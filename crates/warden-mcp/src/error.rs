@@ -79,6 +79,10 @@ pub enum LaunchError {
     /// The launcher does not handle this kind of server.
     #[error("{0}")]
     Unsupported(String),
+    /// The launcher's caller refused the start (a pinned executable changed); the text
+    /// says why and what to do.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// Connecting to a server failed: it could not be started, did not complete the handshake,

@@ -18,6 +18,7 @@
 pub mod confined;
 pub mod connection;
 pub mod error;
+pub mod fingerprint;
 pub mod launcher;
 mod lines;
 mod probe;
@@ -28,5 +29,6 @@ pub mod stdio;
 pub use confined::{ConfinedLauncher, Substituted};
 pub use connection::{CallOutcome, ConnectOptions, Connection, Era, ServerInfo, ToolDef, connect};
 pub use error::{CallError, ConnectError, ConnectFailure, LaunchError};
+pub use fingerprint::{Fingerprint, FingerprintError, fingerprint};
 pub use launcher::{DirectLauncher, LaunchRequest, Launched, Launcher, ProcessGroup};
 pub use stderr_log::StderrLog;

@@ -42,6 +42,8 @@ pub enum Command {
     Config(ConfigArgs),
     /// Run a probe under the confinement a server gets and report what it can reach.
     Probe(ProbeArgs),
+    /// Show how a server's executable changed since it was pinned, and accept the change.
+    Pin(PinArgs),
     /// The probe itself, run by `warden probe` inside a server's confinement.
     #[command(name = "__probe-report", hide = true)]
     ProbeReport(ProbeReportArgs),
@@ -109,6 +111,23 @@ pub struct ProbeArgs {
     /// host's loopback, and 1.1.1.1:443 (one attempt, 1 s at most).
     #[arg(long, value_name = "HOST:PORT")]
     pub connect: Vec<String>,
+}
+
+/// `warden pin`
+#[derive(Debug, Args)]
+#[command(
+    after_help = "On its first start Warden pins each local server: the sha256 of its resolved \
+program, of every file its arguments name (the script `node` or `python` runs), and the package \
+of an `npx`/`uvx` launch. A later start that differs is refused. Look at what changed, then run \
+`warden pin SERVER` to accept it.\n\n\
+Examples:\n  warden pin filesystem --show\n  warden pin filesystem"
+)]
+pub struct PinArgs {
+    /// The server to pin.
+    pub server: String,
+    /// Only show the stored pin and the current state; record nothing.
+    #[arg(long)]
+    pub show: bool,
 }
 
 /// `warden __probe-report` (hidden)

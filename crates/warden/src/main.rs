@@ -7,6 +7,7 @@
 mod cli;
 mod commands;
 mod exit;
+mod pins;
 mod probe_report;
 mod render;
 mod signals;
@@ -54,6 +55,7 @@ async fn run(cli: Cli) -> Result<exit::Code, Failure> {
         Command::Call(args) => commands::call::run(&cli.global, args).await,
         Command::Config(args) => commands::config::run(&cli.global, args),
         Command::Probe(args) => commands::probe::run(&cli.global, args).await,
+        Command::Pin(args) => commands::pin::run(&cli.global, args),
         Command::ProbeReport(args) => Ok(match probe_report::run(&args.input) {
             code if code == ExitCode::SUCCESS => exit::Code::Ok,
             _ => exit::Code::Unavailable,

@@ -2,6 +2,7 @@
 
 pub mod call;
 pub mod config;
+pub mod pin;
 pub mod probe;
 pub mod tools;
 
@@ -12,6 +13,7 @@ use warden_config::{Environment, ResolvedConfig, ResolvedPolicy};
 use warden_host::Host;
 use warden_mcp::{ConfinedLauncher, ConnectOptions};
 use warden_policy::{Policy, PolicyError, Reason, ReasonKind};
+use warden_store::Store;
 
 use crate::cli::GlobalArgs;
 use crate::exit::Failure;
@@ -87,6 +89,14 @@ pub fn scratch_dir(env: &Environment) -> PathBuf {
     }
 }
 
+/// Opens the state store (`$XDG_STATE_HOME/warden/state.db`).
+pub fn open_store(env: &Environment) -> Result<Store, Failure> {
+    Store::open(crate::pins::state_db(env)).map_err(|error| Failure {
+        code: crate::exit::Code::Unavailable,
+        error: error.into(),
+    })
+}
+
 /// Connects to `specs` under `policy`, giving up (and stopping every server) if the user
 /// interrupts.
 pub async fn connect(
@@ -97,7 +107,13 @@ pub async fn connect(
     crate::signals::watch();
     // Every stdio server starts confined; `confine = false` servers are started directly by
     // the same launcher, with a warning each time.
-    let launcher = ConfinedLauncher::from_env(scratch_dir(env));
+    // Each stdio server is checked against its pin right before it is spawned.
+    let store = open_store(env)?;
+    let launcher = crate::pins::PinningLauncher::new(
+        ConfinedLauncher::from_env(scratch_dir(env)),
+        store,
+        &specs,
+    );
     let options = ConnectOptions {
         log_dir: Some(log_dir(env)),
         ..ConnectOptions::default()

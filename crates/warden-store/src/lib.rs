@@ -1,0 +1,358 @@
+//! Warden's state store: one SQLite file (`$XDG_STATE_HOME/warden/state.db`, the path is
+//! the caller's choice) holding what Warden must remember between runs. Today: the pins of
+//! server executables ([`Pin`]).
+//!
+//! Rules this crate keeps:
+//! - the schema is an ordered list of migrations ([`MIGRATIONS`]); the number applied is
+//!   the database's `PRAGMA user_version`; each migration runs in its own transaction, and
+//!   a database written by a newer Warden (a higher version than this code knows) is
+//!   refused rather than guessed at;
+//! - WAL journal and a busy timeout, so two Warden processes can share the file;
+//! - every write is one transaction.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+/// The schema, one migration per entry, in order. Never edit an entry once released: add
+/// a new one.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: pins of server executables.
+    "CREATE TABLE pins (
+        server_key      TEXT PRIMARY KEY NOT NULL,
+        program         TEXT NOT NULL,
+        program_sha256  TEXT NOT NULL,
+        files           TEXT NOT NULL,
+        package         TEXT,
+        pinned_at       INTEGER NOT NULL
+    ) STRICT;",
+];
+
+/// How long a write waits for another process holding the database.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What a server's start was pinned to: the resolved executable, the files named in its
+/// arguments, and for `npx`/`uvx` launches the package spec.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pin {
+    /// The resolved absolute program.
+    pub program: PathBuf,
+    /// sha256 of the program's bytes, lowercase hex.
+    pub program_sha256: String,
+    /// Files named in the arguments (a script `node` or `python` runs), with their sha256.
+    pub files: Vec<(PathBuf, String)>,
+    /// The package spec of an `npx`/`uvx` launch (`pkg@1.2.3`).
+    pub package: Option<String>,
+}
+
+/// The key a server's pin is stored under: its name **and** where it was defined (scope and
+/// configuration file), so a project file cannot inherit a user-scope pin by reusing the
+/// server's name. Format: `SCOPE:CONFIG_PATH#NAME`, e.g.
+/// `user:/home/me/.config/warden/warden.toml#time`.
+pub fn server_key(name: &str, scope: &str, config_path: &Path) -> String {
+    format!("{scope}:{}#{name}", config_path.display())
+}
+
+/// A state store failure; every one names the database file.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite reported an error.
+    #[error("state store {}: {source}", path.display())]
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+        /// What SQLite said.
+        #[source]
+        source: rusqlite::Error,
+    },
+    /// The database's directory could not be created.
+    #[error("state store {}: cannot create its directory: {source}", path.display())]
+    Directory {
+        /// The database file.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The database was written by a newer Warden.
+    #[error(
+        "state store {}: schema version {found} is newer than this Warden knows ({known}); \
+         use a newer Warden",
+        path.display()
+    )]
+    NewerSchema {
+        /// The database file.
+        path: PathBuf,
+        /// The version found in the file.
+        found: i64,
+        /// The newest version this code knows.
+        known: i64,
+    },
+    /// A stored row could not be read back.
+    #[error("state store {}: corrupt row for `{key}`: {reason}", path.display())]
+    Corrupt {
+        /// The database file.
+        path: PathBuf,
+        /// The row's key.
+        key: String,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+/// An open state store.
+#[derive(Debug)]
+pub struct Store {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    pub fn open(path: impl Into<PathBuf>) -> Result<Self, StoreError> {
+        let path = path.into();
+        if let Some(dir) = path.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            create_private_dir(dir).map_err(|source| StoreError::Directory {
+                path: path.clone(),
+                source,
+            })?;
+        }
+        let sqlite = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let conn = Connection::open(&path).map_err(sqlite)?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(sqlite)?;
+        // `journal_mode` answers with the mode set, so it is read as a query.
+        let _mode: String = conn
+            .query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0))
+            .map_err(sqlite)?;
+        conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(sqlite)?;
+        let mut store = Self { conn, path };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The schema version of the open database.
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        self.conn
+            .query_row("PRAGMA user_version", [], |row| row.get(0))
+            .map_err(|source| self.sqlite(source))
+    }
+
+    fn sqlite(&self, source: rusqlite::Error) -> StoreError {
+        StoreError::Sqlite {
+            path: self.path.clone(),
+            source,
+        }
+    }
+
+    fn migrate(&mut self) -> Result<(), StoreError> {
+        let known = i64::try_from(MIGRATIONS.len()).unwrap_or(i64::MAX);
+        let found = self.schema_version()?;
+        if found > known {
+            return Err(StoreError::NewerSchema {
+                path: self.path.clone(),
+                found,
+                known,
+            });
+        }
+        for (index, sql) in MIGRATIONS
+            .iter()
+            .enumerate()
+            .skip(usize::try_from(found).unwrap_or(0))
+        {
+            let path = self.path.clone();
+            let sqlite = |source| StoreError::Sqlite {
+                path: path.clone(),
+                source,
+            };
+            let tx = self.conn.transaction().map_err(sqlite)?;
+            // Re-read inside the transaction: another process may have migrated meanwhile.
+            let now: i64 = tx
+                .query_row("PRAGMA user_version", [], |row| row.get(0))
+                .map_err(sqlite)?;
+            if now > i64::try_from(index).unwrap_or(i64::MAX) {
+                continue;
+            }
+            tx.execute_batch(sql).map_err(sqlite)?;
+            tx.pragma_update(
+                None,
+                "user_version",
+                i64::try_from(index + 1).unwrap_or(i64::MAX),
+            )
+            .map_err(sqlite)?;
+            tx.commit().map_err(sqlite)?;
+        }
+        Ok(())
+    }
+
+    /// The pin stored for `server_key` (see [`server_key`]), if any.
+    pub fn pin_for(&self, server_key: &str) -> Result<Option<Pin>, StoreError> {
+        let row = self
+            .conn
+            .query_row(
+                "SELECT program, program_sha256, files, package FROM pins WHERE server_key = ?1",
+                params![server_key],
+                |row| {
+                    Ok((
+                        row.get::<_, String>(0)?,
+                        row.get::<_, String>(1)?,
+                        row.get::<_, String>(2)?,
+                        row.get::<_, Option<String>>(3)?,
+                    ))
+                },
+            )
+            .optional()
+            .map_err(|source| self.sqlite(source))?;
+        let Some((program, program_sha256, files, package)) = row else {
+            return Ok(None);
+        };
+        let files: Vec<(String, String)> =
+            serde_json::from_str(&files).map_err(|error| StoreError::Corrupt {
+                path: self.path.clone(),
+                key: server_key.to_owned(),
+                reason: format!("files column: {error}"),
+            })?;
+        Ok(Some(Pin {
+            program: PathBuf::from(program),
+            program_sha256,
+            files: files
+                .into_iter()
+                .map(|(path, hash)| (PathBuf::from(path), hash))
+                .collect(),
+            package,
+        }))
+    }
+
+    /// Records `pin` for `server_key`, replacing any earlier pin, in one transaction.
+    pub fn save_pin(&mut self, server_key: &str, pin: &Pin) -> Result<(), StoreError> {
+        let files: Vec<(String, &str)> = pin
+            .files
+            .iter()
+            .map(|(path, hash)| (path.to_string_lossy().into_owned(), hash.as_str()))
+            .collect();
+        let files = serde_json::to_string(&files).map_err(|error| StoreError::Corrupt {
+            path: self.path.clone(),
+            key: server_key.to_owned(),
+            reason: format!("files column: {error}"),
+        })?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+        let path = self.path.clone();
+        let sqlite = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(sqlite)?;
+        tx.execute(
+            "INSERT INTO pins (server_key, program, program_sha256, files, package, pinned_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT(server_key) DO UPDATE SET program = excluded.program,
+                 program_sha256 = excluded.program_sha256, files = excluded.files,
+                 package = excluded.package, pinned_at = excluded.pinned_at",
+            params![
+                server_key,
+                pin.program.to_string_lossy(),
+                pin.program_sha256,
+                files,
+                pin.package,
+                now
+            ],
+        )
+        .map_err(sqlite)?;
+        tx.commit().map_err(sqlite)
+    }
+}
+
+/// Creates `dir` (and its parents) with mode 700 where it is new.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn pin() -> Pin {
+        Pin {
+            program: PathBuf::from("/usr/bin/node"),
+            program_sha256: "ab".repeat(32),
+            files: vec![(PathBuf::from("/srv/server.js"), "cd".repeat(32))],
+            package: Some("pkg@1.2.3".into()),
+        }
+    }
+
+    #[test]
+    fn an_empty_file_is_migrated_to_the_newest_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nested/warden/state.db");
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as i64);
+        let mode: String = store
+            .conn
+            .query_row("PRAGMA journal_mode", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+    }
+
+    #[test]
+    fn pins_are_saved_replaced_and_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let key = server_key(
+            "time",
+            "user",
+            Path::new("/home/me/.config/warden/warden.toml"),
+        );
+        {
+            let mut store = Store::open(&path).unwrap();
+            assert_eq!(store.pin_for(&key).unwrap(), None);
+            store.save_pin(&key, &pin()).unwrap();
+            assert_eq!(store.pin_for(&key).unwrap(), Some(pin()));
+            let mut changed = pin();
+            changed.program_sha256 = "ef".repeat(32);
+            changed.files.clear();
+            changed.package = None;
+            store.save_pin(&key, &changed).unwrap();
+            assert_eq!(store.pin_for(&key).unwrap(), Some(changed));
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as i64);
+        assert_eq!(
+            store.pin_for(&key).unwrap().unwrap().program_sha256,
+            "ef".repeat(32)
+        );
+        let other = server_key("time", "project", Path::new("/repo/.mcp.json"));
+        assert_eq!(store.pin_for(&other).unwrap(), None);
+    }
+
+    #[test]
+    fn a_database_from_a_newer_warden_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        drop(Store::open(&path).unwrap());
+        let conn = Connection::open(&path).unwrap();
+        conn.pragma_update(None, "user_version", MIGRATIONS.len() as i64 + 1)
+            .unwrap();
+        drop(conn);
+        let error = Store::open(&path).unwrap_err();
+        assert!(matches!(error, StoreError::NewerSchema { .. }), "{error}");
+        assert!(error.to_string().contains(&path.display().to_string()));
+    }
+}
