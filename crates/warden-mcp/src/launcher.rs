@@ -469,6 +469,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn arguments_reach_the_program_verbatim_never_through_a_shell() {
+        use tokio::io::AsyncReadExt;
+        let marker = tempfile::tempdir().unwrap();
+        let pwned = marker.path().join("pwned");
+        let hostile = [
+            format!("; touch {}", pwned.display()),
+            format!("$(touch {})", pwned.display()),
+            format!("`touch {}`", pwned.display()),
+            "a\nb".to_owned(),
+            "../../etc/passwd".to_owned(),
+            "*".to_owned(),
+        ];
+        let mut args = vec!["%s|".to_owned()];
+        args.extend(hostile.iter().cloned());
+        let request = LaunchRequest {
+            server: "printf".into(),
+            command: "printf".into(),
+            args,
+            env: BTreeMap::new(),
+            cwd: Some(marker.path().to_path_buf()),
+            sandbox: warden_config::SandboxSpec::default(),
+        };
+        let mut launched = DirectLauncher::from_env().launch(&request).unwrap();
+        let mut out = String::new();
+        launched.stdout.read_to_string(&mut out).await.unwrap();
+        let expected: String = hostile.iter().map(|arg| format!("{arg}|")).collect();
+        assert_eq!(out, expected);
+        assert!(!pwned.exists(), "a shell interpreted an argument");
+        launched.group.stop(StopGrace::default()).await;
+    }
+
+    #[tokio::test]
     async fn dropping_the_handle_kills_the_process() {
         let launched = DirectLauncher::from_env().launch(&sleeper()).unwrap();
         let pid = launched.group.pid();
