@@ -213,6 +213,20 @@ pub enum ConfigError {
         what: String,
     },
 
+    /// A project-scope file tries to widen a server's confinement.
+    #[error(
+        "{}: server `{server}`: {what}, but project files cannot loosen confinement beyond the project: a cloned repository must not grant its own servers more; write this in your user or local configuration instead (docs/config.md)",
+        .path.display()
+    )]
+    ProjectSandbox {
+        /// The file.
+        path: PathBuf,
+        /// The server.
+        server: String,
+        /// What the file tries to do.
+        what: String,
+    },
+
     /// A file given with `--config` whose format cannot be recognised.
     #[error("{}: cannot tell which configuration format this is: {reason}", .path.display())]
     UnknownFormat {
@@ -240,6 +254,7 @@ impl ConfigError {
             | Self::PromptedInput { path, .. }
             | Self::InvalidPolicy { path, .. }
             | Self::ProjectPolicy { path, .. }
+            | Self::ProjectSandbox { path, .. }
             | Self::UnknownFormat { path, .. } => Some(path),
         }
     }

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -16,7 +17,7 @@ use crate::error::{ConfigError, LineCol};
 use crate::expand::Expander;
 use crate::name::validate_server_name;
 use crate::policy::FilePolicy;
-use crate::spec::{EraPreference, NetworkSpec, Origin, Timeouts};
+use crate::spec::{EraPreference, NetworkSpec, Origin, Scope, ServerSpec, Timeouts};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a Warden configuration table")]
@@ -144,11 +145,70 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
         })
         .collect();
     let servers = build_all(drafts, &cx)?;
+    if origin.scope == Scope::Project {
+        for server in &servers {
+            check_project_sandbox(server, origin)?;
+        }
+    }
     let policy = file.policy.map_or_else(
         || Ok(FilePolicy::default()),
         |table| policy(table, text, origin),
     )?;
     Ok(Parsed { servers, policy })
+}
+
+/// A project file (perhaps a cloned repository) may confine its servers more, never less:
+/// no `confine = false`, no host network, no variables passed from Warden's environment,
+/// and grants only inside the project. Paths are resolved (symlinks, `..`) before they are
+/// compared, as the sandbox will resolve them.
+fn check_project_sandbox(server: &ServerSpec, origin: &Origin) -> Result<(), ConfigError> {
+    let refuse = |what: String| ConfigError::ProjectSandbox {
+        path: origin.path.clone(),
+        server: server.name.clone(),
+        what,
+    };
+    let sandbox = &server.sandbox;
+    if !sandbox.confine {
+        return Err(refuse("it sets `confine = false`".into()));
+    }
+    if sandbox.network != NetworkSpec::None {
+        return Err(refuse("it grants the host network".into()));
+    }
+    if let Some(name) = sandbox.env.first() {
+        return Err(refuse(format!(
+            "it passes `{name}` from Warden's environment"
+        )));
+    }
+    let project = resolve(directory_of(&origin.path));
+    for path in sandbox.read.iter().chain(&sandbox.write) {
+        if !resolve(path).starts_with(&project) {
+            return Err(refuse(format!(
+                "it grants `{}`, which is outside the project `{}`",
+                path.display(),
+                project.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The path with symlinks resolved where it exists, and `.`/`..` removed lexically where it
+/// does not.
+fn resolve(path: &Path) -> PathBuf {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return real;
+    }
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
 }
 
 /// Reads `[policy]` with positions, then checks it (scope restriction, rule compilation).

@@ -398,3 +398,58 @@ fn user_trust_is_not_given_to_a_server_the_project_defines() {
         Globs::One(glob) if glob == "github__*"
     ));
 }
+
+#[test]
+fn a_project_file_may_not_widen_a_servers_confinement() {
+    let fx = Fixture::new();
+    let path = fx.project().join("warden.toml");
+    let home = fx.home();
+    std::fs::create_dir_all(home.join(".ssh")).unwrap();
+    std::fs::create_dir_all(fx.project().join("data")).unwrap();
+    // A symlink inside the project that points out of it is judged by its target.
+    std::os::unix::fs::symlink(home.join(".ssh"), fx.project().join("keys")).unwrap();
+    let refused = |extra: &str, what: &str| {
+        fx.write(&path, &format!("{SERVER}{extra}\n"));
+        let err = discover(&fx.env).unwrap_err();
+        assert!(matches!(err, ConfigError::ProjectSandbox { .. }), "{err}");
+        let message = err.to_string();
+        assert!(message.contains("server `mail`"), "{message}");
+        assert!(message.contains(what), "{message}\nexpected: {what}");
+        assert!(message.contains("cannot loosen confinement"), "{message}");
+    };
+    refused("confine = false", "confine = false");
+    refused("sandbox = { network = \"host\" }", "host network");
+    refused("sandbox = { env = [\"GITHUB_TOKEN\"] }", "`GITHUB_TOKEN`");
+    refused(
+        &format!(
+            "sandbox = {{ read = [{:?}] }}",
+            home.join(".ssh").display().to_string()
+        ),
+        "outside the project",
+    );
+    refused(
+        "sandbox = { read = [\"data/../../..\"] }",
+        "outside the project",
+    );
+    refused("sandbox = { write = [\"keys\"] }", "outside the project");
+
+    // Grants inside the project are the project's to give.
+    fx.write(
+        &path,
+        &format!("{SERVER}sandbox = {{ read = [\"data\"], write = [\".\"] }}\n"),
+    );
+    let config = discover(&fx.env).unwrap();
+    assert_eq!(
+        config.servers[0].sandbox.read,
+        vec![fx.project().join("data")]
+    );
+
+    // The user's own file may grant anything.
+    std::fs::remove_file(&path).unwrap();
+    fx.write(
+        &fx.env.config_home.join("warden/warden.toml"),
+        &format!("{SERVER}confine = false\n"),
+    );
+    let config = discover(&fx.env).unwrap();
+    assert!(!config.servers[0].sandbox.confine);
+}
