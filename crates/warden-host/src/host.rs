@@ -196,6 +196,36 @@ fn json_type(value: &Value) -> &'static str {
     }
 }
 
+/// What the front end checks around connecting, beyond the policy: whether a server may be
+/// started at all, and which of the tools it lists may be offered. The host calls it for
+/// every server, so no front end can connect around it.
+pub trait Review: Sync {
+    /// Called before `spec` is started; `Err(reason)` leaves it unstarted, failed with
+    /// that reason.
+    fn admit(&self, spec: &ServerSpec) -> Result<(), String>;
+    /// Called with the tools a connected server listed; what it returns is what the
+    /// catalogue is built from (tools left out are neither listed nor callable).
+    fn tools(&self, spec: &ServerSpec, tools: Vec<warden_mcp::ToolDef>)
+    -> Vec<warden_mcp::ToolDef>;
+}
+
+/// A [`Review`] that admits every server and offers every tool.
+pub struct NoReview;
+
+impl Review for NoReview {
+    fn admit(&self, _spec: &ServerSpec) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn tools(
+        &self,
+        _spec: &ServerSpec,
+        tools: Vec<warden_mcp::ToolDef>,
+    ) -> Vec<warden_mcp::ToolDef> {
+        tools
+    }
+}
+
 /// Connected servers, the catalogue of their tools, and the policy that decides calls.
 pub struct Host {
     entries: Vec<ServerEntry>,
@@ -225,14 +255,27 @@ impl Host {
         launcher: &dyn Launcher,
         options: &ConnectOptions,
     ) -> Self {
+        Self::connect_reviewed(specs, policy, launcher, options, &NoReview).await
+    }
+
+    /// [`connect_with_policy`](Host::connect_with_policy), with `review` deciding which
+    /// servers start and which of their tools are offered.
+    pub async fn connect_reviewed(
+        specs: Vec<ServerSpec>,
+        policy: Arc<Policy>,
+        launcher: &dyn Launcher,
+        options: &ConnectOptions,
+        review: &dyn Review,
+    ) -> Self {
         let attempts = specs
             .into_iter()
-            .map(|spec| connect_one(spec, launcher, options));
+            .map(|spec| connect_one(spec, launcher, options, review));
         let results = join_all(attempts).await;
         let mut entries = Vec::with_capacity(results.len());
         let mut lists = Vec::new();
         for (entry, tools) in results {
             if let Some(tools) = tools {
+                let tools = review.tools(&entry.spec, tools);
                 lists.push((entry.spec.name.clone(), tools));
             }
             entries.push(entry);
@@ -420,6 +463,7 @@ async fn connect_one(
     spec: ServerSpec,
     launcher: &dyn Launcher,
     options: &ConnectOptions,
+    review: &dyn Review,
 ) -> (ServerEntry, Option<Vec<warden_mcp::ToolDef>>) {
     let failed = |spec: ServerSpec, reason: String, stderr_tail: Vec<String>| ServerEntry {
         spec,
@@ -429,6 +473,10 @@ async fn connect_one(
         },
         connection: None,
     };
+    if let Err(reason) = review.admit(&spec) {
+        tracing::info!(server = %spec.name, "not started: {reason}");
+        return (failed(spec, reason, Vec::new()), None);
+    }
     // The connect timeout covers starting, the handshake and the first tool list together.
     let started = std::time::Instant::now();
     let connection = match warden_mcp::connect(&spec, launcher, options).await {

@@ -14,5 +14,7 @@ pub mod naming;
 pub mod schema;
 
 pub use catalogue::{Catalogue, CatalogueTool, HiddenTool, RejectedTool, hints_of};
-pub use host::{Approval, Host, HostError, PreparedCall, ServerEntry, ServerStatus};
+pub use host::{
+    Approval, Host, HostError, NoReview, PreparedCall, Review, ServerEntry, ServerStatus,
+};
 pub use schema::{SchemaLimits, Violation};

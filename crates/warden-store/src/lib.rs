@@ -1,6 +1,7 @@
 //! Warden's state store: one SQLite file (`$XDG_STATE_HOME/warden/state.db`, the path is
 //! the caller's choice) holding what Warden must remember between runs. Today: the pins of
-//! server executables ([`Pin`]).
+//! server executables ([`Pin`]), approvals of project servers' definitions, and the pinned
+//! definitions of each server's tools ([`ToolPin`]).
 //!
 //! Rules this crate keeps:
 //! - the schema is an ordered list of migrations ([`MIGRATIONS`]); the number applied is
@@ -27,6 +28,24 @@ pub const MIGRATIONS: &[&str] = &[
         package         TEXT,
         pinned_at       INTEGER NOT NULL
     ) STRICT;",
+    // 2: approvals of server definitions, and pinned tool definitions.
+    "CREATE TABLE approvals (
+        definition_sha256   TEXT PRIMARY KEY NOT NULL,
+        server_key          TEXT NOT NULL,
+        approved_at         INTEGER NOT NULL
+    ) STRICT;
+    CREATE TABLE tool_pin_sets (
+        server_key      TEXT PRIMARY KEY NOT NULL,
+        pinned_at       INTEGER NOT NULL
+    ) STRICT;
+    CREATE TABLE tool_pins (
+        server_key      TEXT NOT NULL REFERENCES tool_pin_sets(server_key) ON DELETE CASCADE,
+        tool            TEXT NOT NULL,
+        sha256          TEXT NOT NULL,
+        definition      TEXT NOT NULL,
+        approved_at     INTEGER NOT NULL,
+        PRIMARY KEY (server_key, tool)
+    ) STRICT;",
 ];
 
 /// How long a write waits for another process holding the database.
@@ -52,6 +71,23 @@ pub struct Pin {
 /// `user:/home/me/.config/warden/warden.toml#time`.
 pub fn server_key(name: &str, scope: &str, config_path: &Path) -> String {
     format!("{scope}:{}#{name}", config_path.display())
+}
+
+/// One tool's approved definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolPin {
+    /// The tool's raw name, as its server lists it.
+    pub tool: String,
+    /// sha256 of [`definition`](ToolPin::definition), lowercase hex.
+    pub sha256: String,
+    /// The canonical JSON of the definition, kept to show what changed.
+    pub definition: String,
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
 }
 
 /// A state store failure; every one names the database file.
@@ -273,6 +309,117 @@ impl Store {
         .map_err(sqlite)?;
         tx.commit().map_err(sqlite)
     }
+
+    /// Whether the server definition hashed to `definition_sha256` was approved.
+    pub fn is_approved(&self, definition_sha256: &str) -> Result<bool, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT 1 FROM approvals WHERE definition_sha256 = ?1",
+                params![definition_sha256],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|row| row.is_some())
+            .map_err(|source| self.sqlite(source))
+    }
+
+    /// Records the approval of the definition hashed to `definition_sha256`, made for the
+    /// server stored under `server_key`, in one transaction.
+    pub fn save_approval(
+        &mut self,
+        definition_sha256: &str,
+        server_key: &str,
+    ) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let sqlite = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(sqlite)?;
+        tx.execute(
+            "INSERT INTO approvals (definition_sha256, server_key, approved_at)
+             VALUES (?1, ?2, ?3)
+             ON CONFLICT(definition_sha256) DO UPDATE SET server_key = excluded.server_key,
+                 approved_at = excluded.approved_at",
+            params![definition_sha256, server_key, now_secs()],
+        )
+        .map_err(sqlite)?;
+        tx.commit().map_err(sqlite)
+    }
+
+    /// The pinned tool definitions of the server stored under `server_key`, by tool name;
+    /// `None` when its tools were never pinned (an empty list is a pinned empty set).
+    pub fn tool_pins(&self, server_key: &str) -> Result<Option<Vec<ToolPin>>, StoreError> {
+        let pinned = self
+            .conn
+            .query_row(
+                "SELECT 1 FROM tool_pin_sets WHERE server_key = ?1",
+                params![server_key],
+                |_| Ok(()),
+            )
+            .optional()
+            .map_err(|source| self.sqlite(source))?;
+        if pinned.is_none() {
+            return Ok(None);
+        }
+        let mut statement = self
+            .conn
+            .prepare(
+                "SELECT tool, sha256, definition FROM tool_pins WHERE server_key = ?1
+                 ORDER BY tool",
+            )
+            .map_err(|source| self.sqlite(source))?;
+        let rows = statement
+            .query_map(params![server_key], |row| {
+                Ok(ToolPin {
+                    tool: row.get(0)?,
+                    sha256: row.get(1)?,
+                    definition: row.get(2)?,
+                })
+            })
+            .map_err(|source| self.sqlite(source))?;
+        let mut pins = Vec::new();
+        for row in rows {
+            pins.push(row.map_err(|source| self.sqlite(source))?);
+        }
+        Ok(Some(pins))
+    }
+
+    /// Replaces every pinned tool definition of the server stored under `server_key` with
+    /// `pins`, in one transaction.
+    pub fn replace_tool_pins(
+        &mut self,
+        server_key: &str,
+        pins: &[ToolPin],
+    ) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let sqlite = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let now = now_secs();
+        let tx = self.conn.transaction().map_err(sqlite)?;
+        tx.execute(
+            "DELETE FROM tool_pins WHERE server_key = ?1",
+            params![server_key],
+        )
+        .map_err(sqlite)?;
+        tx.execute(
+            "INSERT INTO tool_pin_sets (server_key, pinned_at) VALUES (?1, ?2)
+             ON CONFLICT(server_key) DO UPDATE SET pinned_at = excluded.pinned_at",
+            params![server_key, now],
+        )
+        .map_err(sqlite)?;
+        for pin in pins {
+            tx.execute(
+                "INSERT INTO tool_pins (server_key, tool, sha256, definition, approved_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![server_key, pin.tool, pin.sha256, pin.definition, now],
+            )
+            .map_err(sqlite)?;
+        }
+        tx.commit().map_err(sqlite)
+    }
 }
 
 /// Creates `dir` (and its parents) with mode 700 where it is new.
@@ -340,6 +487,63 @@ mod tests {
         );
         let other = server_key("time", "project", Path::new("/repo/.mcp.json"));
         assert_eq!(store.pin_for(&other).unwrap(), None);
+    }
+
+    #[test]
+    fn a_version_1_database_keeps_its_pins_when_migrated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let key = server_key("time", "user", Path::new("/home/me/warden.toml"));
+        {
+            // What Warden with only the first migration wrote.
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            conn.execute(
+                "INSERT INTO pins VALUES (?1, '/usr/bin/node', ?2, '[]', NULL, 0)",
+                params![key, "ab".repeat(32)],
+            )
+            .unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as i64);
+        assert_eq!(
+            store.pin_for(&key).unwrap().unwrap().program_sha256,
+            "ab".repeat(32)
+        );
+        assert_eq!(store.tool_pins(&key).unwrap(), None);
+    }
+
+    #[test]
+    fn approvals_and_tool_pins_are_kept_per_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let key = server_key("s", "project", Path::new("/repo/warden.toml"));
+        let pin = |tool: &str, hash: &str| ToolPin {
+            tool: tool.into(),
+            sha256: hash.repeat(64),
+            definition: format!("{{\"name\":\"{tool}\"}}"),
+        };
+        {
+            let mut store = Store::open(&path).unwrap();
+            assert!(!store.is_approved(&"a".repeat(64)).unwrap());
+            store.save_approval(&"a".repeat(64), &key).unwrap();
+            assert!(store.is_approved(&"a".repeat(64)).unwrap());
+            assert!(!store.is_approved(&"b".repeat(64)).unwrap());
+
+            assert_eq!(store.tool_pins(&key).unwrap(), None);
+            store.replace_tool_pins(&key, &[]).unwrap();
+            assert_eq!(store.tool_pins(&key).unwrap(), Some(Vec::new()));
+            store
+                .replace_tool_pins(&key, &[pin("echo", "c"), pin("add", "d")])
+                .unwrap();
+            store.replace_tool_pins(&key, &[pin("echo", "e")]).unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert!(store.is_approved(&"a".repeat(64)).unwrap());
+        assert_eq!(store.tool_pins(&key).unwrap(), Some(vec![pin("echo", "e")]));
+        let other = server_key("s", "user", Path::new("/home/me/warden.toml"));
+        assert_eq!(store.tool_pins(&other).unwrap(), None);
     }
 
     #[test]

@@ -1,5 +1,9 @@
 //! The tools this server offers: `echo`, `add` and `fail`.
 //!
+//! Two variables change the list, for tests of pinned tool definitions: a non-empty
+//! `WARDEN_TEST_DESCRIPTION_SUFFIX` is appended to `echo`'s description, and
+//! `WARDEN_TEST_EXTRA_TOOL=1` adds a tool `extra` (no arguments, answers `extra`).
+//!
 //! Argument problems are reported as tool results with `isError: true` (so a model can
 //! correct itself, as MCP recommends); only an unknown tool name is a protocol error.
 
@@ -7,10 +11,11 @@ use serde_json::{Map, Value, json};
 
 /// The definitions returned by `tools/list`, in a fixed order.
 pub(crate) fn definitions() -> Vec<Value> {
-    vec![
+    let suffix = std::env::var("WARDEN_TEST_DESCRIPTION_SUFFIX").unwrap_or_default();
+    let mut tools = vec![
         json!({
             "name": "echo",
-            "description": "Returns the message, prefixed with \"echo: \".",
+            "description": format!("Returns the message, prefixed with \"echo: \".{suffix}"),
             "inputSchema": {
                 "type": "object",
                 "properties": {"message": {"type": "string"}},
@@ -37,7 +42,20 @@ pub(crate) fn definitions() -> Vec<Value> {
             "description": "Always fails with a tool error (isError: true).",
             "inputSchema": {"type": "object"}
         }),
-    ]
+    ];
+    if extra_tool() {
+        tools.push(json!({
+            "name": "extra",
+            "description": "Answers `extra`.",
+            "inputSchema": {"type": "object"}
+        }));
+    }
+    tools
+}
+
+/// Whether `WARDEN_TEST_EXTRA_TOOL=1` asks for the `extra` tool.
+fn extra_tool() -> bool {
+    std::env::var("WARDEN_TEST_EXTRA_TOOL").is_ok_and(|value| value == "1")
 }
 
 /// A `CallToolResult` with one text block.
@@ -58,6 +76,7 @@ pub(crate) fn call(name: &str, arguments: &Value) -> Option<Value> {
         "echo" => echo(args),
         "add" => add(args),
         "fail" => Err("deliberate failure".to_owned()),
+        "extra" if extra_tool() => Ok(text_result("extra", false)),
         _ => return None,
     };
     Some(result.unwrap_or_else(|message| text_result(&message, true)))

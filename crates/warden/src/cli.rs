@@ -44,6 +44,8 @@ pub enum Command {
     Probe(ProbeArgs),
     /// Show how a server's executable changed since it was pinned, and accept the change.
     Pin(PinArgs),
+    /// Approve a project server, or a server's changed or new tool definitions.
+    Approve(ApproveArgs),
     /// The probe itself, run by `warden probe` inside a server's confinement.
     #[command(name = "__probe-report", hide = true)]
     ProbeReport(ProbeReportArgs),
@@ -128,6 +130,26 @@ pub struct PinArgs {
     /// Only show the stored pin and the current state; record nothing.
     #[arg(long)]
     pub show: bool,
+}
+
+/// `warden approve`
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Servers from project files (a repository's warden.toml, .mcp.json or \
+.vscode/mcp.json) do not start until approved: this shows the server's full definition \
+(command line, variable names, sandbox grants, the file it came from) and records the approval \
+of exactly that definition in your state store; a changed definition needs a new approval. \
+It then connects the server and pins every tool's definition; a tool whose definition later \
+changes, or a new tool, is held back until approved here again (`warden tools` shows what \
+changed).\n\n\
+Examples:\n  warden approve github\n  warden approve github --yes"
+)]
+pub struct ApproveArgs {
+    /// The server to approve.
+    pub server: String,
+    /// Approve without asking (for scripts). Without it, Warden asks on the terminal.
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 }
 
 /// `warden __probe-report` (hidden)

@@ -4,6 +4,7 @@
 //! connections from `warden-mcp`, the catalogue and calls from `warden-host`. Each command
 //! lives in its own module under [`commands`].
 
+mod approvals;
 mod cli;
 mod commands;
 mod exit;
@@ -56,6 +57,7 @@ async fn run(cli: Cli) -> Result<exit::Code, Failure> {
         Command::Config(args) => commands::config::run(&cli.global, args),
         Command::Probe(args) => commands::probe::run(&cli.global, args).await,
         Command::Pin(args) => commands::pin::run(&cli.global, args),
+        Command::Approve(args) => commands::approve::run(&cli.global, args).await,
         Command::ProbeReport(args) => Ok(match probe_report::run(&args.input) {
             code if code == ExitCode::SUCCESS => exit::Code::Ok,
             _ => exit::Code::Unavailable,

@@ -27,6 +27,19 @@ pub fn scope(scope: Scope) -> &'static str {
     }
 }
 
+/// `text` with control characters escaped (`\n`, `\u{1b}`), safe to print on a terminal.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// The first line of a description, cut to a readable length.
 pub fn first_line(text: &str) -> String {
     let line = text

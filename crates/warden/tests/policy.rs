@@ -355,6 +355,8 @@ fn a_project_deny_rule_applies() {
         "good",
         "[[policy.rules]]\ntools = \"good__add\"\neffect = \"deny\"\nnote = \"from the repo\"\n",
     );
+    // A project server starts only once approved (docs/policy.md, approvals).
+    assert_exit(&scratch.run(&["approve", "good", "--yes"], LIMIT), 0);
     let output = scratch.run(
         &["call", "good/add", "--args", r#"{"a":1,"b":2}"#, "--yes"],
         LIMIT,
@@ -395,6 +397,8 @@ fn trust_from_the_user_file_does_not_pass_to_a_server_the_project_defines() {
         let path = scratch.config(&config_text("good", &calls, ""));
         (path, calls)
     };
+    // A project server starts only once approved (docs/policy.md, approvals).
+    assert_exit(&scratch.run(&["approve", "good", "--yes"], LIMIT), 0);
     let output = scratch.run(&ECHO, LIMIT);
     assert_exit(&output, 4);
     let err = stderr(&output);

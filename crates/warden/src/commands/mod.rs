@@ -1,5 +1,6 @@
 //! One module per command.
 
+pub mod approve;
 pub mod call;
 pub mod config;
 pub mod pin;
@@ -98,11 +99,38 @@ pub fn open_store(env: &Environment) -> Result<Store, Failure> {
 }
 
 /// Connects to `specs` under `policy`, giving up (and stopping every server) if the user
-/// interrupts.
+/// interrupts. Unapproved project servers are not started, and tools whose definitions
+/// drifted from their pins are held back (see [`connect_reviewed`]).
 pub async fn connect(
     specs: Vec<warden_config::ServerSpec>,
     policy: Arc<Policy>,
     env: &Environment,
+) -> Result<Host, Failure> {
+    let reviewer = crate::approvals::Reviewer::new(open_store(env)?);
+    connect_with(specs, policy, env, &reviewer).await
+}
+
+/// [`connect`], also returning the tools held back or removed, by server.
+pub async fn connect_reviewed(
+    specs: Vec<warden_config::ServerSpec>,
+    policy: Arc<Policy>,
+    env: &Environment,
+) -> Result<(Host, DriftByServer), Failure> {
+    let reviewer = crate::approvals::Reviewer::new(open_store(env)?);
+    let host = connect_with(specs, policy, env, &reviewer).await?;
+    Ok((host, reviewer.into_drift()))
+}
+
+/// Tool definitions that differ from their pins, by server name.
+pub type DriftByServer = std::collections::BTreeMap<String, Vec<crate::approvals::Drift>>;
+
+/// Connects to `specs` under `policy` with `review` deciding which servers start and which
+/// tools are offered, giving up (and stopping every server) if the user interrupts.
+pub async fn connect_with(
+    specs: Vec<warden_config::ServerSpec>,
+    policy: Arc<Policy>,
+    env: &Environment,
+    review: &dyn warden_host::Review,
 ) -> Result<Host, Failure> {
     crate::signals::watch();
     // Every stdio server starts confined; `confine = false` servers are started directly by
@@ -119,7 +147,7 @@ pub async fn connect(
         ..ConnectOptions::default()
     };
     tokio::select! {
-        host = Host::connect_with_policy(specs, policy, &launcher, &options) => Ok(host),
+        host = Host::connect_reviewed(specs, policy, &launcher, &options, review) => Ok(host),
         () = crate::signals::interrupted() => Err(Failure {
             code: crate::exit::Code::Interrupted,
             error: anyhow::anyhow!("interrupted while connecting; servers stopped"),

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use warden_host::{CatalogueTool, Host, ServerStatus};
 use warden_policy::{Provenance, Trust, Verdict};
 
+use super::DriftByServer;
 use crate::cli::{GlobalArgs, ToolsArgs};
 use crate::exit::{Code, Failure};
 use crate::render;
@@ -19,17 +20,17 @@ pub async fn run(global: &GlobalArgs, args: ToolsArgs) -> Result<Code, Failure> 
         )));
     }
     let policy = super::compile_policy(&config.policy)?;
-    let host = super::connect(config.servers, policy, &env).await?;
+    let (host, drift) = super::connect_reviewed(config.servers, policy, &env).await?;
     if args.json {
-        println!("{}", render::pretty(&listing(&host)));
+        println!("{}", render::pretty(&listing(&host, &drift)));
     } else {
-        print!("{}", text(&host));
+        print!("{}", text(&host, &drift));
     }
     host.shutdown().await;
     Ok(Code::Ok)
 }
 
-fn listing(host: &Host) -> Value {
+fn listing(host: &Host, drift: &DriftByServer) -> Value {
     let servers: Vec<Value> = host
         .servers()
         .iter()
@@ -79,6 +80,7 @@ fn listing(host: &Host) -> Value {
                         })
                         .collect();
                     server["hidden_tools"] = json!(hidden_count(host, name));
+                    server["drift"] = json!(drift.get(name).map_or(&[][..], Vec::as_slice));
                     server["rejected_tools"] = host
                         .catalogue()
                         .rejected()
@@ -147,7 +149,14 @@ fn confined(spec: &warden_config::ServerSpec) -> Option<bool> {
     }
 }
 
-fn text(host: &Host) -> String {
+/// How many of `server`'s tools are held back because their definitions are not approved.
+fn held_back(drift: &DriftByServer, server: &str) -> usize {
+    drift
+        .get(server)
+        .map_or(0, |found| found.iter().filter(|d| d.held_back()).count())
+}
+
+fn text(host: &Host, drift: &DriftByServer) -> String {
     let mut out = String::new();
     for entry in host.servers() {
         let name = &entry.spec.name;
@@ -163,13 +172,17 @@ fn text(host: &Host) -> String {
                     0 => String::new(),
                     n => format!(", {n} hidden by policy"),
                 };
+                let held = match held_back(drift, name) {
+                    0 => String::new(),
+                    n => format!(", {n} held back for approval"),
+                };
                 let unconfined = if confined(&entry.spec) == Some(false) {
                     ", UNCONFINED"
                 } else {
                     ""
                 };
                 out.push_str(&format!(
-                    "{name}: connected, {} era ({}){implementation}, {} tool{}{hidden}{unconfined}\n",
+                    "{name}: connected, {} era ({}){implementation}, {} tool{}{hidden}{held}{unconfined}\n",
                     render::era(info.era),
                     info.protocol_version,
                     tools.len(),
@@ -204,6 +217,15 @@ fn text(host: &Host) -> String {
                             "  (left out: {}: {})\n",
                             rejected.name, rejected.reason
                         ));
+                    }
+                }
+                if let Some(found) = drift.get(name) {
+                    out.push_str(&format!(
+                        "  tool definitions differ from the approved ones (review, then run \
+                         `warden approve {name}`):\n"
+                    ));
+                    for line in super::approve::drift_lines(found) {
+                        out.push_str(&format!("    {line}\n"));
                     }
                 }
             }

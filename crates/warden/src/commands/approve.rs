@@ -1,0 +1,317 @@
+//! `warden approve SERVER`: shows a server's resolved definition and, for a project server,
+//! records the approval of exactly that definition; then connects it and pins the current
+//! definitions of its tools, after showing how they differ from the approved ones.
+
+use std::io::{BufRead, IsTerminal, Read, Write};
+use std::sync::Mutex;
+
+use warden_config::{NetworkSpec, ServerSpec, TransportSpec};
+use warden_host::ServerStatus;
+use warden_mcp::ToolDef;
+
+use crate::approvals::{self, Change, Drift};
+use crate::cli::{ApproveArgs, GlobalArgs};
+use crate::exit::{Code, Failure};
+use crate::pins;
+
+/// Longest answer read at the prompt.
+const MAX_ANSWER_BYTES: u64 = 64;
+
+/// Runs `warden approve`.
+pub async fn run(global: &GlobalArgs, args: ApproveArgs) -> Result<Code, Failure> {
+    let (config, env) = super::load_config(global)?;
+    let Some(spec) = config
+        .servers
+        .iter()
+        .find(|spec| spec.name == args.server)
+        .cloned()
+    else {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "no server `{}` is configured (see `warden config`)",
+            args.server
+        )));
+    };
+    let name = spec.name.clone();
+    for line in definition_lines(&spec) {
+        println!("{line}");
+    }
+    let mut store = super::open_store(&env)?;
+    if approvals::needs_approval(&spec) {
+        let hash = approvals::definition_sha256(&spec);
+        if store.is_approved(&hash).map_err(unavailable)? {
+            println!("{name}: this definition is approved");
+        } else {
+            confirm(&args, &format!("Approve server `{name}` as shown?"))?;
+            store
+                .save_approval(&hash, &pins::key_for(&spec))
+                .map_err(unavailable)?;
+            println!("{name}: definition approved");
+        }
+    } else {
+        println!("{name}: defined outside the project, so it starts without an approval");
+    }
+    drop(store);
+
+    // Connect it alone, with every tool offered, to see its current tool definitions.
+    let policy = super::compile_policy(&config.policy)?;
+    let collect = Collect(Mutex::new(None));
+    let host = super::connect_with(vec![spec.clone()], policy, &env, &collect).await?;
+    let status = host.servers().first().map(|entry| entry.status.clone());
+    host.shutdown().await;
+    let listed = match collect.0.into_inner() {
+        Ok(listed) => listed,
+        Err(poisoned) => poisoned.into_inner(),
+    };
+    let Some(listed) = listed else {
+        let reason = match status {
+            Some(ServerStatus::Failed { reason, .. }) => reason,
+            _ => "not connected".to_owned(),
+        };
+        return Err(Failure {
+            code: Code::Unavailable,
+            error: anyhow::anyhow!(
+                "server `{name}` did not connect, so its tools were not pinned: {reason}"
+            ),
+        });
+    };
+    let key = pins::key_for(&spec);
+    let mut store = super::open_store(&env)?;
+    let current = approvals::tool_pins(&listed);
+    match store.tool_pins(&key).map_err(unavailable)? {
+        None => println!(
+            "{name}: {} tool definition{} not pinned yet:",
+            current.len(),
+            if current.len() == 1 { "" } else { "s" }
+        ),
+        Some(stored) => {
+            let found = approvals::drift(&stored, &listed);
+            if found.is_empty() {
+                println!("{name}: every tool definition matches the approved one");
+                return Ok(Code::Ok);
+            }
+            println!("{name}: tool definitions differ from the approved ones:");
+            for line in drift_lines(&found) {
+                println!("  {line}");
+            }
+        }
+    }
+    println!("the tools as they are now (the descriptions in full: a model reads them):");
+    for tool in &listed {
+        for line in tool_lines(tool) {
+            println!("  {line}");
+        }
+    }
+    confirm(
+        &args,
+        &format!("Approve these tool definitions of `{name}`?"),
+    )?;
+    store
+        .replace_tool_pins(&key, &current)
+        .map_err(unavailable)?;
+    println!("{name}: tool definitions approved");
+    Ok(Code::Ok)
+}
+
+/// Offers every tool and keeps the list, for `approve`.
+struct Collect(Mutex<Option<Vec<ToolDef>>>);
+
+impl warden_host::Review for Collect {
+    fn admit(&self, _spec: &ServerSpec) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn tools(&self, _spec: &ServerSpec, tools: Vec<ToolDef>) -> Vec<ToolDef> {
+        if let Ok(mut listed) = self.0.lock() {
+            *listed = Some(tools.clone());
+        }
+        tools
+    }
+}
+
+/// A tool's name and title, then its whole description, indented.
+fn tool_lines(tool: &ToolDef) -> Vec<String> {
+    let mut out = vec![match &tool.title {
+        Some(title) => format!("{}  ({})", tool.name, crate::render::printable(title)),
+        None => tool.name.clone(),
+    }];
+    for line in tool.description.as_deref().unwrap_or_default().lines() {
+        out.push(
+            format!("    {}", crate::render::printable(line))
+                .trim_end()
+                .to_owned(),
+        );
+    }
+    out
+}
+
+/// One line per drifted tool, with its description diff and changed parts indented.
+pub fn drift_lines(found: &[Drift]) -> Vec<String> {
+    let mut out = Vec::new();
+    for item in found {
+        match item.change {
+            Change::Changed => {
+                out.push(format!("changed: {} (held back until approved)", item.tool));
+                if !item.description_diff.is_empty() {
+                    out.push("  description:".to_owned());
+                    for line in &item.description_diff {
+                        out.push(format!("    {}", crate::render::printable(line)));
+                    }
+                }
+                if !item.changed_keys.is_empty() {
+                    out.push(format!("  also changed: {}", item.changed_keys.join(", ")));
+                }
+            }
+            Change::Added => out.push(format!("new: {} (held back until approved)", item.tool)),
+            Change::Removed => out.push(format!("removed: {} (no longer listed)", item.tool)),
+        }
+    }
+    out
+}
+
+/// The resolved definition, as the approval covers it.
+fn definition_lines(spec: &ServerSpec) -> Vec<String> {
+    let origin = &spec.origin;
+    let format = serde_json::to_value(origin.format).unwrap_or_default();
+    let mut out = vec![format!(
+        "server `{}`, defined in {} ({} scope, {} format)",
+        spec.name,
+        origin.path.display(),
+        crate::render::scope(origin.scope),
+        format.as_str().unwrap_or("?")
+    )];
+    match &spec.transport {
+        TransportSpec::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut line = shell_word(command);
+            for arg in args {
+                line.push(' ');
+                line.push_str(&shell_word(arg));
+            }
+            out.push(format!("  runs:      {line}"));
+            if let Some(cwd) = cwd {
+                out.push(format!("  in:        {}", cwd.display()));
+            }
+            let keys: Vec<&str> = env.keys().map(String::as_str).collect();
+            out.push(format!(
+                "  variables: {} (values not shown)",
+                list_or_none(&keys)
+            ));
+            let sandbox = &spec.sandbox;
+            if sandbox.confine {
+                let paths = |paths: &[std::path::PathBuf]| {
+                    let shown: Vec<String> =
+                        paths.iter().map(|p| p.display().to_string()).collect();
+                    let shown: Vec<&str> = shown.iter().map(String::as_str).collect();
+                    list_or_none(&shown)
+                };
+                out.push("  sandbox:   confined".to_owned());
+                out.push(format!("    may read:  {}", paths(&sandbox.read)));
+                out.push(format!("    may write: {}", paths(&sandbox.write)));
+                out.push(format!(
+                    "    network:   {}",
+                    match sandbox.network {
+                        NetworkSpec::None => "none",
+                        NetworkSpec::Host => "the host's network",
+                    }
+                ));
+                let passed: Vec<&str> = sandbox.env.iter().map(String::as_str).collect();
+                out.push(format!(
+                    "    passed from your environment: {}",
+                    list_or_none(&passed)
+                ));
+            } else {
+                out.push(
+                    "  sandbox:   NONE (confine = false: runs with your full rights)".to_owned(),
+                );
+            }
+        }
+        TransportSpec::Http { url, headers } => {
+            out.push(format!("  url:       {url}"));
+            let keys: Vec<&str> = headers.keys().map(String::as_str).collect();
+            out.push(format!(
+                "  headers:   {} (values not shown)",
+                list_or_none(&keys)
+            ));
+        }
+    }
+    out
+}
+
+fn list_or_none(items: &[&str]) -> String {
+    if items.is_empty() {
+        "(none)".to_owned()
+    } else {
+        items.join(", ")
+    }
+}
+
+/// `word` as a shell would need it written: as is when plainly safe, else single-quoted.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./=:,@+%".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!(
+            "'{}'",
+            crate::render::printable(&word.replace('\'', r"'\''"))
+        )
+    }
+}
+
+/// Asks `question` on the terminal; `--yes` answers it. Without a terminal and without
+/// `--yes`, nothing is approved.
+fn confirm(args: &ApproveArgs, question: &str) -> Result<(), Failure> {
+    if args.yes {
+        return Ok(());
+    }
+    let denied = |message: &str| Failure {
+        code: Code::Denied,
+        error: anyhow::anyhow!("{message}"),
+    };
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return Err(denied(
+            "nothing approved: there is no terminal to ask on (use --yes after reviewing)",
+        ));
+    }
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut line = Vec::new();
+    let _ = std::io::stdin()
+        .lock()
+        .take(MAX_ANSWER_BYTES)
+        .read_until(b'\n', &mut line);
+    let answer = String::from_utf8_lossy(&line).trim().to_ascii_lowercase();
+    if matches!(answer.as_str(), "y" | "yes") {
+        Ok(())
+    } else {
+        Err(denied("nothing approved"))
+    }
+}
+
+fn unavailable(error: warden_store::StoreError) -> Failure {
+    Failure {
+        code: Code::Unavailable,
+        error: error.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_words_are_quoted_when_needed() {
+        assert_eq!(shell_word("/usr/bin/node"), "/usr/bin/node");
+        assert_eq!(shell_word("a b"), "'a b'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word(""), "''");
+        assert_eq!(shell_word("x\ny"), r"'x\ny'");
+    }
+}
