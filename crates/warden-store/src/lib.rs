@@ -1,7 +1,8 @@
 //! Warden's state store: one SQLite file (`$XDG_STATE_HOME/warden/state.db`, the path is
 //! the caller's choice) holding what Warden must remember between runs. Today: the pins of
 //! server executables ([`Pin`]), approvals of project servers' definitions, and the pinned
-//! definitions of each server's tools ([`ToolPin`]).
+//! definitions of each server's tools ([`ToolPin`]), and the audit log of tool calls
+//! ([`AuditEntry`], arguments redacted by [`redact`]).
 //!
 //! Rules this crate keeps:
 //! - the schema is an ordered list of migrations ([`MIGRATIONS`]); the number applied is
@@ -9,7 +10,13 @@
 //!   a database written by a newer Warden (a higher version than this code knows) is
 //!   refused rather than guessed at;
 //! - WAL journal and a busy timeout, so two Warden processes can share the file;
-//! - every write is one transaction.
+//! - every write is one transaction;
+//! - `synchronous = FULL`: with WAL, every commit syncs the log before it returns, so a
+//!   committed row (an audit row above all) survives a crash of Warden *and* of the
+//!   machine; `NORMAL` would only survive the former. One fsync per write is nothing next to
+//!   a tool call.
+
+pub mod redact;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -46,7 +53,83 @@ pub const MIGRATIONS: &[&str] = &[
         approved_at     INTEGER NOT NULL,
         PRIMARY KEY (server_key, tool)
     ) STRICT;",
+    // 3: the audit log: one row per attempted tool call.
+    "CREATE TABLE audit (
+        id              INTEGER PRIMARY KEY AUTOINCREMENT,
+        time_ms         INTEGER NOT NULL,
+        front_end       TEXT NOT NULL,
+        server          TEXT NOT NULL,
+        tool            TEXT NOT NULL,
+        arguments       TEXT NOT NULL,
+        decision        TEXT,
+        reasons         TEXT NOT NULL,
+        approved_by     TEXT,
+        executed        INTEGER NOT NULL,
+        outcome         TEXT NOT NULL,
+        error           TEXT,
+        latency_ms      INTEGER,
+        result_bytes    INTEGER
+    ) STRICT;
+    CREATE INDEX audit_by_time ON audit (time_ms);
+    CREATE INDEX audit_by_server ON audit (server, time_ms);",
 ];
+
+/// The most rows [`Store::audit`] returns.
+pub const MAX_AUDIT_ROWS: usize = 10_000;
+
+/// One attempted tool call, as the audit log keeps it.
+///
+/// Strings rather than enums: the log outlives the code that wrote it, and a reader must
+/// show a value a newer Warden wrote. The values used today are listed on each field.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditEntry {
+    /// When the attempt was made: milliseconds since the Unix epoch, UTC.
+    pub time_ms: i64,
+    /// Which front end made it: `cli` (`warden call`).
+    pub front_end: String,
+    /// The tool's server.
+    pub server: String,
+    /// The tool's qualified name (`server__tool`).
+    pub tool: String,
+    /// The arguments; [`Store::record_audit`] stores them redacted ([`redact::redact`]).
+    pub arguments: serde_json::Value,
+    /// `allow`, `ask` or `deny`; `None` when the call was refused before it was decided
+    /// (its arguments did not match the tool's schema).
+    pub decision: Option<String>,
+    /// The decision's reasons: a JSON array of `{"kind", "text"}` objects (redacted too).
+    pub reasons: serde_json::Value,
+    /// Who let the call run: `policy` (allowed), `user` (answered the prompt), `--yes`;
+    /// `None` when it did not run.
+    pub approved_by: Option<String>,
+    /// Whether the call was sent to the server.
+    pub executed: bool,
+    /// `ok`, `tool_error`, `failed`, `denied`, `not_approved` or `invalid_arguments`.
+    pub outcome: String,
+    /// What went wrong, if anything (redacted by pattern).
+    pub error: Option<String>,
+    /// How long the server took, when the call was sent.
+    pub latency_ms: Option<i64>,
+    /// The size of the result's JSON, when there was one.
+    pub result_bytes: Option<i64>,
+}
+
+/// A stored audit row: its id (increasing in the order rows were written) and entry.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AuditRow {
+    /// The row's id.
+    pub id: i64,
+    /// What was recorded.
+    pub entry: AuditEntry,
+}
+
+/// Which audit rows to return.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    /// Only this server's calls.
+    pub server: Option<String>,
+    /// Only calls made at or after this time (milliseconds since the epoch, UTC).
+    pub since_ms: Option<i64>,
+}
 
 /// How long a write waits for another process holding the database.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -167,6 +250,8 @@ impl Store {
             .query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0))
             .map_err(sqlite)?;
         conn.pragma_update(None, "foreign_keys", "ON")
+            .map_err(sqlite)?;
+        conn.pragma_update(None, "synchronous", "FULL")
             .map_err(sqlite)?;
         let mut store = Self { conn, path };
         store.migrate()?;
@@ -422,6 +507,110 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Appends `entry` to the audit log in one transaction, committed (and, with
+    /// `synchronous = FULL`, on disk) before this returns. Arguments, reasons and the error
+    /// are redacted first: the raw values never reach the file.
+    pub fn record_audit(&mut self, entry: &AuditEntry) -> Result<i64, StoreError> {
+        let corrupt = |what: &str, error: serde_json::Error| StoreError::Corrupt {
+            path: self.path.clone(),
+            key: entry.tool.clone(),
+            reason: format!("{what}: {error}"),
+        };
+        let arguments = serde_json::to_string(&redact::redact(&entry.arguments))
+            .map_err(|error| corrupt("arguments", error))?;
+        let reasons = serde_json::to_string(&redact::redact(&entry.reasons))
+            .map_err(|error| corrupt("reasons", error))?;
+        let error = entry.error.as_deref().map(redact::redact_text);
+        let path = self.path.clone();
+        let sqlite = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(sqlite)?;
+        tx.execute(
+            "INSERT INTO audit (time_ms, front_end, server, tool, arguments, decision, reasons,
+                 approved_by, executed, outcome, error, latency_ms, result_bytes)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+            params![
+                entry.time_ms,
+                entry.front_end,
+                entry.server,
+                entry.tool,
+                arguments,
+                entry.decision,
+                reasons,
+                entry.approved_by,
+                entry.executed,
+                entry.outcome,
+                error,
+                entry.latency_ms,
+                entry.result_bytes,
+            ],
+        )
+        .map_err(sqlite)?;
+        let id = tx.last_insert_rowid();
+        tx.commit().map_err(sqlite)?;
+        Ok(id)
+    }
+
+    /// The latest `limit` audit rows (at most [`MAX_AUDIT_ROWS`]) that pass `filter`,
+    /// oldest first.
+    pub fn audit(&self, filter: &AuditFilter, limit: usize) -> Result<Vec<AuditRow>, StoreError> {
+        let limit = i64::try_from(limit.min(MAX_AUDIT_ROWS)).unwrap_or(0);
+        let mut statement = self
+            .conn
+            .prepare(
+                "SELECT id, time_ms, front_end, server, tool, arguments, decision, reasons,
+                     approved_by, executed, outcome, error, latency_ms, result_bytes
+                 FROM audit
+                 WHERE (?1 IS NULL OR server = ?1) AND (?2 IS NULL OR time_ms >= ?2)
+                 ORDER BY id DESC LIMIT ?3",
+            )
+            .map_err(|source| self.sqlite(source))?;
+        let rows = statement
+            .query_map(params![filter.server, filter.since_ms, limit], |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, String>(5)?,
+                    row.get::<_, String>(7)?,
+                    AuditEntry {
+                        time_ms: row.get(1)?,
+                        front_end: row.get(2)?,
+                        server: row.get(3)?,
+                        tool: row.get(4)?,
+                        arguments: serde_json::Value::Null,
+                        decision: row.get(6)?,
+                        reasons: serde_json::Value::Null,
+                        approved_by: row.get(8)?,
+                        executed: row.get(9)?,
+                        outcome: row.get(10)?,
+                        error: row.get(11)?,
+                        latency_ms: row.get(12)?,
+                        result_bytes: row.get(13)?,
+                    },
+                ))
+            })
+            .map_err(|source| self.sqlite(source))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, arguments, reasons, mut entry) = row.map_err(|source| self.sqlite(source))?;
+            let parse = |column: &str, text: &str| {
+                serde_json::from_str(text).map_err(|error| StoreError::Corrupt {
+                    path: self.path.clone(),
+                    key: format!("audit row {id}"),
+                    reason: format!("{column} column: {error}"),
+                })
+            };
+            entry.arguments = parse("arguments", &arguments)?;
+            entry.reasons = parse("reasons", &reasons)?;
+            out.push(AuditRow { id, entry });
+        }
+        out.reverse();
+        Ok(out)
+    }
+}
+
 /// Creates `dir` (and its parents) with mode 700 where it is new.
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
@@ -544,6 +733,126 @@ mod tests {
         assert_eq!(store.tool_pins(&key).unwrap(), Some(vec![pin("echo", "e")]));
         let other = server_key("s", "user", Path::new("/home/me/warden.toml"));
         assert_eq!(store.tool_pins(&other).unwrap(), None);
+    }
+
+    fn entry(server: &str, time_ms: i64) -> AuditEntry {
+        AuditEntry {
+            time_ms,
+            front_end: "cli".into(),
+            server: server.into(),
+            tool: format!("{server}__echo"),
+            arguments: serde_json::json!({"message": "Bearer abcdef.ghi", "api_key": "k1"}),
+            decision: Some("ask".into()),
+            reasons: serde_json::json!([{"kind": "default", "text": "asking by default"}]),
+            approved_by: Some("--yes".into()),
+            executed: true,
+            outcome: "ok".into(),
+            error: Some("server said sk-abcdefghijklmnop".into()),
+            latency_ms: Some(12),
+            result_bytes: Some(345),
+        }
+    }
+
+    #[test]
+    fn audit_rows_are_recorded_redacted_and_queried_by_server_and_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        {
+            let mut store = Store::open(&path).unwrap();
+            let synchronous: i64 = store
+                .conn
+                .query_row("PRAGMA synchronous", [], |row| row.get(0))
+                .unwrap();
+            assert_eq!(synchronous, 2, "FULL");
+            store.record_audit(&entry("a", 1_000)).unwrap();
+            store.record_audit(&entry("b", 2_000)).unwrap();
+            let mut denied = entry("a", 3_000);
+            denied.decision = Some("deny".into());
+            denied.approved_by = None;
+            denied.executed = false;
+            denied.outcome = "denied".into();
+            denied.error = None;
+            denied.latency_ms = None;
+            denied.result_bytes = None;
+            store.record_audit(&denied).unwrap();
+        }
+        // Everything survives a reopen (each row was committed when recorded).
+        let store = Store::open(&path).unwrap();
+        let all = store.audit(&AuditFilter::default(), 100).unwrap();
+        let times: Vec<i64> = all.iter().map(|row| row.entry.time_ms).collect();
+        assert_eq!(times, [1_000, 2_000, 3_000]);
+        assert!(all.windows(2).all(|pair| pair[0].id < pair[1].id));
+        let first = &all[0].entry;
+        assert_eq!(
+            first.arguments,
+            serde_json::json!({"message": "Bearer <redacted>", "api_key": "<redacted>"})
+        );
+        assert_eq!(first.error.as_deref(), Some("server said <redacted>"));
+        assert_eq!(first.approved_by.as_deref(), Some("--yes"));
+        assert_eq!(
+            (first.latency_ms, first.result_bytes),
+            (Some(12), Some(345))
+        );
+        assert_eq!(all[2].entry.outcome, "denied");
+        assert!(!all[2].entry.executed);
+        assert_eq!(all[2].entry.latency_ms, None);
+
+        let only_a = AuditFilter {
+            server: Some("a".into()),
+            since_ms: None,
+        };
+        let rows = store.audit(&only_a, 100).unwrap();
+        assert_eq!(rows.len(), 2);
+        assert!(rows.iter().all(|row| row.entry.server == "a"));
+        let since = AuditFilter {
+            server: None,
+            since_ms: Some(2_000),
+        };
+        assert_eq!(store.audit(&since, 100).unwrap().len(), 2);
+        // The limit keeps the latest rows, still oldest first.
+        let latest = store.audit(&AuditFilter::default(), 2).unwrap();
+        let times: Vec<i64> = latest.iter().map(|row| row.entry.time_ms).collect();
+        assert_eq!(times, [2_000, 3_000]);
+        let raw: String = store
+            .conn
+            .query_row(
+                "SELECT group_concat(arguments || error, ' ') FROM audit",
+                [],
+                |row| row.get(0),
+            )
+            .unwrap();
+        assert!(!raw.contains("abcdef") && !raw.contains("k1") && !raw.contains("sk-"));
+    }
+
+    #[test]
+    fn a_version_2_database_keeps_its_data_when_migrated() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let key = server_key("s", "user", Path::new("/home/me/warden.toml"));
+        {
+            // What Warden with the first two migrations wrote.
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.execute_batch(MIGRATIONS[1]).unwrap();
+            conn.pragma_update(None, "user_version", 2).unwrap();
+            conn.execute(
+                "INSERT INTO pins VALUES (?1, '/usr/bin/node', ?2, '[]', NULL, 0)",
+                params![key, "ab".repeat(32)],
+            )
+            .unwrap();
+            conn.execute(
+                "INSERT INTO approvals VALUES (?1, ?2, 0)",
+                params!["a".repeat(64), key],
+            )
+            .unwrap();
+        }
+        let mut store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), 3);
+        assert!(store.pin_for(&key).unwrap().is_some());
+        assert!(store.is_approved(&"a".repeat(64)).unwrap());
+        assert!(store.audit(&AuditFilter::default(), 10).unwrap().is_empty());
+        store.record_audit(&entry("s", 5)).unwrap();
+        assert_eq!(store.audit(&AuditFilter::default(), 10).unwrap().len(), 1);
     }
 
     #[test]

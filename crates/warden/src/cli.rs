@@ -46,6 +46,8 @@ pub enum Command {
     Pin(PinArgs),
     /// Approve a project server, or a server's changed or new tool definitions.
     Approve(ApproveArgs),
+    /// Show the audit log: every call attempted, its decision and its outcome.
+    Audit(AuditArgs),
     /// The probe itself, run by `warden probe` inside a server's confinement.
     #[command(name = "__probe-report", hide = true)]
     ProbeReport(ProbeReportArgs),
@@ -150,6 +152,30 @@ pub struct ApproveArgs {
     /// Approve without asking (for scripts). Without it, Warden asks on the terminal.
     #[arg(long, short = 'y')]
     pub yes: bool,
+}
+
+/// `warden audit`
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Every `warden call` attempt is recorded in the state store: time (UTC), tool, \
+arguments (secret-looking values redacted), the policy's decision and reasons, who approved it, \
+whether it ran, its outcome, latency and result size. The latest rows are shown, oldest first.\n\n\
+Examples:\n  warden audit --since 1h\n  warden audit --server github --since 2026-11-30T08:00:00Z --json"
+)]
+pub struct AuditArgs {
+    /// Print a JSON array instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// Only this server's calls.
+    #[arg(long, value_name = "SERVER")]
+    pub server: Option<String>,
+    /// Only calls since TIME: an RFC 3339 time, or a duration back from now (`10m`, `2h`, `7d`).
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Show at most N rows (the latest), 1 to 10000.
+    #[arg(long, value_name = "N", default_value_t = 100,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub limit: u32,
 }
 
 /// `warden __probe-report` (hidden)

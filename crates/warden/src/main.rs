@@ -58,6 +58,7 @@ async fn run(cli: Cli) -> Result<exit::Code, Failure> {
         Command::Probe(args) => commands::probe::run(&cli.global, args).await,
         Command::Pin(args) => commands::pin::run(&cli.global, args),
         Command::Approve(args) => commands::approve::run(&cli.global, args).await,
+        Command::Audit(args) => commands::audit::run(&args),
         Command::ProbeReport(args) => Ok(match probe_report::run(&args.input) {
             code if code == ExitCode::SUCCESS => exit::Code::Ok,
             _ => exit::Code::Unavailable,

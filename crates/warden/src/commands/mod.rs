@@ -1,6 +1,7 @@
 //! One module per command.
 
 pub mod approve;
+pub mod audit;
 pub mod call;
 pub mod config;
 pub mod pin;
