@@ -43,6 +43,9 @@
 //! (`text from inbox__list_messages, untrusted, turn 2`) or the argument
 //! (`argument /to = "evil@x.com" appears in text from inbox__list_messages (turn 2)`).
 //!
+//! The [`scan`] module scans tool definitions for text aimed at the model (instructions,
+//! credential paths, invisible Unicode, look-alike names, …), also without I/O.
+//!
 //! # What the crate does not do
 //!
 //! No I/O of any kind: no files, no network, no clock, no environment. Symlinks in `under`
@@ -95,6 +98,7 @@ mod label;
 mod paths;
 mod policy;
 mod provenance;
+pub mod scan;
 
 pub use args::{MAX_DEPTH, MAX_VISITED_VALUES, MIN_VERBATIM_CHARS};
 pub use config::{

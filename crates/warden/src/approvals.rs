@@ -21,6 +21,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use warden_config::{Scope, ServerSpec, TransportSpec};
 use warden_mcp::ToolDef;
+use warden_policy::scan::Flag;
 use warden_store::{Store, ToolPin};
 
 use crate::pins::key_for;
@@ -268,12 +269,55 @@ fn changed_keys(old: &Value, new: &Value) -> Vec<String> {
     out
 }
 
+/// The flags of one tool's definition, by [`warden_policy::scan`]. `others` are the
+/// `(server, tool)` names of the other servers' tools.
+pub fn scan_tool(server: &str, def: &ToolDef, others: &[(&str, &str)]) -> Vec<Flag> {
+    let text = warden_policy::scan::ToolText {
+        name: &def.name,
+        title: def.title.as_deref(),
+        description: def.description.as_deref(),
+        input_schema: Some(&def.input_schema),
+    };
+    warden_policy::scan::scan(server, &text, others)
+}
+
+/// The key under which the approval of a flagged tool's exact definition is stored (in the
+/// approvals table, next to approvals of server definitions): the server's store key and
+/// the sha256 of the tool's pinned definition.
+pub fn flags_approval_key(server_key: &str, def: &ToolDef) -> String {
+    let pin = tool_pin(def);
+    sha256_hex(format!("warden-scan-approval\n{server_key}\n{}", pin.sha256).as_bytes())
+}
+
+/// One listed tool's scan: its flags, and whether it is quarantined (flagged, and this
+/// exact definition was not approved with its flags shown).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ToolScan {
+    /// The tool's raw name.
+    pub tool: String,
+    /// What the scan found.
+    pub flags: Vec<Flag>,
+    /// Held back until `warden approve`.
+    pub quarantined: bool,
+}
+
 /// The check the host runs around every server it connects: project servers need their
-/// definition approved, and tools whose definitions drifted from their pins are held back
-/// (their drift is kept for `warden tools`).
+/// definition approved, tools whose definitions drifted from their pins are held back
+/// (their drift is kept for `warden tools`), and tools whose definitions the description
+/// scan flags are quarantined until their exact definition is approved.
 pub struct Reviewer {
     store: Mutex<Store>,
     drift: Mutex<BTreeMap<String, Vec<Drift>>>,
+    /// `(server, tool)` of every server reviewed so far, for `name.confusable`.
+    names: Mutex<Vec<(String, String)>>,
+    scans: Mutex<BTreeMap<String, Vec<ToolScan>>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    match mutex.lock() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
 }
 
 impl Reviewer {
@@ -282,7 +326,67 @@ impl Reviewer {
         Self {
             store: Mutex::new(store),
             drift: Mutex::new(BTreeMap::new()),
+            names: Mutex::new(Vec::new()),
+            scans: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// The scan of every listed tool, by server name (flagged or not).
+    pub fn scans(&self) -> BTreeMap<String, Vec<ToolScan>> {
+        lock(&self.scans).clone()
+    }
+
+    /// Scans `tools` of `spec` against the names of the servers reviewed before it, and
+    /// records the result; returns the names of the quarantined tools.
+    fn quarantine(&self, spec: &ServerSpec, tools: &[ToolDef]) -> HashSet<String> {
+        let others: Vec<(String, String)> = {
+            let mut names = lock(&self.names);
+            let others = names.clone();
+            names.extend(
+                tools
+                    .iter()
+                    .map(|def| (spec.name.clone(), def.name.clone())),
+            );
+            others
+        };
+        let others: Vec<(&str, &str)> = others
+            .iter()
+            .map(|(server, tool)| (server.as_str(), tool.as_str()))
+            .collect();
+        let key = key_for(spec);
+        let mut seen = HashSet::new();
+        let mut scans = Vec::new();
+        let mut held = HashSet::new();
+        for def in tools {
+            if !seen.insert(def.name.as_str()) {
+                continue;
+            }
+            let flags = scan_tool(&spec.name, def, &others);
+            let quarantined = !flags.is_empty()
+                && !matches!(
+                    self.store().is_approved(&flags_approval_key(&key, def)),
+                    Ok(true)
+                );
+            if quarantined {
+                let ids: Vec<&str> = flags.iter().map(|flag| flag.id).collect();
+                tracing::warn!(
+                    server = %spec.name,
+                    tool = %def.name,
+                    flags = %ids.join(", "),
+                    "tool quarantined: its definition was flagged; review it with \
+                     `warden approve {}`",
+                    spec.name
+                );
+                held.insert(def.name.clone());
+            }
+            scans.push(ToolScan {
+                tool: def.name.clone(),
+                flags,
+                quarantined,
+            });
+        }
+        lock(&self.scans).insert(spec.name.clone(), scans);
+        held
     }
 
     fn store(&self) -> std::sync::MutexGuard<'_, Store> {
@@ -314,6 +418,17 @@ impl warden_host::Review for Reviewer {
     }
 
     fn tools(&self, spec: &ServerSpec, tools: Vec<ToolDef>) -> Vec<ToolDef> {
+        let quarantined = self.quarantine(spec, &tools);
+        let mut offered = self.pinned(spec, tools);
+        offered.retain(|def| !quarantined.contains(&def.name));
+        offered
+    }
+}
+
+impl Reviewer {
+    /// The tools whose definitions match their pins (all of them on a first connect, when
+    /// they are pinned).
+    fn pinned(&self, spec: &ServerSpec, tools: Vec<ToolDef>) -> Vec<ToolDef> {
         let key = key_for(spec);
         let mut store = self.store();
         let stored = match store.tool_pins(&key) {

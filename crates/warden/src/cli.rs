@@ -38,6 +38,8 @@ pub enum Command {
     Tools(ToolsArgs),
     /// Call one tool and print its result.
     Call(CallArgs),
+    /// Connect to every server and scan its tool descriptions for text aimed at the model.
+    Scan(ScanArgs),
     /// Show the resolved servers and which file each came from.
     Config(ConfigArgs),
     /// Run a probe under the confinement a server gets and report what it can reach.
@@ -56,6 +58,14 @@ pub enum Command {
 /// `warden tools`
 #[derive(Debug, Args)]
 pub struct ToolsArgs {
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `warden scan`
+#[derive(Debug, Args)]
+pub struct ScanArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,

@@ -54,6 +54,7 @@ async fn run(cli: Cli) -> Result<exit::Code, Failure> {
     match cli.command {
         Command::Tools(args) => commands::tools::run(&cli.global, args).await,
         Command::Call(args) => commands::call::run(&cli.global, args).await,
+        Command::Scan(args) => commands::scan::run(&cli.global, args).await,
         Command::Config(args) => commands::config::run(&cli.global, args),
         Command::Probe(args) => commands::probe::run(&cli.global, args).await,
         Command::Pin(args) => commands::pin::run(&cli.global, args),

@@ -371,3 +371,29 @@ fn an_era_pin_is_obeyed_without_fallback() {
     assert!(reason.contains("no fallback"), "{reason}");
     scratch.assert_no_leftovers();
 }
+
+/// Precision of the description scan: the real peers' ordinary definitions are not flagged,
+/// so nothing is quarantined.
+#[test]
+fn the_six_peers_scan_clean() {
+    let scratch = Scratch::new();
+    let config = scratch.config(&six_peers(&scratch));
+    let output = scratch.run(
+        &["--config", config.to_str().unwrap(), "scan", "--json"],
+        LIMIT,
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let listing = json(&output);
+    let servers = listing["servers"].as_array().unwrap();
+    assert_eq!(servers.len(), 6, "{listing}");
+    for server in servers {
+        assert_eq!(server["state"], "connected", "{server}");
+        assert_eq!(server["flagged"], 0, "{server:#}");
+        for tool in server["tools"].as_array().unwrap() {
+            assert_eq!(tool["flags"], serde_json::json!([]), "{tool}");
+            assert_eq!(tool["quarantined"], false, "{tool}");
+        }
+        assert!(server["clean"].as_u64().unwrap() > 0, "{server}");
+    }
+    scratch.assert_no_leftovers();
+}

@@ -77,6 +77,39 @@ pub async fn run(global: &GlobalArgs, args: ApproveArgs) -> Result<Code, Failure
     let key = pins::key_for(&spec);
     let mut store = super::open_store(&env)?;
     let current = approvals::tool_pins(&listed);
+    // The description scan, against the pinned tool names of every other server.
+    let mut others = Vec::new();
+    for other in config.servers.iter().filter(|other| other.name != name) {
+        if let Ok(Some(pins)) = store.tool_pins(&pins::key_for(other)) {
+            others.extend(pins.into_iter().map(|pin| (other.name.clone(), pin.tool)));
+        }
+    }
+    let others: Vec<(&str, &str)> = others
+        .iter()
+        .map(|(server, tool)| (server.as_str(), tool.as_str()))
+        .collect();
+    let mut flagged = Vec::new();
+    let mut unapproved = 0;
+    let mut seen = std::collections::HashSet::new();
+    for tool in listed.iter().filter(|tool| seen.insert(tool.name.clone())) {
+        let flags = approvals::scan_tool(&name, tool, &others);
+        if flags.is_empty() {
+            continue;
+        }
+        let approval = approvals::flags_approval_key(&key, tool);
+        let approved = store.is_approved(&approval).map_err(unavailable)?;
+        if !approved {
+            unapproved += 1;
+        }
+        flagged.push((
+            approval,
+            approvals::ToolScan {
+                tool: tool.name.clone(),
+                flags,
+                quarantined: !approved,
+            },
+        ));
+    }
     match store.tool_pins(&key).map_err(unavailable)? {
         None => println!(
             "{name}: {} tool definition{} not pinned yet:",
@@ -85,13 +118,17 @@ pub async fn run(global: &GlobalArgs, args: ApproveArgs) -> Result<Code, Failure
         ),
         Some(stored) => {
             let found = approvals::drift(&stored, &listed);
-            if found.is_empty() {
+            if found.is_empty() && unapproved == 0 {
                 println!("{name}: every tool definition matches the approved one");
                 return Ok(Code::Ok);
             }
-            println!("{name}: tool definitions differ from the approved ones:");
-            for line in drift_lines(&found) {
-                println!("  {line}");
+            if found.is_empty() {
+                println!("{name}: every tool definition matches its pin");
+            } else {
+                println!("{name}: tool definitions differ from the approved ones:");
+                for line in drift_lines(&found) {
+                    println!("  {line}");
+                }
             }
         }
     }
@@ -101,6 +138,18 @@ pub async fn run(global: &GlobalArgs, args: ApproveArgs) -> Result<Code, Failure
             println!("  {line}");
         }
     }
+    if !flagged.is_empty() {
+        println!(
+            "{name}: the description scan flagged {} tool{} (approving releases them):",
+            flagged.len(),
+            if flagged.len() == 1 { "" } else { "s" }
+        );
+        for (_, scan) in &flagged {
+            for line in super::scan::flag_lines(scan) {
+                println!("  {line}");
+            }
+        }
+    }
     confirm(
         &args,
         &format!("Approve these tool definitions of `{name}`?"),
@@ -108,6 +157,9 @@ pub async fn run(global: &GlobalArgs, args: ApproveArgs) -> Result<Code, Failure
     store
         .replace_tool_pins(&key, &current)
         .map_err(unavailable)?;
+    for (approval, _) in &flagged {
+        store.save_approval(approval, &key).map_err(unavailable)?;
+    }
     println!("{name}: tool definitions approved");
     Ok(Code::Ok)
 }

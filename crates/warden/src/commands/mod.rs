@@ -6,6 +6,7 @@ pub mod call;
 pub mod config;
 pub mod pin;
 pub mod probe;
+pub mod scan;
 pub mod tools;
 
 use std::path::PathBuf;
@@ -111,16 +112,21 @@ pub async fn connect(
     connect_with(specs, policy, env, &reviewer).await
 }
 
-/// [`connect`], also returning the tools held back or removed, by server.
+/// [`connect`], also returning the tools held back or removed, and the description scan
+/// of every listed tool, by server.
 pub async fn connect_reviewed(
     specs: Vec<warden_config::ServerSpec>,
     policy: Arc<Policy>,
     env: &Environment,
-) -> Result<(Host, DriftByServer), Failure> {
+) -> Result<(Host, DriftByServer, ScansByServer), Failure> {
     let reviewer = crate::approvals::Reviewer::new(open_store(env)?);
     let host = connect_with(specs, policy, env, &reviewer).await?;
-    Ok((host, reviewer.into_drift()))
+    let scans = reviewer.scans();
+    Ok((host, reviewer.into_drift(), scans))
 }
+
+/// The description scan of every listed tool, by server name.
+pub type ScansByServer = std::collections::BTreeMap<String, Vec<crate::approvals::ToolScan>>;
 
 /// Tool definitions that differ from their pins, by server name.
 pub type DriftByServer = std::collections::BTreeMap<String, Vec<crate::approvals::Drift>>;

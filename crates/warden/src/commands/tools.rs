@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 use warden_host::{CatalogueTool, Host, ServerStatus};
 use warden_policy::{Provenance, Trust, Verdict};
 
-use super::DriftByServer;
+use super::{DriftByServer, ScansByServer};
+use crate::approvals::ToolScan;
 use crate::cli::{GlobalArgs, ToolsArgs};
 use crate::exit::{Code, Failure};
 use crate::render;
@@ -20,17 +21,17 @@ pub async fn run(global: &GlobalArgs, args: ToolsArgs) -> Result<Code, Failure> 
         )));
     }
     let policy = super::compile_policy(&config.policy)?;
-    let (host, drift) = super::connect_reviewed(config.servers, policy, &env).await?;
+    let (host, drift, scans) = super::connect_reviewed(config.servers, policy, &env).await?;
     if args.json {
-        println!("{}", render::pretty(&listing(&host, &drift)));
+        println!("{}", render::pretty(&listing(&host, &drift, &scans)));
     } else {
-        print!("{}", text(&host, &drift));
+        print!("{}", text(&host, &drift, &scans));
     }
     host.shutdown().await;
     Ok(Code::Ok)
 }
 
-fn listing(host: &Host, drift: &DriftByServer) -> Value {
+fn listing(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> Value {
     let servers: Vec<Value> = host
         .servers()
         .iter()
@@ -65,6 +66,7 @@ fn listing(host: &Host, drift: &DriftByServer) -> Value {
                                 "description": tool.def.description,
                                 "annotations": tool.def.annotations,
                                 "input_schema": tool.def.input_schema,
+                                "flags": flags_of(scans, name, &tool.def.name),
                                 "policy": {
                                     "trust": tool.facts.trust,
                                     "may_write": tool.facts.may_write(),
@@ -81,6 +83,9 @@ fn listing(host: &Host, drift: &DriftByServer) -> Value {
                         .collect();
                     server["hidden_tools"] = json!(hidden_count(host, name));
                     server["drift"] = json!(drift.get(name).map_or(&[][..], Vec::as_slice));
+                    server["quarantined"] = quarantined(scans, name)
+                        .map(|scan| json!({"tool": scan.tool, "flags": scan.flags}))
+                        .collect();
                     server["rejected_tools"] = host
                         .catalogue()
                         .rejected()
@@ -149,6 +154,30 @@ fn confined(spec: &warden_config::ServerSpec) -> Option<bool> {
     }
 }
 
+/// The flags of `server`'s tool `tool`.
+fn flags_of<'a>(
+    scans: &'a ScansByServer,
+    server: &str,
+    tool: &str,
+) -> &'a [warden_policy::scan::Flag] {
+    scans
+        .get(server)
+        .and_then(|found| found.iter().find(|scan| scan.tool == tool))
+        .map_or(&[], |scan| scan.flags.as_slice())
+}
+
+/// `server`'s quarantined tools.
+fn quarantined<'a>(
+    scans: &'a ScansByServer,
+    server: &str,
+) -> impl Iterator<Item = &'a ToolScan> + use<'a> {
+    scans
+        .get(server)
+        .into_iter()
+        .flatten()
+        .filter(|scan| scan.quarantined)
+}
+
 /// How many of `server`'s tools are held back because their definitions are not approved.
 fn held_back(drift: &DriftByServer, server: &str) -> usize {
     drift
@@ -156,7 +185,7 @@ fn held_back(drift: &DriftByServer, server: &str) -> usize {
         .map_or(0, |found| found.iter().filter(|d| d.held_back()).count())
 }
 
-fn text(host: &Host, drift: &DriftByServer) -> String {
+fn text(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> String {
     let mut out = String::new();
     for entry in host.servers() {
         let name = &entry.spec.name;
@@ -175,6 +204,10 @@ fn text(host: &Host, drift: &DriftByServer) -> String {
                 let held = match held_back(drift, name) {
                     0 => String::new(),
                     n => format!(", {n} held back for approval"),
+                };
+                let held = match quarantined(scans, name).count() {
+                    0 => held,
+                    n => format!("{held}, {n} quarantined"),
                 };
                 let unconfined = if confined(&entry.spec) == Some(false) {
                     ", UNCONFINED"
@@ -210,6 +243,11 @@ fn text(host: &Host, drift: &DriftByServer) -> String {
                     );
                     out.push_str(line.trim_end());
                     out.push('\n');
+                    let flags = flags_of(scans, name, &tool.def.name);
+                    if !flags.is_empty() {
+                        let ids: Vec<&str> = flags.iter().map(|flag| flag.id).collect();
+                        out.push_str(&format!("    flags: {} (approved)\n", ids.join(", ")));
+                    }
                 }
                 for rejected in host.catalogue().rejected() {
                     if &rejected.server == name {
@@ -217,6 +255,18 @@ fn text(host: &Host, drift: &DriftByServer) -> String {
                             "  (left out: {}: {})\n",
                             rejected.name, rejected.reason
                         ));
+                    }
+                }
+                let held: Vec<&ToolScan> = quarantined(scans, name).collect();
+                if !held.is_empty() {
+                    out.push_str(&format!(
+                        "  quarantined, their descriptions were flagged (review, then run \
+                         `warden approve {name}`):\n"
+                    ));
+                    for scan in held {
+                        for line in super::scan::flag_lines(scan) {
+                            out.push_str(&format!("    {line}\n"));
+                        }
                     }
                 }
                 if let Some(found) = drift.get(name) {

@@ -1,0 +1,130 @@
+//! `warden scan`: connects to every server like `warden tools` and shows what the
+//! description scan (docs/policy.md, "Description scanning") found in each tool's
+//! definition, flagged or not, quarantined or approved. Names are compared with every
+//! other server's tool names here, whatever order the servers connected in.
+
+use serde_json::{Value, json};
+use warden_host::ServerStatus;
+use warden_policy::scan::{FLAG_IDS, Flag, escape_non_ascii, skeleton};
+
+use super::ScansByServer;
+use crate::approvals::ToolScan;
+use crate::cli::{GlobalArgs, ScanArgs};
+use crate::exit::{Code, Failure};
+use crate::render;
+
+/// Runs `warden scan`.
+pub async fn run(global: &GlobalArgs, args: ScanArgs) -> Result<Code, Failure> {
+    let (config, env) = super::load_config(global)?;
+    if config.servers.is_empty() {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "no servers are configured (see `warden config` for the files searched)"
+        )));
+    }
+    let policy = super::compile_policy(&config.policy)?;
+    let (host, _drift, mut scans) = super::connect_reviewed(config.servers, policy, &env).await?;
+    add_confusables(&mut scans);
+    let mut servers = Vec::new();
+    let mut text = String::new();
+    for entry in host.servers() {
+        let name = &entry.spec.name;
+        match &entry.status {
+            ServerStatus::Connected { .. } => {
+                let found = scans.get(name).map_or(&[][..], Vec::as_slice);
+                let flagged = found.iter().filter(|scan| !scan.flags.is_empty()).count();
+                let clean = found.len() - flagged;
+                servers.push(json!({
+                    "name": name, "state": "connected", "clean": clean, "flagged": flagged,
+                    "tools": found,
+                }));
+                text.push_str(&format!(
+                    "{name}: {} tool{}, {clean} clean, {flagged} flagged\n",
+                    found.len(),
+                    if found.len() == 1 { "" } else { "s" }
+                ));
+                for scan in found.iter().filter(|scan| !scan.flags.is_empty()) {
+                    for line in flag_lines(scan) {
+                        text.push_str(&format!("  {line}\n"));
+                    }
+                }
+            }
+            ServerStatus::Failed { reason, .. } => {
+                servers.push(json!({"name": name, "state": "failed", "reason": reason}));
+                text.push_str(&format!("{name}: FAILED: {reason}\n"));
+            }
+        }
+    }
+    host.shutdown().await;
+    if args.json {
+        println!(
+            "{}",
+            render::pretty(&json!({ "servers": Value::Array(servers) }))
+        );
+    } else {
+        print!("{text}");
+    }
+    Ok(Code::Ok)
+}
+
+/// Adds `name.confusable` against every other server's names: at connect time a server is
+/// only compared with those reviewed before it.
+fn add_confusables(scans: &mut ScansByServer) {
+    let names: Vec<(String, String, String)> = scans
+        .iter()
+        .flat_map(|(server, found)| {
+            found
+                .iter()
+                .map(|scan| (server.clone(), scan.tool.clone(), skeleton(&scan.tool)))
+        })
+        .collect();
+    for (server, found) in scans.iter_mut() {
+        for scan in found.iter_mut() {
+            if scan.flags.iter().any(|flag| flag.id == "name.confusable") {
+                continue;
+            }
+            let mine = skeleton(&scan.tool);
+            let twin = names.iter().find(|(other_server, other, sk)| {
+                other_server != server && other != &scan.tool && sk == &mine
+            });
+            if let Some((other_server, other, _)) = twin {
+                scan.flags.push(Flag {
+                    id: "name.confusable",
+                    reason: format!(
+                        "the name `{}` looks like `{other_server}__{}`, another server's tool",
+                        escape_non_ascii(&scan.tool),
+                        escape_non_ascii(other)
+                    ),
+                });
+                scan.flags.sort_by_key(|flag| {
+                    FLAG_IDS
+                        .iter()
+                        .position(|id| *id == flag.id)
+                        .unwrap_or(usize::MAX)
+                });
+            }
+        }
+    }
+}
+
+/// `TOOL: id, id (quarantined)`, then one `id: reason` line per flag, indented.
+pub fn flag_lines(scan: &ToolScan) -> Vec<String> {
+    let ids: Vec<&str> = scan.flags.iter().map(|flag| flag.id).collect();
+    let state = if scan.quarantined {
+        "quarantined until approved"
+    } else {
+        "approved"
+    };
+    let mut out = vec![format!(
+        "{}: flags: {} ({state})",
+        render::printable(&scan.tool),
+        ids.join(", ")
+    )];
+    for flag in &scan.flags {
+        out.push(format!(
+            "  {}: {}",
+            flag.id,
+            render::printable(&flag.reason)
+        ));
+    }
+    out
+}
