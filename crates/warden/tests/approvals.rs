@@ -9,27 +9,14 @@
 
 mod support;
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{Scratch, assert_exit, describe, json, server_toml, stderr, stdout, testserver_bin};
+use support::{Scratch, assert_exit, copied_server, describe, json, server_toml, stderr, stdout};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// A copy of the test server in a folder a confined server (uid 65534 under root) may
-/// read and execute.
-fn copied_server(scratch: &Scratch) -> PathBuf {
-    let dir = scratch.path().join("srv");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let program = dir.join("warden-testserver");
-    std::fs::copy(testserver_bin(), &program).unwrap();
-    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
-    program
-}
 
 /// Server `s` running the test server with `args`, logging calls to `calls` (granted for
 /// writing), with the extra `env` entries (`KEY = "value", ...`).

@@ -5,25 +5,14 @@
 
 mod support;
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-use support::{Scratch, assert_exit, json, server_toml, stderr, stdout, testserver_bin};
+use support::{
+    Scratch, assert_exit, copied_server, json, server_toml, stderr, stdout, testserver_bin,
+};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// A copy of the test server in a folder a confined server (uid 65534 under root) may
-/// read and execute, so the test can change its bytes.
-fn copied_server(scratch: &Scratch) -> PathBuf {
-    let dir = scratch.path().join("srv");
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let program = dir.join("warden-testserver");
-    std::fs::copy(testserver_bin(), &program).unwrap();
-    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
-    program
-}
 
 /// Appends bytes to a file: an ELF still runs, a shell script gets a comment.
 fn append(path: &Path, bytes: &[u8]) {

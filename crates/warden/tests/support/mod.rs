@@ -53,6 +53,19 @@ pub fn testserver_bin() -> PathBuf {
     path
 }
 
+/// A copy of the test server in a folder a confined server (uid 65534 under root) may read
+/// and execute, so that a test can change its bytes.
+pub fn copied_server(scratch: &Scratch) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch.path().join("srv");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let program = dir.join("warden-testserver");
+    std::fs::copy(testserver_bin(), &program).unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    program
+}
+
 /// A scratch folder for one test, with a unique tag for its processes.
 pub struct Scratch {
     pub dir: tempfile::TempDir,
