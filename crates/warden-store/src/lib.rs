@@ -678,6 +678,17 @@ mod tests {
         assert_eq!(store.pin_for(&other).unwrap(), None);
     }
 
+    /// A database as an older Warden left it: only the first `version` migrations applied.
+    fn database_at_version(path: &Path, version: usize) -> Connection {
+        let conn = Connection::open(path).unwrap();
+        for migration in &MIGRATIONS[..version] {
+            conn.execute_batch(migration).unwrap();
+        }
+        conn.pragma_update(None, "user_version", version as i64)
+            .unwrap();
+        conn
+    }
+
     #[test]
     fn a_version_1_database_keeps_its_pins_when_migrated() {
         let dir = tempfile::tempdir().unwrap();
@@ -685,9 +696,7 @@ mod tests {
         let key = server_key("time", "user", Path::new("/home/me/warden.toml"));
         {
             // What Warden with only the first migration wrote.
-            let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(MIGRATIONS[0]).unwrap();
-            conn.pragma_update(None, "user_version", 1).unwrap();
+            let conn = database_at_version(&path, 1);
             conn.execute(
                 "INSERT INTO pins VALUES (?1, '/usr/bin/node', ?2, '[]', NULL, 0)",
                 params![key, "ab".repeat(32)],
@@ -831,10 +840,7 @@ mod tests {
         let key = server_key("s", "user", Path::new("/home/me/warden.toml"));
         {
             // What Warden with the first two migrations wrote.
-            let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(MIGRATIONS[0]).unwrap();
-            conn.execute_batch(MIGRATIONS[1]).unwrap();
-            conn.pragma_update(None, "user_version", 2).unwrap();
+            let conn = database_at_version(&path, 2);
             conn.execute(
                 "INSERT INTO pins VALUES (?1, '/usr/bin/node', ?2, '[]', NULL, 0)",
                 params![key, "ab".repeat(32)],

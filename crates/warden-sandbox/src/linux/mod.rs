@@ -198,17 +198,12 @@ pub(crate) fn confine(
         // SAFETY: geteuid/getegid cannot fail.
         unsafe { (None, libc::geteuid(), libc::getegid()) }
     };
-    let mut namespaces = vec![
-        Namespace::User,
-        Namespace::Mount,
-        Namespace::Pid,
-        Namespace::Ipc,
-        Namespace::Uts,
-        Namespace::Cgroup,
-    ];
-    if network_off {
-        namespaces.push(Namespace::Net);
-    }
+    // Every namespace the sandbox knows, the network one only when the network is off.
+    let namespaces: Vec<Namespace> = ALL_NAMESPACES
+        .iter()
+        .copied()
+        .filter(|ns| network_off || *ns != Namespace::Net)
+        .collect();
 
     let mut grants = Vec::new();
     grants.extend(read.into_iter().map(|p| (p, fs::READ)));
