@@ -38,6 +38,12 @@ fn env_line(vars: &[(&str, &Path)]) -> String {
     )
 }
 
+/// `warden --config CONFIG call --yes TARGET --args ARGS`: the test server is untrusted, so
+/// every call is one the policy asks about, approved here.
+fn approved_call<'a>(config: &'a str, target: &'a str, args: &'a str) -> [&'a str; 7] {
+    ["--config", config, "call", "--yes", target, "--args", args]
+}
+
 /// Runs warden and returns its output and how long it took.
 fn timed(scratch: &Scratch, args: &[&str]) -> (Output, Duration) {
     let started = Instant::now();
@@ -112,15 +118,7 @@ fn stdout_log_lines_below_the_fault_bound_are_tolerated() {
 
     let (output, elapsed) = timed(
         &scratch,
-        &[
-            "--config",
-            config,
-            "call",
-            "--yes",
-            "logs/echo",
-            "--args",
-            r#"{"message":"hi"}"#,
-        ],
+        &approved_call(config, "logs/echo", r#"{"message":"hi"}"#),
     );
     assert_exit(&output, 0);
     // The stray lines are protocol faults (logged), never part of the result, and they do
@@ -192,15 +190,7 @@ fn json_rpc_lookalikes_on_stderr_are_ignored() {
     assert_eq!(server(&listing, "liar")["protocol_version"], "2025-11-25");
 
     let output = scratch.run(
-        &[
-            "--config",
-            config,
-            "call",
-            "--yes",
-            "liar/echo",
-            "--args",
-            r#"{"message":"the truth"}"#,
-        ],
+        &approved_call(config, "liar/echo", r#"{"message":"the truth"}"#),
         LIMIT,
     );
     assert_exit(&output, 0);
@@ -222,15 +212,7 @@ fn an_oversized_answer_fails_the_call_at_the_default_limit() {
 
     let (output, elapsed) = timed(
         &scratch,
-        &[
-            "--config",
-            config,
-            "call",
-            "--yes",
-            "huge/echo",
-            "--args",
-            r#"{"message":"x"}"#,
-        ],
+        &approved_call(config, "huge/echo", r#"{"message":"x"}"#),
     );
     assert_exit(&output, 3);
     let err = stderr(&output);
@@ -263,15 +245,7 @@ fn max_message_bytes_from_the_config_is_enforced() {
     let config = config.to_str().unwrap();
 
     let output = scratch.run(
-        &[
-            "--config",
-            config,
-            "call",
-            "--yes",
-            "fits/echo",
-            "--args",
-            r#"{"message":"x"}"#,
-        ],
+        &approved_call(config, "fits/echo", r#"{"message":"x"}"#),
         LIMIT,
     );
     assert_exit(&output, 0);
@@ -279,15 +253,7 @@ fn max_message_bytes_from_the_config_is_enforced() {
 
     let (output, elapsed) = timed(
         &scratch,
-        &[
-            "--config",
-            config,
-            "call",
-            "--yes",
-            "over/echo",
-            "--args",
-            r#"{"message":"x"}"#,
-        ],
+        &approved_call(config, "over/echo", r#"{"message":"x"}"#),
     );
     assert_exit(&output, 3);
     assert!(
@@ -379,15 +345,7 @@ fn a_call_without_an_answer_times_out_and_is_cancelled() {
 
     let (output, elapsed) = timed(
         &scratch,
-        &[
-            "--config",
-            config,
-            "call",
-            "--yes",
-            "hang/echo",
-            "--args",
-            r#"{"message":"x"}"#,
-        ],
+        &approved_call(config, "hang/echo", r#"{"message":"x"}"#),
     );
     assert_exit(&output, 3);
     assert!(
@@ -419,15 +377,7 @@ fn a_crash_during_a_call_reports_the_exit_status_and_stderr() {
 
     let (output, elapsed) = timed(
         &scratch,
-        &[
-            "--config",
-            config,
-            "call",
-            "--yes",
-            "crashy/echo",
-            "--args",
-            r#"{"message":"x"}"#,
-        ],
+        &approved_call(config, "crashy/echo", r#"{"message":"x"}"#),
     );
     assert_exit(&output, 3);
     assert!(
@@ -561,15 +511,7 @@ fn warden_answers_roots_list_and_ping_from_the_server() {
     let config = config.to_str().unwrap();
 
     let output = scratch.run(
-        &[
-            "--config",
-            config,
-            "call",
-            "--yes",
-            "curious/echo",
-            "--args",
-            r#"{"message":"x"}"#,
-        ],
+        &approved_call(config, "curious/echo", r#"{"message":"x"}"#),
         LIMIT,
     );
     assert_exit(&output, 0);
@@ -931,15 +873,7 @@ fn era_auto_picks_modern_when_offered_and_legacy_otherwise() {
     assert_eq!(server(&listing, "old")["protocol_version"], "2025-11-25");
 
     let output = scratch.run(
-        &[
-            "--config",
-            config,
-            "call",
-            "--yes",
-            "dual/echo",
-            "--args",
-            r#"{"message":"now"}"#,
-        ],
+        &approved_call(config, "dual/echo", r#"{"message":"now"}"#),
         LIMIT,
     );
     assert_exit(&output, 0);
