@@ -1,0 +1,13 @@
+//! Warden's agent loop: a language model connected to every configured server, under the
+//! policy.
+//!
+//! - [`model`]: providers behind one trait (Anthropic Messages, OpenAI Chat Completions and
+//!   compatible endpoints), streamed, with retries under a budget.
+//! - [`conversation`]: the conversation in a provider-neutral form.
+//!
+//! The loop itself sends the conversation and the exposed tools to the model, routes each
+//! tool call through schema validation, the policy and (when the policy asks) a person,
+//! caps and labels each result, and goes on until the model answers or a turn limit.
+
+pub mod conversation;
+pub mod model;
