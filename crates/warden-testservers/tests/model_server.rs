@@ -760,3 +760,56 @@ fn a_bad_script_is_refused_with_its_step_named() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("step 1"), "{stderr}");
 }
+
+#[test]
+fn a_stalled_whole_reply_sends_headers_only() {
+    let server =
+        ModelServer::start(json!({"steps": [{"reply": {"text": "never"}, "stall": true}]}));
+    let body = openai_request(json!([{"role": "user", "content": "hi"}]), false).to_string();
+    let mut stream = server.send("POST", "/v1/chat/completions", &[], body.as_bytes());
+    stream
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let mut received = Vec::new();
+    let mut buffer = [0u8; 4096];
+    loop {
+        match stream.read(&mut buffer) {
+            Ok(0) => panic!("the stalled reply ended"),
+            Ok(n) => received.extend_from_slice(&buffer[..n]),
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => break,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let text = String::from_utf8_lossy(&received);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.ends_with("\r\n\r\n"), "headers only: {text:?}");
+}
+
+#[test]
+fn the_server_exits_on_sigterm_even_with_a_stalled_stream() {
+    let mut server =
+        ModelServer::start(json!({"steps": [{"reply": {"text": "never"}, "stall": true}]}));
+    let body = anthropic_request(json!([{"role": "user", "content": "hi"}]), true).to_string();
+    let mut stream = server.send("POST", "/v1/messages", ANTHROPIC, body.as_bytes());
+    let mut head = [0u8; 12];
+    stream.read_exact(&mut head).unwrap();
+    let pid = libc::pid_t::try_from(server.child.id()).unwrap();
+    // SAFETY: sending a signal to our own child process has no memory-safety requirements.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            assert!(status.success(), "{status}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "still running after SIGTERM");
+        thread::sleep(Duration::from_millis(10));
+    }
+    // The stalled connection was closed, not left open.
+    let mut rest = Vec::new();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    assert!(
+        stream.read_to_end(&mut rest).is_ok(),
+        "the connection ends with the server"
+    );
+}
