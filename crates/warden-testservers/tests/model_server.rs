@@ -657,6 +657,24 @@ fn the_log_has_one_line_per_request_with_tools_in_order_and_no_key() {
 }
 
 #[test]
+fn the_log_keeps_the_request_body_as_sent() {
+    let server = ModelServer::start(json!({"steps": [{"reply": {"text": "a"}}]}));
+    let body = "{\n  \"model\": \"m\",\n  \"messages\": [{\"role\": \"user\", \"content\": \"hi\"}],\n  \
+                \"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"zeta\", \"parameters\": \
+                {\"type\": \"object\", \"properties\": {\"b\": {}, \"a\": {}}}}}]\n}\n";
+    let reply = server.request("POST", "/v1/chat/completions", &[], body.as_bytes());
+    assert_eq!(reply.status, 200);
+    let text = std::fs::read_to_string(&server.log).unwrap();
+    assert_eq!(text.lines().count(), 1);
+    assert!(
+        text.contains(r#""properties": {"b": {}, "a": {}}"#),
+        "{text}"
+    );
+    let line: Value = serde_json::from_str(text.trim_end()).unwrap();
+    assert_eq!(line["body"]["model"], "m");
+}
+
+#[test]
 fn a_stalled_stream_sends_one_event_and_never_ends() {
     let server = ModelServer::start(
         json!({"steps": [{"reply": {"text": "never finished"}, "stall": true}]}),

@@ -28,7 +28,7 @@ impl RequestLog {
 
     /// Appends one line; a failure is reported on stderr and otherwise ignored, so a full
     /// disk shows up in the test output rather than as a different answer.
-    pub(crate) fn write(&self, entry: &Value) {
+    pub(crate) fn write(&self, entry: &str) {
         let Some(file) = &self.file else { return };
         let mut file = match file.lock() {
             Ok(guard) => guard,

@@ -119,21 +119,26 @@ struct Entry {
     format: Option<Format>,
     stream: bool,
     tools: Vec<String>,
+    /// The body when it is not JSON (a truncated string), else `Null`.
     body: Value,
+    /// The body when it is JSON, exactly as sent.
+    raw_json: Option<Bytes>,
     headers: Value,
     error: Option<String>,
     expectation_failed: Option<String>,
 }
 
 impl Entry {
-    fn to_json(&self, status: u16) -> Value {
+    /// The log line: JSON with the request body spliced in as sent, so key order and
+    /// number spelling survive (newlines between tokens become spaces; inside JSON strings
+    /// there are none).
+    fn line(&self, status: u16) -> String {
         let mut line = json!({
             "step": self.step,
             "path": self.path,
             "format": self.format.map(Format::name),
             "stream": self.stream,
             "tools": self.tools,
-            "body": self.body,
             "headers": self.headers,
             "status": status,
         });
@@ -143,7 +148,21 @@ impl Entry {
         if let Some(failed) = &self.expectation_failed {
             line["expectation_failed"] = json!(failed);
         }
-        line
+        let Some(raw) = &self.raw_json else {
+            line["body"] = self.body.clone();
+            return line.to_string();
+        };
+        let mut text = line.to_string();
+        text.pop(); // the closing brace of a non-empty object
+        text.push_str(",\"body\":");
+        text.extend(
+            String::from_utf8_lossy(raw)
+                .trim()
+                .chars()
+                .map(|c| if c == '\n' || c == '\r' { ' ' } else { c }),
+        );
+        text.push('}');
+        text
     }
 }
 
@@ -164,6 +183,7 @@ pub(crate) async fn handle(
         stream: false,
         tools: Vec::new(),
         body: Value::Null,
+        raw_json: None,
         headers: selected_headers(request.headers()),
         error: None,
         expectation_failed: None,
@@ -182,7 +202,7 @@ pub(crate) async fn handle(
 
 /// Logs the request with the answer's status and passes the answer on.
 fn finish(server: &Server, entry: Entry, answer: Response<ReplyBody>) -> Response<ReplyBody> {
-    server.log.write(&entry.to_json(answer.status().as_u16()));
+    server.log.write(&entry.line(answer.status().as_u16()));
     answer
 }
 
@@ -211,11 +231,11 @@ async fn model_request(
     };
     entry.tools = format.tool_names(&body);
     entry.stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    entry.body = body;
+    entry.raw_json = Some(bytes);
     if let Err(rejection) = format.check_headers(&parts.headers, server.require_key.as_deref()) {
         return reject(format, entry, rejection);
     }
-    let parsed = match format.parse(&entry.body) {
+    let parsed = match format.parse(&body) {
         Ok(parsed) => parsed,
         Err(rejection) => return reject(format, entry, rejection),
     };
@@ -358,4 +378,37 @@ fn plain(status: StatusCode, text: &'static str) -> Response<ReplyBody> {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     response
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+
+    #[test]
+    fn the_log_line_keeps_the_body_as_sent_on_one_line() {
+        let entry = Entry {
+            step: Some(0),
+            path: "/v1/messages".into(),
+            format: Some(Format::Anthropic),
+            stream: false,
+            tools: vec!["b".into(), "a".into()],
+            body: Value::Null,
+            raw_json: Some(Bytes::from("{\n  \"z\": 1,\r\n  \"a\": \"x\\ny\"\n}\n")),
+            headers: json!({}),
+            error: None,
+            expectation_failed: None,
+        };
+        let line = entry.line(200);
+        assert!(!line.contains('\n'));
+        assert!(
+            line.ends_with(r#""body":{   "z": 1,    "a": "x\ny" }}"#),
+            "{line}"
+        );
+        let parsed: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(parsed["body"]["a"], "x\ny");
+        assert_eq!(parsed["tools"], json!(["b", "a"]));
+        assert_eq!(parsed["status"], 200);
+    }
 }
