@@ -831,3 +831,83 @@ fn the_server_exits_on_sigterm_even_with_a_stalled_stream() {
         "the connection ends with the server"
     );
 }
+
+#[test]
+fn streams_can_fail_midway_or_be_cut() {
+    let server = ModelServer::start(json!({"steps": [
+        {"reply": {"text": "partial answer here"}, "stream_error": {"after_events": 3}},
+        {"reply": {"text": "partial answer here"}, "stream_error": {"after_events": 2, "status": 500, "message": "boom"}},
+        {"reply": {"text": "partial answer here"}, "cut_after_events": 4},
+    ]}));
+    let anthropic = server.post(
+        "/v1/messages",
+        ANTHROPIC,
+        &anthropic_request(json!([{"role": "user", "content": "hi"}]), true),
+    );
+    assert_eq!(anthropic.status, 200);
+    let events = anthropic.events();
+    assert_eq!(events.len(), 4);
+    let (name, data) = events.last().unwrap();
+    assert_eq!(name.as_deref(), Some("error"));
+    let data: Value = serde_json::from_str(data).unwrap();
+    assert_eq!(data["type"], "error");
+    assert_eq!(data["error"]["type"], "overloaded_error");
+
+    let openai = server.post(
+        "/v1/chat/completions",
+        &[],
+        &openai_request(json!([{"role": "user", "content": "hi"}]), true),
+    );
+    let events = openai.events();
+    assert_eq!(events.len(), 3);
+    let last: Value = serde_json::from_str(&events[2].1).unwrap();
+    assert_eq!(last["error"]["message"], "boom");
+    assert_eq!(last["error"]["type"], "server_error");
+    assert!(last.get("choices").is_none());
+
+    let cut = server.post(
+        "/v1/messages",
+        ANTHROPIC,
+        &anthropic_request(json!([{"role": "user", "content": "hi"}]), true),
+    );
+    let names: Vec<String> = cut.events().into_iter().filter_map(|(n, _)| n).collect();
+    assert_eq!(names.len(), 4);
+    assert!(!names.contains(&"message_stop".to_string()));
+}
+
+#[test]
+fn a_turn_can_end_at_the_token_limit_with_scripted_usage() {
+    let step = json!({"reply": {"text": "cut sh", "stop": "max_tokens",
+                                "usage": {"input_tokens": 1000, "output_tokens": 7}}});
+    let server = ModelServer::start(json!({"steps": [step, step, step]}));
+    let whole = server.post(
+        "/v1/messages",
+        ANTHROPIC,
+        &anthropic_request(json!([{"role": "user", "content": "hi"}]), false),
+    );
+    assert_eq!(whole.json()["stop_reason"], "max_tokens");
+    assert_eq!(
+        whole.json()["usage"],
+        json!({"input_tokens": 1000, "output_tokens": 7})
+    );
+    let streamed = server.post(
+        "/v1/messages",
+        ANTHROPIC,
+        &anthropic_request(json!([{"role": "user", "content": "hi"}]), true),
+    );
+    let delta = streamed
+        .events()
+        .into_iter()
+        .find(|(n, _)| n.as_deref() == Some("message_delta"))
+        .unwrap();
+    let delta: Value = serde_json::from_str(&delta.1).unwrap();
+    assert_eq!(delta["delta"]["stop_reason"], "max_tokens");
+    assert_eq!(delta["usage"]["output_tokens"], 7);
+    let openai = server.post(
+        "/v1/chat/completions",
+        &[],
+        &openai_request(json!([{"role": "user", "content": "hi"}]), false),
+    );
+    assert_eq!(openai.json()["choices"][0]["finish_reason"], "length");
+    assert_eq!(openai.json()["usage"]["total_tokens"], 1007);
+}

@@ -6,8 +6,8 @@ use http::HeaderMap;
 use serde_json::{Value, json};
 
 use crate::conversation::{
-    Ids, ParsedRequest, Rejection, RequestView, check_tool_name, check_unique, optional_bool,
-    pieces, required_str, rough_tokens,
+    Ids, ParsedRequest, Rejection, RequestView, check_tool_name, check_unique, hit_max_tokens,
+    optional_bool, pieces, required_str, rough_tokens, token_counts,
 };
 use crate::script::Reply;
 use crate::sse::named_event;
@@ -70,6 +70,11 @@ pub(crate) fn default_error_message(status: u16) -> &'static str {
 /// `{"type": "error", "error": {"type", "message"}}`.
 pub(crate) fn error_body(status: u16, message: &str) -> Value {
     json!({"type": "error", "error": {"type": error_type(status), "message": message}})
+}
+
+/// The in-stream error event: `event: error` with the error body.
+pub(crate) fn stream_error_event(status: u16, message: &str) -> Bytes {
+    named_event("error", &error_body(status, message))
 }
 
 /// Checks a request body as the real API would and reduces it to a [`ParsedRequest`].
@@ -500,24 +505,18 @@ fn blocks(reply: &Reply, ids: &Ids) -> Vec<Block> {
 }
 
 fn stop_reason(reply: &Reply) -> &'static str {
-    if reply.tool_calls.is_empty() {
+    if hit_max_tokens(reply) {
+        "max_tokens"
+    } else if reply.tool_calls.is_empty() {
         "end_turn"
     } else {
         "tool_use"
     }
 }
 
-fn output_tokens(reply: &Reply) -> u64 {
-    let mut text = reply.text.clone().unwrap_or_default();
-    for call in &reply.tool_calls {
-        text.push_str(&call.name);
-        text.push_str(&call.arguments.to_string());
-    }
-    rough_tokens(&text)
-}
-
 /// The whole reply, as a non-streaming response body.
 pub(crate) fn reply_body(reply: &Reply, request: &ParsedRequest, ids: &Ids) -> Value {
+    let (input_tokens, output_tokens) = token_counts(reply, request);
     let content: Vec<Value> = blocks(reply, ids)
         .into_iter()
         .map(|block| match block {
@@ -535,12 +534,13 @@ pub(crate) fn reply_body(reply: &Reply, request: &ParsedRequest, ids: &Ids) -> V
         "content": content,
         "stop_reason": stop_reason(reply),
         "stop_sequence": null,
-        "usage": {"input_tokens": request.input_tokens, "output_tokens": output_tokens(reply)},
+        "usage": {"input_tokens": input_tokens, "output_tokens": output_tokens},
     })
 }
 
 /// The reply as a sequence of server-sent events.
 pub(crate) fn reply_events(reply: &Reply, request: &ParsedRequest, ids: &Ids) -> Vec<Bytes> {
+    let (input_tokens, output_tokens) = token_counts(reply, request);
     let mut events = vec![named_event(
         "message_start",
         &json!({"type": "message_start", "message": {
@@ -551,7 +551,7 @@ pub(crate) fn reply_events(reply: &Reply, request: &ParsedRequest, ids: &Ids) ->
             "content": [],
             "stop_reason": null,
             "stop_sequence": null,
-            "usage": {"input_tokens": request.input_tokens, "output_tokens": 1},
+            "usage": {"input_tokens": input_tokens, "output_tokens": 1},
         }}),
     )];
     let ping = || named_event("ping", &json!({"type": "ping"}));
@@ -604,7 +604,7 @@ pub(crate) fn reply_events(reply: &Reply, request: &ParsedRequest, ids: &Ids) ->
         "message_delta",
         &json!({"type": "message_delta",
                 "delta": {"stop_reason": stop_reason(reply), "stop_sequence": null},
-                "usage": {"output_tokens": output_tokens(reply)}}),
+                "usage": {"output_tokens": output_tokens}}),
     ));
     events.push(named_event(
         "message_stop",
@@ -723,6 +723,7 @@ mod tests {
                 name: "add".into(),
                 arguments: json!({"a": 1, "b": [2, 3]}),
             }],
+            ..Reply::default()
         };
         let parsed = parse(&request(json!([{"role": "user", "content": "a"}]))).unwrap();
         let events = reply_events(&reply, &parsed, &Ids::default());

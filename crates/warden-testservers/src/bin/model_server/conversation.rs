@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
 
+use crate::script::Reply;
+
 /// A request, reduced to what a script's expectations may test.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub(crate) struct RequestView {
@@ -111,6 +113,24 @@ pub(crate) fn optional_bool(object: &Value, field: &str, place: &str) -> Result<
             "{place}.{field}: must be a boolean"
         ))),
     }
+}
+
+/// The (input, output) token counts of a reply: the script's, or rough ones.
+pub(crate) fn token_counts(reply: &Reply, request: &ParsedRequest) -> (u64, u64) {
+    if let Some(usage) = reply.usage {
+        return (usage.input_tokens, usage.output_tokens);
+    }
+    let mut text = reply.text.clone().unwrap_or_default();
+    for call in &reply.tool_calls {
+        text.push_str(&call.name);
+        text.push_str(&call.arguments.to_string());
+    }
+    (request.input_tokens, rough_tokens(&text))
+}
+
+/// Whether the scripted turn ends at the token limit.
+pub(crate) fn hit_max_tokens(reply: &Reply) -> bool {
+    reply.stop.as_deref() == Some("max_tokens")
 }
 
 /// Counters for the ids the server makes up, so every id in one run is distinct and runs

@@ -8,8 +8,8 @@ use http::HeaderMap;
 use serde_json::{Value, json};
 
 use crate::conversation::{
-    Ids, ParsedRequest, Rejection, RequestView, check_tool_name, check_unique, optional_bool,
-    pieces, required_str, rough_tokens,
+    Ids, ParsedRequest, Rejection, RequestView, check_tool_name, check_unique, hit_max_tokens,
+    optional_bool, pieces, required_str, rough_tokens, token_counts,
 };
 use crate::script::Reply;
 use crate::sse::{data_event, done_event};
@@ -65,6 +65,12 @@ pub(crate) fn default_error_message(status: u16) -> &'static str {
         }
         _ => "Invalid request (scripted error step)",
     }
+}
+
+/// The in-stream error: one `data:` line with the error body and no `choices` (the stream
+/// then ends without `[DONE]`).
+pub(crate) fn stream_error_event(status: u16, message: &str) -> Bytes {
+    data_event(&error_body(status, message))
 }
 
 /// Checks a request body as the real API would and reduces it to a [`ParsedRequest`].
@@ -336,7 +342,9 @@ fn calls(reply: &Reply, ids: &Ids) -> Vec<Call> {
 }
 
 fn finish_reason(reply: &Reply) -> &'static str {
-    if reply.tool_calls.is_empty() {
+    if hit_max_tokens(reply) {
+        "length"
+    } else if reply.tool_calls.is_empty() {
         "stop"
     } else {
         "tool_calls"
@@ -344,16 +352,11 @@ fn finish_reason(reply: &Reply) -> &'static str {
 }
 
 fn usage(reply: &Reply, request: &ParsedRequest) -> Value {
-    let mut text = reply.text.clone().unwrap_or_default();
-    for call in &reply.tool_calls {
-        text.push_str(&call.name);
-        text.push_str(&call.arguments.to_string());
-    }
-    let completion = rough_tokens(&text);
+    let (prompt, completion) = token_counts(reply, request);
     json!({
-        "prompt_tokens": request.input_tokens,
+        "prompt_tokens": prompt,
         "completion_tokens": completion,
-        "total_tokens": request.input_tokens + completion,
+        "total_tokens": prompt.saturating_add(completion),
     })
 }
 
@@ -513,6 +516,7 @@ mod tests {
                 name: "add".into(),
                 arguments: json!({"a": 1}),
             }],
+            ..Reply::default()
         };
         let mut body = request(json!([{"role": "user", "content": "a"}]));
         body["stream"] = json!(true);

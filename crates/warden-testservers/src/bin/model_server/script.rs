@@ -44,6 +44,29 @@ pub(crate) struct Step {
     /// Send the headers and the first stream event, then nothing more, ever.
     #[serde(default)]
     pub(crate) stall: bool,
+    /// Streams only: after this many events of the reply, send the provider's in-stream
+    /// error event and end the stream.
+    #[serde(default)]
+    pub(crate) stream_error: Option<StreamError>,
+    /// Streams only: end the stream cleanly after this many events, without the final
+    /// events (`message_stop`, `[DONE]`), as a cut connection would.
+    #[serde(default)]
+    pub(crate) cut_after_events: Option<usize>,
+}
+
+/// An error reported inside a stream that has already started.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StreamError {
+    pub(crate) after_events: usize,
+    #[serde(default = "overloaded")]
+    pub(crate) status: u16,
+    #[serde(default)]
+    pub(crate) message: Option<String>,
+}
+
+fn overloaded() -> u16 {
+    529
 }
 
 /// An assistant turn: optional text, then zero or more tool calls.
@@ -54,6 +77,21 @@ pub(crate) struct Reply {
     pub(crate) text: Option<String>,
     #[serde(default)]
     pub(crate) tool_calls: Vec<ToolCall>,
+    /// `"max_tokens"`: the turn was cut by the token limit (Anthropic `max_tokens`, OpenAI
+    /// `length`) instead of ending normally.
+    #[serde(default)]
+    pub(crate) stop: Option<String>,
+    /// Replaces the rough token counts.
+    #[serde(default)]
+    pub(crate) usage: Option<Usage>,
+}
+
+/// Token counts reported for a reply.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Usage {
+    pub(crate) input_tokens: u64,
+    pub(crate) output_tokens: u64,
 }
 
 /// One tool call of a [`Reply`].
@@ -151,7 +189,26 @@ impl Step {
         {
             return Err(format!("error status {} is not 400..=599", error.status));
         }
+        if let Some(error) = &self.stream_error
+            && !(400..=599).contains(&error.status)
+        {
+            return Err(format!(
+                "stream_error status {} is not 400..=599",
+                error.status
+            ));
+        }
+        if self.error.is_some() && (self.stream_error.is_some() || self.cut_after_events.is_some())
+        {
+            return Err("\"stream_error\" and \"cut_after_events\" go with a reply".into());
+        }
         if let Some(reply) = &self.reply {
+            if let Some(stop) = &reply.stop
+                && stop != "max_tokens"
+            {
+                return Err(format!(
+                    "reply.stop {stop:?}: the only scripted stop is \"max_tokens\""
+                ));
+            }
             for call in &reply.tool_calls {
                 if !call.arguments.is_object() {
                     return Err(format!(
@@ -287,6 +344,18 @@ mod tests {
             (
                 r#"{"steps": [{"reply": {"txt": "typo"}}]}"#,
                 "unknown field",
+            ),
+            (
+                r#"{"steps": [{"reply": {"stop": "end"}}]}"#,
+                "only scripted stop",
+            ),
+            (
+                r#"{"steps": [{"error": {"status": 500}, "cut_after_events": 1}]}"#,
+                "go with a reply",
+            ),
+            (
+                r#"{"steps": [{"reply": {}, "stream_error": {"after_events": 1, "status": 200}}]}"#,
+                "stream_error status",
             ),
             (
                 r#"{"steps": [{"reply": {"tool_calls": [{"name": "a", "arguments": 3}]}}]}"#,

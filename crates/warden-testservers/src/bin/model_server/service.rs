@@ -88,6 +88,13 @@ impl Format {
         }
     }
 
+    fn stream_error_event(self, status: u16, message: &str) -> Bytes {
+        match self {
+            Format::Anthropic => anthropic::stream_error_event(status, message),
+            Format::OpenAi => openai::stream_error_event(status, message),
+        }
+    }
+
     fn reply_events(self, reply: &Reply, request: &ParsedRequest, ids: &Ids) -> Vec<Bytes> {
         match self {
             Format::Anthropic => anthropic::reply_events(reply, request, ids),
@@ -330,7 +337,18 @@ fn answer_step(
             response
         }
         Action::Reply(reply) if request.stream => {
-            let events = format.reply_events(&reply, request, &server.ids);
+            let mut events = format.reply_events(&reply, request, &server.ids);
+            if let Some(cut) = step.cut_after_events {
+                events.truncate(cut);
+            }
+            if let Some(error) = &step.stream_error {
+                events.truncate(error.after_events);
+                let message = error
+                    .message
+                    .clone()
+                    .unwrap_or_else(|| format.default_error_message(error.status).to_string());
+                events.push(format.stream_error_event(error.status, &message));
+            }
             let mut response = Response::new(ReplyBody::events(events, pace));
             let headers = response.headers_mut();
             headers.insert(
