@@ -224,24 +224,30 @@ async fn model_request(
         Ok(bytes) => bytes,
         Err(rejection) => return reject(format, entry, rejection),
     };
-    let body: Value = match serde_json::from_slice(&bytes) {
-        Ok(body) => body,
-        Err(e) => {
+    // Credentials are checked before the body, as the real APIs do; the body is read first
+    // only so that the log has it either way.
+    let body = serde_json::from_slice::<Value>(&bytes);
+    match &body {
+        Ok(json) => {
+            entry.tools = format.tool_names(json);
+            entry.stream = json.get("stream").and_then(Value::as_bool).unwrap_or(false);
+            entry.raw_json = Some(bytes.clone());
+        }
+        Err(_) => {
             let text = String::from_utf8_lossy(&bytes);
             entry.body = json!(text.chars().take(LOGGED_TEXT).collect::<String>());
-            return reject(
-                format,
-                entry,
-                Rejection::invalid(format!("request body is not valid JSON: {e}")),
-            );
         }
-    };
-    entry.tools = format.tool_names(&body);
-    entry.stream = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
-    entry.raw_json = Some(bytes);
+    }
     if let Err(rejection) = format.check_headers(&parts.headers, server.require_key.as_deref()) {
         return reject(format, entry, rejection);
     }
+    let body = match body {
+        Ok(body) => body,
+        Err(e) => {
+            let rejection = Rejection::invalid(format!("request body is not valid JSON: {e}"));
+            return reject(format, entry, rejection);
+        }
+    };
     let parsed = match format.parse(&body) {
         Ok(parsed) => parsed,
         Err(rejection) => return reject(format, entry, rejection),
