@@ -5,8 +5,9 @@ use serde_json::Value;
 
 /// The most characters of one definition's text that are indexed, all fields together.
 ///
-/// The fields are read in the order of [`Field::ALL`] (names first, parameter descriptions
-/// last) and the text stops where the budget runs out, cut on a character boundary. A
+/// The fields are read in the order tool name, qualified name, title, description,
+/// parameter names, parameter descriptions, and the text stops where the budget runs out,
+/// cut on a character boundary. A
 /// server cannot buy weight with a giant description: past this point nothing more of its
 /// definition is read, and the length it did fill counts against it in BM25's length
 /// normalisation.

@@ -1,25 +1,6 @@
 //! Words to index terms: split, lowercase, drop stopwords, stem.
 //!
-//! The same function turns tool definitions and queries into terms, so whatever it does to
-//! one it does to the other. Steps:
-//!
-//! 1. **Groups.** The text is cut into groups: maximal runs of alphanumeric characters,
-//!    `_` and `-` (Unicode-aware: `char::is_alphanumeric`). Everything else separates,
-//!    except apostrophes (`'`, `’`), which are skipped so `user's` reads as `users`.
-//! 2. **Parts.** A group is split into parts at `_` and `-`, at a lower-to-upper case change
-//!    (`readFile`), before the last capital of a capital run followed by a lowercase letter
-//!    (`HTTPServer` → `HTTP`, `Server`), and between letters and digits (`side1`). Parts are
-//!    lowercased (`char::to_lowercase`).
-//! 3. **Stopwords.** Parts in a short list of English function words ([`is_stopword`]) are
-//!    dropped.
-//! 4. **Stemming.** Each remaining part goes through [`stem`], a few suffix rules.
-//! 5. **Compound.** A group of two parts or more also yields its parts joined (stopwords
-//!    included) and stemmed, so `read_file`, `readFile` and `ReadFile` all give the term
-//!    `readfil` as well as `read` and `fil`, and a query that spells an identifier matches
-//!    it whole.
-//!
-//! Terms longer than [`MAX_TERM_CHARS`] characters are dropped: they are hashes, encoded
-//! blobs or padding, not words anyone searches for.
+//! See [`tokenize`] for the steps.
 
 /// Terms longer than this many characters are dropped.
 pub const MAX_TERM_CHARS: usize = 64;
@@ -40,7 +21,28 @@ pub fn is_stopword(word: &str) -> bool {
     STOPWORDS.contains(&word)
 }
 
-/// The terms of `text`, in order, with repeats. See the [module docs](self) for the steps.
+/// The terms of `text`, in order, with repeats.
+///
+/// The same function turns tool definitions and queries into terms, so whatever it does to
+/// one it does to the other. Steps:
+///
+/// 1. **Groups.** The text is cut into groups: maximal runs of alphanumeric characters,
+///    `_` and `-` (Unicode-aware: `char::is_alphanumeric`). Everything else separates,
+///    except apostrophes (`'`, `’`), which are skipped so `user's` reads as `users`.
+/// 2. **Parts.** A group is split into parts at `_` and `-`, at a lower-to-upper case change
+///    (`readFile`), before the last capital of a capital run followed by a lowercase letter
+///    (`HTTPServer` → `HTTP`, `Server`), and between letters and digits (`side1`). Parts are
+///    lowercased (`char::to_lowercase`).
+/// 3. **Stopwords.** Parts in a short list of English function words ([`is_stopword`]) are
+///    dropped.
+/// 4. **Stemming.** Each remaining part goes through [`stem`], a few suffix rules.
+/// 5. **Compound.** A group of two parts or more also yields its parts joined (stopwords
+///    included) and stemmed, so `read_file`, `readFile` and `ReadFile` all give the term
+///    `readfil` as well as `read` and `fil`, and a query that spells an identifier matches
+///    it whole.
+///
+/// Terms longer than [`MAX_TERM_CHARS`] characters are dropped: they are hashes, encoded
+/// blobs or padding, not words anyone searches for.
 ///
 /// ```
 /// use warden_search::tokenize;
