@@ -37,7 +37,7 @@ pub fn is_stopword(word: &str) -> bool {
 ///    dropped.
 /// 4. **Stemming.** Each remaining part goes through [`stem`], a few suffix rules.
 /// 5. **Compound.** A group of two parts or more also yields its parts joined (stopwords
-///    included) and stemmed, so `read_file`, `readFile` and `ReadFile` all give the term
+///    included, unless the whole is one) and stemmed, so `read_file`, `readFile` and `ReadFile` all give the term
 ///    `readfil` as well as `read` and `fil`, and a query that spells an identifier matches
 ///    it whole.
 ///
@@ -97,7 +97,11 @@ fn emit_group(group: &[char], emit: &mut dyn FnMut(String) -> bool) -> bool {
         }
     }
     if parts.len() >= 2 {
-        let compound = stem(&parts.concat());
+        let joined = parts.concat();
+        if is_stopword(&joined) {
+            return true;
+        }
+        let compound = stem(&joined);
         if compound.chars().count() <= MAX_TERM_CHARS && !emit(compound) {
             return false;
         }
@@ -259,6 +263,7 @@ mod tests {
         assert_eq!(tokenize("What is the time in Paris?"), ["tim", "paris"]);
         assert!(tokenize("the of and to").is_empty());
         assert_eq!(tokenize("get_the_time"), ["get", "tim", "getthetim"]);
+        assert!(tokenize("IN_TO").is_empty());
     }
 
     #[test]
