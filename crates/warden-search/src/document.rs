@@ -17,7 +17,8 @@ pub const DEFINITION_CHAR_CAP: usize = 4096;
 /// `items`) below this depth are not read.
 pub const SCHEMA_DEPTH_CAP: usize = 4;
 
-/// The most schema nodes visited in one definition, whatever their text.
+/// The most schema nodes (schemas and properties) visited in one definition, whatever
+/// their text.
 pub const SCHEMA_NODE_CAP: usize = 512;
 
 /// One tool to index: its names, its human text and its input schema.
@@ -157,6 +158,7 @@ fn walk_schema<'a>(schema: &'a Value, depth: usize, nodes: &mut usize, out: &mut
             if *nodes >= SCHEMA_NODE_CAP {
                 return;
             }
+            *nodes += 1;
             out.push(Param {
                 name,
                 description: property.get("description").and_then(Value::as_str),
@@ -233,6 +235,17 @@ mod tests {
         let names = &texts.pieces[Field::ParamName.index()];
         assert_eq!(names.len(), SCHEMA_DEPTH_CAP, "{names:?}");
         assert_eq!(names[0], "level0");
+    }
+
+    #[test]
+    fn schema_walk_stops_at_the_node_cap() {
+        let properties: serde_json::Map<String, Value> = (0..10_000)
+            .map(|i| (format!("p{i:05}"), Value::Bool(true)))
+            .collect();
+        let texts = doc("d", json!({"properties": properties})).field_texts();
+        let names = &texts.pieces[Field::ParamName.index()];
+        // The root schema is one node, each property another.
+        assert_eq!(names.len(), SCHEMA_NODE_CAP - 1);
     }
 
     #[test]
