@@ -1,0 +1,182 @@
+//! Retrieval quality of the tool search on a pool of function definitions.
+//!
+//! ```text
+//! cargo run --release -p warden-search --example eval -- POOL.jsonl QUERIES.jsonl
+//! ```
+//!
+//! `POOL.jsonl` holds one function definition a line (`name`, `description`, `parameters`:
+//! a JSON Schema); all of them go into one index. `QUERIES.jsonl` holds one query a line
+//! (`id`, `category`, `query`, `expected`: function names). `bench/search-eval/prepare.py`
+//! writes both from the bfcl-eval data; `bench/search-eval/README.md` describes the method.
+//!
+//! For each query, the top 10 hits are taken and, for k in 1, 5, 10:
+//! - recall@k: the fraction of the query's expected names among the names of the top k
+//!   hits, averaged over queries;
+//! - all@k: the fraction of queries whose expected names are all in the top k.
+//!
+//! A pool may define one name more than once; every definition is indexed, and a hit is a
+//! hit when its name is expected (duplicates take up places in the top k like any tool).
+//! Latency is the wall time of `search(query, 10)`, median and 95th percentile.
+
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::fs;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use warden_search::{ToolDoc, ToolIndex};
+
+const KS: [usize; 3] = [1, 5, 10];
+
+struct Query {
+    category: String,
+    text: String,
+    expected: Vec<String>,
+}
+
+/// Sums for one group of queries.
+#[derive(Default)]
+struct Tally {
+    queries: usize,
+    recall: [f64; KS.len()],
+    all_found: [usize; KS.len()],
+}
+
+impl Tally {
+    fn add(&mut self, expected: &[String], ranked: &[&str]) {
+        self.queries += 1;
+        for (i, k) in KS.iter().enumerate() {
+            let top = &ranked[..ranked.len().min(*k)];
+            let found = expected
+                .iter()
+                .filter(|e| top.contains(&e.as_str()))
+                .count();
+            self.recall[i] += found as f64 / expected.len() as f64;
+            if found == expected.len() {
+                self.all_found[i] += 1;
+            }
+        }
+    }
+
+    fn row(&self, name: &str) -> String {
+        let n = self.queries.max(1) as f64;
+        let mut row = format!("| {name} | {} |", self.queries);
+        for i in 0..KS.len() {
+            row += &format!(" {:.3} |", self.recall[i] / n);
+        }
+        for i in 1..KS.len() {
+            row += &format!(" {:.3} |", self.all_found[i] as f64 / n);
+        }
+        row
+    }
+}
+
+fn read_lines(path: &str) -> Result<Vec<Value>, Box<dyn Error>> {
+    let text = fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(n, line)| {
+            serde_json::from_str(line).map_err(|e| format!("{path}:{}: {e}", n + 1).into())
+        })
+        .collect()
+}
+
+fn text(value: &Value, key: &str) -> String {
+    value
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [pool_path, queries_path] = args.as_slice() else {
+        return Err("usage: eval POOL.jsonl QUERIES.jsonl".into());
+    };
+
+    let docs: Vec<ToolDoc> = read_lines(pool_path)?
+        .iter()
+        .map(|f| {
+            let name = text(f, "name");
+            ToolDoc {
+                qualified: format!("bfcl__{name}"),
+                server: "bfcl".into(),
+                tool: name,
+                title: None,
+                description: Some(text(f, "description")),
+                input_schema: f.get("parameters").cloned().unwrap_or(Value::Null),
+            }
+        })
+        .collect();
+    let queries: Vec<Query> = read_lines(queries_path)?
+        .iter()
+        .map(|q| Query {
+            category: text(q, "category"),
+            text: text(q, "query"),
+            expected: q
+                .get("expected")
+                .and_then(Value::as_array)
+                .map(|names| {
+                    names
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default(),
+        })
+        .filter(|q| !q.expected.is_empty())
+        .collect();
+
+    let pool_size = docs.len();
+    let start = Instant::now();
+    let index = ToolIndex::build(docs);
+    let build_time = start.elapsed();
+
+    let mut overall = Tally::default();
+    let mut by_category: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut latencies: Vec<Duration> = Vec::with_capacity(queries.len());
+    let mut empty = 0;
+    for query in &queries {
+        let start = Instant::now();
+        let hits = index.search(&query.text, 10);
+        latencies.push(start.elapsed());
+        if hits.is_empty() {
+            empty += 1;
+        }
+        let ranked: Vec<&str> = hits.iter().map(|h| h.tool.as_str()).collect();
+        overall.add(&query.expected, &ranked);
+        by_category
+            .entry(query.category.clone())
+            .or_default()
+            .add(&query.expected, &ranked);
+    }
+    latencies.sort();
+    let percentile = |p: usize| {
+        latencies
+            .get((latencies.len() * p / 100).min(latencies.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or_default()
+    };
+
+    println!(
+        "pool: {pool_size} definitions ({pool_path}); queries: {} ({queries_path})",
+        queries.len()
+    );
+    println!("index build: {:.1} ms", build_time.as_secs_f64() * 1e3);
+    println!(
+        "search(query, 10): median {:.1} µs, p95 {:.1} µs; queries with no hit: {empty}",
+        percentile(50).as_secs_f64() * 1e6,
+        percentile(95).as_secs_f64() * 1e6
+    );
+    println!();
+    println!("| category | queries | recall@1 | recall@5 | recall@10 | all@5 | all@10 |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (name, tally) in &by_category {
+        println!("{}", tally.row(name));
+    }
+    println!("{}", overall.row("**all**"));
+    Ok(())
+}

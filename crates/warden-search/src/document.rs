@@ -1,0 +1,269 @@
+//! A tool definition as the index sees it, and the capped text of its fields.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The most characters of one definition's text that are indexed, all fields together.
+///
+/// The fields are read in the order tool name, qualified name, title, description,
+/// parameter names, parameter descriptions, and the text stops where the budget runs out,
+/// cut on a character boundary. A
+/// server cannot buy weight with a giant description: past this point nothing more of its
+/// definition is read, and the length it did fill counts against it in BM25's length
+/// normalisation.
+pub const DEFINITION_CHAR_CAP: usize = 4096;
+
+/// How deep the walk into `input_schema` goes: `properties` of `properties` (and array
+/// `items`) below this depth are not read.
+pub const SCHEMA_DEPTH_CAP: usize = 4;
+
+/// The most schema nodes (schemas and properties) visited in one definition, whatever
+/// their text.
+pub const SCHEMA_NODE_CAP: usize = 512;
+
+/// One tool to index: its names, its human text and its input schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDoc {
+    /// The name the model calls, e.g. `filesystem__read_file`.
+    pub qualified: String,
+    /// The server's name in the configuration.
+    pub server: String,
+    /// The tool's own name on its server.
+    pub tool: String,
+    /// The tool's human-readable title, if any.
+    pub title: Option<String>,
+    /// The tool's description, if any.
+    pub description: Option<String>,
+    /// The tool's JSON Schema for its arguments.
+    pub input_schema: Value,
+}
+
+/// The fields of a definition, each with its own weight and length normalisation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Field {
+    /// The raw tool name.
+    Name,
+    /// The qualified name (server and tool) split into words.
+    Qualified,
+    /// The title.
+    Title,
+    /// The description.
+    Description,
+    /// Parameter names, nested ones included.
+    ParamName,
+    /// Parameter descriptions, nested ones included.
+    ParamDescription,
+}
+
+/// The number of fields.
+pub(crate) const FIELDS: usize = 6;
+
+impl Field {
+    /// Every field, in the order its text is read against the character budget.
+    pub(crate) const ALL: [Field; FIELDS] = [
+        Field::Name,
+        Field::Qualified,
+        Field::Title,
+        Field::Description,
+        Field::ParamName,
+        Field::ParamDescription,
+    ];
+
+    /// The field's position in per-field arrays.
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A definition's text per field, after the character cap.
+#[derive(Debug, Default)]
+pub(crate) struct FieldTexts {
+    /// Text pieces per field, indexed by [`Field::index`].
+    pub(crate) pieces: [Vec<String>; FIELDS],
+}
+
+/// Hands out at most [`DEFINITION_CHAR_CAP`] characters across all of a definition's text.
+struct Budget {
+    left: usize,
+}
+
+impl Budget {
+    /// The longest prefix of `text` that fits, cut on a char boundary; `None` when the
+    /// budget is spent.
+    fn take<'a>(&mut self, text: &'a str) -> Option<&'a str> {
+        if self.left == 0 {
+            return None;
+        }
+        let end = text
+            .char_indices()
+            .nth(self.left)
+            .map_or(text.len(), |(i, _)| i);
+        let piece = &text[..end];
+        self.left -= piece.chars().count();
+        Some(piece)
+    }
+}
+
+impl ToolDoc {
+    /// The definition's text per field, read in field order and capped at
+    /// [`DEFINITION_CHAR_CAP`] characters in total.
+    pub(crate) fn field_texts(&self) -> FieldTexts {
+        let mut params = Vec::new();
+        let mut nodes = 0;
+        walk_schema(&self.input_schema, 0, &mut nodes, &mut params);
+
+        let mut budget = Budget {
+            left: DEFINITION_CHAR_CAP,
+        };
+        let mut out = FieldTexts::default();
+        for field in Field::ALL {
+            let texts: Vec<&str> = match field {
+                Field::Name => vec![self.tool.as_str()],
+                Field::Qualified => vec![self.qualified.as_str()],
+                Field::Title => self.title.as_deref().into_iter().collect(),
+                Field::Description => self.description.as_deref().into_iter().collect(),
+                Field::ParamName => params.iter().map(|p| p.name).collect(),
+                Field::ParamDescription => params.iter().filter_map(|p| p.description).collect(),
+            };
+            for text in texts {
+                match budget.take(text) {
+                    Some(piece) => out.pieces[field.index()].push(piece.to_owned()),
+                    None => return out,
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A parameter found in the schema: its name and description.
+struct Param<'a> {
+    name: &'a str,
+    description: Option<&'a str>,
+}
+
+/// Collects parameters from `properties`, recursing into nested objects and array `items`
+/// (and `anyOf` / `oneOf` / `allOf` branches) down to [`SCHEMA_DEPTH_CAP`] levels and at most
+/// [`SCHEMA_NODE_CAP`] nodes. Properties are visited in the map's order, which is stable.
+fn walk_schema<'a>(schema: &'a Value, depth: usize, nodes: &mut usize, out: &mut Vec<Param<'a>>) {
+    if depth >= SCHEMA_DEPTH_CAP || *nodes >= SCHEMA_NODE_CAP {
+        return;
+    }
+    let Some(object) = schema.as_object() else {
+        return;
+    };
+    *nodes += 1;
+    if let Some(Value::Object(properties)) = object.get("properties") {
+        for (name, property) in properties {
+            if *nodes >= SCHEMA_NODE_CAP {
+                return;
+            }
+            *nodes += 1;
+            out.push(Param {
+                name,
+                description: property.get("description").and_then(Value::as_str),
+            });
+            walk_schema(property, depth + 1, nodes, out);
+        }
+    }
+    match object.get("items") {
+        Some(items @ Value::Object(_)) => walk_schema(items, depth + 1, nodes, out),
+        Some(Value::Array(items)) => {
+            for item in items {
+                walk_schema(item, depth + 1, nodes, out);
+            }
+        }
+        _ => {}
+    }
+    for key in ["anyOf", "oneOf", "allOf"] {
+        if let Some(Value::Array(branches)) = object.get(key) {
+            for branch in branches {
+                walk_schema(branch, depth + 1, nodes, out);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn doc(description: &str, schema: Value) -> ToolDoc {
+        ToolDoc {
+            qualified: "srv__tool_name".into(),
+            server: "srv".into(),
+            tool: "tool_name".into(),
+            title: Some("Title".into()),
+            description: Some(description.into()),
+            input_schema: schema,
+        }
+    }
+
+    #[test]
+    fn schema_walk_reads_nested_properties_and_items() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path"},
+                "options": {
+                    "type": "object",
+                    "properties": {"encoding": {"type": "string", "description": "Text encoding"}}
+                },
+                "edits": {
+                    "type": "array",
+                    "items": {"type": "object", "properties": {"old_text": {"type": "string"}}}
+                }
+            }
+        });
+        let texts = doc("d", schema).field_texts();
+        let names = &texts.pieces[Field::ParamName.index()];
+        assert!(names.contains(&"encoding".to_owned()), "{names:?}");
+        assert!(names.contains(&"old_text".to_owned()), "{names:?}");
+        assert!(names.contains(&"path".to_owned()), "{names:?}");
+        let descriptions = &texts.pieces[Field::ParamDescription.index()];
+        assert!(descriptions.contains(&"Text encoding".to_owned()));
+    }
+
+    #[test]
+    fn schema_walk_stops_at_the_depth_cap() {
+        let mut schema = json!({"type": "string"});
+        for level in (0..10).rev() {
+            schema = json!({"type": "object", "properties": {format!("level{level}"): schema}});
+        }
+        let texts = doc("d", schema).field_texts();
+        let names = &texts.pieces[Field::ParamName.index()];
+        assert_eq!(names.len(), SCHEMA_DEPTH_CAP, "{names:?}");
+        assert_eq!(names[0], "level0");
+    }
+
+    #[test]
+    fn schema_walk_stops_at_the_node_cap() {
+        let properties: serde_json::Map<String, Value> = (0..10_000)
+            .map(|i| (format!("p{i:05}"), Value::Bool(true)))
+            .collect();
+        let texts = doc("d", json!({"properties": properties})).field_texts();
+        let names = &texts.pieces[Field::ParamName.index()];
+        // The root schema is one node, each property another.
+        assert_eq!(names.len(), SCHEMA_NODE_CAP - 1);
+    }
+
+    #[test]
+    fn all_text_together_is_capped_on_a_char_boundary() {
+        let long = "é".repeat(DEFINITION_CHAR_CAP * 2);
+        let schema = json!({"properties": {"p": {"description": "never read"}}});
+        let texts = doc(&long, schema).field_texts();
+        let total: usize = texts
+            .pieces
+            .iter()
+            .flatten()
+            .map(|p| p.chars().count())
+            .sum();
+        assert_eq!(total, DEFINITION_CHAR_CAP);
+        assert!(texts.pieces[Field::ParamName.index()].is_empty());
+        let description = &texts.pieces[Field::Description.index()][0];
+        assert!(description.chars().all(|c| c == 'é'));
+        // Names come first, so they are always indexed.
+        assert_eq!(texts.pieces[Field::Name.index()], ["tool_name"]);
+    }
+}

@@ -1,0 +1,55 @@
+//! Warden's tool search: which tools fit a few words, ranked.
+//!
+//! When the catalogue of tools is large, the agent loop shows the model a single
+//! `warden__search_tools` tool instead of every definition; the model searches by words and
+//! gets back the tools to use. `warden tools --search QUERY` prints the same ranking. This
+//! crate is that ranking: BM25F over the fields of each definition (tool name, qualified
+//! name, title, description, parameter names and parameter descriptions), with name words
+//! weighted above description words.
+//!
+//! It is lexical on purpose: no model to download, the same answer for the same input on
+//! every machine, and a search over 10,000 tools in well under a millisecond. See
+//! `docs/decisions/0012-tool-search-bm25.md` for the reasoning.
+//!
+//! ```
+//! use serde_json::json;
+//! use warden_search::{ToolDoc, ToolIndex};
+//!
+//! let tool = |server: &str, name: &str, description: &str| ToolDoc {
+//!     qualified: format!("{server}__{name}"),
+//!     server: server.into(),
+//!     tool: name.into(),
+//!     title: None,
+//!     description: Some(description.into()),
+//!     input_schema: json!({"type": "object"}),
+//! };
+//! let index = ToolIndex::build(vec![
+//!     tool("fs", "read_file", "Read the contents of a file."),
+//!     tool("git", "git_status", "Show the working tree status."),
+//! ]);
+//! let hits = index.search("read a file", 5);
+//! assert_eq!(hits[0].qualified, "fs__read_file");
+//! assert!(index.search("zebra", 5).is_empty());
+//! ```
+//!
+//! # Hostile definitions
+//!
+//! A server controls its own tool definitions and may want its tool picked for every query.
+//! Three things limit what it can buy: the first [`DEFINITION_CHAR_CAP`] characters of a
+//! definition are all that is read; a term counts at most [`TF_CAP`] times per field; and
+//! BM25's length normalisation makes a padded field weigh less per term.
+//!
+//! # Determinism
+//!
+//! The same tools and query give the same hits in the same order: scores are rounded to 4
+//! decimals and equal scores are ordered by qualified name.
+
+#![deny(missing_docs)]
+
+mod document;
+mod index;
+mod tokenize;
+
+pub use document::{DEFINITION_CHAR_CAP, SCHEMA_DEPTH_CAP, SCHEMA_NODE_CAP, ToolDoc};
+pub use index::{B, FIELD_WEIGHTS, Hit, K1, QUERY_CHAR_CAP, QUERY_TERM_CAP, TF_CAP, ToolIndex};
+pub use tokenize::{MAX_TERM_CHARS, is_stopword, stem, tokenize};
