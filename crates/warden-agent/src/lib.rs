@@ -9,5 +9,15 @@
 //! tool call through schema validation, the policy and (when the policy asks) a person,
 //! caps and labels each result, and goes on until the model answers or a turn limit.
 
+pub mod agent;
+pub mod approval;
+pub mod budget;
 pub mod conversation;
+pub mod events;
+pub mod exposure;
 pub mod model;
+pub mod result_text;
+
+pub use agent::{Agent, AgentError, AgentSettings};
+pub use approval::{AllowAll, ApprovalAnswer, ApprovalRequest, Approver, DenyAll};
+pub use events::{Event, Observer, Recorder, ToolCallEvent};

@@ -111,3 +111,31 @@ pub enum ReasonKind {
     /// (too much untrusted text kept, or too many argument values).
     VerbatimUnchecked,
 }
+
+impl ReasonKind {
+    /// The kind as the audit log and transcripts name it: `rule:N`, `default`, `hidden:N`,
+    /// `tainted_write`, `private_egress`, `verbatim_argument`, `verbatim_unchecked`.
+    pub fn tag(self) -> String {
+        match self {
+            ReasonKind::Rule { index } => format!("rule:{index}"),
+            ReasonKind::Default => "default".into(),
+            ReasonKind::HiddenTool { rule } => format!("hidden:{rule}"),
+            ReasonKind::TaintedWrite => "tainted_write".into(),
+            ReasonKind::PrivateEgress => "private_egress".into(),
+            ReasonKind::VerbatimArgument { .. } => "verbatim_argument".into(),
+            ReasonKind::VerbatimUnchecked => "verbatim_unchecked".into(),
+        }
+    }
+
+    /// True for reasons about the flow of untrusted or private data (as opposed to a rule
+    /// or the default): a call asked about for such a reason is asked about every time.
+    pub fn is_flow(self) -> bool {
+        matches!(
+            self,
+            ReasonKind::TaintedWrite
+                | ReasonKind::PrivateEgress
+                | ReasonKind::VerbatimArgument { .. }
+                | ReasonKind::VerbatimUnchecked
+        )
+    }
+}

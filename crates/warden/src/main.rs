@@ -12,6 +12,7 @@ mod pins;
 mod probe_report;
 mod render;
 mod signals;
+mod terminal;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;

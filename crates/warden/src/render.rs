@@ -113,3 +113,66 @@ pub fn outcome(outcome: &CallOutcome) -> String {
     }
     out
 }
+
+/// The arguments shown at an approval prompt are cut after this many characters, or lines.
+const SHOWN_ARGUMENT_CHARS: usize = 4000;
+const SHOWN_ARGUMENT_LINES: usize = 60;
+
+/// The arguments as pretty JSON, cut to a size a person reads.
+pub fn shown_arguments(arguments: &Value) -> String {
+    let text = pretty(arguments);
+    let mut end = text.len();
+    if let Some((index, _)) = text.char_indices().nth(SHOWN_ARGUMENT_CHARS) {
+        end = index;
+    }
+    if let Some((index, _)) = text
+        .match_indices('\n')
+        .nth(SHOWN_ARGUMENT_LINES - 1)
+        .filter(|(index, _)| *index < end)
+    {
+        end = index;
+    }
+    if end == text.len() {
+        return text;
+    }
+    let rest = text[end..].chars().count();
+    format!(
+        "{}\n… ({rest} more characters not shown)",
+        text[..end].trim_end()
+    )
+}
+
+pub fn indent(text: &str) -> String {
+    text.lines()
+        .map(|line| format!("  {line}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn shown_arguments_are_cut_to_a_readable_size() {
+        let small = json!({"message": "hi"});
+        assert_eq!(shown_arguments(&small), "{\n  \"message\": \"hi\"\n}");
+        let long = json!({"text": "é".repeat(10_000)});
+        let shown = shown_arguments(&long);
+        assert!(
+            shown.chars().count() < SHOWN_ARGUMENT_CHARS + 100,
+            "{shown}"
+        );
+        assert!(shown.ends_with("more characters not shown)"), "{shown}");
+        let many: Vec<u32> = (0..1000).collect();
+        let shown = shown_arguments(&json!({ "n": many }));
+        assert_eq!(shown.lines().count(), SHOWN_ARGUMENT_LINES + 1, "{shown}");
+        // Control characters in values are escaped by JSON, never sent to the terminal.
+        let shown = shown_arguments(&json!({"x": "\u{1b}[2J"}));
+        assert!(
+            shown.contains("\\u001b[2J") && !shown.contains('\u{1b}'),
+            "{shown}"
+        );
+    }
+}

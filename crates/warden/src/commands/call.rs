@@ -6,7 +6,7 @@
 //! code 4; a call the policy asks about is put to the user on the terminal, or, without
 //! one, refused unless `--yes` approves it.
 
-use std::io::{BufRead, IsTerminal, Read};
+use std::io::{IsTerminal, Read};
 use std::time::Instant;
 
 use anyhow::Context;
@@ -14,7 +14,7 @@ use serde_json::Value;
 use warden_config::ResolvedPolicy;
 use warden_host::{Approval, Host, HostError, PreparedCall, catalogue::candidate_servers};
 use warden_mcp::CallOutcome;
-use warden_policy::{Decision, Provenance, ReasonKind, Verdict};
+use warden_policy::{Decision, Provenance, Verdict};
 use warden_store::AuditEntry;
 
 use crate::cli::{CallArgs, GlobalArgs};
@@ -25,9 +25,6 @@ use crate::render;
 const MAX_ARGS_BYTES: u64 = 16 * 1024 * 1024;
 /// Longest answer read at the approval prompt.
 const MAX_ANSWER_BYTES: u64 = 1024;
-/// The arguments shown at the prompt are cut after this many characters, or lines.
-const SHOWN_ARGUMENT_CHARS: usize = 4000;
-const SHOWN_ARGUMENT_LINES: usize = 60;
 
 /// Runs `warden call`.
 pub async fn run(global: &GlobalArgs, args: CallArgs) -> Result<Code, Failure> {
@@ -116,7 +113,7 @@ fn audit_entry(
                 .map(|v| v.reasons.as_slice())
                 .unwrap_or_default()
                 .iter()
-                .map(|reason| serde_json::json!({"kind": reason_kind(reason.kind), "text": &*reason.text}))
+                .map(|reason| serde_json::json!({"kind": reason.kind.tag(), "text": &*reason.text}))
                 .collect(),
         ),
         approved_by: None,
@@ -125,20 +122,6 @@ fn audit_entry(
         error: None,
         latency_ms: None,
         result_bytes: None,
-    }
-}
-
-/// A reason's kind as the audit log names it.
-fn reason_kind(kind: ReasonKind) -> String {
-    match kind {
-        ReasonKind::Rule { index } => format!("rule:{index}"),
-        ReasonKind::Default => "default".into(),
-        ReasonKind::HiddenTool { rule } => format!("hidden:{rule}"),
-        ReasonKind::TaintedWrite => "tainted_write".into(),
-        ReasonKind::PrivateEgress => "private_egress".into(),
-        ReasonKind::VerbatimArgument { .. } => "verbatim_argument".into(),
-        ReasonKind::VerbatimUnchecked => "verbatim_unchecked".into(),
-        _ => "other".into(),
     }
 }
 
@@ -286,58 +269,13 @@ async fn ask(call: &PreparedCall<'_>, policy: &ResolvedPolicy) -> bool {
         "warden: `{}` (server `{}`) needs your approval.\narguments:\n{}\nwhy:{}\nRun it? [y/N] ",
         tool.qualified,
         tool.server,
-        indent(&shown_arguments(call.arguments())),
+        render::indent(&render::shown_arguments(call.arguments())),
         super::reason_lines(&call.verdict().reasons, policy)
     );
-    // A plain thread, not the runtime's blocking pool: if the user interrupts instead of
-    // answering, nothing waits for the read to finish.
-    let (answer, answered) = tokio::sync::oneshot::channel();
-    std::thread::spawn(move || {
-        let mut line = Vec::new();
-        let read = std::io::stdin()
-            .lock()
-            .take(MAX_ANSWER_BYTES)
-            .read_until(b'\n', &mut line);
-        let _ = answer.send(read.map(|_| line));
-    });
-    match answered.await {
-        Ok(Ok(line)) => {
-            let line = String::from_utf8_lossy(&line).trim().to_ascii_lowercase();
-            matches!(line.as_str(), "y" | "yes")
-        }
-        _ => false,
+    match crate::terminal::read_line(MAX_ANSWER_BYTES).await {
+        Some(line) => matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes"),
+        None => false,
     }
-}
-
-/// The arguments as pretty JSON, cut to a size a person reads.
-fn shown_arguments(arguments: &Value) -> String {
-    let text = render::pretty(arguments);
-    let mut end = text.len();
-    if let Some((index, _)) = text.char_indices().nth(SHOWN_ARGUMENT_CHARS) {
-        end = index;
-    }
-    if let Some((index, _)) = text
-        .match_indices('\n')
-        .nth(SHOWN_ARGUMENT_LINES - 1)
-        .filter(|(index, _)| *index < end)
-    {
-        end = index;
-    }
-    if end == text.len() {
-        return text;
-    }
-    let rest = text[end..].chars().count();
-    format!(
-        "{}\n… ({rest} more characters not shown)",
-        text[..end].trim_end()
-    )
-}
-
-fn indent(text: &str) -> String {
-    text.lines()
-        .map(|line| format!("  {line}"))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 fn host_failure(error: HostError) -> Failure {
@@ -402,32 +340,4 @@ fn read_arguments(args: &CallArgs) -> anyhow::Result<Value> {
             error.column()
         )
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn shown_arguments_are_cut_to_a_readable_size() {
-        let small = json!({"message": "hi"});
-        assert_eq!(shown_arguments(&small), "{\n  \"message\": \"hi\"\n}");
-        let long = json!({"text": "é".repeat(10_000)});
-        let shown = shown_arguments(&long);
-        assert!(
-            shown.chars().count() < SHOWN_ARGUMENT_CHARS + 100,
-            "{shown}"
-        );
-        assert!(shown.ends_with("more characters not shown)"), "{shown}");
-        let many: Vec<u32> = (0..1000).collect();
-        let shown = shown_arguments(&json!({ "n": many }));
-        assert_eq!(shown.lines().count(), SHOWN_ARGUMENT_LINES + 1, "{shown}");
-        // Control characters in values are escaped by JSON, never sent to the terminal.
-        let shown = shown_arguments(&json!({"x": "\u{1b}[2J"}));
-        assert!(
-            shown.contains("\\u001b[2J") && !shown.contains('\u{1b}'),
-            "{shown}"
-        );
-    }
 }
