@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 #[command(name = "warden", version, about, long_about = None)]
 #[command(after_help = "Exit codes: 0 success, 1 the tool reported an error, \
 2 usage or configuration error, 3 a server could not be reached or failed, \
-4 denied by policy (or not approved).")]
+4 denied by policy (or not approved), 5 no final answer (`warden run`: turn limit or timeout).")]
 pub struct Cli {
     /// Global options.
     #[command(flatten)]
@@ -50,6 +50,10 @@ pub enum Command {
     Approve(ApproveArgs),
     /// Show the audit log: every call attempted, its decision and its outcome.
     Audit(AuditArgs),
+    /// Give a model one task; it works through your servers under the policy.
+    Run(RunArgs),
+    /// Talk with a model that works through your servers, in the terminal.
+    Chat(ChatArgs),
     /// The probe itself, run by `warden probe` inside a server's confinement.
     #[command(name = "__probe-report", hide = true)]
     ProbeReport(ProbeReportArgs),
@@ -194,4 +198,64 @@ pub struct ProbeReportArgs {
     /// What to try, as JSON (from `warden probe`).
     #[arg(long, value_name = "JSON")]
     pub input: String,
+}
+
+/// Which model to use, over `[model]` in the configuration.
+#[derive(Debug, Args)]
+pub struct ModelArgs {
+    /// The wire format: `anthropic` or `openai` (any OpenAI-compatible endpoint).
+    #[arg(long, value_name = "PROVIDER")]
+    pub provider: Option<String>,
+    /// The model's name at the provider.
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// The endpoint, e.g. http://localhost:11434/v1 for Ollama.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+}
+
+/// Who answers when the policy asks about a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApprovalMode {
+    /// Ask on the terminal.
+    Ask,
+    /// Refuse, and tell the model (the default without a terminal).
+    Deny,
+    /// Approve every call the policy asks about (never one it denies).
+    AllowAll,
+}
+
+/// `warden run`
+#[derive(Debug, Args)]
+#[command(after_help = "Every tool call goes through schema validation and the policy \
+(docs/policy.md). Calls the policy asks about are put to you on a terminal; without one they \
+are refused and the model is told (--approvals deny).\n\n\
+Examples:\n  warden run --prompt 'What time is it in Tokyo?'\n  \
+warden run --json --approvals deny --prompt 'Summarise README.md' > transcript.jsonl")]
+pub struct RunArgs {
+    /// The task.
+    #[arg(long, short = 'p', value_name = "TEXT")]
+    pub prompt: String,
+    /// Who answers approval requests (default: ask on a terminal, else deny).
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub approvals: Option<ApprovalMode>,
+    /// The most model requests (default 20, or [agent] max_turns).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub max_turns: Option<u32>,
+    /// Write the transcript as JSON lines on stdout (docs/transcript.md).
+    #[arg(long)]
+    pub json: bool,
+    /// The model.
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
+/// `warden chat`
+#[derive(Debug, Args)]
+#[command(after_help = "Commands inside the chat: /mcp (servers, state, latency), /tools, \
+/audit, /clear, /exit (or Ctrl-D).")]
+pub struct ChatArgs {
+    /// The model.
+    #[command(flatten)]
+    pub model: ModelArgs,
 }

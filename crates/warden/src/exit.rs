@@ -16,6 +16,8 @@ pub enum Code {
     /// The policy denied the call, or it needed approval that was not given (nothing was
     /// sent).
     Denied = 4,
+    /// `warden run` ended without a final answer (the turn limit or the turn timeout).
+    NoAnswer = 5,
     /// Interrupted (Ctrl-C or SIGTERM).
     Interrupted = 130,
 }

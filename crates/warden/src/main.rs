@@ -11,6 +11,7 @@ mod exit;
 mod pins;
 mod probe_report;
 mod render;
+mod session;
 mod signals;
 mod terminal;
 
@@ -61,6 +62,8 @@ async fn run(cli: Cli) -> Result<exit::Code, Failure> {
         Command::Pin(args) => commands::pin::run(&cli.global, args),
         Command::Approve(args) => commands::approve::run(&cli.global, args).await,
         Command::Audit(args) => commands::audit::run(&args),
+        Command::Run(args) => commands::run::run(&cli.global, args).await,
+        Command::Chat(args) => commands::chat::run(&cli.global, args).await,
         Command::ProbeReport(args) => Ok(match probe_report::run(&args.input) {
             code if code == ExitCode::SUCCESS => exit::Code::Ok,
             _ => exit::Code::Unavailable,

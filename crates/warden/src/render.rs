@@ -176,3 +176,53 @@ mod tests {
         );
     }
 }
+
+/// Model text for a terminal: newlines and tabs kept, other control characters (escape
+/// sequences a server could have planted in a result the model repeats) escaped.
+pub fn printable_text(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// One line for a tool call: what, where, the decision and what became of it.
+pub fn tool_call_line(call: &warden_agent::ToolCallEvent) -> String {
+    let outcome = if call.executed {
+        if call.is_error { "error" } else { "ok" }
+    } else {
+        "not run"
+    };
+    let mut line = format!(
+        "  ⏵ {} [{}] {} → {outcome}",
+        printable(&call.tool),
+        if call.server.is_empty() { "?" } else { &call.server },
+        call.decision,
+    );
+    if let Some(by) = &call.approved_by
+        && by != "policy"
+    {
+        line.push_str(&format!(" (approved by {by})"));
+    }
+    if let Some(ms) = call.latency_ms {
+        line.push_str(&format!(" {ms} ms"));
+    }
+    if call.truncated {
+        line.push_str(", cut to the cap");
+    }
+    if let Some(path) = &call.offloaded_to {
+        line.push_str(&format!(", saved to {path}"));
+    }
+    if !call.executed
+        && let Some(error) = &call.error
+    {
+        line.push_str(": ");
+        line.push_str(&first_line(error));
+    }
+    line
+}

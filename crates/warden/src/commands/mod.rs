@@ -6,6 +6,8 @@ pub mod call;
 pub mod config;
 pub mod pin;
 pub mod probe;
+pub mod run;
+pub mod chat;
 pub mod scan;
 pub mod tools;
 

@@ -286,3 +286,79 @@ pub fn write_grant(dirs: &[&Path]) -> String {
         .collect();
     format!("sandbox = {{ write = [{}] }}", dirs.join(", "))
 }
+
+/// A running `warden-model-server` (the scripted stand-in for a model API); stopped when
+/// dropped (its stdin is closed, then it is killed).
+pub struct ModelServer {
+    child: std::process::Child,
+    /// `http://127.0.0.1:PORT`.
+    pub base_url: String,
+    /// The request log, one JSON object per request.
+    pub log: PathBuf,
+}
+
+impl ModelServer {
+    /// Starts the server with `script` (`{"steps": [...]}`), its files in `scratch`.
+    pub fn start(scratch: &Scratch, script: &serde_json::Value) -> ModelServer {
+        use std::io::BufRead;
+        let name = format!("model-{}", std::process::id());
+        let script_path = scratch.path().join(format!("{name}-script.json"));
+        std::fs::write(&script_path, serde_json::to_vec_pretty(script).unwrap()).unwrap();
+        let log = scratch.path().join(format!("{name}-requests.jsonl"));
+        let mut child = Command::new(warden_bin().with_file_name("warden-model-server"))
+            .arg("--script")
+            .arg(&script_path)
+            .arg("--log")
+            .arg(&log)
+            .env(TAG_VAR, &scratch.tag)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("warden-model-server is built by `cargo test --workspace`");
+        let stdout = child.stdout.take().unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(stdout).read_line(&mut line).unwrap();
+        let base_url = line
+            .trim()
+            .strip_prefix("listening ")
+            .unwrap_or_else(|| panic!("unexpected first line from the model server: {line:?}"))
+            .to_owned();
+        ModelServer { child, base_url, log }
+    }
+
+    /// The requests logged so far.
+    pub fn requests(&self) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect()
+    }
+}
+
+impl Drop for ModelServer {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The JSON lines of a `warden run --json` transcript.
+pub fn transcript(output: &Output) -> Vec<serde_json::Value> {
+    stdout(output)
+        .lines()
+        .map(|line| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|error| panic!("not a JSON line ({error}): {line}\n{}", describe(output)))
+        })
+        .collect()
+}

@@ -1,0 +1,132 @@
+//! `warden run`: one task, non-interactive. The model works through the configured
+//! servers under the policy until it answers; `--json` writes the transcript as it happens
+//! (docs/transcript.md).
+
+use std::io::{IsTerminal, Write};
+
+use warden_agent::{Agent, AgentError, AllowAll, Approver, DenyAll, Event, Observer};
+
+use crate::cli::{ApprovalMode, GlobalArgs, RunArgs};
+use crate::exit::{Code, Failure};
+use crate::session::{self, Audited, TerminalApprover};
+
+/// Runs `warden run`.
+pub async fn run(global: &GlobalArgs, args: RunArgs) -> Result<Code, Failure> {
+    let (config, env) = super::load_config(global)?;
+    let policy = super::compile_policy(&config.policy)?;
+    let model_settings = session::model_settings(&config, &args.model)?;
+    let model = warden_agent::model::build(&model_settings, &|name| std::env::var(name).ok())
+        .map_err(Failure::usage)?;
+    let (_id, dir) = session::new_session(&env)?;
+    let mut settings = session::agent_settings(&config, dir);
+    if let Some(turns) = args.max_turns {
+        settings.max_turns = turns;
+    }
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let mode = args.approvals.unwrap_or(if interactive { ApprovalMode::Ask } else { ApprovalMode::Deny });
+    if mode == ApprovalMode::Ask && !interactive {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "--approvals ask needs a terminal; use --approvals deny (the default here) or allow-all"
+        )));
+    }
+    let approver: Box<dyn Approver> = match mode {
+        ApprovalMode::Ask => Box::new(TerminalApprover),
+        ApprovalMode::Deny => Box::new(DenyAll),
+        ApprovalMode::AllowAll => Box::new(AllowAll),
+    };
+    let host = super::connect(config.servers, policy, &env).await?;
+    let printer: Box<dyn Observer> = if args.json { Box::new(JsonLines) } else { Box::new(Plain::default()) };
+    let mut observer = Audited::new(printer, super::open_store(&env).ok(), "run");
+    let mut agent = Agent::new(&host, model.as_ref(), approver.as_ref(), settings);
+    observer.event(&agent.session_event());
+    let result = tokio::select! {
+        result = agent.ask(&args.prompt, &mut observer) => Some(result),
+        () = crate::signals::interrupted() => None,
+    };
+    let (input_tokens, output_tokens) = agent.usage();
+    let turns = agent.messages().iter().filter(|m| m.role == warden_agent::conversation::Role::Assistant).count();
+    drop(agent);
+    host.shutdown().await;
+    match result {
+        Some(Ok(answer)) => {
+            observer.event(&Event::Final {
+                answer,
+                turns: u32::try_from(turns).unwrap_or(u32::MAX),
+                input_tokens,
+                output_tokens,
+            });
+            Ok(Code::Ok)
+        }
+        Some(Err(error)) => {
+            observer.event(&Event::Error { message: error.to_string() });
+            let code = match &error {
+                AgentError::TurnLimit { .. } | AgentError::Timeout { .. } => Code::NoAnswer,
+                AgentError::Model(warden_agent::model::ModelError::Settings(_)) => Code::Usage,
+                AgentError::Model(_) => Code::Unavailable,
+            };
+            Err(Failure { code, error: error.into() })
+        }
+        None => {
+            observer.event(&Event::Error { message: "interrupted".into() });
+            Err(Failure {
+                code: Code::Interrupted,
+                error: anyhow::anyhow!("interrupted; calls were cancelled and servers stopped"),
+            })
+        }
+    }
+}
+
+/// One JSON object per line on stdout, flushed as each event happens.
+pub struct JsonLines;
+
+impl Observer for JsonLines {
+    fn event(&mut self, event: &Event) {
+        let mut out = std::io::stdout().lock();
+        if serde_json::to_writer(&mut out, event).is_ok() {
+            let _ = out.write_all(b"\n");
+            let _ = out.flush();
+        }
+    }
+}
+
+/// For a person reading `warden run`: the answer streams to stdout, a line per tool call
+/// to stderr.
+#[derive(Default)]
+pub struct Plain {
+    mid_line: bool,
+}
+
+impl Observer for Plain {
+    fn event(&mut self, event: &Event) {
+        match event {
+            Event::ToolCall(call) => {
+                if self.mid_line {
+                    println!();
+                    self.mid_line = false;
+                }
+                eprintln!("{}", crate::render::tool_call_line(call));
+            }
+            Event::Notice { message, .. } => eprintln!("warden: {message}"),
+            Event::Final { .. } => {
+                if self.mid_line {
+                    println!();
+                    self.mid_line = false;
+                }
+            }
+            Event::Error { message } => eprintln!("warden: {message}"),
+            Event::Assistant { .. } => {
+                if self.mid_line {
+                    println!();
+                    self.mid_line = false;
+                }
+            }
+            Event::Session { .. } => {}
+        }
+    }
+
+    fn text_delta(&mut self, delta: &str) {
+        print!("{}", crate::render::printable_text(delta));
+        let _ = std::io::stdout().flush();
+        self.mid_line = !delta.ends_with('\n');
+    }
+}

@@ -1,0 +1,225 @@
+//! What `warden run` and `warden chat` share: the model and agent settings from
+//! `[model]`, `[agent]` and the command line, the session's folder, the audit log written
+//! from the session's events, and the approval prompt.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use warden_agent::model::{ModelSettings, Provider, RetryPolicy};
+use warden_agent::{AgentSettings, ApprovalAnswer, ApprovalRequest, Approver, Event, Observer, ToolCallEvent};
+use warden_config::{Environment, ResolvedConfig};
+use warden_store::{AuditEntry, Store};
+
+use crate::cli::ModelArgs;
+use crate::exit::Failure;
+
+/// Longest answer read at the approval prompt.
+const MAX_ANSWER_BYTES: u64 = 1024;
+
+/// The model settings: `[model]`, overridden by the command line.
+pub fn model_settings(config: &ResolvedConfig, args: &ModelArgs) -> Result<ModelSettings, Failure> {
+    let model = &config.model;
+    let provider = args
+        .provider
+        .clone()
+        .or_else(|| model.provider.clone())
+        .ok_or_else(|| {
+            Failure::usage(anyhow::anyhow!(
+                "no model configured: add a [model] table to warden.toml (docs/config.md) \
+                 or pass --provider and --model"
+            ))
+        })?;
+    let provider = Provider::parse(&provider).map_err(Failure::usage)?;
+    let name = args.model.clone().or_else(|| model.name.clone()).ok_or_else(|| {
+        Failure::usage(anyhow::anyhow!(
+            "no model name: set `name` in [model] or pass --model"
+        ))
+    })?;
+    let retry = RetryPolicy {
+        max_attempts: model.max_retries.map_or(RetryPolicy::default().max_attempts, |n| n.saturating_add(1)),
+        ..RetryPolicy::default()
+    };
+    Ok(ModelSettings {
+        provider,
+        name,
+        base_url: args.base_url.clone().or_else(|| model.base_url.clone()),
+        api_key_env: model.api_key_env.clone(),
+        idle_timeout: model.idle_timeout.unwrap_or(Duration::from_secs(120)),
+        retry,
+    })
+}
+
+/// The agent settings: `[agent]` and `[model]`, over the defaults.
+pub fn agent_settings(config: &ResolvedConfig, session_dir: PathBuf) -> AgentSettings {
+    let mut settings = AgentSettings::new(session_dir);
+    let agent = &config.agent;
+    let to_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    if let Some(turns) = agent.max_turns {
+        settings.max_turns = turns;
+    }
+    if let Some(timeout) = agent.turn_timeout {
+        settings.turn_timeout = timeout;
+    }
+    if let Some(tokens) = config.model.max_tokens {
+        settings.max_tokens = tokens;
+        settings.budget.reply_tokens = to_usize(u64::from(tokens));
+    }
+    if let Some(window) = config.model.context_window {
+        settings.budget.context_window = to_usize(window);
+    }
+    if let Some(tokens) = agent.result_warn_tokens {
+        settings.budget.warn_tokens = to_usize(tokens);
+    }
+    if let Some(tokens) = agent.result_cap_tokens {
+        settings.budget.cap_tokens = to_usize(tokens);
+    }
+    if let Some(chars) = agent.offload_chars {
+        settings.budget.offload_chars = to_usize(chars);
+    }
+    if let Some(budget) = agent.tool_budget {
+        settings.tool_budget = budget;
+    }
+    if let Some(tokens) = agent.tool_definition_token_budget {
+        settings.tool_token_budget = to_usize(tokens);
+    }
+    settings.favourites = agent.favourites.clone();
+    settings.extra_instructions = agent.system_prompt.clone();
+    settings
+}
+
+/// A new session's id and folder (`$XDG_STATE_HOME/warden/sessions/ID`, mode 700), where
+/// long tool results are written.
+pub fn new_session(env: &Environment) -> Result<(String, PathBuf), Failure> {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let id = format!("{}-{}-{:03}", now.as_secs(), std::process::id(), now.subsec_millis());
+    let dir = env.state_home.join("warden").join("sessions").join(&id);
+    let created = std::fs::create_dir_all(&dir).and_then(|()| {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+    });
+    created.map_err(|error| Failure::usage(anyhow::anyhow!("cannot create {}: {error}", dir.display())))?;
+    Ok((id, dir))
+}
+
+/// Writes the audit log from a session's tool-call events, then passes every event on.
+pub struct Audited<O> {
+    inner: O,
+    store: Option<Store>,
+    front_end: &'static str,
+    warned: bool,
+}
+
+impl<O: Observer> Audited<O> {
+    /// Wraps `inner`; rows are written to `store` as `front_end`.
+    pub fn new(inner: O, store: Option<Store>, front_end: &'static str) -> Audited<O> {
+        Audited { inner, store, front_end, warned: false }
+    }
+
+    /// The wrapped observer.
+    pub fn inner(&mut self) -> &mut O {
+        &mut self.inner
+    }
+
+    /// The store, for other session records.
+    pub fn store(&mut self) -> Option<&mut Store> {
+        self.store.as_mut()
+    }
+}
+
+impl<O: Observer> Observer for Audited<O> {
+    fn event(&mut self, event: &Event) {
+        if let (Event::ToolCall(call), Some(store)) = (event, self.store.as_mut()) {
+            let entry = audit_entry(call, self.front_end);
+            if let Err(error) = store.record_audit(&entry)
+                && !self.warned
+            {
+                self.warned = true;
+                eprintln!("warden: warning: the audit log is not being written: {error}");
+            }
+        }
+        self.inner.event(event);
+    }
+
+    fn text_delta(&mut self, delta: &str) {
+        self.inner.text_delta(delta);
+    }
+
+    fn call_started(&mut self, tool: &str, server: &str) {
+        self.inner.call_started(tool, server);
+    }
+}
+
+/// The audit row of a tool-call event.
+fn audit_entry(call: &ToolCallEvent, front_end: &str) -> AuditEntry {
+    let outcome = match (call.decision.as_str(), call.executed) {
+        ("invalid", _) => "invalid_arguments",
+        ("deny", _) => "denied",
+        (_, false) if call.approved_by.is_none() => "not_approved",
+        (_, false) => "failed",
+        (_, true) if call.error.is_some() => "failed",
+        (_, true) if call.is_error => "tool_error",
+        (_, true) => "ok",
+    };
+    AuditEntry {
+        time_ms: crate::commands::audit::now_ms(),
+        front_end: front_end.into(),
+        server: call.server.clone(),
+        tool: call.tool.clone(),
+        arguments: call.arguments.clone(),
+        decision: (call.decision != "invalid").then(|| call.decision.clone()),
+        reasons: serde_json::Value::Array(
+            call.reasons
+                .iter()
+                .map(|r| serde_json::json!({"kind": r.kind, "text": r.text}))
+                .collect(),
+        ),
+        approved_by: call.approved_by.clone(),
+        executed: call.executed,
+        outcome: outcome.into(),
+        error: call.error.clone(),
+        latency_ms: call.latency_ms.and_then(|ms| i64::try_from(ms).ok()),
+        result_bytes: i64::try_from(call.result_chars).ok(),
+    }
+}
+
+/// Asks the person at the terminal: once, for this session, or no.
+pub struct TerminalApprover;
+
+impl Approver for TerminalApprover {
+    fn approve<'a>(&'a self, request: &'a ApprovalRequest) -> BoxFuture<'a, ApprovalAnswer> {
+        Box::pin(async move {
+            let mut why = String::new();
+            for reason in &request.reasons {
+                why.push_str("\n  - ");
+                why.push_str(&crate::render::printable(reason));
+            }
+            let session = if request.tainted {
+                // Asked for the flow of data: a session-wide yes would not cover the next one.
+                ""
+            } else {
+                ", [s]ession"
+            };
+            eprint!(
+                "\nwarden: `{}` (server `{}`) needs your approval.\narguments:\n{}\nwhy:{why}\nRun it? [y]es once{session}, [N]o: ",
+                request.tool,
+                request.server,
+                crate::render::indent(&crate::render::shown_arguments(&request.arguments)),
+            );
+            match crate::terminal::read_line(MAX_ANSWER_BYTES).await {
+                Some(line) => match line.trim().to_ascii_lowercase().as_str() {
+                    "y" | "yes" => ApprovalAnswer::Once,
+                    "s" | "session" if !request.tainted => ApprovalAnswer::Session,
+                    _ => ApprovalAnswer::No,
+                },
+                None => ApprovalAnswer::No,
+            }
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        "user"
+    }
+}
