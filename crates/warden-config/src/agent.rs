@@ -557,39 +557,51 @@ pub(crate) fn merge(
             Some(DEFAULT_BACKGROUND_AFTER),
         );
     }
-    // The warning threshold never exceeds the cap it warns about: a project's lower cap, or a
-    // cap below the default threshold, brings the threshold down with it.
-    if let Some(cap) = agent.result_cap_tokens {
-        let cap_from_project = sources
-            .get("agent.result_cap_tokens")
-            .is_some_and(|source| source.0.scope == Scope::Project);
-        match agent.result_warn_tokens {
-            None if DEFAULT_RESULT_WARN_TOKENS > cap => agent.result_warn_tokens = Some(cap),
-            Some(warn) if warn > cap && cap_from_project => {
-                agent.result_warn_tokens = Some(cap);
-            }
-            _ => {}
+    check_thresholds(&mut agent, &sources)?;
+    Ok((model, agent))
+}
+
+/// `result_warn_tokens` may not exceed `result_cap_tokens` (or the default cap). Where a
+/// project ceiling (or a cap alone, below the default threshold) caused the conflict, the
+/// threshold is lowered to the cap: tightening must never make the user's configuration
+/// invalid. Where the user's own files conflict, it is an error at the threshold's place.
+fn check_thresholds(
+    agent: &mut AgentConfig,
+    sources: &BTreeMap<&'static str, Source>,
+) -> Result<(), ConfigError> {
+    let cap = agent.result_cap_tokens.unwrap_or(DEFAULT_RESULT_CAP_TOKENS);
+    let warn = agent
+        .result_warn_tokens
+        .unwrap_or(DEFAULT_RESULT_WARN_TOKENS);
+    if warn <= cap {
+        return Ok(());
+    }
+    let warn_source = sources
+        .get("agent.result_warn_tokens")
+        .filter(|source| source.0.scope != Scope::Project);
+    let cap_source = sources.get("agent.result_cap_tokens");
+    let cap_from_project = cap_source.is_some_and(|source| source.0.scope == Scope::Project);
+    match warn_source {
+        Some(warn_source) if !cap_from_project => {
+            let cap_place = match cap_source {
+                Some(source) => format!("set at {}", place(source)),
+                None => "Warden's default".to_owned(),
+            };
+            Err(ConfigError::InvalidSetting {
+                path: warn_source.0.path.clone(),
+                at: warn_source.1,
+                key: "agent.result_warn_tokens".to_owned(),
+                message: format!(
+                    "{warn} is larger than `agent.result_cap_tokens` ({cap}, {cap_place}): the \
+                     warning threshold must not exceed the cap"
+                ),
+            })
+        }
+        _ => {
+            agent.result_warn_tokens = Some(cap);
+            Ok(())
         }
     }
-    if let (Some(warn), Some(cap)) = (agent.result_warn_tokens, agent.result_cap_tokens)
-        && warn > cap
-        && let (Some(warn_source), Some(cap_source)) = (
-            sources.get("agent.result_warn_tokens"),
-            sources.get("agent.result_cap_tokens"),
-        )
-    {
-        return Err(ConfigError::InvalidSetting {
-            path: warn_source.0.path.clone(),
-            at: warn_source.1,
-            key: "agent.result_warn_tokens".to_owned(),
-            message: format!(
-                "{warn} is larger than `agent.result_cap_tokens` ({cap}, set at {}): the \
-                 warning threshold must not exceed the cap",
-                place(cap_source)
-            ),
-        });
-    }
-    Ok((model, agent))
 }
 
 fn place(source: &Source) -> String {

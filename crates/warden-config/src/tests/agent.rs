@@ -358,4 +358,23 @@ fn the_warning_threshold_may_not_exceed_the_cap() {
     fx.write(&local, "");
     let config = discover(&fx.env).unwrap();
     assert_eq!(config.agent.result_warn_tokens, Some(500));
+    // A threshold above the default cap needs a cap of its own.
+    fx.write(&user, "");
+    fx.write(&local, "[agent]\nresult_warn_tokens = 30000\n");
+    let message = discover(&fx.env).unwrap_err().to_string();
+    assert!(
+        message
+            .contains("30000 is larger than `agent.result_cap_tokens` (25000, Warden's default)"),
+        "{message}"
+    );
+    // A project's lower cap or threshold is never an error: the threshold follows the cap.
+    fx.write(&user, "[agent]\nresult_cap_tokens = 5000\n");
+    fx.write(&local, "");
+    fx.write(
+        &fx.project().join("warden.toml"),
+        "[agent]\nresult_warn_tokens = 8000\n",
+    );
+    let config = discover(&fx.env).unwrap();
+    assert_eq!(config.agent.result_cap_tokens, Some(5000));
+    assert_eq!(config.agent.result_warn_tokens, Some(5000));
 }
