@@ -158,13 +158,17 @@ pub(crate) struct FileSettings {
     at: BTreeMap<&'static str, Option<LineCol>>,
 }
 
-/// Reads one file's tables: each value checked on its own, then the scope restriction.
+/// Reads one file's tables: the scope restriction first (a refused key is reported as
+/// refused, whatever its value), then each value on its own.
 pub(crate) fn read(
     model: Option<ModelTable>,
     agent: Option<AgentTable>,
     text: &str,
     origin: &Origin,
 ) -> Result<FileSettings, ConfigError> {
+    if origin.scope == Scope::Project {
+        check_project(model.as_ref(), agent.as_ref(), text, origin)?;
+    }
     let mut file = Reader {
         text,
         origin,
@@ -235,39 +239,53 @@ pub(crate) fn read(
         };
         file.settings.agent = a;
     }
-    if origin.scope == Scope::Project {
-        check_project(&file.settings, origin)?;
-    }
     Ok(file.settings)
 }
 
-/// Keys a project file may not set, and why.
-const PROJECT_REFUSED: [(&str, &str); 6] = [
-    ("model.provider", ENDPOINT),
-    ("model.name", ENDPOINT),
-    ("model.base_url", ENDPOINT),
-    ("model.api_key_env", ENDPOINT),
-    ("agent.favourites", STEERING),
-    ("agent.system_prompt", STEERING),
-];
 const ENDPOINT: &str = "a project file may not choose the model endpoint or its key (a cloned \
                         repository could send your API key, and your conversation, to a server \
                         of its own)";
 const STEERING: &str = "a project file may not add instructions for the model or expose tools \
                         to it (a cloned repository must not steer your agent)";
 
-fn check_project(settings: &FileSettings, origin: &Origin) -> Result<(), ConfigError> {
-    for (key, reason) in PROJECT_REFUSED {
-        if let Some(at) = settings.at.get(key) {
-            return Err(ConfigError::ProjectSetting {
-                path: origin.path.clone(),
-                at: *at,
-                key: key.to_owned(),
-                reason: reason.to_owned(),
-            });
+/// Refuses the keys a project file may not set, at the first one written.
+fn check_project(
+    model: Option<&ModelTable>,
+    agent: Option<&AgentTable>,
+    text: &str,
+    origin: &Origin,
+) -> Result<(), ConfigError> {
+    let span = |value: Option<&Spanned<String>>| value.map(|v| v.span().start);
+    let mut refused: Vec<(usize, &str, &str)> = Vec::new();
+    if let Some(m) = model {
+        for (key, value) in [
+            ("model.provider", &m.provider),
+            ("model.name", &m.name),
+            ("model.base_url", &m.base_url),
+            ("model.api_key_env", &m.api_key_env),
+        ] {
+            if let Some(offset) = span(value.as_ref()) {
+                refused.push((offset, key, ENDPOINT));
+            }
         }
     }
-    Ok(())
+    if let Some(a) = agent {
+        if let Some(offset) = a.favourites.as_ref().map(|v| v.span().start) {
+            refused.push((offset, "agent.favourites", STEERING));
+        }
+        if let Some(offset) = span(a.system_prompt.as_ref()) {
+            refused.push((offset, "agent.system_prompt", STEERING));
+        }
+    }
+    match refused.into_iter().min_by_key(|(offset, _, _)| *offset) {
+        Some((offset, key, reason)) => Err(ConfigError::ProjectSetting {
+            path: origin.path.clone(),
+            at: Some(LineCol::at_offset(text, offset)),
+            key: key.to_owned(),
+            reason: reason.to_owned(),
+        }),
+        None => Ok(()),
+    }
 }
 
 struct Reader<'a> {

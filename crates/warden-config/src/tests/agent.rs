@@ -231,6 +231,19 @@ fn a_project_file_may_not_choose_the_model_or_steer_the_agent() {
         assert!(message.contains("user or local configuration"), "{message}");
         assert_eq!(err.path(), Some(path.as_path()));
     }
+    // Refused whatever the value, at the first refused key in the file.
+    fx.write(
+        &path,
+        "[agent]\nmax_turns = 5\nsystem_prompt = \"x\"\n[model]\nbase_url = \"ftp://bad\"\n",
+    );
+    let message = discover(&fx.env).unwrap_err().to_string();
+    assert!(
+        message.starts_with(&format!("{}:3:17: `agent.system_prompt`", path.display())),
+        "{message}"
+    );
+    fx.write(&path, "[model]\nbase_url = \"ftp://bad\"\n");
+    let message = discover(&fx.env).unwrap_err().to_string();
+    assert!(message.contains(endpoint), "{message}");
     // The same keys are the user's to set, in the user and in the local file.
     fx.write(&path, "");
     fx.write(
