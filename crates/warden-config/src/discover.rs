@@ -66,7 +66,7 @@ pub fn discover(env: &Environment) -> Result<ResolvedConfig, ConfigError> {
         let parsed = formats::parse(&text, &origin, env, &walk.anchor)?;
         layers.push((origin, parsed));
     }
-    Ok(merge(layers))
+    merge(layers)
 }
 
 /// Loads a single file named by the user (`--config FILE`) instead of discovering any.
@@ -91,7 +91,7 @@ pub fn load_file(path: &Path, env: &Environment) -> Result<ResolvedConfig, Confi
         path,
     };
     let parsed = formats::parse(&text, &origin, env, &workspace)?;
-    Ok(merge(vec![(origin, parsed)]))
+    merge(vec![(origin, parsed)])
 }
 
 /// The project root: the nearest directory, from `env.cwd` upwards, holding `warden.toml`,

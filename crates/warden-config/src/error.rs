@@ -227,6 +227,35 @@ pub enum ConfigError {
         what: String,
     },
 
+    /// A `[model]` or `[agent]` value that is out of range or malformed.
+    #[error("{}: `{key}`: {message}", place(.path, .at))]
+    InvalidSetting {
+        /// The file.
+        path: PathBuf,
+        /// Where the value is.
+        at: Option<LineCol>,
+        /// The key, with its table (`agent.max_turns`).
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
+
+    /// A project-scope file sets a `[model]` or `[agent]` key only the user may set.
+    #[error(
+        "{}: `{key}`: {reason}; set it in your user or local configuration instead (docs/config.md)",
+        place(.path, .at)
+    )]
+    ProjectSetting {
+        /// The file.
+        path: PathBuf,
+        /// Where the value is.
+        at: Option<LineCol>,
+        /// The key, with its table (`model.base_url`).
+        key: String,
+        /// Why a project file may not set it.
+        reason: String,
+    },
+
     /// A file given with `--config` whose format cannot be recognised.
     #[error("{}: cannot tell which configuration format this is: {reason}", .path.display())]
     UnknownFormat {
@@ -255,6 +284,8 @@ impl ConfigError {
             | Self::InvalidPolicy { path, .. }
             | Self::ProjectPolicy { path, .. }
             | Self::ProjectSandbox { path, .. }
+            | Self::InvalidSetting { path, .. }
+            | Self::ProjectSetting { path, .. }
             | Self::UnknownFormat { path, .. } => Some(path),
         }
     }

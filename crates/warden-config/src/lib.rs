@@ -20,7 +20,12 @@
 //! `warden.toml` may also hold a `[policy]` table (`warden_policy::PolicyConfig`), merged
 //! into [`ResolvedPolicy`]. A project file may only make the policy stricter (rules that
 //! deny, ask or hide): a cloned repository must not approve its own tool calls.
+//!
+//! It may also hold `[model]` and `[agent]` tables ([`ModelConfig`], [`AgentConfig`]),
+//! merged key by key. A project file may not choose the model, its endpoint or its key, nor
+//! add instructions or always-exposed tools; its numbers and durations are only ceilings.
 
+mod agent;
 mod discover;
 mod duration;
 mod envfile;
@@ -35,6 +40,12 @@ mod read;
 mod resolved;
 pub mod spec;
 
+pub use agent::{
+    AgentConfig, DEFAULT_BACKGROUND_AFTER, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_RETRIES,
+    DEFAULT_MAX_TOKENS, DEFAULT_MAX_TURNS, DEFAULT_OFFLOAD_CHARS, DEFAULT_RESULT_CAP_TOKENS,
+    DEFAULT_RESULT_WARN_TOKENS, DEFAULT_TOOL_BUDGET, DEFAULT_TOOL_DEFINITION_TOKEN_BUDGET,
+    DEFAULT_TURN_TIMEOUT, MAX_MAX_TURNS, ModelConfig, PROVIDERS,
+};
 pub use discover::{discover, load_file, local_config_path, local_key, project_root};
 pub use environment::Environment;
 pub use error::{ConfigError, LineCol};

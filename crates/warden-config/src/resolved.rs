@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::agent::{AgentConfig, ModelConfig};
+use crate::error::ConfigError;
 use crate::formats::Parsed;
 use crate::policy::ResolvedPolicy;
 use crate::spec::{Origin, ServerSpec};
@@ -20,6 +22,10 @@ pub struct ResolvedConfig {
     pub shadowed: Vec<Shadowed>,
     /// The `[policy]` of every file, merged (see [`ResolvedPolicy`]).
     pub policy: ResolvedPolicy,
+    /// The `[model]` of every file, merged key by key (see [`ModelConfig`]).
+    pub model: ModelConfig,
+    /// The `[agent]` of every file, merged key by key (see [`AgentConfig`]).
+    pub agent: AgentConfig,
 }
 
 /// A server definition hidden by another of the same name.
@@ -35,14 +41,17 @@ pub struct Shadowed {
 
 /// Merges files given lowest precedence first. A later definition replaces an earlier one
 /// entirely (fields are never combined), and every replaced one is reported against the
-/// definition that is finally used. Policies are merged by [`ResolvedPolicy::merge`].
-pub(crate) fn merge(layers: Vec<(Origin, Parsed)>) -> ResolvedConfig {
+/// definition that is finally used. Policies are merged by [`ResolvedPolicy::merge`], the
+/// `[model]` and `[agent]` tables by `agent::merge` (which can refuse the merged result).
+pub(crate) fn merge(layers: Vec<(Origin, Parsed)>) -> Result<ResolvedConfig, ConfigError> {
     let mut winners: BTreeMap<String, ServerSpec> = BTreeMap::new();
     let mut hidden: BTreeMap<String, Vec<Origin>> = BTreeMap::new();
     let mut files = Vec::with_capacity(layers.len());
     let mut policies = Vec::with_capacity(layers.len());
+    let mut settings = Vec::with_capacity(layers.len());
     for (origin, parsed) in layers {
         policies.push((origin.clone(), parsed.policy));
+        settings.push((origin.clone(), parsed.settings));
         files.push(origin);
         for server in parsed.servers {
             if let Some(previous) = winners.insert(server.name.clone(), server) {
@@ -68,10 +77,13 @@ pub(crate) fn merge(layers: Vec<(Origin, Parsed)>) -> ResolvedConfig {
         .collect();
     let servers: Vec<ServerSpec> = winners.into_values().collect();
     let policy = ResolvedPolicy::merge(policies, &servers);
-    ResolvedConfig {
+    let (model, agent) = crate::agent::merge(settings)?;
+    Ok(ResolvedConfig {
         servers,
         files,
         shadowed,
         policy,
-    }
+        model,
+        agent,
+    })
 }

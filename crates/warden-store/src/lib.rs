@@ -1,8 +1,9 @@
 //! Warden's state store: one SQLite file (`$XDG_STATE_HOME/warden/state.db`, the path is
 //! the caller's choice) holding what Warden must remember between runs. Today: the pins of
-//! server executables ([`Pin`]), approvals of project servers' definitions, and the pinned
-//! definitions of each server's tools ([`ToolPin`]), and the audit log of tool calls
-//! ([`AuditEntry`], arguments redacted by [`redact`]).
+//! server executables ([`Pin`]), approvals of project servers' definitions, the pinned
+//! definitions of each server's tools ([`ToolPin`]), the audit log of tool calls
+//! ([`AuditEntry`], arguments redacted by [`redact`]), and the agent's sessions
+//! ([`SessionSummary`], [`SessionMessage`]: the conversation history, stored as given).
 //!
 //! Rules this crate keeps:
 //! - the schema is an ordered list of migrations ([`MIGRATIONS`]); the number applied is
@@ -72,10 +73,65 @@ pub const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE INDEX audit_by_time ON audit (time_ms);
     CREATE INDEX audit_by_server ON audit (server, time_ms);",
+    // 4: agent sessions and their messages (the conversation history).
+    "CREATE TABLE sessions (
+        id              TEXT PRIMARY KEY NOT NULL,
+        started_ms      INTEGER NOT NULL,
+        front_end       TEXT NOT NULL,
+        model           TEXT NOT NULL,
+        title           TEXT
+    ) STRICT;
+    CREATE INDEX sessions_by_start ON sessions (started_ms);
+    CREATE TABLE session_messages (
+        session_id      TEXT NOT NULL REFERENCES sessions(id),
+        seq             INTEGER NOT NULL,
+        time_ms         INTEGER NOT NULL,
+        role            TEXT NOT NULL,
+        content         TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    ) STRICT;",
 ];
 
 /// The most rows [`Store::audit`] returns.
 pub const MAX_AUDIT_ROWS: usize = 10_000;
+
+/// The most sessions [`Store::list_sessions`] returns.
+pub const MAX_SESSION_ROWS: usize = 10_000;
+
+/// The largest content of one session message, as stored (compact JSON), in bytes.
+pub const MAX_SESSION_CONTENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// One message of a session, as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionMessage {
+    /// Its place in the session: messages are returned by increasing `seq`.
+    pub seq: i64,
+    /// When it was written: milliseconds since the Unix epoch, UTC.
+    pub time_ms: i64,
+    /// Who wrote it: `user`, `assistant`, `tool`, ... (the agent's roles, kept as strings).
+    pub role: String,
+    /// The message as the agent keeps it (JSON).
+    pub content: serde_json::Value,
+}
+
+/// One session, as [`Store::list_sessions`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSummary {
+    /// The session's id.
+    pub id: String,
+    /// When it started: milliseconds since the Unix epoch, UTC.
+    pub started_ms: i64,
+    /// Which front end ran it (`cli`, `tui`, ...).
+    pub front_end: String,
+    /// The model it talked to.
+    pub model: String,
+    /// Its title, once one is set.
+    pub title: Option<String>,
+    /// How many messages it holds.
+    pub messages: i64,
+    /// When its latest message was written, if it has any.
+    pub last_message_ms: Option<i64>,
+}
 
 /// One attempted tool call, as the audit log keeps it.
 ///
@@ -207,6 +263,32 @@ pub enum StoreError {
         found: i64,
         /// The newest version this code knows.
         known: i64,
+    },
+    /// A session message larger than [`MAX_SESSION_CONTENT_BYTES`].
+    #[error(
+        "state store {}: message {seq} of session `{session}` is {size} bytes, over the \
+         {limit}-byte limit for one stored message",
+        path.display()
+    )]
+    MessageTooLarge {
+        /// The database file.
+        path: PathBuf,
+        /// The session.
+        session: String,
+        /// The message's sequence number.
+        seq: i64,
+        /// Its size as JSON, in bytes.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// A message was appended to a session that was never created.
+    #[error("state store {}: there is no session `{session}`", path.display())]
+    NoSuchSession {
+        /// The database file.
+        path: PathBuf,
+        /// The session asked for.
+        session: String,
     },
     /// A stored row could not be read back.
     #[error("state store {}: corrupt row for `{key}`: {reason}", path.display())]
@@ -611,6 +693,185 @@ impl Store {
     }
 }
 
+/// Agent sessions: the conversation history, one row per message.
+///
+/// The history is the user's own conversation and is stored as given, not redacted; a caller
+/// that wants secrets out of stored tool-call arguments runs [`redact::redact`] over them
+/// before appending (the audit log, by contrast, always redacts).
+impl Store {
+    /// Records a new session, in one transaction. An id used before is an error (SQLite's
+    /// constraint failure).
+    pub fn create_session(
+        &mut self,
+        id: &str,
+        front_end: &str,
+        model: &str,
+        started_ms: i64,
+    ) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let sqlite = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(sqlite)?;
+        tx.execute(
+            "INSERT INTO sessions (id, started_ms, front_end, model, title)
+             VALUES (?1, ?2, ?3, ?4, NULL)",
+            params![id, started_ms, front_end, model],
+        )
+        .map_err(sqlite)?;
+        tx.commit().map_err(sqlite)
+    }
+
+    /// Sets (or, with `None`, clears) the title of session `id`, in one transaction.
+    pub fn set_session_title(&mut self, id: &str, title: Option<&str>) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let sqlite = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(sqlite)?;
+        let changed = tx
+            .execute(
+                "UPDATE sessions SET title = ?2 WHERE id = ?1",
+                params![id, title],
+            )
+            .map_err(sqlite)?;
+        if changed == 0 {
+            return Err(StoreError::NoSuchSession {
+                path: self.path.clone(),
+                session: id.to_owned(),
+            });
+        }
+        tx.commit().map_err(sqlite)
+    }
+
+    /// Appends message `seq` to session `id`, in one transaction. `content` is stored as
+    /// compact JSON of at most [`MAX_SESSION_CONTENT_BYTES`]; a larger one is refused
+    /// ([`StoreError::MessageTooLarge`]) and nothing is written. The session must exist
+    /// ([`StoreError::NoSuchSession`]); a `seq` already used in it is an error.
+    pub fn append_session_message(
+        &mut self,
+        id: &str,
+        seq: i64,
+        time_ms: i64,
+        role: &str,
+        content: &serde_json::Value,
+    ) -> Result<(), StoreError> {
+        let content = serde_json::to_string(content).map_err(|error| StoreError::Corrupt {
+            path: self.path.clone(),
+            key: format!("session {id} message {seq}"),
+            reason: format!("content: {error}"),
+        })?;
+        if content.len() > MAX_SESSION_CONTENT_BYTES {
+            return Err(StoreError::MessageTooLarge {
+                path: self.path.clone(),
+                session: id.to_owned(),
+                seq,
+                size: content.len(),
+                limit: MAX_SESSION_CONTENT_BYTES,
+            });
+        }
+        let path = self.path.clone();
+        let sqlite = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(sqlite)?;
+        let exists = tx
+            .query_row("SELECT 1 FROM sessions WHERE id = ?1", params![id], |_| {
+                Ok(())
+            })
+            .optional()
+            .map_err(sqlite)?
+            .is_some();
+        if !exists {
+            return Err(StoreError::NoSuchSession {
+                path: self.path.clone(),
+                session: id.to_owned(),
+            });
+        }
+        tx.execute(
+            "INSERT INTO session_messages (session_id, seq, time_ms, role, content)
+             VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![id, seq, time_ms, role, content],
+        )
+        .map_err(sqlite)?;
+        tx.commit().map_err(sqlite)
+    }
+
+    /// Every message of session `id`, by increasing `seq` (empty for an unknown session).
+    pub fn session_messages(&self, id: &str) -> Result<Vec<SessionMessage>, StoreError> {
+        let mut statement = self
+            .conn
+            .prepare(
+                "SELECT seq, time_ms, role, content FROM session_messages
+                 WHERE session_id = ?1 ORDER BY seq",
+            )
+            .map_err(|source| self.sqlite(source))?;
+        let rows = statement
+            .query_map(params![id], |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, i64>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, String>(3)?,
+                ))
+            })
+            .map_err(|source| self.sqlite(source))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, time_ms, role, content) = row.map_err(|source| self.sqlite(source))?;
+            let content = serde_json::from_str(&content).map_err(|error| StoreError::Corrupt {
+                path: self.path.clone(),
+                key: format!("session {id} message {seq}"),
+                reason: format!("content column: {error}"),
+            })?;
+            out.push(SessionMessage {
+                seq,
+                time_ms,
+                role,
+                content,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The latest `limit` sessions (at most [`MAX_SESSION_ROWS`]), newest first by start
+    /// time (then by creation order).
+    pub fn list_sessions(&self, limit: usize) -> Result<Vec<SessionSummary>, StoreError> {
+        let limit = i64::try_from(limit.min(MAX_SESSION_ROWS)).unwrap_or(0);
+        let mut statement = self
+            .conn
+            .prepare(
+                "SELECT s.id, s.started_ms, s.front_end, s.model, s.title,
+                     (SELECT count(*) FROM session_messages m WHERE m.session_id = s.id),
+                     (SELECT max(time_ms) FROM session_messages m WHERE m.session_id = s.id)
+                 FROM sessions s
+                 ORDER BY s.started_ms DESC, s.rowid DESC LIMIT ?1",
+            )
+            .map_err(|source| self.sqlite(source))?;
+        let rows = statement
+            .query_map(params![limit], |row| {
+                Ok(SessionSummary {
+                    id: row.get(0)?,
+                    started_ms: row.get(1)?,
+                    front_end: row.get(2)?,
+                    model: row.get(3)?,
+                    title: row.get(4)?,
+                    messages: row.get(5)?,
+                    last_message_ms: row.get(6)?,
+                })
+            })
+            .map_err(|source| self.sqlite(source))?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(row.map_err(|source| self.sqlite(source))?);
+        }
+        Ok(out)
+    }
+}
+
 /// Creates `dir` (and its parents) with mode 700 where it is new.
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
@@ -853,7 +1114,7 @@ mod tests {
             .unwrap();
         }
         let mut store = Store::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 3);
+        assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as i64);
         assert!(store.pin_for(&key).unwrap().is_some());
         assert!(store.is_approved(&"a".repeat(64)).unwrap());
         assert!(store.audit(&AuditFilter::default(), 10).unwrap().is_empty());
@@ -873,5 +1134,155 @@ mod tests {
         let error = Store::open(&path).unwrap_err();
         assert!(matches!(error, StoreError::NewerSchema { .. }), "{error}");
         assert!(error.to_string().contains(&path.display().to_string()));
+    }
+
+    #[test]
+    fn sessions_and_their_messages_round_trip_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let mut store = Store::open(&path).unwrap();
+        store
+            .create_session("s1", "cli", "claude-sonnet-4-5", 1_000)
+            .unwrap();
+        store.create_session("s2", "tui", "gpt-x", 3_000).unwrap();
+        store.create_session("s3", "cli", "m", 2_000).unwrap();
+        let messages = [
+            (0, "user", serde_json::json!({"text": "what time is it?"})),
+            (
+                1,
+                "assistant",
+                serde_json::json!({"tool_calls": [{"name": "time__now", "arguments": {}}]}),
+            ),
+            (
+                2,
+                "tool",
+                serde_json::json!({"result": "12:00", "ok": true}),
+            ),
+        ];
+        // Appended out of order: read back by `seq`.
+        for index in [2, 0, 1] {
+            let (seq, role, content) = &messages[index];
+            store
+                .append_session_message("s1", *seq, 1_000 + seq, role, content)
+                .unwrap();
+        }
+        store.set_session_title("s1", Some("the time")).unwrap();
+        drop(store);
+
+        let mut store = Store::open(&path).unwrap();
+        let read = store.session_messages("s1").unwrap();
+        assert_eq!(
+            read,
+            messages
+                .iter()
+                .map(|(seq, role, content)| SessionMessage {
+                    seq: *seq,
+                    time_ms: 1_000 + seq,
+                    role: (*role).to_owned(),
+                    content: content.clone(),
+                })
+                .collect::<Vec<_>>()
+        );
+        assert!(store.session_messages("s2").unwrap().is_empty());
+        assert!(store.session_messages("nope").unwrap().is_empty());
+
+        // Newest first, with counts.
+        let list = store.list_sessions(10).unwrap();
+        let ids: Vec<&str> = list.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["s2", "s3", "s1"]);
+        assert_eq!(
+            list[2],
+            SessionSummary {
+                id: "s1".into(),
+                started_ms: 1_000,
+                front_end: "cli".into(),
+                model: "claude-sonnet-4-5".into(),
+                title: Some("the time".into()),
+                messages: 3,
+                last_message_ms: Some(1_002),
+            }
+        );
+        assert_eq!(list[0].messages, 0);
+        assert_eq!(list[0].last_message_ms, None);
+        assert_eq!(store.list_sessions(1).unwrap()[0].id, "s2");
+
+        // A repeated seq, a repeated id and an unknown session are errors, and write nothing.
+        let content = serde_json::json!("again");
+        assert!(
+            store
+                .append_session_message("s1", 1, 9, "user", &content)
+                .is_err()
+        );
+        assert!(store.create_session("s1", "cli", "m", 0).is_err());
+        let error = store
+            .append_session_message("ghost", 0, 9, "user", &content)
+            .unwrap_err();
+        assert!(matches!(error, StoreError::NoSuchSession { .. }), "{error}");
+        assert!(matches!(
+            store.set_session_title("ghost", None),
+            Err(StoreError::NoSuchSession { .. })
+        ));
+        assert_eq!(store.session_messages("s1").unwrap().len(), 3);
+    }
+
+    #[test]
+    fn a_message_over_the_size_cap_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let mut store = Store::open(&path).unwrap();
+        store.create_session("s", "cli", "m", 0).unwrap();
+        // The quotes make the JSON two bytes longer than the string.
+        let fits = serde_json::json!("x".repeat(MAX_SESSION_CONTENT_BYTES - 2));
+        store
+            .append_session_message("s", 0, 0, "tool", &fits)
+            .unwrap();
+        let over = serde_json::json!("x".repeat(MAX_SESSION_CONTENT_BYTES - 1));
+        let error = store
+            .append_session_message("s", 1, 0, "tool", &over)
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                StoreError::MessageTooLarge {
+                    seq: 1,
+                    size,
+                    limit: MAX_SESSION_CONTENT_BYTES,
+                    ..
+                } if size == MAX_SESSION_CONTENT_BYTES + 1
+            ),
+            "{error}"
+        );
+        let message = error.to_string();
+        assert!(
+            message.contains("message 1 of session `s`") && message.contains("16777216-byte limit"),
+            "{message}"
+        );
+        assert_eq!(store.session_messages("s").unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_version_3_database_keeps_its_data_and_gains_sessions() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        {
+            // What Warden with the first three migrations wrote.
+            let conn = database_at_version(&path, 3);
+            conn.execute(
+                "INSERT INTO audit (time_ms, front_end, server, tool, arguments, reasons,
+                     executed, outcome)
+                 VALUES (7, 'cli', 's', 's__t', '{}', '[]', 1, 'ok')",
+                [],
+            )
+            .unwrap();
+        }
+        let mut store = Store::open(&path).unwrap();
+        assert_eq!(store.schema_version().unwrap(), 4);
+        assert_eq!(store.audit(&AuditFilter::default(), 10).unwrap().len(), 1);
+        assert!(store.list_sessions(10).unwrap().is_empty());
+        store.create_session("s", "cli", "m", 1).unwrap();
+        store
+            .append_session_message("s", 0, 2, "user", &serde_json::json!("hi"))
+            .unwrap();
+        assert_eq!(store.list_sessions(10).unwrap()[0].messages, 1);
     }
 }

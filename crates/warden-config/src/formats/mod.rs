@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 pub(crate) use entries::Entries;
 
 use crate::Environment;
+use crate::agent::FileSettings;
 use crate::error::{ConfigError, LineCol};
 use crate::expand::{ExpandError, Expander};
 use crate::name::validate_server_name;
@@ -25,12 +26,15 @@ use crate::spec::{
     Timeouts, TransportSpec,
 };
 
-/// What one file says: its servers and, for Warden's own format, its `[policy]`.
+/// What one file says: its servers and, for Warden's own format, its `[policy]`, `[model]`
+/// and `[agent]`.
 #[derive(Debug, Default)]
 pub(crate) struct Parsed {
     pub servers: Vec<ServerSpec>,
     /// Empty for the Claude and VS Code formats, which carry no policy.
     pub policy: FilePolicy,
+    /// Empty for the Claude and VS Code formats.
+    pub settings: FileSettings,
 }
 
 /// Parses the text of one file in a known format.
@@ -50,6 +54,7 @@ pub(crate) fn parse(
     Ok(Parsed {
         servers,
         policy: FilePolicy::default(),
+        settings: FileSettings::default(),
     })
 }
 

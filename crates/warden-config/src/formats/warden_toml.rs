@@ -1,6 +1,6 @@
 //! Warden's own format, `warden.toml`: strict (unknown keys are errors) and the only one
-//! carrying Warden-specific settings (timeouts, protocol era, message size cap) and the
-//! `[policy]` table.
+//! carrying Warden-specific settings (timeouts, protocol era, message size cap), the
+//! `[policy]` table and the `[model]` and `[agent]` tables.
 
 use std::collections::BTreeMap;
 use std::num::NonZeroUsize;
@@ -12,6 +12,7 @@ use warden_policy::{RuleConfig, ServerPolicy};
 
 use super::{Context, Draft, Entries, Parsed, SandboxDraft, build_all, directory_of};
 use crate::Environment;
+use crate::agent::{AgentTable, ModelTable};
 use crate::duration::TimeoutValue;
 use crate::error::{ConfigError, LineCol};
 use crate::expand::Expander;
@@ -26,6 +27,10 @@ struct WardenFile {
     servers: Entries<Spanned<String>, WardenServer>,
     #[serde(default)]
     policy: Option<PolicyTable>,
+    #[serde(default)]
+    model: Option<ModelTable>,
+    #[serde(default)]
+    agent: Option<AgentTable>,
 }
 
 /// `[policy]`: `warden_policy::PolicyConfig`'s shape, with positions kept for messages.
@@ -154,7 +159,12 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
         || Ok(FilePolicy::default()),
         |table| policy(table, text, origin),
     )?;
-    Ok(Parsed { servers, policy })
+    let settings = crate::agent::read(file.model, file.agent, text, origin)?;
+    Ok(Parsed {
+        servers,
+        policy,
+        settings,
+    })
 }
 
 /// A project file (perhaps a cloned repository) may confine its servers more, never less:

@@ -1,5 +1,6 @@
 //! Tests that go through the public entry points with real files in temporary directories.
 
+mod agent;
 mod discovery;
 mod formats;
 mod policy;

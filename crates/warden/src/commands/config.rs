@@ -1,7 +1,11 @@
-//! `warden config`: the resolved servers and where each came from. Values of environment
-//! variables and headers are never printed: they are often secrets.
+//! `warden config`: the resolved servers and where each came from, the policy, and the
+//! `[model]` and `[agent]` settings. Values of environment variables and headers are never
+//! printed: they are often secrets. (`model.api_key_env` is the name of a variable, never a
+//! key, so it is shown.)
 
 use serde_json::{Value, json};
+use std::time::Duration;
+
 use warden_config::{ResolvedConfig, TransportSpec};
 use warden_policy::Effect;
 
@@ -123,6 +127,7 @@ fn text(config: &ResolvedConfig) -> String {
             ));
         }
     }
+    out.push_str(&settings(config));
     if !config.shadowed.is_empty() {
         out.push_str("\nShadowed:\n");
         for shadowed in &config.shadowed {
@@ -134,6 +139,108 @@ fn text(config: &ResolvedConfig) -> String {
             ));
         }
     }
+    out
+}
+
+/// The `[model]` and `[agent]` sections: every key, its value or `(default)`.
+fn settings(config: &ResolvedConfig) -> String {
+    fn line<T: ToString>(out: &mut String, key: &str, value: Option<T>, default: Option<String>) {
+        let shown = match (value, default) {
+            (Some(value), _) => value.to_string(),
+            (None, Some(default)) => format!("{default} (default)"),
+            (None, None) => "(default)".to_owned(),
+        };
+        out.push_str(&format!("  {key} = {}\n", render::printable(&shown)));
+    }
+    fn secs(d: Duration) -> String {
+        if d.subsec_millis() == 0 {
+            format!("{}s", d.as_secs())
+        } else {
+            format!("{}ms", d.as_millis())
+        }
+    }
+    let (m, a) = (&config.model, &config.agent);
+    let mut out = String::from("\nModel (docs/config.md):\n");
+    line(&mut out, "provider", m.provider.as_ref(), None);
+    line(&mut out, "name", m.name.as_ref(), None);
+    line(&mut out, "base_url", m.base_url.as_ref(), None);
+    line(&mut out, "api_key_env", m.api_key_env.as_ref(), None);
+    let d = |v: &dyn ToString| Some(v.to_string());
+    line(
+        &mut out,
+        "max_tokens",
+        m.max_tokens,
+        d(&warden_config::DEFAULT_MAX_TOKENS),
+    );
+    line(&mut out, "context_window", m.context_window, None);
+    line(
+        &mut out,
+        "idle_timeout",
+        m.idle_timeout.map(secs),
+        Some(secs(warden_config::DEFAULT_IDLE_TIMEOUT)),
+    );
+    line(
+        &mut out,
+        "max_retries",
+        m.max_retries,
+        d(&warden_config::DEFAULT_MAX_RETRIES),
+    );
+    out.push_str("\nAgent:\n");
+    line(
+        &mut out,
+        "max_turns",
+        a.max_turns,
+        d(&warden_config::DEFAULT_MAX_TURNS),
+    );
+    line(
+        &mut out,
+        "turn_timeout",
+        a.turn_timeout.map(secs),
+        Some(secs(warden_config::DEFAULT_TURN_TIMEOUT)),
+    );
+    line(
+        &mut out,
+        "result_warn_tokens",
+        a.result_warn_tokens,
+        d(&warden_config::DEFAULT_RESULT_WARN_TOKENS),
+    );
+    line(
+        &mut out,
+        "result_cap_tokens",
+        a.result_cap_tokens,
+        d(&warden_config::DEFAULT_RESULT_CAP_TOKENS),
+    );
+    line(
+        &mut out,
+        "offload_chars",
+        a.offload_chars,
+        d(&warden_config::DEFAULT_OFFLOAD_CHARS),
+    );
+    line(
+        &mut out,
+        "tool_budget",
+        a.tool_budget,
+        d(&warden_config::DEFAULT_TOOL_BUDGET),
+    );
+    line(
+        &mut out,
+        "tool_definition_token_budget",
+        a.tool_definition_token_budget,
+        d(&warden_config::DEFAULT_TOOL_DEFINITION_TOKEN_BUDGET),
+    );
+    let favourites = (!a.favourites.is_empty()).then(|| a.favourites.join(", "));
+    line(&mut out, "favourites", favourites, Some("none".to_owned()));
+    line(
+        &mut out,
+        "background_after",
+        a.background_after.map(secs),
+        Some(secs(warden_config::DEFAULT_BACKGROUND_AFTER)),
+    );
+    let prompt = a
+        .system_prompt
+        .as_ref()
+        .map(|p| format!("{} characters of extra instructions", p.chars().count()));
+    line(&mut out, "system_prompt", prompt, Some("none".to_owned()));
     out
 }
 
@@ -175,5 +282,35 @@ mod tests {
             value["servers"][1]["transport"].get("env").is_none(),
             "{text}"
         );
+    }
+
+    #[test]
+    fn model_and_agent_settings_are_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("warden.toml");
+        std::fs::write(
+            &path,
+            "[model]\nprovider = \"openai\"\napi_key_env = \"OPENAI_API_KEY\"\nidle_timeout = \"90s\"\n\
+             [agent]\nmax_turns = 7\nfavourites = [\"time__now\"]\n",
+        )
+        .unwrap();
+        let vars = [("HOME".to_owned(), dir.path().display().to_string())].into();
+        let env = warden_config::Environment::from_vars(dir.path().to_path_buf(), vars).unwrap();
+        let config = warden_config::load_file(&path, &env).unwrap();
+        let shown = text(&config);
+        for expected in [
+            "  provider = openai\n",
+            "  api_key_env = OPENAI_API_KEY\n",
+            "  idle_timeout = 90s\n",
+            "  max_tokens = 4096 (default)\n",
+            "  max_turns = 7\n",
+            "  favourites = time__now\n",
+            "  system_prompt = none (default)\n",
+        ] {
+            assert!(shown.contains(expected), "{expected:?} in\n{shown}");
+        }
+        let value = redacted(&config);
+        assert_eq!(value["model"]["api_key_env"], "OPENAI_API_KEY");
+        assert_eq!(value["agent"]["max_turns"], 7);
     }
 }
