@@ -149,3 +149,17 @@ impl Observer for Recorder {
         self.events.push(event.clone());
     }
 }
+
+impl<O: Observer + ?Sized> Observer for Box<O> {
+    fn event(&mut self, event: &Event) {
+        (**self).event(event);
+    }
+
+    fn text_delta(&mut self, delta: &str) {
+        (**self).text_delta(delta);
+    }
+
+    fn call_started(&mut self, tool: &str, server: &str) {
+        (**self).call_started(tool, server);
+    }
+}

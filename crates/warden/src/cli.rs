@@ -227,11 +227,13 @@ pub enum ApprovalMode {
 
 /// `warden run`
 #[derive(Debug, Args)]
-#[command(after_help = "Every tool call goes through schema validation and the policy \
+#[command(
+    after_help = "Every tool call goes through schema validation and the policy \
 (docs/policy.md). Calls the policy asks about are put to you on a terminal; without one they \
 are refused and the model is told (--approvals deny).\n\n\
 Examples:\n  warden run --prompt 'What time is it in Tokyo?'\n  \
-warden run --json --approvals deny --prompt 'Summarise README.md' > transcript.jsonl")]
+warden run --json --approvals deny --prompt 'Summarise README.md' > transcript.jsonl"
+)]
 pub struct RunArgs {
     /// The task.
     #[arg(long, short = 'p', value_name = "TEXT")]
@@ -252,8 +254,10 @@ pub struct RunArgs {
 
 /// `warden chat`
 #[derive(Debug, Args)]
-#[command(after_help = "Commands inside the chat: /mcp (servers, state, latency), /tools, \
-/audit, /clear, /exit (or Ctrl-D).")]
+#[command(
+    after_help = "Commands inside the chat: /mcp (servers, state, latency), /tools, \
+/audit, /clear, /exit (or Ctrl-D)."
+)]
 pub struct ChatArgs {
     /// The model.
     #[command(flatten)]

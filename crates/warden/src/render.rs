@@ -201,7 +201,11 @@ pub fn tool_call_line(call: &warden_agent::ToolCallEvent) -> String {
     let mut line = format!(
         "  ⏵ {} [{}] {} → {outcome}",
         printable(&call.tool),
-        if call.server.is_empty() { "?" } else { &call.server },
+        if call.server.is_empty() {
+            "?"
+        } else {
+            &call.server
+        },
         call.decision,
     );
     if let Some(by) = &call.approved_by

@@ -3,11 +3,12 @@
 //! from the session's events, and the approval prompt.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use futures::future::BoxFuture;
 use warden_agent::model::{ModelSettings, Provider, RetryPolicy};
-use warden_agent::{AgentSettings, ApprovalAnswer, ApprovalRequest, Approver, Event, Observer, ToolCallEvent};
+use warden_agent::{
+    AgentSettings, ApprovalAnswer, ApprovalRequest, Approver, Event, Observer, ToolCallEvent,
+};
 use warden_config::{Environment, ResolvedConfig};
 use warden_store::{AuditEntry, Store};
 
@@ -31,13 +32,20 @@ pub fn model_settings(config: &ResolvedConfig, args: &ModelArgs) -> Result<Model
             ))
         })?;
     let provider = Provider::parse(&provider).map_err(Failure::usage)?;
-    let name = args.model.clone().or_else(|| model.name.clone()).ok_or_else(|| {
-        Failure::usage(anyhow::anyhow!(
-            "no model name: set `name` in [model] or pass --model"
-        ))
-    })?;
+    let name = args
+        .model
+        .clone()
+        .or_else(|| model.name.clone())
+        .ok_or_else(|| {
+            Failure::usage(anyhow::anyhow!(
+                "no model name: set `name` in [model] or pass --model"
+            ))
+        })?;
     let retry = RetryPolicy {
-        max_attempts: model.max_retries.map_or(RetryPolicy::default().max_attempts, |n| n.saturating_add(1)),
+        max_attempts: model
+            .max_retries
+            .unwrap_or(warden_config::DEFAULT_MAX_RETRIES)
+            .saturating_add(1),
         ..RetryPolicy::default()
     };
     Ok(ModelSettings {
@@ -45,7 +53,9 @@ pub fn model_settings(config: &ResolvedConfig, args: &ModelArgs) -> Result<Model
         name,
         base_url: args.base_url.clone().or_else(|| model.base_url.clone()),
         api_key_env: model.api_key_env.clone(),
-        idle_timeout: model.idle_timeout.unwrap_or(Duration::from_secs(120)),
+        idle_timeout: model
+            .idle_timeout
+            .unwrap_or(warden_config::DEFAULT_IDLE_TIMEOUT),
         retry,
     })
 }
@@ -94,13 +104,20 @@ pub fn new_session(env: &Environment) -> Result<(String, PathBuf), Failure> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let id = format!("{}-{}-{:03}", now.as_secs(), std::process::id(), now.subsec_millis());
+    let id = format!(
+        "{}-{}-{:03}",
+        now.as_secs(),
+        std::process::id(),
+        now.subsec_millis()
+    );
     let dir = env.state_home.join("warden").join("sessions").join(&id);
     let created = std::fs::create_dir_all(&dir).and_then(|()| {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
     });
-    created.map_err(|error| Failure::usage(anyhow::anyhow!("cannot create {}: {error}", dir.display())))?;
+    created.map_err(|error| {
+        Failure::usage(anyhow::anyhow!("cannot create {}: {error}", dir.display()))
+    })?;
     Ok((id, dir))
 }
 
@@ -115,7 +132,12 @@ pub struct Audited<O> {
 impl<O: Observer> Audited<O> {
     /// Wraps `inner`; rows are written to `store` as `front_end`.
     pub fn new(inner: O, store: Option<Store>, front_end: &'static str) -> Audited<O> {
-        Audited { inner, store, front_end, warned: false }
+        Audited {
+            inner,
+            store,
+            front_end,
+            warned: false,
+        }
     }
 
     /// The wrapped observer.

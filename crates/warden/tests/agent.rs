@@ -22,13 +22,20 @@ fn time_server() -> String {
 
 fn node_server(package: &str) -> String {
     peers_dir()
-        .join(format!("node_modules/@modelcontextprotocol/{package}/dist/index.js"))
+        .join(format!(
+            "node/node_modules/@modelcontextprotocol/{package}/dist/index.js"
+        ))
         .display()
         .to_string()
 }
 
 fn everything_server() -> String {
-    server_toml("everything", "node".as_ref(), &[&node_server("server-everything"), "stdio"], "")
+    server_toml(
+        "everything",
+        "node".as_ref(),
+        &[&node_server("server-everything"), "stdio"],
+        "",
+    )
 }
 
 fn test_server(scratch: &Scratch, name: &str, mode: &str) -> String {
@@ -36,17 +43,35 @@ fn test_server(scratch: &Scratch, name: &str, mode: &str) -> String {
     server_toml(name, &program, &[mode], "")
 }
 
-const ALLOW_TIME: &str = "[[policy.rules]]\ntools = \"time__*\"\neffect = \"allow\"\n";
+/// The time server trusted (its read-only annotations believed, its results trusted) and
+/// its tools allowed: what a user who knows the server writes (docs/policy.md).
+const ALLOW_TIME: &str = "[policy.servers.time]\ntrust = \"trusted\"\n[[policy.rules]]\ntools = \"time__*\"\neffect = \"allow\"\n";
 
 /// Runs `warden run --json` against `model` with `provider`'s wire format.
-fn run(scratch: &Scratch, model: &ModelServer, provider: &str, prompt: &str, extra: &[&str]) -> std::process::Output {
+fn run(
+    scratch: &Scratch,
+    model: &ModelServer,
+    provider: &str,
+    prompt: &str,
+    extra: &[&str],
+) -> std::process::Output {
     let mut args = vec![
-        "run", "--json", "--provider", provider, "--model", "test-model", "--base-url", &model.base_url,
-        "--prompt", prompt,
+        "run",
+        "--json",
+        "--provider",
+        provider,
+        "--model",
+        "test-model",
+        "--base-url",
+        &model.base_url,
+        "--prompt",
+        prompt,
     ];
     args.extend_from_slice(extra);
     let mut command = scratch.warden(&args);
-    command.env("ANTHROPIC_API_KEY", "test-key").env("OPENAI_API_KEY", "test-key");
+    command
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .env("OPENAI_API_KEY", "test-key");
     support::run_with_limit(command, LIMIT)
 }
 
@@ -71,20 +96,36 @@ fn multi_step_task(provider: &str) {
              "expect": {"last_tool_results_contain": ["Europe/Paris"]}}
         ]}),
     );
-    let output = run(&scratch, &model, provider, "What time is it in Tokyo, and 09:00 there in Paris?", &["--config", config.to_str().unwrap()]);
+    let output = run(
+        &scratch,
+        &model,
+        provider,
+        "What time is it in Tokyo, and 09:00 there in Paris?",
+        &["--config", config.to_str().unwrap()],
+    );
     assert_exit(&output, 0);
     let events = transcript(&output);
     assert_eq!(events[0]["type"], "session", "{events:?}");
     assert_eq!(events[0]["search_mode"], false);
     let calls = events_of(&events, "tool_call");
     assert_eq!(calls.len(), 2, "{events:#?}");
-    for (call, tool) in calls.iter().zip(["time__get_current_time", "time__convert_time"]) {
+    for (call, tool) in calls
+        .iter()
+        .zip(["time__get_current_time", "time__convert_time"])
+    {
         assert_eq!(call["tool"], tool);
         assert_eq!(call["server"], "time");
         assert_eq!(call["decision"], "allow");
         assert_eq!(call["executed"], true);
         assert_eq!(call["is_error"], false);
-        assert!(call["reasons"].as_array().unwrap().iter().any(|r| r["kind"] == "rule:0"), "{call}");
+        assert!(
+            call["reasons"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|r| r["kind"] == "rule:0"),
+            "{call}"
+        );
         assert!(call["arguments"].is_object());
     }
     let last = events.last().unwrap();
@@ -95,7 +136,12 @@ fn multi_step_task(provider: &str) {
     // What reached the model: three requests, the same tools in the same order each time.
     let requests = model.requests();
     assert_eq!(requests.len(), 3, "{requests:#?}");
-    assert!(requests.iter().all(|r| r["status"] == 200 && r["stream"] == true), "{requests:#?}");
+    assert!(
+        requests
+            .iter()
+            .all(|r| r["status"] == 200 && r["stream"] == true),
+        "{requests:#?}"
+    );
     assert!(requests.windows(2).all(|w| w[0]["tools"] == w[1]["tools"]));
     if provider == "anthropic" {
         let body = &requests[0]["body"];
@@ -131,7 +177,13 @@ fn a_schema_violation_goes_back_to_the_model_and_is_corrected() {
             {"reply": {"text": "Done."}, "expect": {"last_tool_results_contain": ["UTC"]}}
         ]}),
     );
-    let output = run(&scratch, &model, "anthropic", "time?", &["--config", config.to_str().unwrap()]);
+    let output = run(
+        &scratch,
+        &model,
+        "anthropic",
+        "time?",
+        &["--config", config.to_str().unwrap()],
+    );
     assert_exit(&output, 0);
     let events = transcript(&output);
     let calls = events_of(&events, "tool_call");
@@ -157,7 +209,13 @@ fn a_denied_call_is_not_sent_and_the_model_is_told_why() {
             {"reply": {"text": "I may not convert times."}, "expect": {"last_tool_results_contain": ["Refused by the user's policy"]}}
         ]}),
     );
-    let output = run(&scratch, &model, "openai", "convert", &["--config", config.to_str().unwrap()]);
+    let output = run(
+        &scratch,
+        &model,
+        "openai",
+        "convert",
+        &["--config", config.to_str().unwrap()],
+    );
     assert_exit(&output, 0);
     let events = transcript(&output);
     let call = events_of(&events, "tool_call")[0];
@@ -203,19 +261,35 @@ fn an_untrusted_result_cannot_steer_an_allowed_write_and_the_source_is_named() {
              "expect": {"last_tool_results_contain": ["needs the user's approval"]}}
         ]}),
     );
-    let output = run(&scratch, &model, "anthropic", "Read the page for me.", &["--config", config.to_str().unwrap(), "--approvals", "deny"]);
+    let output = run(
+        &scratch,
+        &model,
+        "anthropic",
+        "Read the page for me.",
+        &["--config", config.to_str().unwrap(), "--approvals", "deny"],
+    );
     assert_exit(&output, 0);
     let events = transcript(&output);
     let calls = events_of(&events, "tool_call");
-    let write = calls.iter().find(|c| c["tool"] == "fs__write_file").unwrap();
+    let write = calls
+        .iter()
+        .find(|c| c["tool"] == "fs__write_file")
+        .unwrap();
     assert_eq!(write["decision"], "ask", "{write}");
     assert_eq!(write["executed"], false, "{write}");
     let reasons = write["reasons"].as_array().unwrap();
     assert!(
-        reasons.iter().any(|r| r["kind"] == "tainted_write" || r["kind"] == "verbatim_argument"),
+        reasons
+            .iter()
+            .any(|r| r["kind"] == "tainted_write" || r["kind"] == "verbatim_argument"),
         "{reasons:?}"
     );
-    assert!(reasons.iter().any(|r| r["text"].as_str().unwrap().contains("web__echo")), "the source is named: {reasons:?}");
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r["text"].as_str().unwrap().contains("web__echo")),
+        "the source is named: {reasons:?}"
+    );
     assert!(!target.exists(), "the write must not have happened");
     drop(model);
     scratch.assert_no_leftovers();
@@ -241,7 +315,13 @@ fn large_results_are_cut_or_offloaded_as_configured() {
              "expect": {"last_tool_results_contain": ["Result cut", "too long to include", "The whole result was saved to"]}}
         ]}),
     );
-    let output = run(&scratch, &model, "openai", "echo", &["--config", config.to_str().unwrap()]);
+    let output = run(
+        &scratch,
+        &model,
+        "openai",
+        "echo",
+        &["--config", config.to_str().unwrap()],
+    );
     assert_exit(&output, 0);
     let events = transcript(&output);
     let calls = events_of(&events, "tool_call");
@@ -249,9 +329,18 @@ fn large_results_are_cut_or_offloaded_as_configured() {
     assert_eq!(calls[0]["flagged"], true);
     let path = calls[1]["offloaded_to"].as_str().unwrap();
     let saved = std::fs::read_to_string(path).unwrap();
-    assert!(saved.contains(&"L".repeat(8_000)), "the whole result is in the file");
-    assert!(path.starts_with(scratch.path().join("state").to_str().unwrap()), "{path}");
-    assert!(!events_of(&events, "notice").is_empty(), "large results are flagged");
+    assert!(
+        saved.contains(&"L".repeat(8_000)),
+        "the whole result is in the file"
+    );
+    assert!(
+        path.starts_with(scratch.path().join("state").to_str().unwrap()),
+        "{path}"
+    );
+    assert!(
+        !events_of(&events, "notice").is_empty(),
+        "large results are flagged"
+    );
     drop(model);
     scratch.assert_no_leftovers();
 }
@@ -275,7 +364,13 @@ fn a_large_catalogue_is_searched_and_found_tools_become_callable() {
             {"reply": {"text": "It echoed."}, "expect": {"last_tool_results_contain": ["hello"]}}
         ]}),
     );
-    let output = run(&scratch, &model, "anthropic", "echo hello", &["--config", config.to_str().unwrap()]);
+    let output = run(
+        &scratch,
+        &model,
+        "anthropic",
+        "echo hello",
+        &["--config", config.to_str().unwrap()],
+    );
     assert_exit(&output, 0);
     let events = transcript(&output);
     assert_eq!(events[0]["search_mode"], true, "{}", events[0]);
@@ -286,7 +381,10 @@ fn a_large_catalogue_is_searched_and_found_tools_become_callable() {
     assert_eq!(calls[2]["executed"], true);
     // The model's search gets exactly the ranking `warden tools --search` prints.
     let requests = model.requests();
-    assert_eq!(requests[2]["tools"][0], "warden__search_tools", "the offered order only grows at the end");
+    assert_eq!(
+        requests[2]["tools"][0], "warden__search_tools",
+        "the offered order only grows at the end"
+    );
     drop(model);
     scratch.assert_no_leftovers();
 }
@@ -303,9 +401,19 @@ fn provider_429_and_500_are_retried() {
             {"reply": {"text": "Fine."}}
         ]}),
     );
-    let output = run(&scratch, &model, "anthropic", "hi", &["--config", config.to_str().unwrap()]);
+    let output = run(
+        &scratch,
+        &model,
+        "anthropic",
+        "hi",
+        &["--config", config.to_str().unwrap()],
+    );
     assert_exit(&output, 0);
-    let statuses: Vec<Value> = model.requests().iter().map(|r| r["status"].clone()).collect();
+    let statuses: Vec<Value> = model
+        .requests()
+        .iter()
+        .map(|r| r["status"].clone())
+        .collect();
     assert_eq!(statuses, vec![json!(429), json!(500), json!(200)]);
     assert_eq!(transcript(&output).last().unwrap()["answer"], "Fine.");
     drop(model);
@@ -316,12 +424,27 @@ fn provider_429_and_500_are_retried() {
 fn a_model_that_keeps_failing_ends_the_run_with_a_clear_error() {
     let scratch = Scratch::new();
     let config = scratch.config(&time_server());
-    let model = ModelServer::start(&scratch, &json!({"steps": [{"error": {"status": 400, "message": "bad request body"}}]}));
-    let output = run(&scratch, &model, "openai", "hi", &["--config", config.to_str().unwrap()]);
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [{"error": {"status": 400, "message": "bad request body"}}]}),
+    );
+    let output = run(
+        &scratch,
+        &model,
+        "openai",
+        "hi",
+        &["--config", config.to_str().unwrap()],
+    );
     assert_exit(&output, 3);
     let last = transcript(&output).last().cloned().unwrap();
     assert_eq!(last["type"], "error");
-    assert!(last["message"].as_str().unwrap().contains("bad request body"), "{last}");
+    assert!(
+        last["message"]
+            .as_str()
+            .unwrap()
+            .contains("bad request body"),
+        "{last}"
+    );
     drop(model);
     scratch.assert_no_leftovers();
 }
@@ -343,7 +466,13 @@ fn a_server_that_dies_mid_task_is_reported_to_the_model_and_the_loop_goes_on() {
             {"reply": {"text": "The flaky server died; it is UTC time anyway."}, "expect": {"last_tool_results_contain": ["UTC"]}}
         ]}),
     );
-    let output = run(&scratch, &model, "anthropic", "go", &["--config", config.to_str().unwrap()]);
+    let output = run(
+        &scratch,
+        &model,
+        "anthropic",
+        "go",
+        &["--config", config.to_str().unwrap()],
+    );
     assert_exit(&output, 0);
     let events = transcript(&output);
     let calls = events_of(&events, "tool_call");
@@ -359,9 +488,19 @@ fn the_turn_limit_ends_a_run_without_an_answer() {
     let config = scratch.config(&format!("{}{ALLOW_TIME}", time_server()));
     let step = json!({"reply": {"tool_calls": [{"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}]}});
     let model = ModelServer::start(&scratch, &json!({"steps": [step.clone(), step]}));
-    let output = run(&scratch, &model, "anthropic", "loop", &["--config", config.to_str().unwrap(), "--max-turns", "2"]);
+    let output = run(
+        &scratch,
+        &model,
+        "anthropic",
+        "loop",
+        &["--config", config.to_str().unwrap(), "--max-turns", "2"],
+    );
     assert_exit(&output, 5);
-    assert!(support::stderr(&output).contains("turn limit"), "{}", describe(&output));
+    assert!(
+        support::stderr(&output).contains("turn limit"),
+        "{}",
+        describe(&output)
+    );
     drop(model);
     scratch.assert_no_leftovers();
 }
@@ -370,7 +509,20 @@ fn the_turn_limit_ends_a_run_without_an_answer() {
 fn no_model_configured_is_a_usage_error() {
     let scratch = Scratch::new();
     let config = scratch.config(&time_server());
-    let output = scratch.run(&["run", "--config", config.to_str().unwrap(), "--prompt", "hi"], LIMIT);
+    let output = scratch.run(
+        &[
+            "run",
+            "--config",
+            config.to_str().unwrap(),
+            "--prompt",
+            "hi",
+        ],
+        LIMIT,
+    );
     assert_exit(&output, 2);
-    assert!(support::stderr(&output).contains("[model]"), "{}", describe(&output));
+    assert!(
+        support::stderr(&output).contains("[model]"),
+        "{}",
+        describe(&output)
+    );
 }

@@ -33,7 +33,11 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
     let (session_id, dir) = session::new_session(&env)?;
     let settings = session::agent_settings(&config, dir);
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
-    let approver: Box<dyn Approver> = if interactive { Box::new(TerminalApprover) } else { Box::new(DenyAll) };
+    let approver: Box<dyn Approver> = if interactive {
+        Box::new(TerminalApprover)
+    } else {
+        Box::new(DenyAll)
+    };
     let host = super::connect(config.servers, policy, &env).await?;
     let screen = Screen::new(interactive);
     let mut observer = Audited::new(screen, super::open_store(&env).ok(), "chat");
@@ -75,7 +79,11 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
         match result {
             Some(Ok(answer)) => {
                 observer.inner().end_line();
-                history.record(&mut observer, "assistant", &serde_json::json!({"text": answer}));
+                history.record(
+                    &mut observer,
+                    "assistant",
+                    &serde_json::json!({"text": answer}),
+                );
             }
             Some(Err(error)) => {
                 observer.inner().end_line();
@@ -97,7 +105,9 @@ fn banner(host: &Host, agent: &Agent<'_>, model: &str) {
         .filter(|s| matches!(s.status, ServerStatus::Connected { .. }))
         .count();
     let mode = match agent.session_event() {
-        Event::Session { search_mode: true, .. } => " (the model searches them)",
+        Event::Session {
+            search_mode: true, ..
+        } => " (the model searches them)",
         _ => "",
     };
     eprintln!(
@@ -118,13 +128,27 @@ impl History {
         if let Some(store) = observer.store() {
             let _ = store.create_session(id, "chat", model, crate::commands::audit::now_ms());
         }
-        History { id: id.to_owned(), seq: 0 }
+        History {
+            id: id.to_owned(),
+            seq: 0,
+        }
     }
 
-    fn record<O: Observer>(&mut self, observer: &mut Audited<O>, role: &str, content: &serde_json::Value) {
+    fn record<O: Observer>(
+        &mut self,
+        observer: &mut Audited<O>,
+        role: &str,
+        content: &serde_json::Value,
+    ) {
         self.seq += 1;
         if let Some(store) = observer.store()
-            && let Err(error) = store.append_session_message(&self.id, self.seq, crate::commands::audit::now_ms(), role, content)
+            && let Err(error) = store.append_session_message(
+                &self.id,
+                self.seq,
+                crate::commands::audit::now_ms(),
+                role,
+                content,
+            )
         {
             tracing::warn!("session history not saved: {error}");
         }
@@ -169,9 +193,13 @@ impl Screen {
             loop {
                 tokio::time::sleep(Duration::from_millis(120)).await;
                 let line = match running.lock() {
-                    Ok(running) => running
-                        .first()
-                        .map(|(tool, started)| format!("{} running {tool} ({:.1} s)", FRAMES[frame % 4], started.elapsed().as_secs_f64())),
+                    Ok(running) => running.first().map(|(tool, started)| {
+                        format!(
+                            "{} running {tool} ({:.1} s)",
+                            FRAMES[frame % 4],
+                            started.elapsed().as_secs_f64()
+                        )
+                    }),
                     Err(_) => None,
                 };
                 if let Some(line) = line {
@@ -197,14 +225,17 @@ impl Observer for Screen {
     fn event(&mut self, event: &Event) {
         match event {
             Event::ToolCall(call) => {
-                if let Ok(mut running) = self.running.lock() {
-                    if let Some(at) = running.iter().position(|(tool, _)| *tool == call.tool) {
-                        running.remove(at);
+                let idle = match self.running.lock() {
+                    Ok(mut running) => {
+                        if let Some(at) = running.iter().position(|(tool, _)| *tool == call.tool) {
+                            running.remove(at);
+                        }
+                        running.is_empty()
                     }
-                    if running.is_empty() {
-                        drop(running);
-                        self.stop_spinner();
-                    }
+                    Err(_) => true,
+                };
+                if idle {
+                    self.stop_spinner();
                 }
                 if let Some(ms) = call.latency_ms
                     && !call.server.is_empty()
@@ -248,7 +279,8 @@ impl Observer for Screen {
 
 /// `/mcp`: every server, its state and era, its tools, and its call latency.
 fn mcp_report(host: &Host, latencies: &BTreeMap<String, Histogram<u64>>) -> String {
-    let mut out = String::from("server            state       era     tools  calls  p50 ms  p99 ms\n");
+    let mut out =
+        String::from("server            state       era     tools  calls  p50 ms  p99 ms\n");
     for entry in host.servers() {
         let (state, era) = match &entry.status {
             ServerStatus::Connected { info } => ("connected", render::era(info.era)),
@@ -276,7 +308,13 @@ fn mcp_report(host: &Host, latencies: &BTreeMap<String, Histogram<u64>>) -> Stri
 
 /// `/tools`: what the model can call now.
 fn tools_report(host: &Host, agent: &Agent<'_>) -> String {
-    let Event::Session { exposed, search_mode, tools_total, .. } = agent.session_event() else {
+    let Event::Session {
+        exposed,
+        search_mode,
+        tools_total,
+        ..
+    } = agent.session_event()
+    else {
         return String::new();
     };
     let mut out = format!("{tools_total} tools in the catalogue");

@@ -3,11 +3,11 @@
 pub mod approve;
 pub mod audit;
 pub mod call;
+pub mod chat;
 pub mod config;
 pub mod pin;
 pub mod probe;
 pub mod run;
-pub mod chat;
 pub mod scan;
 pub mod tools;
 

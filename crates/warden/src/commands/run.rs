@@ -23,7 +23,11 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> Result<Code, Failure> {
         settings.max_turns = turns;
     }
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
-    let mode = args.approvals.unwrap_or(if interactive { ApprovalMode::Ask } else { ApprovalMode::Deny });
+    let mode = args.approvals.unwrap_or(if interactive {
+        ApprovalMode::Ask
+    } else {
+        ApprovalMode::Deny
+    });
     if mode == ApprovalMode::Ask && !interactive {
         return Err(Failure::usage(anyhow::anyhow!(
             "--approvals ask needs a terminal; use --approvals deny (the default here) or allow-all"
@@ -35,7 +39,11 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> Result<Code, Failure> {
         ApprovalMode::AllowAll => Box::new(AllowAll),
     };
     let host = super::connect(config.servers, policy, &env).await?;
-    let printer: Box<dyn Observer> = if args.json { Box::new(JsonLines) } else { Box::new(Plain::default()) };
+    let printer: Box<dyn Observer> = if args.json {
+        Box::new(JsonLines)
+    } else {
+        Box::new(Plain::default())
+    };
     let mut observer = Audited::new(printer, super::open_store(&env).ok(), "run");
     let mut agent = Agent::new(&host, model.as_ref(), approver.as_ref(), settings);
     observer.event(&agent.session_event());
@@ -44,7 +52,11 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> Result<Code, Failure> {
         () = crate::signals::interrupted() => None,
     };
     let (input_tokens, output_tokens) = agent.usage();
-    let turns = agent.messages().iter().filter(|m| m.role == warden_agent::conversation::Role::Assistant).count();
+    let turns = agent
+        .messages()
+        .iter()
+        .filter(|m| m.role == warden_agent::conversation::Role::Assistant)
+        .count();
     drop(agent);
     host.shutdown().await;
     match result {
@@ -58,16 +70,23 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> Result<Code, Failure> {
             Ok(Code::Ok)
         }
         Some(Err(error)) => {
-            observer.event(&Event::Error { message: error.to_string() });
+            observer.event(&Event::Error {
+                message: error.to_string(),
+            });
             let code = match &error {
                 AgentError::TurnLimit { .. } | AgentError::Timeout { .. } => Code::NoAnswer,
                 AgentError::Model(warden_agent::model::ModelError::Settings(_)) => Code::Usage,
                 AgentError::Model(_) => Code::Unavailable,
             };
-            Err(Failure { code, error: error.into() })
+            Err(Failure {
+                code,
+                error: error.into(),
+            })
         }
         None => {
-            observer.event(&Event::Error { message: "interrupted".into() });
+            observer.event(&Event::Error {
+                message: "interrupted".into(),
+            });
             Err(Failure {
                 code: Code::Interrupted,
                 error: anyhow::anyhow!("interrupted; calls were cancelled and servers stopped"),

@@ -318,13 +318,19 @@ impl ModelServer {
             .expect("warden-model-server is built by `cargo test --workspace`");
         let stdout = child.stdout.take().unwrap();
         let mut line = String::new();
-        std::io::BufReader::new(stdout).read_line(&mut line).unwrap();
+        std::io::BufReader::new(stdout)
+            .read_line(&mut line)
+            .unwrap();
         let base_url = line
             .trim()
             .strip_prefix("listening ")
             .unwrap_or_else(|| panic!("unexpected first line from the model server: {line:?}"))
             .to_owned();
-        ModelServer { child, base_url, log }
+        ModelServer {
+            child,
+            base_url,
+            log,
+        }
     }
 
     /// The requests logged so far.
@@ -357,8 +363,9 @@ pub fn transcript(output: &Output) -> Vec<serde_json::Value> {
     stdout(output)
         .lines()
         .map(|line| {
-            serde_json::from_str(line)
-                .unwrap_or_else(|error| panic!("not a JSON line ({error}): {line}\n{}", describe(output)))
+            serde_json::from_str(line).unwrap_or_else(|error| {
+                panic!("not a JSON line ({error}): {line}\n{}", describe(output))
+            })
         })
         .collect()
 }
