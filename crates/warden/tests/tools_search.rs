@@ -300,3 +300,31 @@ fn limit_needs_search_and_a_value_from_1_to_50() {
     assert!(stderr(&output).contains("1..=50"), "{}", describe(&output));
     scratch.assert_no_leftovers();
 }
+
+#[test]
+fn a_failed_server_is_named_and_the_others_are_still_searched() {
+    let scratch = Scratch::new();
+    let program = copied_server(&scratch);
+    let mut toml = testserver_config(&program, "", "");
+    toml.push_str(&server_toml(
+        "broken",
+        "/nonexistent/mcp-server".as_ref(),
+        &[],
+        "",
+    ));
+    let config = scratch.config(&toml);
+    let output = run(
+        &scratch,
+        &config,
+        &["tools", "--search", "echo a message", "--json"],
+    );
+    assert_exit(&output, 0);
+    assert_eq!(ranked(&output)[0], "s__echo");
+    let err = stderr(&output);
+    assert!(
+        err.contains("warden: broken failed, its tools are not searched: "),
+        "{}",
+        describe(&output)
+    );
+    scratch.assert_no_leftovers();
+}
