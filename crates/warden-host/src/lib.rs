@@ -6,15 +6,19 @@
 //! - [`Catalogue`] holds every tool under a unique qualified name (`server__tool`) with its
 //!   input schema compiled and its policy facts computed once; arguments are checked before
 //!   anything is sent, and tools the policy hides are left out.
+//! - [`ToolSearch`] ranks the catalogue's tools by words (`warden-search`), the one ranking
+//!   `warden tools --search` prints and the agent loop's tool search returns.
 //! - [`naming`] and [`schema`] are the two rules the catalogue is built from.
 
 pub mod catalogue;
 pub mod host;
 pub mod naming;
 pub mod schema;
+pub mod search;
 
 pub use catalogue::{Catalogue, CatalogueTool, HiddenTool, RejectedTool, hints_of};
 pub use host::{
     Approval, Host, HostError, NoReview, PreparedCall, Review, ServerEntry, ServerStatus,
 };
 pub use schema::{SchemaLimits, Violation};
+pub use search::{DEFAULT_SEARCH_LIMIT, Hit, MAX_SEARCH_LIMIT, ToolSearch, tool_docs};

@@ -34,7 +34,7 @@ pub struct GlobalArgs {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Connect to every server and list its state and tools.
+    /// Connect to every server and list its state and tools, or search them by words.
     Tools(ToolsArgs),
     /// Call one tool and print its result.
     Call(CallArgs),
@@ -61,10 +61,29 @@ pub enum Command {
 
 /// `warden tools`
 #[derive(Debug, Args)]
+#[command(
+    after_help = "With --search, prints only the tools that best fit a few words, best first: \
+the same ranking the agent loop's tool search gives the model. Tools the policy hides are \
+never found.\n\n\
+Examples:\n  warden tools\n  warden tools --search \"current time in a timezone\"\n  \
+warden tools --search \"read a file\" --limit 3 --json"
+)]
 pub struct ToolsArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Rank the tools by how well they fit these words, instead of listing them all.
+    #[arg(long, value_name = "QUERY")]
+    pub search: Option<String>,
+    /// With --search: how many tools to show (1 to 50) [default: 8].
+    #[arg(
+        long,
+        value_name = "K",
+        requires = "search",
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new()
+            .range(1..=warden_host::MAX_SEARCH_LIMIT as u64)
+    )]
+    pub limit: Option<usize>,
 }
 
 /// `warden scan`

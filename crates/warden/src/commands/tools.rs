@@ -1,9 +1,12 @@
 //! `warden tools`: every server with its state and tools, and what the policy makes of
 //! each tool: whether its server is trusted, what it is taken to do, and its decision in a
 //! clean context with no arguments. Tools the policy hides are only counted.
+//!
+//! `warden tools --search QUERY` prints instead the ranking of [`ToolSearch`], the one the
+//! agent loop's tool search returns to the model.
 
 use serde_json::{Value, json};
-use warden_host::{CatalogueTool, Host, ServerStatus};
+use warden_host::{CatalogueTool, DEFAULT_SEARCH_LIMIT, Hit, Host, ServerStatus, ToolSearch};
 use warden_policy::{Provenance, Trust, Verdict};
 
 use super::{DriftByServer, ScansByServer};
@@ -22,13 +25,69 @@ pub async fn run(global: &GlobalArgs, args: ToolsArgs) -> Result<Code, Failure> 
     }
     let policy = super::compile_policy(&config.policy)?;
     let (host, drift, scans) = super::connect_reviewed(config.servers, policy, &env).await?;
-    if args.json {
+    if let Some(query) = &args.search {
+        let limit = args.limit.unwrap_or(DEFAULT_SEARCH_LIMIT);
+        search(&host, query, limit, args.json);
+    } else if args.json {
         println!("{}", render::pretty(&listing(&host, &drift, &scans)));
     } else {
         print!("{}", text(&host, &drift, &scans));
     }
     host.shutdown().await;
     Ok(Code::Ok)
+}
+
+/// Prints the tools that best fit `query`: a table, or with `json` an array of
+/// `{qualified, server, tool, score}` in rank order. No hit is not an error: a note on
+/// stderr (and `[]` in JSON).
+fn search(host: &Host, query: &str, limit: usize, json: bool) {
+    for entry in host.servers() {
+        if let ServerStatus::Failed { reason, .. } = &entry.status {
+            eprintln!(
+                "warden: {} failed, its tools are not searched: {reason}",
+                entry.spec.name
+            );
+        }
+    }
+    let hits = ToolSearch::new(host.catalogue()).search(query, limit);
+    if hits.is_empty() {
+        eprintln!("no tool matches {query:?}");
+    }
+    if json {
+        println!("{}", render::pretty(&hits));
+    } else if !hits.is_empty() {
+        print!("{}", ranking(&hits));
+    }
+}
+
+/// The hits as a table: rank, qualified name, server, the tool's own name, score.
+fn ranking(hits: &[Hit]) -> String {
+    let width = |column: fn(&Hit) -> &str, title: &str| {
+        hits.iter()
+            .map(|hit| column(hit).len())
+            .chain([title.len()])
+            .max()
+            .unwrap_or(0)
+    };
+    let qualified = width(|hit| &hit.qualified, "TOOL");
+    let server = width(|hit| &hit.server, "SERVER");
+    let tool = width(|hit| &hit.tool, "NAME");
+    let rank = hits.len().to_string().len().max(1);
+    let mut out = format!(
+        "{:>rank$}  {:qualified$}  {:server$}  {:tool$}  SCORE\n",
+        "#", "TOOL", "SERVER", "NAME"
+    );
+    for (i, hit) in hits.iter().enumerate() {
+        out.push_str(&format!(
+            "{:>rank$}  {:qualified$}  {:server$}  {:tool$}  {:.4}\n",
+            i + 1,
+            hit.qualified,
+            hit.server,
+            hit.tool,
+            hit.score
+        ));
+    }
+    out
 }
 
 fn listing(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> Value {

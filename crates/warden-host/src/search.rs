@@ -1,0 +1,161 @@
+//! Tool search over the catalogue: the one ranking that `warden tools --search` prints and
+//! the agent loop's `warden__search_tools` tool returns, so the two cannot disagree.
+//!
+//! The index is built from the [`Catalogue`], which has already left out the tools the
+//! policy hides: a hidden tool is never found, whatever the query.
+
+pub use warden_search::Hit;
+use warden_search::{ToolDoc, ToolIndex};
+
+use crate::catalogue::Catalogue;
+
+/// How many hits a search returns when the caller does not say.
+pub const DEFAULT_SEARCH_LIMIT: usize = 8;
+
+/// The most hits one search may ask for.
+pub const MAX_SEARCH_LIMIT: usize = 50;
+
+/// One [`ToolDoc`] per tool of the catalogue, in catalogue order: qualified name, server,
+/// the tool's raw name on its server, title, description and input schema.
+pub fn tool_docs(catalogue: &Catalogue) -> Vec<ToolDoc> {
+    catalogue
+        .tools()
+        .iter()
+        .map(|tool| ToolDoc {
+            qualified: tool.qualified.clone(),
+            server: tool.server.clone(),
+            tool: tool.def.name.clone(),
+            title: tool.def.title.clone(),
+            description: tool.def.description.clone(),
+            input_schema: tool.def.input_schema.clone(),
+        })
+        .collect()
+}
+
+/// A search index over one catalogue. Built once per catalogue; a new catalogue (a refresh,
+/// a new policy) needs a new one.
+#[derive(Debug)]
+pub struct ToolSearch {
+    index: ToolIndex,
+}
+
+impl ToolSearch {
+    /// Indexes every tool of `catalogue`.
+    pub fn new(catalogue: &Catalogue) -> ToolSearch {
+        ToolSearch {
+            index: ToolIndex::build(tool_docs(catalogue)),
+        }
+    }
+
+    /// The tools that best fit `query`, best first, at most `limit` of them (clamped to
+    /// [`MAX_SEARCH_LIMIT`]). Empty when no tool shares a word with the query.
+    pub fn search(&self, query: &str, limit: usize) -> Vec<Hit> {
+        self.index.search(query, limit.min(MAX_SEARCH_LIMIT))
+    }
+
+    /// How many tools are indexed.
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Whether no tool is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::SchemaLimits;
+    use serde_json::json;
+    use warden_mcp::ToolDef;
+    use warden_policy::Policy;
+
+    fn tool(name: &str, description: &str) -> ToolDef {
+        ToolDef {
+            name: name.into(),
+            title: None,
+            description: Some(description.into()),
+            input_schema: json!({"type": "object"}),
+            output_schema: None,
+            annotations: None,
+        }
+    }
+
+    fn lists() -> Vec<(String, Vec<ToolDef>)> {
+        vec![
+            (
+                "fs".to_owned(),
+                vec![
+                    tool("read_file", "Read the contents of a file."),
+                    tool("secret_read_file", "Read a secret file."),
+                ],
+            ),
+            (
+                "time".to_owned(),
+                vec![tool(
+                    "get-current-time",
+                    "Get the current time in a timezone.",
+                )],
+            ),
+        ]
+    }
+
+    #[test]
+    fn docs_carry_the_qualified_and_the_raw_name() {
+        let catalogue = Catalogue::build(lists(), SchemaLimits::default());
+        let docs = tool_docs(&catalogue);
+        assert_eq!(docs.len(), 3);
+        let time = docs.iter().find(|d| d.server == "time").unwrap();
+        assert_eq!(time.qualified, "time__get-current-time");
+        assert_eq!(time.tool, "get-current-time");
+        assert_eq!(
+            time.description.as_deref(),
+            Some("Get the current time in a timezone.")
+        );
+        let search = ToolSearch::new(&catalogue);
+        let hits = search.search("current time", DEFAULT_SEARCH_LIMIT);
+        assert_eq!(hits[0].qualified, "time__get-current-time");
+        assert_eq!(hits[0].tool, "get-current-time");
+        assert!(search.search("zebra", DEFAULT_SEARCH_LIMIT).is_empty());
+    }
+
+    #[test]
+    fn hidden_tools_are_never_found() {
+        let config: warden_policy::PolicyConfig = serde_json::from_value(json!({
+            "rules": [{"tools": "fs__secret*", "effect": "hide"}]
+        }))
+        .unwrap();
+        let policy = Policy::compile(&config).unwrap();
+        let catalogue = Catalogue::build_with_policy(lists(), SchemaLimits::default(), &policy);
+        assert_eq!(catalogue.hidden().len(), 1);
+        let search = ToolSearch::new(&catalogue);
+        assert_eq!(search.len(), 2);
+        for query in ["secret", "read a secret file", "secret_read_file", "fs"] {
+            let hits = search.search(query, MAX_SEARCH_LIMIT);
+            assert!(
+                hits.iter().all(|hit| !hit.qualified.contains("secret")),
+                "{query}: {hits:?}"
+            );
+        }
+        // Without the rule the same query finds it: the policy, not the words, hides it.
+        let open = ToolSearch::new(&Catalogue::build(lists(), SchemaLimits::default()));
+        assert_eq!(
+            open.search("secret", 5)[0].qualified,
+            "fs__secret_read_file"
+        );
+    }
+
+    #[test]
+    fn the_limit_is_clamped() {
+        let tools = (0..60)
+            .map(|i| tool(&format!("file_tool_{i}"), "Works on a file."))
+            .collect();
+        let catalogue = Catalogue::build(vec![("s".to_owned(), tools)], SchemaLimits::default());
+        let search = ToolSearch::new(&catalogue);
+        assert_eq!(search.search("file", 1000).len(), MAX_SEARCH_LIMIT);
+        assert_eq!(search.search("file", 3).len(), 3);
+        assert!(search.search("file", 0).is_empty());
+    }
+}

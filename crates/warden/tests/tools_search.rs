@@ -1,0 +1,330 @@
+//! `warden tools --search`: the ranking of the host's tool search, printed for a person or
+//! as JSON, against real peers (npm and PyPI servers) and the Rust test server; and the
+//! usage errors of `--limit`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::Path;
+use std::process::Output;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::{
+    Scratch, assert_exit, copied_server, describe, json, peers_dir, server_toml, stderr, stdout,
+};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// Five real peers with overlapping vocabularies (files, time, git, memory, everything),
+/// configured for a scratch folder as in `peers.rs`.
+fn peers(scratch: &Scratch) -> String {
+    let peers = peers_dir();
+    let node_server = |name: &str| {
+        peers
+            .join("node/node_modules/@modelcontextprotocol")
+            .join(name)
+            .join("dist/index.js")
+            .display()
+            .to_string()
+    };
+    let files = scratch.path().join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::write(files.join("a.txt"), "alpha\n").unwrap();
+    let repo = scratch.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&repo)
+        .status()
+        .unwrap();
+    assert!(init.success());
+    let memory_dir = support::server_writable_dir(&scratch.path().join("memory"));
+    let memory_file = memory_dir.join("memory.jsonl");
+    let venv = peers.join("venv/bin");
+    [
+        server_toml(
+            "everything",
+            "node".as_ref(),
+            &[&node_server("server-everything"), "stdio"],
+            "",
+        ),
+        server_toml(
+            "filesystem",
+            "node".as_ref(),
+            &[&node_server("server-filesystem"), files.to_str().unwrap()],
+            &format!("sandbox = {{ read = [{:?}] }}", files.display().to_string()),
+        ),
+        server_toml(
+            "memory",
+            "node".as_ref(),
+            &[&node_server("server-memory")],
+            &format!(
+                "env = {{ MEMORY_FILE_PATH = {:?} }}\n{}",
+                memory_file.display().to_string(),
+                support::write_grant(&[&memory_dir])
+            ),
+        ),
+        server_toml(
+            "time",
+            &venv.join("mcp-server-time"),
+            &["--local-timezone", "UTC"],
+            "",
+        ),
+        server_toml(
+            "git",
+            &venv.join("mcp-server-git"),
+            &["--repository", repo.to_str().unwrap()],
+            &support::write_grant(&[&repo]),
+        ),
+    ]
+    .concat()
+}
+
+/// Runs `warden --config CONFIG ARGS...`.
+fn run(scratch: &Scratch, config: &Path, args: &[&str]) -> Output {
+    let mut full = vec!["--config", config.to_str().unwrap()];
+    full.extend_from_slice(args);
+    scratch.run(&full, LIMIT)
+}
+
+/// The qualified names of a `--json` ranking, in rank order.
+fn ranked(output: &Output) -> Vec<String> {
+    json(output)
+        .as_array()
+        .unwrap_or_else(|| panic!("not an array: {}", describe(output)))
+        .iter()
+        .map(|hit| hit["qualified"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn real_peers_rank_the_expected_tools_first_the_same_way_every_time() {
+    let scratch = Scratch::new();
+    let config = scratch.config(&peers(&scratch));
+
+    let query = ["tools", "--search", "current time in a timezone", "--json"];
+    let first = run(&scratch, &config, &query);
+    assert_exit(&first, 0);
+    let hits = json(&first);
+    let top = &hits[0];
+    assert_eq!(top["qualified"], "time__get_current_time", "{hits:#}");
+    assert_eq!(top["server"], "time");
+    assert_eq!(top["tool"], "get_current_time");
+    assert!(top["score"].as_f64().unwrap() > 0.0, "{hits:#}");
+    // Exactly the four fields, in that order, best first.
+    let keys: Vec<&str> = top
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut sorted = keys.clone();
+    sorted.sort_unstable();
+    assert_eq!(sorted, ["qualified", "score", "server", "tool"]);
+    assert!(hits.as_array().unwrap().len() <= 8, "default limit is 8");
+    let scores: Vec<f64> = hits
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|hit| hit["score"].as_f64().unwrap())
+        .collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+
+    // Deterministic: a second run (new processes, new connections) prints the same bytes.
+    let second = run(&scratch, &config, &query);
+    assert_exit(&second, 0);
+    assert_eq!(stdout(&first), stdout(&second));
+
+    let output = run(
+        &scratch,
+        &config,
+        &["tools", "--search", "read a file", "--json", "--limit", "3"],
+    );
+    assert_exit(&output, 0);
+    let top3 = ranked(&output);
+    assert!(top3.len() <= 3, "{top3:?}");
+    assert!(
+        top3.iter()
+            .any(|q| q == "filesystem__read_text_file" || q == "filesystem__read_file"),
+        "{top3:?}"
+    );
+
+    // The text view: a header, then rank, qualified name, server, raw name, 4-decimal score.
+    let output = run(
+        &scratch,
+        &config,
+        &[
+            "tools",
+            "--search",
+            "current time in a timezone",
+            "--limit",
+            "2",
+        ],
+    );
+    assert_exit(&output, 0);
+    let text = stdout(&output);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    let header: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(header, ["#", "TOOL", "SERVER", "NAME", "SCORE"]);
+    let row: Vec<&str> = lines[1].split_whitespace().collect();
+    assert_eq!(
+        row[..4],
+        ["1", "time__get_current_time", "time", "get_current_time"]
+    );
+    let score = row[4];
+    assert_eq!(score.split('.').nth(1).map(str::len), Some(4), "{text}");
+    assert_eq!(score.parse::<f64>().unwrap(), scores[0]);
+    assert!(lines[2].trim_start().starts_with("2 "), "{text}");
+    scratch.assert_no_leftovers();
+}
+
+/// Server `s` running a copy of the test server (modern era), with extra `env` entries and
+/// extra top-level TOML (policy rules).
+fn testserver_config(program: &Path, env: &str, extra: &str) -> String {
+    let env = if env.is_empty() {
+        String::new()
+    } else {
+        format!("env = {{ {env} }}")
+    };
+    format!("{}{extra}", server_toml("s", program, &["good"], &env))
+}
+
+#[test]
+fn hidden_and_held_back_tools_are_never_found() {
+    let scratch = Scratch::new();
+    let program = copied_server(&scratch);
+    // Pin the three tools first.
+    let config = scratch.config(&testserver_config(&program, "", ""));
+    let output = run(
+        &scratch,
+        &config,
+        &["tools", "--search", "adds integers", "--json"],
+    );
+    assert_exit(&output, 0);
+    assert_eq!(ranked(&output)[0], "s__add");
+    let output = run(
+        &scratch,
+        &config,
+        &[
+            "tools",
+            "--search",
+            "always fails with a tool error",
+            "--json",
+        ],
+    );
+    assert_eq!(ranked(&output)[0], "s__fail", "{}", describe(&output));
+
+    // `fail` hidden by policy; `extra` new and so held back until approved.
+    scratch.config(&testserver_config(
+        &program,
+        r#"WARDEN_TEST_EXTRA_TOOL = "1""#,
+        "[[policy.rules]]\ntools = \"s__f*\"\neffect = \"hide\"\n",
+    ));
+    for query in [
+        "always fails with a tool error",
+        "fail",
+        "answers extra",
+        "extra",
+    ] {
+        let output = run(&scratch, &config, &["tools", "--search", query, "--json"]);
+        assert_exit(&output, 0);
+        let found = ranked(&output);
+        assert!(
+            !found.iter().any(|q| q == "s__fail" || q == "s__extra"),
+            "{query}: {found:?}"
+        );
+    }
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn no_hit_is_a_note_not_an_error() {
+    let scratch = Scratch::new();
+    let program = copied_server(&scratch);
+    let config = scratch.config(&testserver_config(&program, "", ""));
+    let output = run(
+        &scratch,
+        &config,
+        &["tools", "--search", "zebra quasar", "--json"],
+    );
+    assert_exit(&output, 0);
+    assert_eq!(json(&output), Value::Array(Vec::new()));
+    assert!(
+        stderr(&output).contains("no tool matches \"zebra quasar\""),
+        "{}",
+        describe(&output)
+    );
+    let output = run(&scratch, &config, &["tools", "--search", "zebra quasar"]);
+    assert_exit(&output, 0);
+    assert_eq!(stdout(&output), "");
+    assert!(
+        stderr(&output).contains("no tool matches \"zebra quasar\""),
+        "{}",
+        describe(&output)
+    );
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn limit_needs_search_and_a_value_from_1_to_50() {
+    let scratch = Scratch::new();
+    // No server is needed: these are refused before anything is read or started.
+    let config = scratch.config("");
+    for args in [
+        &["tools", "--limit", "3"][..],
+        &["tools", "--limit", "3", "--json"],
+        &["tools", "--search", "time", "--limit", "0"],
+        &["tools", "--search", "time", "--limit", "51"],
+        &["tools", "--search", "time", "--limit", "-1"],
+        &["tools", "--search", "time", "--limit", "many"],
+        &["tools", "--search"],
+    ] {
+        let output = run(&scratch, &config, args);
+        assert_exit(&output, 2);
+        assert_eq!(stdout(&output), "", "{args:?}");
+        assert!(!stderr(&output).is_empty(), "{args:?}");
+    }
+    let output = run(&scratch, &config, &["tools", "--limit", "3"]);
+    assert!(
+        stderr(&output).contains("--search"),
+        "{}",
+        describe(&output)
+    );
+    let output = run(
+        &scratch,
+        &config,
+        &["tools", "--search", "x", "--limit", "51"],
+    );
+    assert!(stderr(&output).contains("1..=50"), "{}", describe(&output));
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn a_failed_server_is_named_and_the_others_are_still_searched() {
+    let scratch = Scratch::new();
+    let program = copied_server(&scratch);
+    let mut toml = testserver_config(&program, "", "");
+    toml.push_str(&server_toml(
+        "broken",
+        "/nonexistent/mcp-server".as_ref(),
+        &[],
+        "",
+    ));
+    let config = scratch.config(&toml);
+    let output = run(
+        &scratch,
+        &config,
+        &["tools", "--search", "echo a message", "--json"],
+    );
+    assert_exit(&output, 0);
+    assert_eq!(ranked(&output)[0], "s__echo");
+    let err = stderr(&output);
+    assert!(
+        err.contains("warden: broken failed, its tools are not searched: "),
+        "{}",
+        describe(&output)
+    );
+    scratch.assert_no_leftovers();
+}
