@@ -8,6 +8,7 @@
 
 use serde_json::json;
 use warden_host::Host;
+use warden_host::search::ToolSearch;
 
 use crate::conversation::estimate_tokens;
 use crate::model::ToolSpec;
@@ -201,31 +202,5 @@ fn first_line(text: &str) -> String {
         format!("{short}…")
     } else {
         short.to_owned()
-    }
-}
-
-/// Placeholder until warden-host's shared search lands (same index, same ranking).
-struct ToolSearch(warden_search::ToolIndex);
-
-impl ToolSearch {
-    fn new(catalogue: &warden_host::Catalogue) -> ToolSearch {
-        ToolSearch(warden_search::ToolIndex::build(
-            catalogue
-                .tools()
-                .iter()
-                .map(|tool| warden_search::ToolDoc {
-                    qualified: tool.qualified.clone(),
-                    server: tool.server.clone(),
-                    tool: tool.def.name.clone(),
-                    title: tool.def.title.clone(),
-                    description: tool.def.description.clone(),
-                    input_schema: tool.def.input_schema.clone(),
-                })
-                .collect(),
-        ))
-    }
-
-    fn search(&self, query: &str, limit: usize) -> Vec<warden_search::Hit> {
-        self.0.search(query, limit)
     }
 }

@@ -149,34 +149,6 @@ pub fn indent(text: &str) -> String {
         .join("\n")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn shown_arguments_are_cut_to_a_readable_size() {
-        let small = json!({"message": "hi"});
-        assert_eq!(shown_arguments(&small), "{\n  \"message\": \"hi\"\n}");
-        let long = json!({"text": "é".repeat(10_000)});
-        let shown = shown_arguments(&long);
-        assert!(
-            shown.chars().count() < SHOWN_ARGUMENT_CHARS + 100,
-            "{shown}"
-        );
-        assert!(shown.ends_with("more characters not shown)"), "{shown}");
-        let many: Vec<u32> = (0..1000).collect();
-        let shown = shown_arguments(&json!({ "n": many }));
-        assert_eq!(shown.lines().count(), SHOWN_ARGUMENT_LINES + 1, "{shown}");
-        // Control characters in values are escaped by JSON, never sent to the terminal.
-        let shown = shown_arguments(&json!({"x": "\u{1b}[2J"}));
-        assert!(
-            shown.contains("\\u001b[2J") && !shown.contains('\u{1b}'),
-            "{shown}"
-        );
-    }
-}
-
 /// Model text for a terminal: newlines and tabs kept, other control characters (escape
 /// sequences a server could have planted in a result the model repeats) escaped.
 pub fn printable_text(text: &str) -> String {
@@ -229,4 +201,32 @@ pub fn tool_call_line(call: &warden_agent::ToolCallEvent) -> String {
         line.push_str(&first_line(error));
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn shown_arguments_are_cut_to_a_readable_size() {
+        let small = json!({"message": "hi"});
+        assert_eq!(shown_arguments(&small), "{\n  \"message\": \"hi\"\n}");
+        let long = json!({"text": "é".repeat(10_000)});
+        let shown = shown_arguments(&long);
+        assert!(
+            shown.chars().count() < SHOWN_ARGUMENT_CHARS + 100,
+            "{shown}"
+        );
+        assert!(shown.ends_with("more characters not shown)"), "{shown}");
+        let many: Vec<u32> = (0..1000).collect();
+        let shown = shown_arguments(&json!({ "n": many }));
+        assert_eq!(shown.lines().count(), SHOWN_ARGUMENT_LINES + 1, "{shown}");
+        // Control characters in values are escaped by JSON, never sent to the terminal.
+        let shown = shown_arguments(&json!({"x": "\u{1b}[2J"}));
+        assert!(
+            shown.contains("\\u001b[2J") && !shown.contains('\u{1b}'),
+            "{shown}"
+        );
+    }
 }

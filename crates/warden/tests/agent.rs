@@ -2,6 +2,8 @@
 //! real Anthropic and OpenAI wire formats over loopback, and real MCP servers (the Python
 //! time server, server-everything, server-filesystem) and Warden's own test server.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::time::Duration;
