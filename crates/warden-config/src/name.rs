@@ -6,7 +6,12 @@
 /// Longest accepted server name, in characters.
 pub const MAX_SERVER_NAME_LEN: usize = 64;
 
-/// Checks a server name: ASCII letters, digits, `_` and `-`, 1 to 64 characters.
+/// A server name Warden keeps for its own tools (`warden__search_tools`), so no server
+/// can define a tool that shadows one of them.
+pub const RESERVED_SERVER_NAME: &str = "warden";
+
+/// Checks a server name: ASCII letters, digits, `_` and `-`, 1 to 64 characters, and not
+/// [`RESERVED_SERVER_NAME`].
 ///
 /// The error is a sentence saying which rule the name breaks.
 pub fn validate_server_name(name: &str) -> Result<(), String> {
@@ -19,6 +24,11 @@ pub fn validate_server_name(name: &str) -> Result<(), String> {
     {
         return Err(format!(
             "{bad:?} is not allowed; use ASCII letters, digits, `_` and `-`"
+        ));
+    }
+    if name.eq_ignore_ascii_case(RESERVED_SERVER_NAME) {
+        return Err(format!(
+            "`{name}` is reserved for Warden's own tools; choose another name"
         ));
     }
     if name.len() > MAX_SERVER_NAME_LEN {
@@ -59,6 +69,17 @@ mod tests {
             validate_server_name("café"),
             Err("'é' is not allowed; use ASCII letters, digits, `_` and `-`".to_owned())
         );
+        assert!(
+            validate_server_name("warden")
+                .unwrap_err()
+                .contains("reserved")
+        );
+        assert!(
+            validate_server_name("Warden")
+                .unwrap_err()
+                .contains("reserved")
+        );
+        assert_eq!(validate_server_name("warden-notes"), Ok(()));
         assert_eq!(
             validate_server_name(&"x".repeat(65)),
             Err("a server name has at most 64 characters, this one has 65".to_owned())
