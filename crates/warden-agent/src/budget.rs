@@ -207,7 +207,10 @@ pub fn fit(messages: &mut Vec<Message>, room: usize, protected_from: usize) -> T
     while total(messages) > room {
         // Drop whole exchanges: from the start up to the next user message that is not
         // tool results, so every tool call keeps its result.
-        let Some(next) = (1..protected_from).find(|&i| {
+        // The current turn's own first message is a boundary too: everything before it
+        // may go.
+        let last = protected_from.min(messages.len().saturating_sub(1));
+        let Some(next) = (1..=last).find(|&i| {
             messages[i].role == crate::conversation::Role::User && !messages[i].is_tool_results()
         }) else {
             break;

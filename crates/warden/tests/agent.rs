@@ -9,7 +9,9 @@ mod support;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{ModelServer, Scratch, assert_exit, describe, peers_dir, server_toml, transcript};
+use support::{
+    ModelServer, Scratch, assert_exit, describe, node_server, peers_dir, server_toml, transcript,
+};
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -20,15 +22,6 @@ fn time_server() -> String {
         &["--local-timezone", "UTC"],
         "",
     )
-}
-
-fn node_server(package: &str) -> String {
-    peers_dir()
-        .join(format!(
-            "node/node_modules/@modelcontextprotocol/{package}/dist/index.js"
-        ))
-        .display()
-        .to_string()
 }
 
 fn everything_server() -> String {

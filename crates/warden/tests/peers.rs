@@ -14,74 +14,10 @@ const LIMIT: Duration = Duration::from_secs(60);
 
 /// The six peers of the foundation issue, configured for a scratch folder.
 fn six_peers(scratch: &Scratch) -> String {
-    let peers = peers_dir();
-    let node_server = |name: &str| {
-        peers
-            .join("node/node_modules/@modelcontextprotocol")
-            .join(name)
-            .join("dist/index.js")
-            .display()
-            .to_string()
-    };
-    let files = scratch.path().join("files");
-    std::fs::create_dir_all(&files).unwrap();
-    std::fs::write(files.join("a.txt"), "alpha\n").unwrap();
-    let repo = scratch.path().join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    let init = std::process::Command::new("git")
-        .args(["init", "-q"])
-        .current_dir(&repo)
-        .status()
-        .unwrap();
-    assert!(init.success());
-    // server-memory writes its file: it needs a directory it may write in.
-    let memory_dir = support::server_writable_dir(&scratch.path().join("memory"));
-    let memory_file = memory_dir.join("memory.jsonl");
-    let venv = peers.join("venv/bin");
-    let py_server = peers.join("py_sdk_server.py");
-    [
-        server_toml(
-            "everything",
-            "node".as_ref(),
-            &[&node_server("server-everything"), "stdio"],
-            "",
-        ),
-        server_toml(
-            "filesystem",
-            "node".as_ref(),
-            &[&node_server("server-filesystem"), files.to_str().unwrap()],
-            &format!("sandbox = {{ read = [{:?}] }}", files.display().to_string()),
-        ),
-        server_toml(
-            "memory",
-            "node".as_ref(),
-            &[&node_server("server-memory")],
-            &format!(
-                "env = {{ MEMORY_FILE_PATH = {:?} }}\n{}",
-                memory_file.display().to_string(),
-                support::write_grant(&[&memory_dir])
-            ),
-        ),
-        server_toml(
-            "time",
-            &venv.join("mcp-server-time"),
-            &["--local-timezone", "UTC"],
-            "",
-        ),
-        server_toml(
-            "git",
-            &venv.join("mcp-server-git"),
-            &["--repository", repo.to_str().unwrap()],
-            &support::write_grant(&[&repo]),
-        ),
-        server_toml(
-            "pysdk",
-            &venv.join("python"),
-            &[py_server.to_str().unwrap()],
-            "",
-        ),
-    ]
-    .concat()
+    support::peer_entries(scratch)
+        .into_iter()
+        .map(|(_, toml)| toml)
+        .collect()
 }
 
 fn servers_by_name(listing: &Value) -> BTreeMap<String, Value> {

@@ -10,75 +10,18 @@ use std::process::Output;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::{
-    Scratch, assert_exit, copied_server, describe, json, peers_dir, server_toml, stderr, stdout,
-};
+use support::{Scratch, assert_exit, copied_server, describe, json, server_toml, stderr, stdout};
 
 const LIMIT: Duration = Duration::from_secs(60);
 
 /// Five real peers with overlapping vocabularies (files, time, git, memory, everything),
 /// configured for a scratch folder as in `peers.rs`.
 fn peers(scratch: &Scratch) -> String {
-    let peers = peers_dir();
-    let node_server = |name: &str| {
-        peers
-            .join("node/node_modules/@modelcontextprotocol")
-            .join(name)
-            .join("dist/index.js")
-            .display()
-            .to_string()
-    };
-    let files = scratch.path().join("files");
-    std::fs::create_dir_all(&files).unwrap();
-    std::fs::write(files.join("a.txt"), "alpha\n").unwrap();
-    let repo = scratch.path().join("repo");
-    std::fs::create_dir_all(&repo).unwrap();
-    let init = std::process::Command::new("git")
-        .args(["init", "-q"])
-        .current_dir(&repo)
-        .status()
-        .unwrap();
-    assert!(init.success());
-    let memory_dir = support::server_writable_dir(&scratch.path().join("memory"));
-    let memory_file = memory_dir.join("memory.jsonl");
-    let venv = peers.join("venv/bin");
-    [
-        server_toml(
-            "everything",
-            "node".as_ref(),
-            &[&node_server("server-everything"), "stdio"],
-            "",
-        ),
-        server_toml(
-            "filesystem",
-            "node".as_ref(),
-            &[&node_server("server-filesystem"), files.to_str().unwrap()],
-            &format!("sandbox = {{ read = [{:?}] }}", files.display().to_string()),
-        ),
-        server_toml(
-            "memory",
-            "node".as_ref(),
-            &[&node_server("server-memory")],
-            &format!(
-                "env = {{ MEMORY_FILE_PATH = {:?} }}\n{}",
-                memory_file.display().to_string(),
-                support::write_grant(&[&memory_dir])
-            ),
-        ),
-        server_toml(
-            "time",
-            &venv.join("mcp-server-time"),
-            &["--local-timezone", "UTC"],
-            "",
-        ),
-        server_toml(
-            "git",
-            &venv.join("mcp-server-git"),
-            &["--repository", repo.to_str().unwrap()],
-            &support::write_grant(&[&repo]),
-        ),
-    ]
-    .concat()
+    support::peer_entries(scratch)
+        .into_iter()
+        .filter(|(name, _)| *name != "pysdk")
+        .map(|(_, toml)| toml)
+        .collect()
 }
 
 /// Runs `warden --config CONFIG ARGS...`.

@@ -10,8 +10,8 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
 use super::{
-    MAX_EVENT_BYTES, MAX_REPLY_BYTES, Model, ModelError, ModelReply, ModelRequest, RetryPolicy,
-    StopReason, TextSink, ToolCall, status_error,
+    MAX_REPLY_BYTES, Model, ModelError, ModelReply, ModelRequest, RetryPolicy, StopReason,
+    TextSink, ToolCall,
 };
 use crate::conversation::{Block, Message, Role};
 
@@ -91,36 +91,28 @@ impl Anthropic {
         let mut builder = self
             .http
             .post(&self.endpoint)
-            .header("anthropic-version", API_VERSION)
-            .header("content-type", "application/json")
-            .header("accept", "text/event-stream");
+            .header("anthropic-version", API_VERSION);
         if let Some(key) = &self.api_key {
             builder = builder.header("x-api-key", key);
         }
-        let bytes =
-            serde_json::to_vec(body).map_err(|error| ModelError::Settings(error.to_string()))?;
-        let response = builder
-            .body(bytes)
-            .send()
-            .await
-            .map_err(|error| net(warden_net::NetError::from_reqwest(error)))?;
-        if !response.status().is_success() {
-            return Err(status_error(PROVIDER, response).await);
-        }
-        let mut events = Box::pin(warden_net::sse_events(response, MAX_EVENT_BYTES));
+        let mut events = Box::pin(super::post_for_events(PROVIDER, builder, body).await?);
         let mut reply = Assembly::default();
         while let Some(event) = events.next().await {
-            let event = event.map_err(net)?;
+            let event = event?;
             if event.data.is_empty() {
                 continue;
             }
-            let data: Value = serde_json::from_str(&event.data)
-                .map_err(|error| malformed(format!("an event is not JSON: {error}")))?;
+            let data: Value = serde_json::from_str(&event.data).map_err(|error| {
+                ModelError::malformed(PROVIDER, format!("an event is not JSON: {error}"))
+            })?;
             if reply.apply(&data, sink)? {
                 return reply.finish();
             }
         }
-        Err(malformed("the stream ended before message_stop".into()))
+        Err(ModelError::malformed(
+            PROVIDER,
+            "the stream ended before message_stop",
+        ))
     }
 }
 
@@ -249,7 +241,10 @@ impl Assembly {
                             .unwrap_or_default();
                         if let Some(Partial::Tool { json, .. }) = self.blocks.last_mut() {
                             if json.len() + piece.len() > MAX_REPLY_BYTES {
-                                return Err(malformed("tool arguments exceed 16 MiB".into()));
+                                return Err(ModelError::malformed(
+                                    PROVIDER,
+                                    "tool arguments exceed 16 MiB",
+                                ));
                             }
                             json.push_str(piece);
                         }
@@ -295,7 +290,7 @@ impl Assembly {
 
     fn push_text(&mut self, text: &str, sink: &mut dyn TextSink) -> Result<(), ModelError> {
         if self.text.len() + text.len() > MAX_REPLY_BYTES {
-            return Err(malformed("reply text exceeds 16 MiB".into()));
+            return Err(ModelError::malformed(PROVIDER, "reply text exceeds 16 MiB"));
         }
         self.text.push_str(text);
         sink.text(text);
@@ -342,21 +337,7 @@ fn string(value: &Value, key: &str) -> Result<String, ModelError> {
         .get(key)
         .and_then(Value::as_str)
         .map(str::to_owned)
-        .ok_or_else(|| malformed(format!("a content block has no `{key}`")))
-}
-
-fn malformed(message: String) -> ModelError {
-    ModelError::Malformed {
-        provider: PROVIDER,
-        message,
-    }
-}
-
-fn net(source: warden_net::NetError) -> ModelError {
-    ModelError::Net {
-        provider: PROVIDER,
-        source,
-    }
+        .ok_or_else(|| ModelError::malformed(PROVIDER, format!("a content block has no `{key}`")))
 }
 
 #[cfg(test)]

@@ -210,6 +210,48 @@ pub(crate) async fn status_error(
     }
 }
 
+/// Posts `body` as JSON with `builder` (URL and headers set), asking for an event stream,
+/// and returns the stream's events; an error status is read into [`ModelError::Status`].
+pub(crate) async fn post_for_events(
+    provider: &'static str,
+    builder: warden_net::reqwest::RequestBuilder,
+    body: &Value,
+) -> Result<
+    impl futures::Stream<Item = Result<warden_net::SseEvent, ModelError>> + Send + use<>,
+    ModelError,
+> {
+    use futures::StreamExt;
+    let bytes =
+        serde_json::to_vec(body).map_err(|error| ModelError::Settings(error.to_string()))?;
+    let response = builder
+        .header("content-type", "application/json")
+        .header("accept", "text/event-stream")
+        .body(bytes)
+        .send()
+        .await
+        .map_err(|error| ModelError::net(provider, warden_net::NetError::from_reqwest(error)))?;
+    if !response.status().is_success() {
+        return Err(status_error(provider, response).await);
+    }
+    Ok(warden_net::sse_events(response, MAX_EVENT_BYTES)
+        .map(move |event| event.map_err(|error| ModelError::net(provider, error))))
+}
+
+impl ModelError {
+    /// A reply that breaks the provider's format.
+    pub(crate) fn malformed(provider: &'static str, message: impl Into<String>) -> ModelError {
+        ModelError::Malformed {
+            provider,
+            message: message.into(),
+        }
+    }
+
+    /// A failure of the HTTP exchange.
+    pub(crate) fn net(provider: &'static str, source: warden_net::NetError) -> ModelError {
+        ModelError::Net { provider, source }
+    }
+}
+
 /// Largest single streamed event accepted from a model.
 pub(crate) const MAX_EVENT_BYTES: usize = 16 << 20;
 /// Largest reply text (or one tool call's arguments) accumulated from a stream.

@@ -11,8 +11,8 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 
 use super::{
-    MAX_EVENT_BYTES, MAX_REPLY_BYTES, Model, ModelError, ModelReply, ModelRequest, RetryPolicy,
-    StopReason, TextSink, ToolCall, status_error,
+    MAX_REPLY_BYTES, Model, ModelError, ModelReply, ModelRequest, RetryPolicy, StopReason,
+    TextSink, ToolCall,
 };
 use crate::conversation::{Block, Message, Role};
 
@@ -80,28 +80,14 @@ impl OpenAi {
     }
 
     async fn once(&self, body: &Value, sink: &mut dyn TextSink) -> Result<ModelReply, ModelError> {
-        let mut builder = self
-            .http
-            .post(&self.endpoint)
-            .header("content-type", "application/json")
-            .header("accept", "text/event-stream");
+        let mut builder = self.http.post(&self.endpoint);
         if let Some(key) = &self.api_key {
             builder = builder.bearer_auth(key);
         }
-        let bytes =
-            serde_json::to_vec(body).map_err(|error| ModelError::Settings(error.to_string()))?;
-        let response = builder
-            .body(bytes)
-            .send()
-            .await
-            .map_err(|error| net(warden_net::NetError::from_reqwest(error)))?;
-        if !response.status().is_success() {
-            return Err(status_error(PROVIDER, response).await);
-        }
-        let mut events = Box::pin(warden_net::sse_events(response, MAX_EVENT_BYTES));
+        let mut events = Box::pin(super::post_for_events(PROVIDER, builder, body).await?);
         let mut reply = Assembly::default();
         while let Some(event) = events.next().await {
-            let event = event.map_err(net)?;
+            let event = event?;
             let data = event.data.trim();
             if data.is_empty() {
                 continue;
@@ -109,15 +95,19 @@ impl OpenAi {
             if data == "[DONE]" {
                 return reply.finish();
             }
-            let chunk: Value = serde_json::from_str(data)
-                .map_err(|error| malformed(format!("a chunk is not JSON: {error}")))?;
+            let chunk: Value = serde_json::from_str(data).map_err(|error| {
+                ModelError::malformed(PROVIDER, format!("a chunk is not JSON: {error}"))
+            })?;
             reply.apply(&chunk, sink)?;
         }
         // Some compatible servers end the stream without `[DONE]`; a finish reason is enough.
         if reply.stop.is_some() {
             return reply.finish();
         }
-        Err(malformed("the stream ended before a finish reason".into()))
+        Err(ModelError::malformed(
+            PROVIDER,
+            "the stream ended before a finish reason",
+        ))
     }
 }
 
@@ -253,7 +243,7 @@ impl Assembly {
         if let Some(delta) = choice.get("delta") {
             if let Some(text) = delta.get("content").and_then(Value::as_str) {
                 if self.text.len() + text.len() > MAX_REPLY_BYTES {
-                    return Err(malformed("reply text exceeds 16 MiB".into()));
+                    return Err(ModelError::malformed(PROVIDER, "reply text exceeds 16 MiB"));
                 }
                 self.text.push_str(text);
                 sink.text(text);
@@ -265,7 +255,10 @@ impl Assembly {
                         .and_then(Value::as_u64)
                         .unwrap_or(position as u64);
                     if self.calls.len() >= 128 && !self.calls.contains_key(&index) {
-                        return Err(malformed("more than 128 tool calls in one reply".into()));
+                        return Err(ModelError::malformed(
+                            PROVIDER,
+                            "more than 128 tool calls in one reply",
+                        ));
                     }
                     let entry = self.calls.entry(index).or_default();
                     if let Some(id) = call.get("id").and_then(Value::as_str) {
@@ -277,7 +270,10 @@ impl Assembly {
                     if let Some(piece) = call.pointer("/function/arguments").and_then(Value::as_str)
                     {
                         if entry.2.len() + piece.len() > MAX_REPLY_BYTES {
-                            return Err(malformed("tool arguments exceed 16 MiB".into()));
+                            return Err(ModelError::malformed(
+                                PROVIDER,
+                                "tool arguments exceed 16 MiB",
+                            ));
                         }
                         entry.2.push_str(piece);
                     }
@@ -330,20 +326,6 @@ impl Assembly {
             input_tokens: self.input_tokens,
             output_tokens: self.output_tokens,
         })
-    }
-}
-
-fn malformed(message: String) -> ModelError {
-    ModelError::Malformed {
-        provider: PROVIDER,
-        message,
-    }
-}
-
-fn net(source: warden_net::NetError) -> ModelError {
-    ModelError::Net {
-        provider: PROVIDER,
-        source,
     }
 }
 

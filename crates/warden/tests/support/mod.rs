@@ -369,3 +369,97 @@ pub fn transcript(output: &Output) -> Vec<serde_json::Value> {
         })
         .collect()
 }
+
+/// The path of an npm peer's entry point (`server-everything`, `server-filesystem`, ...).
+pub fn node_server(package: &str) -> String {
+    peers_dir()
+        .join("node/node_modules/@modelcontextprotocol")
+        .join(package)
+        .join("dist/index.js")
+        .display()
+        .to_string()
+}
+
+/// The real peers of the foundation issue, configured for a scratch folder: their names and
+/// TOML entries (everything, filesystem, memory, time, git, pysdk). The filesystem server
+/// reads `files/` (holding `a.txt`), git serves an empty repository in `repo/`, memory
+/// writes in `memory/`.
+pub fn peer_entries(scratch: &Scratch) -> Vec<(&'static str, String)> {
+    let peers = peers_dir();
+    let files = scratch.path().join("files");
+    std::fs::create_dir_all(&files).unwrap();
+    std::fs::write(files.join("a.txt"), "alpha\n").unwrap();
+    let repo = scratch.path().join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    let init = Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&repo)
+        .status()
+        .unwrap();
+    assert!(init.success());
+    // server-memory writes its file: it needs a directory it may write in.
+    let memory_dir = server_writable_dir(&scratch.path().join("memory"));
+    let memory_file = memory_dir.join("memory.jsonl");
+    let venv = peers.join("venv/bin");
+    let py_server = peers.join("py_sdk_server.py");
+    vec![
+        (
+            "everything",
+            server_toml(
+                "everything",
+                "node".as_ref(),
+                &[&node_server("server-everything"), "stdio"],
+                "",
+            ),
+        ),
+        (
+            "filesystem",
+            server_toml(
+                "filesystem",
+                "node".as_ref(),
+                &[&node_server("server-filesystem"), files.to_str().unwrap()],
+                &format!("sandbox = {{ read = [{:?}] }}", files.display().to_string()),
+            ),
+        ),
+        (
+            "memory",
+            server_toml(
+                "memory",
+                "node".as_ref(),
+                &[&node_server("server-memory")],
+                &format!(
+                    "env = {{ MEMORY_FILE_PATH = {:?} }}\n{}",
+                    memory_file.display().to_string(),
+                    write_grant(&[&memory_dir])
+                ),
+            ),
+        ),
+        (
+            "time",
+            server_toml(
+                "time",
+                &venv.join("mcp-server-time"),
+                &["--local-timezone", "UTC"],
+                "",
+            ),
+        ),
+        (
+            "git",
+            server_toml(
+                "git",
+                &venv.join("mcp-server-git"),
+                &["--repository", repo.to_str().unwrap()],
+                &write_grant(&[&repo]),
+            ),
+        ),
+        (
+            "pysdk",
+            server_toml(
+                "pysdk",
+                &venv.join("python"),
+                &[py_server.to_str().unwrap()],
+                "",
+            ),
+        ),
+    ]
+}
