@@ -121,5 +121,10 @@ pub async fn connect(
     launcher: &dyn Launcher,
     options: &ConnectOptions,
 ) -> Result<Box<dyn Connection>, ConnectFailure> {
-    crate::rmcp_client::connect(spec, launcher, options).await
+    match spec.transport {
+        warden_config::TransportSpec::Http { .. } => crate::http::connect(spec, options).await,
+        warden_config::TransportSpec::Stdio { .. } => {
+            crate::rmcp_client::connect(spec, launcher, options).await
+        }
+    }
 }
