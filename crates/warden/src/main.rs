@@ -60,6 +60,7 @@ async fn run(cli: Cli) -> Result<exit::Code, Failure> {
         Command::Pin(args) => commands::pin::run(&cli.global, args),
         Command::Approve(args) => commands::approve::run(&cli.global, args).await,
         Command::Audit(args) => commands::audit::run(&args),
+        Command::ConformanceClient(args) => commands::conformance::run(&args).await,
         Command::ProbeReport(args) => Ok(match probe_report::run(&args.input) {
             code if code == ExitCode::SUCCESS => exit::Code::Ok,
             _ => exit::Code::Unavailable,

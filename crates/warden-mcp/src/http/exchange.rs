@@ -270,6 +270,61 @@ impl Endpoint {
         }
     }
 
+    /// Opens the session's own event stream (legacy era: `GET` with the session headers),
+    /// on which a server may send requests (elicitation, roots, ping). `None` when the
+    /// server has none (405) or does not answer within `limit`.
+    pub async fn open_listen(
+        &self,
+        session_headers: &[(HeaderName, HeaderValue)],
+        limit: Duration,
+    ) -> Option<reqwest::Response> {
+        let send = self
+            .request(Method::GET, session_headers)
+            .header(ACCEPT, "text/event-stream")
+            .send();
+        match tokio::time::timeout(limit, send).await {
+            Ok(Ok(response))
+                if response.status().is_success()
+                    && media_type(response.headers()) == "text/event-stream" =>
+            {
+                Some(response)
+            }
+            Ok(Ok(response)) => {
+                tracing::debug!(server = %self.server, status = %response.status(), "no server event stream");
+                None
+            }
+            Ok(Err(error)) => {
+                tracing::debug!(server = %self.server, "no server event stream: {}", NetError::from_reqwest(error));
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Answers the requests a server sends on the stream `open_listen` opened, until it
+    /// ends. The caller aborts the task when the session closes.
+    pub async fn listen(
+        &self,
+        response: reqwest::Response,
+        session_headers: Vec<(HeaderName, HeaderValue)>,
+        requests: &dyn ServerRequests,
+    ) {
+        let context = StreamContext {
+            session_headers: &session_headers,
+            resumable: false,
+            requests,
+        };
+        let mut events = Box::pin(sse_events(response, self.max_bytes));
+        while let Some(Ok(event)) = events.next().await {
+            let Ok(message) = serde_json::from_str::<Value>(&event.data) else {
+                continue;
+            };
+            if message.get("method").is_some() && message.get("id").is_some() {
+                self.answer(&message, &context).await;
+            }
+        }
+    }
+
     /// Answers one server request by POSTing the response (legacy era).
     async fn answer(&self, request: &Value, context: &StreamContext<'_>) {
         let method = request["method"].as_str().unwrap_or_default();

@@ -32,6 +32,8 @@ pub const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26"
 const MAX_INPUT_ROUNDS: usize = 8;
 /// Time allowed for the `DELETE` of a session, and for a cancellation notice.
 const FAREWELL_LIMIT: Duration = Duration::from_secs(2);
+/// Time allowed to open the legacy session's own event stream.
+const LISTEN_OPEN_LIMIT: Duration = Duration::from_secs(2);
 /// Longest session id accepted.
 const MAX_SESSION_ID: usize = 1024;
 
@@ -87,7 +89,9 @@ struct SessionState {
 
 /// One server's conversation; safe to share between concurrent requests.
 pub struct Session {
-    endpoint: Endpoint,
+    endpoint: Arc<Endpoint>,
+    /// The task listening on the legacy session's event stream, if one runs.
+    listener: Mutex<Option<tokio::task::JoinHandle<()>>>,
     era: Era,
     profile: ClientProfile,
     state: Mutex<SessionState>,
@@ -115,7 +119,8 @@ impl Session {
             Era::Legacy => profile.legacy_version.clone(),
         };
         Session {
-            endpoint,
+            endpoint: Arc::new(endpoint),
+            listener: Mutex::new(None),
             era,
             profile,
             state: Mutex::new(SessionState { id: None, version }),
@@ -459,7 +464,26 @@ impl Session {
         self.endpoint
             .post(&notification, &headers, None, &context)
             .await?;
+        self.listen(headers).await;
         Ok(result)
+    }
+
+    /// Starts (or restarts, after a new `initialize`) the task that answers requests the
+    /// server sends on the session's own event stream.
+    /// The stream is open before this returns, so a request the server sends while
+    /// answering the next call is not lost.
+    async fn listen(&self, headers: Vec<(HeaderName, HeaderValue)>) {
+        let Some(response) = self.endpoint.open_listen(&headers, LISTEN_OPEN_LIMIT).await else {
+            return;
+        };
+        let endpoint = self.endpoint.clone();
+        let requests = self.profile.requests.clone();
+        let task = tokio::spawn(async move {
+            endpoint.listen(response, headers, requests.as_ref()).await;
+        });
+        if let Some(old) = lock(&self.listener).replace(task) {
+            old.abort();
+        }
     }
 
     /// Tells a legacy server to stop working on request `id` (the caller gave up). In the
@@ -484,6 +508,9 @@ impl Session {
 
     /// Ends a legacy session with `DELETE` (a 405 means the server does not support it).
     pub async fn close(&self) {
+        if let Some(task) = lock(&self.listener).take() {
+            task.abort();
+        }
         if self.era != Era::Legacy || lock(&self.state).id.is_none() {
             return;
         }

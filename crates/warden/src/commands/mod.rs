@@ -4,6 +4,7 @@ pub mod approve;
 pub mod audit;
 pub mod call;
 pub mod config;
+pub mod conformance;
 pub mod pin;
 pub mod probe;
 pub mod scan;
