@@ -480,3 +480,92 @@ fn the_python_sdk_over_http_speaks_modern_and_legacy_when_pinned() {
     drop(server);
     scratch.assert_no_leftovers();
 }
+
+#[test]
+fn a_dropped_server_is_reconnected_and_an_undelivered_call_sent_again() {
+    let (output, requests) = against(
+        "drop",
+        "[servers.h.reconnect]\ninitial_delay = \"50ms\"\nattempts = 5",
+    );
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("echo from session s2: hi"),
+        "{}",
+        describe(&output)
+    );
+    let initializes = requests
+        .iter()
+        .filter(|r| r.starts_with("POST initialize"))
+        .count();
+    assert_eq!(
+        initializes, 4,
+        "one, then three while it was down: {requests:?}"
+    );
+}
+
+#[test]
+fn a_dropped_server_is_marked_failed_when_the_reconnect_budget_is_spent() {
+    let (output, requests) = against(
+        "drop",
+        "[servers.h.reconnect]\ninitial_delay = \"50ms\"\nattempts = 2",
+    );
+    assert_exit(&output, 3);
+    assert!(
+        stderr(&output).contains(
+            "marked failed after 2 reconnect attempt(s); last error: the server answered HTTP 503"
+        ),
+        "{}",
+        describe(&output)
+    );
+    let calls = requests
+        .iter()
+        .filter(|r| r.starts_with("POST tools/call"))
+        .count();
+    assert_eq!(calls, 1, "{requests:?}");
+}
+
+#[test]
+fn warden_tools_shows_attempts_and_tells_needs_authorization_from_down() {
+    let scratch = Scratch::new();
+    let flap = HttpServer::hostile(&scratch, "flap");
+    let unauthorized = HttpServer::hostile(&scratch, "unauthorized");
+    let config = scratch.config(&format!(
+        "[servers.flap]\nurl = {:?}\n[servers.flap.reconnect]\ninitial_delay = \"50ms\"\n\n\
+         [servers.auth]\nurl = {:?}\n\n[servers.gone]\nurl = \"http://127.0.0.1:9/mcp\"\n\
+         [servers.gone.reconnect]\nconnect_attempts = 2\ninitial_delay = \"50ms\"\n",
+        flap.url, unauthorized.url
+    ));
+    let output = scratch.run(
+        &["--config", config.to_str().unwrap(), "tools", "--json"],
+        LIMIT,
+    );
+    let listing = json(&output);
+    let server = |name: &str| {
+        listing["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(server("flap")["state"], "connected", "{listing}");
+    assert_eq!(server("flap")["attempts"], 3, "{listing}");
+    assert_eq!(server("auth")["state"], "needs_authorization", "{listing}");
+    assert_eq!(server("gone")["state"], "down", "{listing}");
+    assert!(
+        server("gone")["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("down after 2 attempt(s)"),
+        "{listing}"
+    );
+    let text = scratch.run(&["--config", config.to_str().unwrap(), "tools"], LIMIT);
+    assert!(
+        stdout(&text).contains("auth: NEEDS AUTHORIZATION: "),
+        "{}",
+        describe(&text)
+    );
+    drop((flap, unauthorized));
+    scratch.assert_no_leftovers();
+}

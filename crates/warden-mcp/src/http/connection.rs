@@ -94,7 +94,10 @@ async fn first_connect(
     loop {
         attempt += 1;
         match open(remote, profile).await {
-            Ok(opened) => return Ok(opened),
+            Ok((session, mut info)) => {
+                info.connect_attempts = attempt;
+                return Ok((session, info));
+            }
             Err(error) if error.is_transient() && attempt < attempts => {
                 let delay = backoff(&remote.settings.reconnect, attempt - 1);
                 tracing::info!(server = %remote.name, "attempt {attempt} of {attempts} failed: {error}; next in {delay:?}");
@@ -192,8 +195,10 @@ impl HttpConnection {
             Err(error) if error.is_transient() => error,
             Err(error) => return Err(call_error(error)),
         };
-        let undelivered =
-            matches!(&error, HttpError::Net(net) if net.to_string().contains("refused"));
+        // A refused connection or a 503 means the request was not processed: it may be
+        // sent again whatever it does.
+        let undelivered = matches!(&error, HttpError::Status { status: 503, .. })
+            || matches!(&error, HttpError::Net(net) if net.to_string().contains("refused"));
         tracing::info!(server = %self.name, "{method} failed: {error}; reconnecting");
         self.reconnect(&error).await?;
         if undelivered || method != "tools/call" {

@@ -568,6 +568,7 @@ fn info(
         capabilities: result.get("capabilities").cloned().unwrap_or(Value::Null),
         instructions: text(Some(result), "instructions"),
         program: None,
+        connect_attempts: 1,
     }
 }
 

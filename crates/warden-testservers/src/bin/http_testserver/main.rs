@@ -10,7 +10,7 @@
 //! initialized" to the 2026-07-28 `server/discover`, as a legacy server answers it.
 //!
 //! Modes (see [`mcp::Mode`]): `good`, `redirect`, `content-type`, `big-body`, `big-event`,
-//! `stall`, `expire`, `flap`, `mismatch`, `unauthorized`, `resume`.
+//! `stall`, `expire`, `flap`, `mismatch`, `unauthorized`, `resume`, `drop`.
 
 mod mcp;
 

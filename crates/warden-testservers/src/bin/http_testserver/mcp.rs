@@ -15,6 +15,8 @@ use serde_json::{Value, json};
 
 /// Bytes sent by `big-body` and `big-event`: more than any test's cap.
 const BIG: usize = 4 * 1024 * 1024;
+/// POSTs `drop` fails once its tools were listed.
+const DROPPED_POSTS: usize = 3;
 /// Requests `flap` fails before it works.
 const FLAPS: usize = 2;
 
@@ -45,11 +47,14 @@ pub enum Mode {
     /// `tools/call` sends a priming event (`id`, `retry: 300`) and closes; the answer comes
     /// on `GET` with `Last-Event-ID`.
     Resume,
+    /// After the first `tools/list` the server is down for the next three POSTs (503), then
+    /// back: a dropped server that a client should reconnect to.
+    Drop,
 }
 
 impl Mode {
     /// Every mode's name.
-    pub const NAMES: [&str; 11] = [
+    pub const NAMES: [&str; 12] = [
         "good",
         "redirect",
         "content-type",
@@ -61,6 +66,7 @@ impl Mode {
         "mismatch",
         "unauthorized",
         "resume",
+        "drop",
     ];
 
     /// The mode named `name`.
@@ -77,6 +83,7 @@ impl Mode {
             "mismatch" => Mode::Mismatch,
             "unauthorized" => Mode::Unauthorized,
             "resume" => Mode::Resume,
+            "drop" => Mode::Drop,
             _ => return None,
         })
     }
@@ -89,6 +96,9 @@ pub struct State {
     sessions: AtomicUsize,
     /// The answer `resume` keeps for the `GET` that resumes.
     pending: Mutex<Option<Value>>,
+    /// POSTs `drop` still fails (set when it lists its tools).
+    down: AtomicUsize,
+    listed: std::sync::atomic::AtomicBool,
 }
 
 impl State {
@@ -99,6 +109,8 @@ impl State {
             requests: AtomicUsize::new(0),
             sessions: AtomicUsize::new(0),
             pending: Mutex::new(None),
+            down: AtomicUsize::new(0),
+            listed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -189,6 +201,15 @@ pub async fn handle(request: Request<Incoming>, state: &State) -> Response<Body>
             }
             return response;
         }
+        Mode::Drop
+            if state.listed.load(Ordering::SeqCst)
+                && state
+                    .down
+                    .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                    .is_ok() =>
+        {
+            return reply(StatusCode::SERVICE_UNAVAILABLE, "text/plain", full("down"));
+        }
         Mode::Flap if count <= FLAPS => {
             return reply(
                 StatusCode::SERVICE_UNAVAILABLE,
@@ -224,6 +245,13 @@ pub async fn handle(request: Request<Incoming>, state: &State) -> Response<Body>
                 response.headers_mut().insert("mcp-session-id", value);
             }
             return response;
+        }
+        "tools/list" if state.mode == Mode::Drop && !state.listed.swap(true, Ordering::SeqCst) => {
+            state.down.store(DROPPED_POSTS, Ordering::SeqCst);
+            json!({"tools": [{
+                "name": "echo", "description": "Echoes its text.",
+                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+            }]})
         }
         "tools/list" => json!({"tools": [{
             "name": "echo", "description": "Echoes its text.",
