@@ -22,7 +22,11 @@ async fn main() {
         url: url.clone(),
         headers: BTreeMap::new(),
         settings: HttpSettings::default(),
-        era: if era == "modern" { EraPreference::Modern } else { EraPreference::Legacy },
+        era: if era == "modern" {
+            EraPreference::Modern
+        } else {
+            EraPreference::Legacy
+        },
         max_bytes: warden_config::DEFAULT_MAX_MESSAGE_BYTES,
         connect_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(30),
@@ -32,12 +36,18 @@ async fn main() {
     params.insert("name".into(), json!("add"));
     params.insert("arguments".into(), json!({"a": 2, "b": 3}));
     for _ in 0..50 {
-        session.request("tools/call", params.clone(), None).await.unwrap();
+        session
+            .request("tools/call", params.clone(), None)
+            .await
+            .unwrap();
     }
     let mut samples = Vec::with_capacity(calls);
     for _ in 0..calls {
         let started = Instant::now();
-        let result = session.request("tools/call", params.clone(), None).await.unwrap();
+        let result = session
+            .request("tools/call", params.clone(), None)
+            .await
+            .unwrap();
         samples.push(started.elapsed().as_micros() as u64);
         assert_eq!(result["structuredContent"]["result"], 5, "{result}");
     }
