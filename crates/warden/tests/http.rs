@@ -569,3 +569,66 @@ fn warden_tools_shows_attempts_and_tells_needs_authorization_from_down() {
     drop((flap, unauthorized));
     scratch.assert_no_leftovers();
 }
+
+#[test]
+fn a_strict_modern_server_gets_headers_that_agree_with_the_body() {
+    let scratch = Scratch::new();
+    let server = HttpServer::hostile(&scratch, "modern");
+    let config = config(&scratch, "h", &server.url, "");
+    let listing = tools_json(&scratch, &config);
+    assert_eq!(listing["era"], "modern", "{listing}");
+    let names: Vec<&str> = listing["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["echo"],
+        "the tool with a broken x-mcp-header is left out"
+    );
+    let output = scratch.run(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "call",
+            "--yes",
+            "h/echo",
+            "--args",
+            r#"{"text":"hi","region":"Île de France"}"#,
+        ],
+        LIMIT,
+    );
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("echo: hi from Île de France"),
+        "{}",
+        describe(&output)
+    );
+    assert!(
+        stderr(&output).contains("tool left out: x-mcp-header \"Score\""),
+        "{}",
+        describe(&output)
+    );
+    let requests = server.requests();
+    // The very first request was refused with -32022 and sent again.
+    assert_eq!(
+        requests
+            .iter()
+            .filter(|r| r.starts_with("POST server/discover"))
+            .count(),
+        3,
+        "{requests:?}"
+    );
+    assert!(
+        requests.contains(
+            &"POST tools/call version=2026-07-28 mcp-method=tools/call mcp-name=echo \
+              mcp-param-region==?base64?w45sZSBkZSBGcmFuY2U=?="
+                .to_owned()
+        ),
+        "{requests:?}"
+    );
+    drop(server);
+    scratch.assert_no_leftovers();
+}

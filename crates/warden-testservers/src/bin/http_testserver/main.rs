@@ -10,9 +10,11 @@
 //! initialized" to the 2026-07-28 `server/discover`, as a legacy server answers it.
 //!
 //! Modes (see [`mcp::Mode`]): `good`, `redirect`, `content-type`, `big-body`, `big-event`,
-//! `stall`, `expire`, `flap`, `mismatch`, `unauthorized`, `resume`, `drop`.
+//! `stall`, `expire`, `flap`, `mismatch`, `unauthorized`, `resume`, `drop`, `modern`
+//! (a strict 2026-07-28 server instead of a legacy one).
 
 mod mcp;
+mod modern;
 
 use std::convert::Infallible;
 use std::sync::Arc;

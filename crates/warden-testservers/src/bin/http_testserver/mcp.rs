@@ -50,11 +50,13 @@ pub enum Mode {
     /// After the first `tools/list` the server is down for the next three POSTs (503), then
     /// back: a dropped server that a client should reconnect to.
     Drop,
+    /// A strict 2026-07-28 server (see [`crate::modern`]).
+    Modern,
 }
 
 impl Mode {
     /// Every mode's name.
-    pub const NAMES: [&str; 12] = [
+    pub const NAMES: [&str; 13] = [
         "good",
         "redirect",
         "content-type",
@@ -67,6 +69,7 @@ impl Mode {
         "unauthorized",
         "resume",
         "drop",
+        "modern",
     ];
 
     /// The mode named `name`.
@@ -84,6 +87,7 @@ impl Mode {
             "unauthorized" => Mode::Unauthorized,
             "resume" => Mode::Resume,
             "drop" => Mode::Drop,
+            "modern" => Mode::Modern,
             _ => return None,
         })
     }
@@ -157,6 +161,7 @@ fn header<'a>(request: &'a Request<Incoming>, name: &str) -> &'a str {
 pub async fn handle(request: Request<Incoming>, state: &State) -> Response<Body> {
     let count = state.requests.fetch_add(1, Ordering::SeqCst) + 1;
     let session = header(&request, "mcp-session-id").to_owned();
+    let headers = request.headers().clone();
     let method = request.method().clone();
     if method == Method::DELETE {
         eprintln!("DELETE session={session}");
@@ -179,6 +184,14 @@ pub async fn handle(request: Request<Incoming>, state: &State) -> Response<Body>
     };
     let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let rpc_method = message["method"].as_str().unwrap_or("-").to_owned();
+    if state.mode == Mode::Modern {
+        let first = state.sessions.fetch_add(1, Ordering::SeqCst) == 0;
+        let (status, answer) = crate::modern::answer(&message, &headers, first);
+        return match answer {
+            Some(answer) => reply(status, "application/json", full(answer.to_string())),
+            None => reply(status, "text/plain", full("")),
+        };
+    }
     eprintln!("POST {rpc_method} session={session}");
     match state.mode {
         Mode::Redirect => {
