@@ -632,3 +632,47 @@ fn a_strict_modern_server_gets_headers_that_agree_with_the_body() {
     drop(server);
     scratch.assert_no_leftovers();
 }
+
+#[test]
+fn a_broken_modern_stream_reissues_reads_under_a_new_id_and_reports_calls() {
+    let scratch = Scratch::new();
+    let server = HttpServer::hostile(&scratch, "modern-broken");
+    let config = config(&scratch, "h", &server.url, "era = \"modern\"");
+    let output = call_echo(&scratch, &config);
+    assert_exit(&output, 3);
+    assert!(
+        stderr(&output).contains("the response stream ended before the answer arrived"),
+        "{}",
+        describe(&output)
+    );
+    let requests = server.requests();
+    let broken: Vec<&String> = requests
+        .iter()
+        .filter(|r| r.ends_with("(stream broken)"))
+        .collect();
+    assert_eq!(
+        broken.len(),
+        2,
+        "the first tools/list and the one tools/call: {requests:?}"
+    );
+    assert!(broken[1].starts_with("POST tools/call"), "{requests:?}");
+    // tools/list was sent again (under a new id) and answered; tools/call was not repeated.
+    assert_eq!(
+        requests
+            .iter()
+            .filter(|r| r.starts_with("POST tools/list"))
+            .count(),
+        2,
+        "{requests:?}"
+    );
+    assert_eq!(
+        requests
+            .iter()
+            .filter(|r| r.starts_with("POST tools/call"))
+            .count(),
+        1,
+        "{requests:?}"
+    );
+    drop(server);
+    scratch.assert_no_leftovers();
+}

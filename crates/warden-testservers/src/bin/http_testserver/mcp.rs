@@ -52,11 +52,14 @@ pub enum Mode {
     Drop,
     /// A strict 2026-07-28 server (see [`crate::modern`]).
     Modern,
+    /// `modern` without the -32022, whose response streams break: the first `tools/list`
+    /// and every `tools/call` get an event stream that ends without an answer.
+    ModernBroken,
 }
 
 impl Mode {
     /// Every mode's name.
-    pub const NAMES: [&str; 13] = [
+    pub const NAMES: [&str; 14] = [
         "good",
         "redirect",
         "content-type",
@@ -70,6 +73,7 @@ impl Mode {
         "resume",
         "drop",
         "modern",
+        "modern-broken",
     ];
 
     /// The mode named `name`.
@@ -88,6 +92,7 @@ impl Mode {
             "resume" => Mode::Resume,
             "drop" => Mode::Drop,
             "modern" => Mode::Modern,
+            "modern-broken" => Mode::ModernBroken,
             _ => return None,
         })
     }
@@ -184,8 +189,21 @@ pub async fn handle(request: Request<Incoming>, state: &State) -> Response<Body>
     };
     let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     let rpc_method = message["method"].as_str().unwrap_or("-").to_owned();
-    if state.mode == Mode::Modern {
-        let first = state.sessions.fetch_add(1, Ordering::SeqCst) == 0;
+    if state.mode == Mode::ModernBroken {
+        let breaks = rpc_method == "tools/call"
+            || (rpc_method == "tools/list" && !state.listed.swap(true, Ordering::SeqCst));
+        if breaks {
+            eprintln!("POST {rpc_method} id={} (stream broken)", message["id"]);
+            return reply(
+                StatusCode::OK,
+                "text/event-stream",
+                full(": going away\n\n"),
+            );
+        }
+    }
+    if matches!(state.mode, Mode::Modern | Mode::ModernBroken) {
+        let first =
+            state.mode == Mode::Modern && state.sessions.fetch_add(1, Ordering::SeqCst) == 0;
         let (status, answer) = crate::modern::answer(&message, &headers, first);
         return match answer {
             Some(answer) => reply(status, "application/json", full(answer.to_string())),
