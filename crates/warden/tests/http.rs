@@ -206,7 +206,7 @@ fn an_oversized_event_is_refused_at_the_cap() {
 #[test]
 fn a_stalled_stream_ends_at_the_call_timeout() {
     let started = Instant::now();
-    let (output, _) = against("stall", "[servers.h.timeout]\ncall = \"2s\"");
+    let (output, requests) = against("stall", "[servers.h.timeout]\ncall = \"2s\"");
     assert_exit(&output, 3);
     assert!(
         started.elapsed() < Duration::from_secs(20),
@@ -215,8 +215,13 @@ fn a_stalled_stream_ends_at_the_call_timeout() {
     );
     let err = stderr(&output);
     assert!(
-        err.contains("timed out") || err.contains("no answer within 2s"),
+        err.contains("no answer within 2s (the request was cancelled)"),
         "{err}"
+    );
+    // Legacy era: the server is told with notifications/cancelled.
+    assert!(
+        requests.contains(&"POST notifications/cancelled session=s1".to_owned()),
+        "{requests:?}"
     );
 }
 

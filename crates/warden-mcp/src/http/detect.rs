@@ -18,6 +18,8 @@ use super::exchange::Endpoint;
 use super::session::{ClientProfile, Session};
 use crate::connection::{Era, ServerInfo};
 
+/// How much longer than the call timeout a reply may stay silent.
+const IDLE_MARGIN: Duration = Duration::from_secs(1);
 /// Error codes only a 2026-07-28 server sends.
 const MODERN_ERRORS: [i64; 3] = [-32022, -32021, -32020];
 
@@ -61,7 +63,9 @@ impl Remote {
             era: spec.era,
             max_bytes: spec.max_message_bytes,
             connect_timeout: spec.timeouts.connect,
-            idle_timeout: spec.timeouts.call,
+            // A little longer than a call may take, so the call's own timeout fires first
+            // and the request is cancelled as its era says.
+            idle_timeout: spec.timeouts.call + IDLE_MARGIN,
         })
     }
 
