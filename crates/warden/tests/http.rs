@@ -681,3 +681,30 @@ fn a_broken_modern_stream_reissues_reads_under_a_new_id_and_reports_calls() {
     drop(server);
     scratch.assert_no_leftovers();
 }
+
+#[test]
+fn a_modern_call_that_times_out_is_cancelled_by_closing_its_stream() {
+    let scratch = Scratch::new();
+    let server = HttpServer::hostile(&scratch, "modern-stall");
+    let config = config(
+        &scratch,
+        "h",
+        &server.url,
+        "era = \"modern\"\n[servers.h.timeout]\ncall = \"1s\"",
+    );
+    let output = call_echo(&scratch, &config);
+    assert_exit(&output, 3);
+    assert!(
+        stderr(&output).contains("no answer within 1s (the request was cancelled)"),
+        "{}",
+        describe(&output)
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !server.log_text().contains("stream closed by the client") {
+        assert!(Instant::now() < deadline, "{:?}", server.requests());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!server.log_text().contains("notifications/cancelled"));
+    drop(server);
+    scratch.assert_no_leftovers();
+}

@@ -55,11 +55,15 @@ pub enum Mode {
     /// `modern` without the -32022, whose response streams break: the first `tools/list`
     /// and every `tools/call` get an event stream that ends without an answer.
     ModernBroken,
+    /// `modern` without the -32022, whose `tools/call` stream stalls after its headers; it
+    /// logs `stream closed by the client` when the client closes it (the 2026-07-28
+    /// cancellation).
+    ModernStall,
 }
 
 impl Mode {
     /// Every mode's name.
-    pub const NAMES: [&str; 14] = [
+    pub const NAMES: [&str; 15] = [
         "good",
         "redirect",
         "content-type",
@@ -74,6 +78,7 @@ impl Mode {
         "drop",
         "modern",
         "modern-broken",
+        "modern-stall",
     ];
 
     /// The mode named `name`.
@@ -93,6 +98,7 @@ impl Mode {
             "drop" => Mode::Drop,
             "modern" => Mode::Modern,
             "modern-broken" => Mode::ModernBroken,
+            "modern-stall" => Mode::ModernStall,
             _ => return None,
         })
     }
@@ -125,6 +131,15 @@ impl State {
 }
 
 type Body = BoxBody<Bytes, Infallible>;
+
+/// Logs when a stalled response body is dropped: the client closed the stream.
+struct ClosedGuard;
+
+impl Drop for ClosedGuard {
+    fn drop(&mut self) {
+        eprintln!("stream closed by the client");
+    }
+}
 
 fn full(bytes: impl Into<Bytes>) -> Body {
     Full::new(bytes.into()).boxed()
@@ -201,7 +216,22 @@ pub async fn handle(request: Request<Incoming>, state: &State) -> Response<Body>
             );
         }
     }
-    if matches!(state.mode, Mode::Modern | Mode::ModernBroken) {
+    if state.mode == Mode::ModernStall && rpc_method == "tools/call" {
+        eprintln!("POST tools/call (stalling)");
+        let stalled = futures::stream::unfold(ClosedGuard, |guard| async move {
+            futures::future::pending::<()>().await;
+            Some((Ok::<_, Infallible>(Frame::data(Bytes::new())), guard))
+        });
+        return reply(
+            StatusCode::OK,
+            "text/event-stream",
+            BodyExt::boxed(StreamBody::new(stalled)),
+        );
+    }
+    if matches!(
+        state.mode,
+        Mode::Modern | Mode::ModernBroken | Mode::ModernStall
+    ) {
         let first =
             state.mode == Mode::Modern && state.sessions.fetch_add(1, Ordering::SeqCst) == 0;
         let (status, answer) = crate::modern::answer(&message, &headers, first);
