@@ -34,6 +34,8 @@ const MAX_INPUT_ROUNDS: usize = 8;
 const FAREWELL_LIMIT: Duration = Duration::from_secs(2);
 /// Time allowed to open the legacy session's own event stream.
 const LISTEN_OPEN_LIMIT: Duration = Duration::from_secs(2);
+/// Pages of `tools/list` fetched again after a header mismatch.
+const MAX_RELIST_PAGES: usize = 64;
 /// Longest session id accepted.
 const MAX_SESSION_ID: usize = 1024;
 
@@ -167,13 +169,39 @@ impl Session {
         current: Option<&Mutex<Option<Value>>>,
     ) -> Result<Value, HttpError> {
         let result = match self.era {
-            Era::Modern => self.modern(method, params, current).await?,
+            Era::Modern => match self.modern(method, params.clone(), current).await {
+                // A header mismatch on a call may mean the tool's x-mcp-header marking is
+                // not known (a new session) or changed: fetch the list again, retry once.
+                Err(HttpError::Rpc { code: -32020, .. }) if method == "tools/call" => {
+                    tracing::info!(server = %self.endpoint.server, "header mismatch on tools/call; listing tools again and retrying once");
+                    self.relist().await?;
+                    self.modern(method, params, current).await?
+                }
+                other => other?,
+            },
             Era::Legacy => self.legacy(method, params, current).await?,
         };
         if method == "tools/list" {
             self.learn_param_headers(&result);
         }
         Ok(result)
+    }
+
+    /// Lists every tool again (at most [`MAX_RELIST_PAGES`] pages), to learn their
+    /// `x-mcp-header` annotations.
+    async fn relist(&self) -> Result<(), HttpError> {
+        let mut params = Map::new();
+        for _page in 0..MAX_RELIST_PAGES {
+            let result = self.modern("tools/list", params.clone(), None).await?;
+            self.learn_param_headers(&result);
+            match result.get("nextCursor").and_then(Value::as_str) {
+                Some(cursor) if !cursor.is_empty() => {
+                    params.insert("cursor".into(), json!(cursor));
+                }
+                _ => break,
+            }
+        }
+        Ok(())
     }
 
     /// Records each listed tool's `x-mcp-header` annotations (modern era).
