@@ -708,3 +708,106 @@ fn a_modern_call_that_times_out_is_cancelled_by_closing_its_stream() {
     drop(server);
     scratch.assert_no_leftovers();
 }
+
+/// Runs `openssl` with `args` in `dir`, failing the test if it fails.
+fn openssl(dir: &std::path::Path, args: &[&str]) {
+    let status = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .expect("the openssl command line tool is needed for the TLS test");
+    assert!(status.success(), "openssl {args:?} failed");
+}
+
+#[test]
+fn a_certificate_for_another_name_is_an_error_that_says_so() {
+    let scratch = Scratch::new();
+    let dir = scratch.path();
+    // A CA the test trusts (SSL_CERT_FILE), and a certificate it signed for another name.
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.pem",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=Warden Test CA",
+        ],
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "leaf.key",
+            "-out",
+            "leaf.csr",
+            "-subj",
+            "/CN=wrong.example",
+        ],
+    );
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=DNS:wrong.example\nbasicConstraints=CA:FALSE\n",
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "leaf.pem",
+            "-days",
+            "2",
+            "-extfile",
+            "ext.cnf",
+        ],
+    );
+    let port = free_port();
+    let mut command = Command::new("openssl");
+    command
+        .args([
+            "s_server", "-cert", "leaf.pem", "-key", "leaf.key", "-www", "-accept",
+        ])
+        .arg(format!("127.0.0.1:{port}"))
+        .current_dir(dir);
+    let server = HttpServer::peer(&scratch, command, port, "/mcp");
+    let url = format!("https://localhost:{port}/mcp");
+    let config = config(
+        &scratch,
+        "tls",
+        &url,
+        "[servers.tls.reconnect]\nconnect_attempts = 1",
+    );
+    let mut warden = scratch.warden(&["--config", config.to_str().unwrap(), "tools"]);
+    warden.env("SSL_CERT_FILE", dir.join("ca.pem"));
+    let output = support::run_with_limit(warden, LIMIT);
+    assert!(
+        stdout(&output).contains("the server's certificate does not match its host name"),
+        "{}",
+        describe(&output)
+    );
+    drop(server);
+    scratch.assert_no_leftovers();
+}
