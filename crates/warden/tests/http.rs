@@ -342,6 +342,13 @@ fn header_values_are_sent_and_never_shown() {
         !stderr(&output).contains("s3cr3t-value"),
         "the secret reached the log"
     );
+    assert!(
+        server
+            .log_text()
+            .contains("authorization: Bearer s3cr3t-value"),
+        "the header did not reach the server: {:?}",
+        server.requests()
+    );
     let shown = scratch.run(&["--config", config.to_str().unwrap(), "config"], LIMIT);
     assert!(
         !stdout(&shown).contains("s3cr3t-value"),

@@ -182,6 +182,12 @@ pub async fn handle(request: Request<Incoming>, state: &State) -> Response<Body>
     let count = state.requests.fetch_add(1, Ordering::SeqCst) + 1;
     let session = header(&request, "mcp-session-id").to_owned();
     let headers = request.headers().clone();
+    if let Some(value) = headers.get(http::header::AUTHORIZATION) {
+        eprintln!(
+            "authorization: {}",
+            String::from_utf8_lossy(value.as_bytes())
+        );
+    }
     let method = request.method().clone();
     if method == Method::DELETE {
         eprintln!("DELETE session={session}");
