@@ -214,3 +214,60 @@ pub async fn open(
     remember(&origin, Some(Era::Legacy));
     Ok((legacy, info))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rpc(status: u16, code: i64) -> HttpError {
+        HttpError::Rpc {
+            status,
+            code,
+            message: String::new(),
+            data: None,
+        }
+    }
+
+    #[test]
+    fn legacy_answers_to_the_probe_fall_back_and_the_rest_end_the_attempt() {
+        // A legacy server's answers to server/discover: fall back to initialize.
+        for error in [
+            rpc(400, -32000),
+            rpc(404, -32601),
+            HttpError::Status {
+                status: 404,
+                excerpt: String::new(),
+            },
+            HttpError::Status {
+                status: 405,
+                excerpt: String::new(),
+            },
+            HttpError::Malformed("no id".into()),
+        ] {
+            assert!(!is_final(&error), "{error}");
+        }
+        // A modern server refusing us, or anything that is not an answer at all: no fallback.
+        for error in [
+            rpc(400, -32022),
+            rpc(400, -32020),
+            rpc(503, -32603),
+            HttpError::Status {
+                status: 502,
+                excerpt: String::new(),
+            },
+            HttpError::NeedsAuthorization {
+                status: 401,
+                challenge: None,
+            },
+            HttpError::Redirect {
+                status: 307,
+                location: String::new(),
+            },
+            HttpError::ContentType {
+                content_type: "text/html".into(),
+            },
+        ] {
+            assert!(is_final(&error), "{error}");
+        }
+    }
+}

@@ -446,3 +446,44 @@ fn header_text(headers: &HeaderMap, name: &HeaderName) -> String {
         .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
         .unwrap_or_default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_answer_must_be_for_the_request_sent() {
+        let id = json!(7);
+        assert!(check_response(&json!({"jsonrpc": "2.0", "id": 7, "result": {}}), &id).is_ok());
+        // A JSON body answers its POST's one request; an error may carry id null.
+        assert!(
+            check_response(
+                &json!({"jsonrpc": "2.0", "id": null, "error": {"code": 1}}),
+                &id
+            )
+            .is_ok()
+        );
+        assert!(check_response(&json!({"jsonrpc": "2.0", "id": 8, "result": {}}), &id).is_err());
+        assert!(check_response(&json!({"jsonrpc": "2.0", "id": 7}), &id).is_err());
+        assert!(check_response(&json!([1, 2]), &id).is_err());
+    }
+
+    #[test]
+    fn media_types_ignore_parameters_and_case() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("Text/Event-Stream; charset=utf-8"),
+        );
+        assert_eq!(media_type(&headers), "text/event-stream");
+        assert_eq!(media_type(&HeaderMap::new()), "");
+    }
+
+    #[test]
+    fn quoted_bodies_cannot_forge_lines() {
+        let quoted = super::super::error::excerpt(b"bad\r\nINFO forged line\x1b[31m");
+        assert!(!quoted.contains('\n') && !quoted.contains('\r') && !quoted.contains('\x1b'));
+        assert!(super::super::error::excerpt(&[b'a'; 500]).chars().count() <= 201);
+    }
+}
