@@ -142,7 +142,7 @@ pub enum ConfigError {
 
     /// A server asks for a transport Warden does not implement.
     #[error(
-        "{}: server `{server}`: transport `{transport}` is not supported yet; use a local `command` or a Streamable HTTP `url` (type `http`)",
+        "{}: server `{server}`: transport `{transport}` (the HTTP+SSE transport of 2024-11-05, deprecated since 2026-07-28) is not supported yet; use a local `command` or a Streamable HTTP `url` (type `http`)",
         place(.path, .at)
     )]
     UnsupportedTransport {

@@ -100,7 +100,53 @@ pub enum TransportSpec {
         url: String,
         /// Headers sent with every request (values may be secrets: never log them).
         headers: BTreeMap<String, String>,
+        /// How Warden talks to it: plain-HTTP permission, reconnect policy.
+        settings: HttpSettings,
     },
+}
+
+/// Settings of one remote (Streamable HTTP) server beyond its URL and headers.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct HttpSettings {
+    /// `allow_http = true`: permits `http://` to a host that is not loopback. Without it such
+    /// a URL is refused, since headers (tokens) would cross the network in clear text.
+    pub allow_http: bool,
+    /// When and how often Warden tries again after a failure.
+    pub reconnect: ReconnectSpec,
+}
+
+/// The reconnect policy of one remote server (`[servers.NAME.reconnect]`).
+///
+/// Only transient failures are retried: a 5xx status, a refused connection, a timeout. A
+/// 401, 403 or 404 is final at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ReconnectSpec {
+    /// Attempts on first connect (1 = no retry).
+    pub connect_attempts: u32,
+    /// Reconnects of a server that dropped, before it is marked failed.
+    pub attempts: u32,
+    /// The first back-off; each next one doubles, with full jitter.
+    #[serde(with = "duration_ms")]
+    pub initial_delay: Duration,
+    /// The longest back-off.
+    #[serde(with = "duration_ms")]
+    pub max_delay: Duration,
+}
+
+/// Attempts on first connect by default.
+pub const DEFAULT_CONNECT_ATTEMPTS: u32 = 3;
+/// Reconnects of a dropped server by default.
+pub const DEFAULT_RECONNECT_ATTEMPTS: u32 = 5;
+
+impl Default for ReconnectSpec {
+    fn default() -> Self {
+        Self {
+            connect_attempts: DEFAULT_CONNECT_ATTEMPTS,
+            attempts: DEFAULT_RECONNECT_ATTEMPTS,
+            initial_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(30),
+        }
+    }
 }
 
 /// Timeouts for one server.

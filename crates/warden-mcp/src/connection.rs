@@ -41,6 +41,8 @@ pub struct ServerInfo {
     pub instructions: Option<String>,
     /// The executable that was started (stdio servers).
     pub program: Option<PathBuf>,
+    /// Attempts the connection took (remote servers retry transient failures; 1 otherwise).
+    pub connect_attempts: u32,
 }
 
 /// One tool as the server defined it. All fields are untrusted text from the server.
@@ -121,5 +123,10 @@ pub async fn connect(
     launcher: &dyn Launcher,
     options: &ConnectOptions,
 ) -> Result<Box<dyn Connection>, ConnectFailure> {
-    crate::rmcp_client::connect(spec, launcher, options).await
+    match spec.transport {
+        warden_config::TransportSpec::Http { .. } => crate::http::connect(spec, options).await,
+        warden_config::TransportSpec::Stdio { .. } => {
+            crate::rmcp_client::connect(spec, launcher, options).await
+        }
+    }
 }

@@ -119,6 +119,26 @@ pub enum ConnectError {
     /// The server is of a kind this version of Warden does not connect to yet.
     #[error("{0}")]
     Unsupported(String),
+    /// A remote server answered 401 or 403: it is up, but wants (other) credentials.
+    #[error("{reason}")]
+    NeedsAuthorization {
+        /// The status and challenge, in words.
+        reason: String,
+    },
+    /// A remote server could not be reached (transient failures on every attempt).
+    #[error("down after {attempts} attempt(s): {reason}")]
+    Down {
+        /// Attempts made.
+        attempts: u32,
+        /// The last failure.
+        reason: String,
+    },
+    /// A remote server refused the exchange for a reason retrying cannot fix.
+    #[error("{reason}")]
+    Remote {
+        /// What was wrong.
+        reason: String,
+    },
 }
 
 /// A connection attempt that failed, with the last lines the server wrote to stderr.

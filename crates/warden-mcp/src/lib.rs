@@ -8,6 +8,7 @@
 //! - [`stdio`]: a transport over the child's pipes with a size cap on every message and a
 //!   bound on protocol faults (non-JSON lines on stdout).
 //! - [`stderr_log`]: the child's stderr, drained into a bounded ring and a per-server file.
+//! - [`http`]: the Streamable HTTP client for remote servers, both eras, Warden's own.
 //! - [`connection`]: Warden's own [`Connection`] trait, and its implementation over `rmcp`,
 //!   which is pinned to one exact version and never leaks out of this crate.
 //!
@@ -19,6 +20,7 @@ pub mod confined;
 pub mod connection;
 pub mod error;
 pub mod fingerprint;
+pub mod http;
 pub mod launcher;
 mod lines;
 mod probe;

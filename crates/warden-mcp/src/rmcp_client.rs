@@ -323,6 +323,7 @@ fn server_info(peer: &Peer<RoleClient>, program: std::path::PathBuf) -> ServerIn
             .as_ref()
             .and_then(|info| info.instructions.clone()),
         program: Some(program),
+        connect_attempts: 1,
     }
 }
 

@@ -73,7 +73,7 @@ pub fn approved_definition(spec: &ServerSpec) -> Value {
             "type": "stdio", "command": command, "args": args, "env_sha256": hashed(env),
             "cwd": cwd,
         }),
-        TransportSpec::Http { url, headers } => json!({
+        TransportSpec::Http { url, headers, .. } => json!({
             "type": "http", "url": url, "headers_sha256": hashed(headers),
         }),
     };

@@ -57,6 +57,18 @@ pub enum Command {
     /// The probe itself, run by `warden probe` inside a server's confinement.
     #[command(name = "__probe-report", hide = true)]
     ProbeReport(ProbeReportArgs),
+    /// A client for the official MCP conformance suite (scripts/conformance).
+    #[command(name = "conformance-client", hide = true)]
+    ConformanceClient(ConformanceArgs),
+}
+
+/// `warden conformance-client URL`: the scenario comes from `MCP_CONFORMANCE_SCENARIO`,
+/// its data from `MCP_CONFORMANCE_CONTEXT`, the wire revision from
+/// `MCP_CONFORMANCE_PROTOCOL_VERSION`.
+#[derive(Debug, Args)]
+pub struct ConformanceArgs {
+    /// The server URL, given last by the suite.
+    pub url: String,
 }
 
 /// `warden tools`

@@ -64,6 +64,7 @@ async fn run(cli: Cli) -> Result<exit::Code, Failure> {
         Command::Audit(args) => commands::audit::run(&args),
         Command::Run(args) => commands::run::run(&cli.global, args).await,
         Command::Chat(args) => commands::chat::run(&cli.global, args).await,
+        Command::ConformanceClient(args) => commands::conformance::run(&args).await,
         Command::ProbeReport(args) => Ok(match probe_report::run(&args.input) {
             code if code == ExitCode::SUCCESS => exit::Code::Ok,
             _ => exit::Code::Unavailable,

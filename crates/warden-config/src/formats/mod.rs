@@ -22,8 +22,8 @@ use crate::expand::{ExpandError, Expander};
 use crate::name::validate_server_name;
 use crate::policy::FilePolicy;
 use crate::spec::{
-    DEFAULT_MAX_MESSAGE_BYTES, EraPreference, Format, NetworkSpec, Origin, SandboxSpec, ServerSpec,
-    Timeouts, TransportSpec,
+    DEFAULT_MAX_MESSAGE_BYTES, EraPreference, Format, HttpSettings, NetworkSpec, Origin,
+    SandboxSpec, ServerSpec, Timeouts, TransportSpec,
 };
 
 /// What one file says: its servers and, for Warden's own format, its `[policy]`, `[model]`
@@ -139,6 +139,8 @@ pub(crate) struct Draft {
     pub cwd: Option<String>,
     pub url: Option<String>,
     pub headers: Option<BTreeMap<String, String>>,
+    /// Remote-server settings (Warden TOML only); `None` is the default.
+    pub http_settings: Option<HttpSettings>,
     pub timeouts: Option<Timeouts>,
     pub era: Option<EraPreference>,
     pub max_message_bytes: Option<usize>,
@@ -362,6 +364,12 @@ impl Draft {
         let Some(command) = &self.command else {
             return Err(cx.invalid(self, "type \"stdio\" needs a `command`"));
         };
+        if self.http_settings.is_some() {
+            return Err(cx.invalid(
+                self,
+                "`allow_http` and `reconnect` only apply to remote (`url`) servers",
+            ));
+        }
         if self.headers.as_ref().is_some_and(|h| !h.is_empty()) {
             return Err(cx.invalid(self, "`headers` only applies to remote (`url`) servers"));
         }
@@ -451,6 +459,10 @@ impl Draft {
                 ));
             }
         }
-        Ok(TransportSpec::Http { url, headers })
+        Ok(TransportSpec::Http {
+            url,
+            headers,
+            settings: self.http_settings.clone().unwrap_or_default(),
+        })
     }
 }

@@ -3,7 +3,7 @@
 //! `[policy]` table and the `[model]` and `[agent]` tables.
 
 use std::collections::BTreeMap;
-use std::num::NonZeroUsize;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -18,7 +18,9 @@ use crate::error::{ConfigError, LineCol};
 use crate::expand::Expander;
 use crate::name::validate_server_name;
 use crate::policy::FilePolicy;
-use crate::spec::{EraPreference, NetworkSpec, Origin, Scope, ServerSpec, Timeouts};
+use crate::spec::{
+    EraPreference, HttpSettings, NetworkSpec, Origin, ReconnectSpec, Scope, ServerSpec, Timeouts,
+};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a Warden configuration table")]
@@ -55,6 +57,10 @@ struct WardenServer {
     cwd: Option<String>,
     url: Option<String>,
     headers: Option<BTreeMap<String, String>>,
+    /// `"http"` (the default for a `url`) or `"sse"` (the deprecated HTTP+SSE transport).
+    transport: Option<String>,
+    allow_http: Option<bool>,
+    reconnect: Option<WardenReconnect>,
     era: Option<EraPreference>,
     max_message_bytes: Option<NonZeroUsize>,
     timeout: Option<WardenTimeouts>,
@@ -76,6 +82,33 @@ struct WardenSandbox {
     network: Option<NetworkSpec>,
     #[serde(default)]
     env: Vec<String>,
+}
+
+/// `[servers.NAME.reconnect]`.
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table with `connect_attempts`, `attempts`, `initial_delay` and/or `max_delay`"
+)]
+struct WardenReconnect {
+    connect_attempts: Option<NonZeroU32>,
+    attempts: Option<u32>,
+    initial_delay: Option<TimeoutValue>,
+    max_delay: Option<TimeoutValue>,
+}
+
+impl WardenReconnect {
+    fn resolve(self) -> ReconnectSpec {
+        let defaults = ReconnectSpec::default();
+        ReconnectSpec {
+            connect_attempts: self
+                .connect_attempts
+                .map_or(defaults.connect_attempts, NonZeroU32::get),
+            attempts: self.attempts.unwrap_or(defaults.attempts),
+            initial_delay: self.initial_delay.map_or(defaults.initial_delay, |v| v.0),
+            max_delay: self.max_delay.map_or(defaults.max_delay, |v| v.0),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -132,9 +165,18 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
                     })
                 }
             };
+            let http_settings = match (server.allow_http, server.reconnect) {
+                (None, None) => None,
+                (allow_http, reconnect) => Some(HttpSettings {
+                    allow_http: allow_http.unwrap_or(false),
+                    reconnect: reconnect.map(WardenReconnect::resolve).unwrap_or_default(),
+                }),
+            };
             Draft {
                 name: name.into_inner(),
                 at,
+                kind: server.transport,
+                http_settings,
                 command: server.command,
                 args: server.args,
                 env: server.env,

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::{Fixture, map, strings};
 use crate::{
-    ConfigError, EraPreference, Format, LineCol, NetworkSpec, Origin, SandboxSpec, Scope,
-    ServerSpec, Timeouts, TransportSpec, load_file,
+    ConfigError, EraPreference, Format, HttpSettings, LineCol, NetworkSpec, Origin, SandboxSpec,
+    Scope, ServerSpec, Timeouts, TransportSpec, load_file,
 };
 
 fn load_one(fx: &Fixture, name: &str, text: &str) -> Result<Vec<ServerSpec>, ConfigError> {
@@ -56,6 +56,7 @@ headers = { Authorization = "Bearer ${API_TOKEN}" }
                 transport: TransportSpec::Http {
                     url: "https://example.com/eu/mcp".into(),
                     headers: map(&[("Authorization", "Bearer tok123")]),
+                    settings: HttpSettings::default(),
                 },
                 timeouts: Timeouts::default(),
                 era: EraPreference::Auto,
@@ -504,6 +505,7 @@ fn claude_code_file() {
                 &TransportSpec::Http {
                     url: "https://api.example.com/eu/mcp".into(),
                     headers: map(&[("X-Key", "tok123")]),
+                    settings: HttpSettings::default(),
                 },
                 &origin
             ),
@@ -565,6 +567,7 @@ fn claude_desktop_file_is_literal_and_tolerant() {
         TransportSpec::Http {
             url: "https://x.example/mcp".into(),
             headers: map(&[]),
+            settings: HttpSettings::default(),
         }
     );
 }
@@ -580,7 +583,7 @@ fn sse_is_refused_naming_the_server() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{}:1:17: server `old`: transport `sse` is not supported yet; use a local `command` or a Streamable HTTP `url` (type `http`)",
+            "{}:1:17: server `old`: transport `sse` (the HTTP+SSE transport of 2024-11-05, deprecated since 2026-07-28) is not supported yet; use a local `command` or a Streamable HTTP `url` (type `http`)",
             path.display()
         )
     );
@@ -688,6 +691,7 @@ fn vscode_jsonc_variables_and_env_file() {
         TransportSpec::Http {
             url: "https://x.example/mcp".into(),
             headers: map(&[("A", "b")]),
+            settings: HttpSettings::default(),
         }
     );
 }
@@ -759,4 +763,64 @@ fn explicit_format_detection_by_content() {
     let path = fx.write(&fx.root.join("what.json"), "{\"x\": 1}");
     let err = load_file(&path, &fx.env).unwrap_err();
     assert!(matches!(err, ConfigError::UnknownFormat { .. }), "{err}");
+}
+
+#[test]
+fn warden_toml_remote_settings() {
+    let fx = Fixture::new();
+    let text = r#"
+[servers.remote]
+url = "http://10.0.0.5:8080/mcp"
+allow_http = true
+era = "modern"
+[servers.remote.reconnect]
+connect_attempts = 1
+attempts = 2
+initial_delay = "250ms"
+max_delay = "4s"
+
+[servers.plain]
+url = "https://x.example/mcp"
+"#;
+    let servers = load_one(&fx, "warden.toml", text).unwrap();
+    let TransportSpec::Http { settings, .. } = &servers[1].transport else {
+        panic!("not http: {:?}", servers[1]);
+    };
+    assert!(settings.allow_http);
+    assert_eq!(servers[1].era, EraPreference::Modern);
+    assert_eq!(
+        settings.reconnect,
+        crate::ReconnectSpec {
+            connect_attempts: 1,
+            attempts: 2,
+            initial_delay: Duration::from_millis(250),
+            max_delay: Duration::from_secs(4),
+        }
+    );
+    let TransportSpec::Http { settings, .. } = &servers[0].transport else {
+        panic!("not http");
+    };
+    assert_eq!(settings, &HttpSettings::default());
+    assert_eq!(settings.reconnect.connect_attempts, 3);
+    assert_eq!(settings.reconnect.attempts, 5);
+}
+
+#[test]
+fn warden_toml_remote_settings_are_refused_on_local_servers_and_sse_is_named() {
+    let fx = Fixture::new();
+    let (_, err) = load_err(
+        &fx,
+        "warden.toml",
+        "[servers.local]\ncommand = \"/bin/true\"\nallow_http = true\n",
+    );
+    assert!(err.to_string().contains("only apply to remote"), "{err}");
+    let (_, err) = load_err(
+        &fx,
+        "warden.toml",
+        "[servers.old]\nurl = \"https://x.example/sse\"\ntransport = \"sse\"\n",
+    );
+    assert!(
+        matches!(err, ConfigError::UnsupportedTransport { .. }),
+        "{err}"
+    );
 }

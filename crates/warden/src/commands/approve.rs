@@ -281,7 +281,7 @@ fn definition_lines(spec: &ServerSpec) -> Vec<String> {
                 );
             }
         }
-        TransportSpec::Http { url, headers } => {
+        TransportSpec::Http { url, headers, .. } => {
             out.push(format!("  url:       {url}"));
             let keys: Vec<&str> = headers.keys().map(String::as_str).collect();
             out.push(format!(

@@ -79,8 +79,15 @@ fn text(config: &ResolvedConfig) -> String {
                 }
                 line
             }
-            TransportSpec::Http { url, headers } => {
+            TransportSpec::Http {
+                url,
+                headers,
+                settings,
+            } => {
                 let mut line = format!("http   {url}");
+                if settings.allow_http {
+                    line.push_str("  (allow_http)");
+                }
                 if !headers.is_empty() {
                     let keys: Vec<&str> = headers.keys().map(String::as_str).collect();
                     line.push_str(&format!("  (headers: {})", keys.join(", ")));

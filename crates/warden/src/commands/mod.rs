@@ -5,6 +5,7 @@ pub mod audit;
 pub mod call;
 pub mod chat;
 pub mod config;
+pub mod conformance;
 pub mod pin;
 pub mod probe;
 pub mod run;

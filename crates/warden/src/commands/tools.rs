@@ -106,6 +106,7 @@ fn listing(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> Value {
             match &entry.status {
                 ServerStatus::Connected { info } => {
                     server["state"] = json!("connected");
+                    server["attempts"] = json!(info.connect_attempts);
                     server["era"] = json!(info.era);
                     server["protocol_version"] = json!(info.protocol_version);
                     server["server_info"] = json!({
@@ -157,7 +158,7 @@ fn listing(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> Value {
                     reason,
                     stderr_tail,
                 } => {
-                    server["state"] = json!("failed");
+                    server["state"] = json!(failure_state(reason));
                     server["reason"] = json!(reason);
                     server["stderr_tail"] = json!(stderr_tail);
                 }
@@ -166,6 +167,19 @@ fn listing(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> Value {
         })
         .collect();
     json!({ "servers": servers })
+}
+
+/// The state of a server that did not connect: `needs_authorization` (it answered 401 or
+/// 403: up, but wants credentials), `down` (unreachable after every attempt), or `failed`.
+/// Read from the reason's wording, which warden-mcp's `ConnectError` fixes.
+fn failure_state(reason: &str) -> &'static str {
+    if reason.starts_with("needs authorization") {
+        "needs_authorization"
+    } else if reason.starts_with("down after") {
+        "down"
+    } else {
+        "failed"
+    }
 }
 
 /// The decision for a call with no arguments in a clean context: what the tool gets by
@@ -273,6 +287,10 @@ fn text(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> String {
                 } else {
                     ""
                 };
+                let unconfined = match info.connect_attempts {
+                    0 | 1 => unconfined.to_owned(),
+                    n => format!("{unconfined}, after {n} attempts"),
+                };
                 out.push_str(&format!(
                     "{name}: connected, {} era ({}){implementation}, {} tool{}{hidden}{held}{unconfined}\n",
                     render::era(info.era),
@@ -342,7 +360,12 @@ fn text(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> String {
                 reason,
                 stderr_tail,
             } => {
-                out.push_str(&format!("{name}: FAILED: {reason}\n"));
+                let label = match failure_state(reason) {
+                    "needs_authorization" => "NEEDS AUTHORIZATION",
+                    "down" => "DOWN",
+                    _ => "FAILED",
+                };
+                out.push_str(&format!("{name}: {label}: {reason}\n"));
                 for line in stderr_tail {
                     out.push_str(&format!("  | {line}\n"));
                 }

@@ -1,0 +1,388 @@
+//! The [`Connection`] over a remote server, with the reconnect policy: up to
+//! `connect_attempts` tries on first connect, and up to `attempts` reconnects of a server
+//! that dropped, each after a jittered, doubling back-off; after that the server is marked
+//! failed with its reason. Only transient failures are retried; "needs authorization"
+//! (401/403) is reported as such and never retried.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::{Map, Value, json};
+use tokio::sync::RwLock;
+use warden_config::ServerSpec;
+
+use super::detect::{Remote, open};
+use super::error::HttpError;
+use super::headers::param_headers;
+use super::reconnect::backoff;
+use super::session::{ClientProfile, Session};
+use crate::connection::{
+    CallOutcome, ConnectOptions, Connection, DEFAULT_MAX_PAGES, DEFAULT_MAX_TOOLS, Era, ServerInfo,
+    ToolDef,
+};
+use crate::error::{CallError, ConnectError, ConnectFailure};
+use crate::launcher::StopReport;
+
+/// Where a remote connection stands.
+#[derive(Debug, Clone, Default)]
+struct Health {
+    /// Reconnects made since the last success.
+    reconnects: u32,
+    /// Set once the reconnect budget is spent: the reason calls fail at once.
+    failed: Option<String>,
+}
+
+struct HttpConnection {
+    name: String,
+    info: ServerInfo,
+    remote: Remote,
+    profile: ClientProfile,
+    session: RwLock<Arc<Session>>,
+    health: Mutex<Health>,
+    max_tools: usize,
+    max_pages: usize,
+}
+
+/// Connects to the remote server `spec` names, within its connect timeout, trying again
+/// on transient failures as its reconnect policy allows.
+pub async fn connect(
+    spec: &ServerSpec,
+    options: &ConnectOptions,
+) -> Result<Box<dyn Connection>, ConnectFailure> {
+    let failure = |error: ConnectError| ConnectFailure {
+        error,
+        stderr_tail: Vec::new(),
+    };
+    let Some(remote) = Remote::from_spec(spec) else {
+        return Err(failure(ConnectError::Unsupported(
+            "not a remote server".into(),
+        )));
+    };
+    let profile = ClientProfile::default();
+    let deadline = tokio::time::Instant::now() + spec.timeouts.connect;
+    let (session, info) =
+        match tokio::time::timeout_at(deadline, first_connect(&remote, &profile)).await {
+            Ok(Ok(opened)) => opened,
+            Ok(Err(error)) => return Err(failure(error)),
+            Err(_) => {
+                return Err(failure(ConnectError::Timeout {
+                    after: spec.timeouts.connect,
+                }));
+            }
+        };
+    tracing::info!(server = %spec.name, era = ?info.era, protocol = %info.protocol_version, "connected over HTTP");
+    Ok(Box::new(HttpConnection {
+        name: spec.name.clone(),
+        info,
+        remote,
+        profile,
+        session: RwLock::new(Arc::new(session)),
+        health: Mutex::new(Health::default()),
+        max_tools: options.max_tools.unwrap_or(DEFAULT_MAX_TOOLS),
+        max_pages: options.max_pages.unwrap_or(DEFAULT_MAX_PAGES),
+    }))
+}
+
+/// First connect: up to `connect_attempts` tries on transient errors.
+async fn first_connect(
+    remote: &Remote,
+    profile: &ClientProfile,
+) -> Result<(Session, ServerInfo), ConnectError> {
+    let attempts = remote.settings.reconnect.connect_attempts.max(1);
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match open(remote, profile).await {
+            Ok((session, mut info)) => {
+                info.connect_attempts = attempt;
+                return Ok((session, info));
+            }
+            Err(error) if error.is_transient() && attempt < attempts => {
+                let delay = backoff(&remote.settings.reconnect, attempt - 1);
+                tracing::info!(server = %remote.name, "attempt {attempt} of {attempts} failed: {error}; next in {delay:?}");
+                tokio::time::sleep(delay).await;
+            }
+            Err(error) => return Err(connect_error(error, attempt)),
+        }
+    }
+}
+
+fn connect_error(error: HttpError, attempts: u32) -> ConnectError {
+    if error.needs_authorization() {
+        ConnectError::NeedsAuthorization {
+            reason: error.to_string(),
+        }
+    } else if error.is_transient() {
+        ConnectError::Down {
+            attempts,
+            reason: error.to_string(),
+        }
+    } else {
+        ConnectError::Remote {
+            reason: error.to_string(),
+        }
+    }
+}
+
+fn call_error(error: HttpError) -> CallError {
+    match error {
+        HttpError::Rpc { code, message, .. } => CallError::Rejected {
+            code: i32::try_from(code).unwrap_or(i32::MIN),
+            message,
+        },
+        error @ (HttpError::Malformed(_) | HttpError::ContentType { .. } | HttpError::Era(_)) => {
+            CallError::Protocol {
+                reason: error.to_string(),
+            }
+        }
+        error => CallError::ServerGone {
+            reason: error.to_string(),
+            stderr_tail: Vec::new(),
+        },
+    }
+}
+
+/// A tool as Warden describes it; `None` (with a warning) when its `x-mcp-header`
+/// annotations break the rules, which makes it unusable over HTTP.
+fn tool_def(server: &str, tool: &Value, era: Era) -> Result<Option<ToolDef>, CallError> {
+    let Some(name) = tool.get("name").and_then(Value::as_str) else {
+        return Err(CallError::Protocol {
+            reason: "a listed tool has no name".into(),
+        });
+    };
+    let input_schema = tool.get("inputSchema").cloned().unwrap_or(Value::Null);
+    if era == Era::Modern
+        && let Err(reason) = param_headers(&input_schema)
+    {
+        tracing::warn!(server = %server, tool = %name, "tool left out: {reason}");
+        return Ok(None);
+    }
+    let text = |key: &str| tool.get(key).and_then(Value::as_str).map(str::to_owned);
+    Ok(Some(ToolDef {
+        name: name.to_owned(),
+        title: text("title"),
+        description: text("description"),
+        input_schema,
+        output_schema: tool.get("outputSchema").cloned(),
+        annotations: tool.get("annotations").cloned(),
+    }))
+}
+
+impl HttpConnection {
+    async fn current(&self) -> Arc<Session> {
+        self.session.read().await.clone()
+    }
+
+    /// Sends one request, reconnecting a dropped server when the policy allows. The request
+    /// is sent again after a reconnect only if it never reached the server (a refused
+    /// connection) or only reads.
+    async fn request(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        current: Option<&Mutex<Option<Value>>>,
+    ) -> Result<Value, CallError> {
+        if let Some(reason) = self.health().failed {
+            return Err(CallError::ServerGone {
+                reason,
+                stderr_tail: Vec::new(),
+            });
+        }
+        let session = self.current().await;
+        let error = match session.request(method, params.clone(), current).await {
+            Ok(result) => return Ok(result),
+            Err(error) if error.is_transient() => error,
+            Err(error) => return Err(call_error(error)),
+        };
+        // A refused connection or a 503 means the request was not processed: it may be
+        // sent again whatever it does.
+        let undelivered = matches!(&error, HttpError::Status { status: 503, .. })
+            || matches!(&error, HttpError::Net(net) if net.to_string().contains("refused"));
+        tracing::info!(server = %self.name, "{method} failed: {error}; reconnecting");
+        self.reconnect(&error).await?;
+        if undelivered || method != "tools/call" {
+            let session = self.current().await;
+            return session
+                .request(method, params, current)
+                .await
+                .map_err(call_error);
+        }
+        Err(CallError::ServerGone {
+            reason: format!(
+                "{error}; reconnected, but the call was not repeated (it may have run)"
+            ),
+            stderr_tail: Vec::new(),
+        })
+    }
+
+    fn health(&self) -> Health {
+        self.health
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn update_health(&self, change: impl FnOnce(&mut Health)) {
+        change(
+            &mut self
+                .health
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+    }
+
+    /// Reconnects within the budget of `attempts`, or marks the server failed.
+    async fn reconnect(&self, cause: &HttpError) -> Result<(), CallError> {
+        let policy = self.remote.settings.reconnect;
+        let mut last = cause.to_string();
+        while self.health().reconnects < policy.attempts {
+            let attempt = self.health().reconnects;
+            self.update_health(|health| health.reconnects += 1);
+            tokio::time::sleep(backoff(&policy, attempt)).await;
+            match open(&self.remote, &self.profile).await {
+                Ok((session, _info)) => {
+                    *self.session.write().await = Arc::new(session);
+                    self.update_health(|health| health.reconnects = 0);
+                    tracing::info!(server = %self.name, "reconnected after {} attempt(s)", attempt + 1);
+                    return Ok(());
+                }
+                Err(error) if error.is_transient() => last = error.to_string(),
+                Err(error) => {
+                    last = error.to_string();
+                    break;
+                }
+            }
+        }
+        let reason = format!(
+            "marked failed after {} reconnect attempt(s); last error: {last}",
+            self.health().reconnects
+        );
+        tracing::warn!(server = %self.name, "{reason}");
+        self.update_health(|health| health.failed = Some(reason.clone()));
+        Err(CallError::ServerGone {
+            reason,
+            stderr_tail: Vec::new(),
+        })
+    }
+
+    async fn list_all(&self) -> Result<Vec<ToolDef>, CallError> {
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _page in 0..self.max_pages {
+            let mut params = Map::new();
+            if let Some(cursor) = cursor.take() {
+                params.insert("cursor".into(), json!(cursor));
+            }
+            let page = self.request("tools/list", params, None).await?;
+            let era = self.current().await.era();
+            for tool in page
+                .get("tools")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if tools.len() == self.max_tools {
+                    return Err(CallError::TooMany {
+                        limit: self.max_tools,
+                        what: "tools",
+                    });
+                }
+                if let Some(def) = tool_def(&self.name, tool, era)? {
+                    tools.push(def);
+                }
+            }
+            match page.get("nextCursor").and_then(Value::as_str) {
+                Some(next) if !next.is_empty() => cursor = Some(next.to_owned()),
+                _ => return Ok(tools),
+            }
+        }
+        Err(CallError::TooMany {
+            limit: self.max_pages,
+            what: "pages of tools",
+        })
+    }
+}
+
+impl Connection for HttpConnection {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn info(&self) -> &ServerInfo {
+        &self.info
+    }
+
+    fn list_tools(&self, timeout: Duration) -> BoxFuture<'_, Result<Vec<ToolDef>, CallError>> {
+        Box::pin(async move {
+            match tokio::time::timeout(timeout, self.list_all()).await {
+                Ok(result) => result,
+                Err(_) => Err(CallError::Timeout { after: timeout }),
+            }
+        })
+    }
+
+    fn call_tool<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: Option<Map<String, Value>>,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<CallOutcome, CallError>> {
+        Box::pin(async move {
+            let mut params = Map::new();
+            params.insert("name".into(), json!(name));
+            if let Some(arguments) = arguments {
+                params.insert("arguments".into(), Value::Object(arguments));
+            }
+            let in_flight = Mutex::new(None);
+            let sent = self.request("tools/call", params, Some(&in_flight));
+            let result = match tokio::time::timeout(timeout, sent).await {
+                Ok(result) => result?,
+                Err(_) => {
+                    // Modern: dropping the request closed its stream, which is the
+                    // cancellation. Legacy: say so with notifications/cancelled.
+                    let id = in_flight
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .take();
+                    if let Some(id) = id {
+                        self.current().await.cancel(id).await;
+                    }
+                    return Err(CallError::Timeout { after: timeout });
+                }
+            };
+            if !result.is_object() {
+                return Err(CallError::Protocol {
+                    reason: "the answer to tools/call is not an object".into(),
+                });
+            }
+            Ok(CallOutcome {
+                content: result
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
+                structured: result.get("structuredContent").cloned(),
+                is_error: result
+                    .get("isError")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
+                raw: result,
+            })
+        })
+    }
+
+    fn stderr_tail(&self, _count: usize) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn close(self: Box<Self>) -> BoxFuture<'static, StopReport> {
+        Box::pin(async move {
+            self.current().await.close().await;
+            StopReport {
+                status: "disconnected (remote server)".into(),
+                signals: Vec::new(),
+            }
+        })
+    }
+}

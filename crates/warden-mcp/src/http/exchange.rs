@@ -1,0 +1,489 @@
+//! One HTTP exchange with a Streamable HTTP endpoint: POST a JSON-RPC message and read the
+//! answer, whether it comes as one JSON body or as an event stream; resume a broken legacy
+//! stream with `GET` + `Last-Event-ID`. Every read is size-capped and status codes and
+//! content types are checked before a byte of the body is trusted.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use serde_json::Value;
+use warden_net::reqwest::header::{
+    ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, LOCATION, WWW_AUTHENTICATE,
+};
+use warden_net::reqwest::{self, Method, StatusCode, Url};
+use warden_net::{NetError, read_capped, sse_events};
+
+use super::error::{HttpError, excerpt};
+
+/// Bytes of an error body read to quote it.
+const ERROR_BODY_CAP: usize = 4096;
+/// Resumptions of one broken event stream (legacy era).
+const MAX_RESUMES: u32 = 5;
+/// Longest `retry` delay honoured; a larger one is clamped.
+const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
+/// Delay before resuming when the server named none.
+const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(1000);
+/// Server requests answered within one exchange, at most.
+const MAX_SERVER_REQUESTS: usize = 64;
+
+/// Answers requests a server sends on a response stream (legacy era: `ping`,
+/// `elicitation/create`, `roots/list`, ...), and input requests (2026-07-28 era).
+pub trait ServerRequests: Send + Sync {
+    /// The result for `method` with `params`, or a JSON-RPC error (code, message).
+    fn answer(&self, method: &str, params: &Value) -> Result<Value, (i64, String)>;
+}
+
+/// Warden's default: answers `ping`, declines everything else.
+#[derive(Debug, Default)]
+pub struct DeclineRequests;
+
+impl ServerRequests for DeclineRequests {
+    fn answer(&self, method: &str, _params: &Value) -> Result<Value, (i64, String)> {
+        match method {
+            "ping" => Ok(serde_json::json!({})),
+            other => Err((-32601, format!("Warden does not handle {other}"))),
+        }
+    }
+}
+
+/// The endpoint and what every request to it carries.
+pub(crate) struct Endpoint {
+    pub http: reqwest::Client,
+    pub url: Url,
+    /// Configured headers (values may be secrets: never logged).
+    pub headers: HeaderMap,
+    /// Cap on one JSON body and on one event.
+    pub max_bytes: usize,
+    /// Server name, for logs.
+    pub server: String,
+}
+
+/// The answer to one POST.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    /// A JSON-RPC response (result or error) to the request sent.
+    Response(Value),
+    /// 202 / 204 or an empty 200: a notification or response was accepted.
+    Accepted,
+}
+
+/// Legacy-era context for answering server requests and resuming streams.
+pub(crate) struct StreamContext<'a> {
+    /// Headers of the session (`Mcp-Session-Id`, `MCP-Protocol-Version`) for follow-ups.
+    pub session_headers: &'a [(HeaderName, HeaderValue)],
+    /// May a broken stream be resumed with `GET` + `Last-Event-ID`?
+    pub resumable: bool,
+    /// Who answers server requests.
+    pub requests: &'a dyn ServerRequests,
+}
+
+impl Endpoint {
+    fn request(
+        &self,
+        method: Method,
+        extra: &[(HeaderName, HeaderValue)],
+    ) -> reqwest::RequestBuilder {
+        let mut builder = self
+            .http
+            .request(method, self.url.clone())
+            .headers(self.headers.clone());
+        for (name, value) in extra {
+            builder = builder.header(name, value);
+        }
+        builder
+    }
+
+    /// POSTs `message` (a request when `expect` names its id, else a notification or a
+    /// response) and returns the matching answer.
+    pub async fn post(
+        &self,
+        message: &Value,
+        extra: &[(HeaderName, HeaderValue)],
+        expect: Option<&Value>,
+        context: &StreamContext<'_>,
+    ) -> Result<(Reply, HeaderMap), HttpError> {
+        let body = serde_json::to_vec(message).map_err(|error| {
+            HttpError::Malformed(format!("could not encode the request: {error}"))
+        })?;
+        let response = self
+            .request(Method::POST, extra)
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .map_err(NetError::from_reqwest)?;
+        let headers = response.headers().clone();
+        let response = check_status(response).await?;
+        let reply = self.read_reply(response, expect, context).await?;
+        Ok((reply, headers))
+    }
+
+    /// Sends a request with no body (`DELETE` of a session), bounded by `limit`.
+    pub async fn send_bodyless(
+        &self,
+        method: Method,
+        extra: &[(HeaderName, HeaderValue)],
+        limit: Duration,
+    ) -> Result<StatusCode, HttpError> {
+        let send = self.request(method, extra).send();
+        match tokio::time::timeout(limit, send).await {
+            Ok(Ok(response)) => Ok(response.status()),
+            Ok(Err(error)) => Err(NetError::from_reqwest(error).into()),
+            Err(_) => Err(NetError::Idle {
+                secs: limit.as_secs(),
+            }
+            .into()),
+        }
+    }
+
+    async fn read_reply(
+        &self,
+        response: reqwest::Response,
+        expect: Option<&Value>,
+        context: &StreamContext<'_>,
+    ) -> Result<Reply, HttpError> {
+        let status = response.status();
+        if status == StatusCode::ACCEPTED || status == StatusCode::NO_CONTENT {
+            return match expect {
+                None => Ok(Reply::Accepted),
+                Some(_) => Err(HttpError::Malformed(format!(
+                    "HTTP {} with no answer to a request",
+                    status.as_u16()
+                ))),
+            };
+        }
+        let content_type = media_type(response.headers());
+        match content_type.as_str() {
+            "application/json" => {
+                let body = read_capped(response, self.max_bytes).await?;
+                let Some(expect) = expect else {
+                    // A notification needs no answer; some servers send one anyway.
+                    return Ok(Reply::Accepted);
+                };
+                let message: Value = serde_json::from_slice(&body).map_err(|error| {
+                    HttpError::Malformed(format!("the body is not JSON: {error}"))
+                })?;
+                check_response(&message, expect)?;
+                Ok(Reply::Response(message))
+            }
+            "text/event-stream" => match expect {
+                Some(expect) => self
+                    .read_stream(response, expect, context)
+                    .await
+                    .map(Reply::Response),
+                None => Ok(Reply::Accepted),
+            },
+            "" if expect.is_none() => Ok(Reply::Accepted),
+            _ => Err(HttpError::ContentType {
+                content_type: header_text(response.headers(), &CONTENT_TYPE),
+            }),
+        }
+    }
+
+    /// Reads events until the response with id `expect`; answers server requests on the
+    /// way; resumes a broken stream when the context allows and the server gave event ids.
+    async fn read_stream(
+        &self,
+        response: reqwest::Response,
+        expect: &Value,
+        context: &StreamContext<'_>,
+    ) -> Result<Value, HttpError> {
+        let mut last_id: Option<String> = None;
+        let mut retry: Option<Duration> = None;
+        let mut answered = 0usize;
+        let mut resumes = 0u32;
+        let mut response = response;
+        loop {
+            let mut events = Box::pin(sse_events(response, self.max_bytes));
+            let mut ended = String::new();
+            while let Some(event) = events.next().await {
+                let event = match event {
+                    Ok(event) => event,
+                    Err(error @ (NetError::EventTooLarge { .. } | NetError::NotUtf8)) => {
+                        return Err(error.into());
+                    }
+                    Err(error) => {
+                        ended = error.to_string();
+                        break;
+                    }
+                };
+                if let Some(id) = event.id {
+                    last_id = Some(id);
+                }
+                if let Some(millis) = event.retry {
+                    retry = Some(Duration::from_millis(millis).min(MAX_RETRY_DELAY));
+                }
+                if event.data.trim().is_empty() {
+                    continue; // a priming event, or a keep-alive
+                }
+                let message: Value = serde_json::from_str(&event.data).map_err(|error| {
+                    HttpError::Malformed(format!("an event is not JSON: {error}"))
+                })?;
+                if message.get("method").is_some() {
+                    if message.get("id").is_some() {
+                        answered += 1;
+                        if answered > MAX_SERVER_REQUESTS {
+                            return Err(HttpError::Malformed(format!(
+                                "more than {MAX_SERVER_REQUESTS} server requests in one exchange"
+                            )));
+                        }
+                        self.answer(&message, context).await;
+                    } else {
+                        tracing::debug!(server = %self.server, method = %message["method"], "notification on the response stream");
+                    }
+                    continue;
+                }
+                if message.get("id") == Some(expect) {
+                    check_response(&message, expect)?;
+                    return Ok(message);
+                }
+                tracing::debug!(server = %self.server, "ignored a response to another request on the stream");
+            }
+            let Some(event_id) = last_id
+                .clone()
+                .filter(|_| context.resumable && resumes < MAX_RESUMES)
+            else {
+                return Err(HttpError::StreamEnded { detail: ended });
+            };
+            resumes += 1;
+            let delay = retry.unwrap_or(DEFAULT_RETRY_DELAY);
+            tracing::debug!(server = %self.server, ?delay, "resuming the response stream after event {event_id:?}");
+            tokio::time::sleep(delay).await;
+            let mut extra = context.session_headers.to_vec();
+            if let Ok(value) = HeaderValue::from_str(&event_id) {
+                extra.push((HeaderName::from_static("last-event-id"), value));
+            }
+            let resumed = self
+                .request(Method::GET, &extra)
+                .header(ACCEPT, "text/event-stream")
+                .send()
+                .await
+                .map_err(NetError::from_reqwest)?;
+            let resumed = check_status(resumed).await?;
+            if media_type(resumed.headers()) != "text/event-stream" {
+                return Err(HttpError::ContentType {
+                    content_type: header_text(resumed.headers(), &CONTENT_TYPE),
+                });
+            }
+            response = resumed;
+        }
+    }
+
+    /// Opens the session's own event stream (legacy era: `GET` with the session headers),
+    /// on which a server may send requests (elicitation, roots, ping). `None` when the
+    /// server has none (405) or does not answer within `limit`.
+    pub async fn open_listen(
+        &self,
+        session_headers: &[(HeaderName, HeaderValue)],
+        limit: Duration,
+    ) -> Option<reqwest::Response> {
+        let send = self
+            .request(Method::GET, session_headers)
+            .header(ACCEPT, "text/event-stream")
+            .send();
+        match tokio::time::timeout(limit, send).await {
+            Ok(Ok(response))
+                if response.status().is_success()
+                    && media_type(response.headers()) == "text/event-stream" =>
+            {
+                Some(response)
+            }
+            Ok(Ok(response)) => {
+                tracing::debug!(server = %self.server, status = %response.status(), "no server event stream");
+                None
+            }
+            Ok(Err(error)) => {
+                tracing::debug!(server = %self.server, "no server event stream: {}", NetError::from_reqwest(error));
+                None
+            }
+            Err(_) => None,
+        }
+    }
+
+    /// Answers the requests a server sends on the stream `open_listen` opened, until it
+    /// ends. The caller aborts the task when the session closes.
+    pub async fn listen(
+        &self,
+        response: reqwest::Response,
+        session_headers: Vec<(HeaderName, HeaderValue)>,
+        requests: &dyn ServerRequests,
+    ) {
+        let context = StreamContext {
+            session_headers: &session_headers,
+            resumable: false,
+            requests,
+        };
+        let mut events = Box::pin(sse_events(response, self.max_bytes));
+        while let Some(Ok(event)) = events.next().await {
+            let Ok(message) = serde_json::from_str::<Value>(&event.data) else {
+                continue;
+            };
+            if message.get("method").is_some() && message.get("id").is_some() {
+                self.answer(&message, &context).await;
+            }
+        }
+    }
+
+    /// Answers one server request by POSTing the response (legacy era).
+    async fn answer(&self, request: &Value, context: &StreamContext<'_>) {
+        let method = request["method"].as_str().unwrap_or_default();
+        let params = request.get("params").cloned().unwrap_or(Value::Null);
+        let id = request["id"].clone();
+        let reply = match context.requests.answer(method, &params) {
+            Ok(result) => serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err((code, message)) => serde_json::json!({
+                "jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}
+            }),
+        };
+        let plain = StreamContext {
+            session_headers: context.session_headers,
+            resumable: false,
+            requests: context.requests,
+        };
+        let sent = Box::pin(self.post(&reply, context.session_headers, None, &plain)).await;
+        if let Err(error) = sent {
+            tracing::info!(server = %self.server, "could not answer the server's {method}: {error}");
+        }
+    }
+}
+
+/// Refuses redirects, authorization failures and other unexpected statuses; JSON-RPC
+/// errors sent with a 4xx status become [`HttpError::Rpc`].
+async fn check_status(response: reqwest::Response) -> Result<reqwest::Response, HttpError> {
+    let status = response.status();
+    if status.is_success() {
+        return Ok(response);
+    }
+    let code = status.as_u16();
+    if status.is_redirection() {
+        return Err(HttpError::Redirect {
+            status: code,
+            location: excerpt(header_text(response.headers(), &LOCATION).as_bytes()),
+        });
+    }
+    if code == 401 || code == 403 {
+        let challenge = response
+            .headers()
+            .get(WWW_AUTHENTICATE)
+            .map(|value| excerpt(value.as_bytes()));
+        return Err(HttpError::NeedsAuthorization {
+            status: code,
+            challenge,
+        });
+    }
+    let json = media_type(response.headers()) == "application/json";
+    let body = read_capped(response, ERROR_BODY_CAP)
+        .await
+        .unwrap_or_default();
+    if json
+        && let Ok(message) = serde_json::from_slice::<Value>(&body)
+        && let Some(error) = message.get("error")
+    {
+        return Err(rpc_error(code, error));
+    }
+    Err(HttpError::Status {
+        status: code,
+        excerpt: excerpt(&body),
+    })
+}
+
+/// Checks a JSON-RPC response against the request it answers. An error reply becomes
+/// [`HttpError::Rpc`] only later, at the session, which knows the status and retries.
+fn check_response(message: &Value, expect: &Value) -> Result<(), HttpError> {
+    if !message.is_object() {
+        return Err(HttpError::Malformed(
+            "the answer is not a JSON object".into(),
+        ));
+    }
+    match message.get("id") {
+        // A JSON body answers the one request of its POST; an error may carry id null.
+        None | Some(Value::Null) => {}
+        Some(id) if id == expect => {}
+        Some(id) => {
+            return Err(HttpError::Malformed(format!(
+                "the answer is for request {id}, not for request {expect}"
+            )));
+        }
+    }
+    if message.get("result").is_none() && message.get("error").is_none() {
+        return Err(HttpError::Malformed(
+            "the answer has neither result nor error".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// A JSON-RPC `error` object as an [`HttpError::Rpc`].
+pub(crate) fn rpc_error(status: u16, error: &Value) -> HttpError {
+    HttpError::Rpc {
+        status,
+        code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
+        message: excerpt(
+            error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or("(no message)")
+                .as_bytes(),
+        ),
+        data: error.get("data").cloned(),
+    }
+}
+
+/// The media type of `Content-Type`, lower case, without parameters.
+fn media_type(headers: &HeaderMap) -> String {
+    header_text(headers, &CONTENT_TYPE)
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+}
+
+fn header_text(headers: &HeaderMap, name: &HeaderName) -> String {
+    headers
+        .get(name)
+        .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_answer_must_be_for_the_request_sent() {
+        let id = json!(7);
+        assert!(check_response(&json!({"jsonrpc": "2.0", "id": 7, "result": {}}), &id).is_ok());
+        // A JSON body answers its POST's one request; an error may carry id null.
+        assert!(
+            check_response(
+                &json!({"jsonrpc": "2.0", "id": null, "error": {"code": 1}}),
+                &id
+            )
+            .is_ok()
+        );
+        assert!(check_response(&json!({"jsonrpc": "2.0", "id": 8, "result": {}}), &id).is_err());
+        assert!(check_response(&json!({"jsonrpc": "2.0", "id": 7}), &id).is_err());
+        assert!(check_response(&json!([1, 2]), &id).is_err());
+    }
+
+    #[test]
+    fn media_types_ignore_parameters_and_case() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("Text/Event-Stream; charset=utf-8"),
+        );
+        assert_eq!(media_type(&headers), "text/event-stream");
+        assert_eq!(media_type(&HeaderMap::new()), "");
+    }
+
+    #[test]
+    fn quoted_bodies_cannot_forge_lines() {
+        let quoted = super::super::error::excerpt(b"bad\r\nINFO forged line\x1b[31m");
+        assert!(!quoted.contains('\n') && !quoted.contains('\r') && !quoted.contains('\x1b'));
+        assert!(super::super::error::excerpt(&[b'a'; 500]).chars().count() <= 201);
+    }
+}

@@ -1,0 +1,28 @@
+//! Warden's Streamable HTTP client, for remote servers of both protocol eras.
+//!
+//! Written here rather than taken from rmcp (see docs/decisions/0013) so that every rule a
+//! careful client keeps is in one place Warden controls:
+//! - [`exchange`]: one POST and its answer, JSON or an event stream; redirects, odd
+//!   statuses and content types refused; bodies and single events size-capped; legacy
+//!   streams resumed with `Last-Event-ID`, honouring `retry`;
+//! - [`headers`]: the 2026-07-28 headers mirroring the body, and the `x-mcp-header` rules;
+//! - [`session`]: the conversation in one era (`initialize` + session, or stateless `_meta`);
+//! - [`detect`]: which era a server speaks, cached per origin, or pinned by configuration;
+//! - [`reconnect`]: back-off for retries of transient failures;
+//! - [`connection`]: the [`crate::Connection`] over all of it, with the reconnect policy.
+//!
+//! The server is never started by Warden: a URL is somebody else's process.
+
+mod connection;
+mod detect;
+mod error;
+mod exchange;
+pub mod headers;
+pub mod reconnect;
+mod session;
+
+pub use connection::connect;
+pub use detect::{Remote, open};
+pub use error::HttpError;
+pub use exchange::{DeclineRequests, ServerRequests};
+pub use session::{ClientProfile, LEGACY_VERSIONS, MODERN_VERSION, Session};

@@ -1,0 +1,200 @@
+//! The 2025-11-25 era: `initialize`, then `Mcp-Session-Id` and `MCP-Protocol-Version` on
+//! every request; a 404 re-initialises once; the session's own event stream is listened
+//! on; `notifications/cancelled` on timeout; `DELETE` on close.
+
+use std::sync::Mutex;
+
+use serde_json::{Map, Value, json};
+use warden_net::reqwest::Method;
+use warden_net::reqwest::header::{HeaderName, HeaderValue};
+
+use super::{
+    FAREWELL_LIMIT, LEGACY_VERSIONS, LISTEN_OPEN_LIMIT, MAX_SESSION_ID, Session, header, lock,
+    result_of,
+};
+use crate::connection::Era;
+use crate::http::error::HttpError;
+use crate::http::exchange::StreamContext;
+
+impl Session {
+    pub(super) fn session_headers(&self) -> Vec<(HeaderName, HeaderValue)> {
+        let state = lock(&self.state);
+        let mut headers = Vec::new();
+        if let Some(id) = &state.id {
+            headers.extend(header("mcp-session-id", id));
+        }
+        headers.extend(header("mcp-protocol-version", &state.version));
+        headers
+    }
+
+    pub(super) async fn legacy(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        current: Option<&Mutex<Option<Value>>>,
+    ) -> Result<Value, HttpError> {
+        let mut reinitialise = true;
+        loop {
+            let headers = self.session_headers();
+            let had_session = lock(&self.state).id.is_some();
+            let id = self.next_id();
+            if let Some(current) = current {
+                *lock(current) = Some(id.clone());
+            }
+            let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
+            if !params.is_empty() {
+                message["params"] = Value::Object(params.clone());
+            }
+            let context = StreamContext {
+                session_headers: &headers,
+                resumable: true,
+                requests: self.profile.requests.as_ref(),
+            };
+            let outcome = self
+                .endpoint
+                .post(&message, &headers, Some(&id), &context)
+                .await
+                .and_then(|(reply, _)| result_of(reply, 200));
+            match outcome {
+                Err(HttpError::Status { status: 404, .. } | HttpError::Rpc { status: 404, .. })
+                    if had_session && reinitialise =>
+                {
+                    reinitialise = false;
+                    tracing::info!(server = %self.endpoint.server, "the session expired (HTTP 404); initialising again");
+                    lock(&self.state).id = None;
+                    self.initialize().await?;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// The `initialize` handshake and `notifications/initialized` (legacy era).
+    pub(super) async fn initialize(&self) -> Result<Value, HttpError> {
+        let id = self.next_id();
+        let message = json!({
+            "jsonrpc": "2.0", "id": id, "method": "initialize",
+            "params": {
+                "protocolVersion": self.profile.legacy_version,
+                "capabilities": self.profile.capabilities,
+                "clientInfo": {"name": self.profile.name, "version": self.profile.version},
+            },
+        });
+        let context = StreamContext {
+            session_headers: &[],
+            resumable: false,
+            requests: self.profile.requests.as_ref(),
+        };
+        let (reply, headers) = self
+            .endpoint
+            .post(&message, &[], Some(&id), &context)
+            .await?;
+        let result = result_of(reply, 200)?;
+        let version = result
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if !LEGACY_VERSIONS.contains(&version.as_str()) {
+            return Err(HttpError::Era(format!(
+                "the server answered initialize with protocol version {version:?}, which Warden \
+                 does not speak (it speaks {})",
+                LEGACY_VERSIONS.join(", ")
+            )));
+        }
+        let session = match headers.get("mcp-session-id") {
+            None => None,
+            Some(value) => {
+                let bytes = value.as_bytes();
+                if bytes.is_empty()
+                    || bytes.len() > MAX_SESSION_ID
+                    || !bytes.iter().all(|b| (0x21..=0x7e).contains(b))
+                {
+                    return Err(HttpError::Malformed(
+                        "the Mcp-Session-Id header is not 1 to 1024 visible ASCII characters"
+                            .into(),
+                    ));
+                }
+                Some(String::from_utf8_lossy(bytes).into_owned())
+            }
+        };
+        {
+            let mut state = lock(&self.state);
+            state.id = session;
+            state.version = version;
+        }
+        let headers = self.session_headers();
+        let notification = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let context = StreamContext {
+            session_headers: &headers,
+            resumable: false,
+            requests: self.profile.requests.as_ref(),
+        };
+        self.endpoint
+            .post(&notification, &headers, None, &context)
+            .await?;
+        self.listen(headers).await;
+        Ok(result)
+    }
+
+    /// Starts (or restarts, after a new `initialize`) the task that answers requests the
+    /// server sends on the session's own event stream.
+    /// The stream is open before this returns, so a request the server sends while
+    /// answering the next call is not lost.
+    pub(super) async fn listen(&self, headers: Vec<(HeaderName, HeaderValue)>) {
+        let Some(response) = self.endpoint.open_listen(&headers, LISTEN_OPEN_LIMIT).await else {
+            return;
+        };
+        let endpoint = self.endpoint.clone();
+        let requests = self.profile.requests.clone();
+        let task = tokio::spawn(async move {
+            endpoint.listen(response, headers, requests.as_ref()).await;
+        });
+        if let Some(old) = lock(&self.listener).replace(task) {
+            old.abort();
+        }
+    }
+
+    /// Tells a legacy server to stop working on request `id` (the caller gave up). In the
+    /// modern era closing the response stream is the cancellation, so nothing is sent.
+    pub async fn cancel(&self, id: Value) {
+        if self.era != Era::Legacy {
+            return;
+        }
+        let headers = self.session_headers();
+        let notification = json!({
+            "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": id, "reason": "the caller stopped waiting"},
+        });
+        let context = StreamContext {
+            session_headers: &headers,
+            resumable: false,
+            requests: self.profile.requests.as_ref(),
+        };
+        let send = self.endpoint.post(&notification, &headers, None, &context);
+        let _ = tokio::time::timeout(FAREWELL_LIMIT, send).await;
+    }
+
+    /// Ends a legacy session with `DELETE` (a 405 means the server does not support it).
+    pub async fn close(&self) {
+        if let Some(task) = lock(&self.listener).take() {
+            task.abort();
+        }
+        if self.era != Era::Legacy || lock(&self.state).id.is_none() {
+            return;
+        }
+        let headers = self.session_headers();
+        match self
+            .endpoint
+            .send_bodyless(Method::DELETE, &headers, FAREWELL_LIMIT)
+            .await
+        {
+            Ok(status) => {
+                tracing::debug!(server = %self.endpoint.server, %status, "session deleted")
+            }
+            Err(error) => {
+                tracing::debug!(server = %self.endpoint.server, "DELETE of the session failed: {error}")
+            }
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! A conversation with one remote server in the era it speaks.
+//!
+//! - **2026-07-28** (modern): no session; every request carries `_meta` (protocol version,
+//!   client info and capabilities) and the headers mirroring it ([`super::headers`]). An
+//!   `UnsupportedProtocolVersion` (-32022) answer is retried once with a version the server
+//!   names; a broken stream re-issues the request under a new id only for reads; an
+//!   `input_required` result is answered and retried within a bound.
+//! - **2025-11-25** (legacy): `initialize`, then `Mcp-Session-Id` and
+//!   `MCP-Protocol-Version` on every request; a 404 means the session expired, and the
+//!   client initialises again once; broken streams resume with `Last-Event-ID`; the
+//!   session is deleted on close.
+//!
+//! Each era lives in its own submodule (`modern`, `legacy`); this one holds what they share.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use warden_net::reqwest::header::{HeaderName, HeaderValue};
+
+use super::error::HttpError;
+use super::exchange::{Endpoint, Reply, ServerRequests, rpc_error};
+use super::headers::ParamHeader;
+use crate::connection::{Era, ServerInfo};
+
+mod legacy;
+mod modern;
+
+/// The one modern revision Warden speaks.
+pub const MODERN_VERSION: &str = "2026-07-28";
+/// Handshake revisions Warden accepts, newest first.
+pub const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// Rounds of `input_required` answered for one request.
+const MAX_INPUT_ROUNDS: usize = 8;
+/// Time allowed for the `DELETE` of a session, and for a cancellation notice.
+const FAREWELL_LIMIT: Duration = Duration::from_secs(2);
+/// Time allowed to open the legacy session's own event stream.
+const LISTEN_OPEN_LIMIT: Duration = Duration::from_secs(2);
+/// Pages of `tools/list` fetched again after a header mismatch.
+const MAX_RELIST_PAGES: usize = 64;
+/// Longest session id accepted.
+const MAX_SESSION_ID: usize = 1024;
+
+/// Methods safe to send again after a broken stream: they only read.
+fn is_safe(method: &str) -> bool {
+    matches!(
+        method,
+        "server/discover"
+            | "tools/list"
+            | "prompts/list"
+            | "prompts/get"
+            | "resources/list"
+            | "resources/read"
+            | "resources/templates/list"
+            | "completion/complete"
+    )
+}
+
+/// What the client says about itself, and who answers the server's questions.
+#[derive(Clone)]
+pub struct ClientProfile {
+    /// `clientInfo.name`.
+    pub name: String,
+    /// `clientInfo.version`.
+    pub version: String,
+    /// The capabilities declared (`{}` for Warden: no sampling, roots or elicitation yet).
+    pub capabilities: Value,
+    /// Answers server requests (legacy) and input requests (modern).
+    pub requests: Arc<dyn ServerRequests>,
+    /// The handshake revision offered in `initialize`.
+    pub legacy_version: String,
+}
+
+impl Default for ClientProfile {
+    fn default() -> Self {
+        Self {
+            name: "warden".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            capabilities: json!({}),
+            requests: Arc::new(super::exchange::DeclineRequests),
+            legacy_version: LEGACY_VERSIONS[0].into(),
+        }
+    }
+}
+
+#[derive(Default)]
+struct SessionState {
+    /// `Mcp-Session-Id` (legacy), if the server issued one.
+    id: Option<String>,
+    /// The negotiated revision.
+    version: String,
+}
+
+/// One server's conversation; safe to share between concurrent requests.
+pub struct Session {
+    endpoint: Arc<Endpoint>,
+    /// The task listening on the legacy session's event stream, if one runs.
+    listener: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    era: Era,
+    profile: ClientProfile,
+    state: Mutex<SessionState>,
+    next_id: AtomicU64,
+    /// `x-mcp-header` annotations per tool, from the last `tools/list` (modern).
+    param_headers: Mutex<HashMap<String, Vec<ParamHeader>>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn header(name: &'static str, value: &str) -> Option<(HeaderName, HeaderValue)> {
+    HeaderValue::from_str(value)
+        .ok()
+        .map(|value| (HeaderName::from_static(name), value))
+}
+
+impl Session {
+    pub(crate) fn new(endpoint: Endpoint, era: Era, profile: ClientProfile) -> Session {
+        let version = match era {
+            Era::Modern => MODERN_VERSION.to_owned(),
+            Era::Legacy => profile.legacy_version.clone(),
+        };
+        Session {
+            endpoint: Arc::new(endpoint),
+            listener: Mutex::new(None),
+            era,
+            profile,
+            state: Mutex::new(SessionState { id: None, version }),
+            next_id: AtomicU64::new(1),
+            param_headers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The era this session speaks.
+    pub fn era(&self) -> Era {
+        self.era
+    }
+
+    /// The negotiated protocol revision.
+    pub fn protocol_version(&self) -> String {
+        lock(&self.state).version.clone()
+    }
+
+    fn next_id(&self) -> Value {
+        json!(self.next_id.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// Opens the conversation: `server/discover` (modern) or `initialize` (legacy). Returns
+    /// what the server said about itself.
+    pub async fn open(&self) -> Result<ServerInfo, HttpError> {
+        match self.era {
+            Era::Modern => {
+                let result = self.request("server/discover", Map::new(), None).await?;
+                Ok(self.modern_info(&result))
+            }
+            Era::Legacy => {
+                let result = self.initialize().await?;
+                Ok(self.legacy_info(&result))
+            }
+        }
+    }
+
+    /// Sends one request and returns its result. `current` is updated with the id in
+    /// flight, so a caller that gives up can name it in a cancellation.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        current: Option<&Mutex<Option<Value>>>,
+    ) -> Result<Value, HttpError> {
+        let result = match self.era {
+            Era::Modern => match self.modern(method, params.clone(), current).await {
+                // A header mismatch on a call may mean the tool's x-mcp-header marking is
+                // not known (a new session) or changed: fetch the list again, retry once.
+                Err(HttpError::Rpc { code: -32020, .. }) if method == "tools/call" => {
+                    tracing::info!(server = %self.endpoint.server, "header mismatch on tools/call; listing tools again and retrying once");
+                    self.relist().await?;
+                    self.modern(method, params, current).await?
+                }
+                other => other?,
+            },
+            Era::Legacy => self.legacy(method, params, current).await?,
+        };
+        if method == "tools/list" {
+            self.learn_param_headers(&result);
+        }
+        Ok(result)
+    }
+
+    fn modern_info(&self, result: &Value) -> ServerInfo {
+        let implementation = result
+            .get("_meta")
+            .and_then(|meta| meta.get("io.modelcontextprotocol/serverInfo"))
+            .or_else(|| result.get("serverInfo"));
+        info(self.era, self.protocol_version(), result, implementation)
+    }
+
+    fn legacy_info(&self, result: &Value) -> ServerInfo {
+        info(
+            self.era,
+            self.protocol_version(),
+            result,
+            result.get("serverInfo"),
+        )
+    }
+}
+
+fn info(
+    era: Era,
+    protocol_version: String,
+    result: &Value,
+    implementation: Option<&Value>,
+) -> ServerInfo {
+    let text = |value: Option<&Value>, key: &str| {
+        value
+            .and_then(|v| v.get(key))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    ServerInfo {
+        era,
+        protocol_version,
+        name: text(implementation, "name"),
+        version: text(implementation, "version"),
+        title: text(implementation, "title"),
+        capabilities: result.get("capabilities").cloned().unwrap_or(Value::Null),
+        instructions: text(Some(result), "instructions"),
+        program: None,
+        connect_attempts: 1,
+    }
+}
+
+/// The result of a reply, or its JSON-RPC error as [`HttpError::Rpc`].
+fn result_of(reply: Reply, status: u16) -> Result<Value, HttpError> {
+    match reply {
+        Reply::Response(message) => {
+            if let Some(error) = message.get("error") {
+                return Err(rpc_error(status, error));
+            }
+            Ok(message.get("result").cloned().unwrap_or(Value::Null))
+        }
+        Reply::Accepted => Err(HttpError::Malformed("no answer to the request".into())),
+    }
+}

@@ -1,0 +1,206 @@
+//! The 2026-07-28 era: stateless requests, each with `_meta` and the headers mirroring
+//! it; `-32022` retried once with a version the server names; a broken stream re-issues a
+//! read under a new id; `input_required` answered within a bound.
+
+use std::sync::Mutex;
+
+use serde_json::{Map, Value, json};
+use warden_net::reqwest::header::{HeaderName, HeaderValue};
+
+use super::{
+    MAX_INPUT_ROUNDS, MAX_RELIST_PAGES, MODERN_VERSION, Session, header, is_safe, lock, result_of,
+};
+use crate::http::error::HttpError;
+use crate::http::exchange::StreamContext;
+use crate::http::headers::{name_of, param_headers, param_values};
+
+impl Session {
+    /// Lists every tool again (at most [`MAX_RELIST_PAGES`] pages), to learn their
+    /// `x-mcp-header` annotations.
+    pub(super) async fn relist(&self) -> Result<(), HttpError> {
+        let mut params = Map::new();
+        for _page in 0..MAX_RELIST_PAGES {
+            let result = self.modern("tools/list", params.clone(), None).await?;
+            self.learn_param_headers(&result);
+            match result.get("nextCursor").and_then(Value::as_str) {
+                Some(cursor) if !cursor.is_empty() => {
+                    params.insert("cursor".into(), json!(cursor));
+                }
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// Records each listed tool's `x-mcp-header` annotations (modern era).
+    pub(super) fn learn_param_headers(&self, result: &Value) {
+        let mut known = lock(&self.param_headers);
+        for tool in result
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let (Some(name), Some(schema)) = (
+                tool.get("name").and_then(Value::as_str),
+                tool.get("inputSchema"),
+            ) else {
+                continue;
+            };
+            if let Ok(headers) = param_headers(schema) {
+                known.insert(name.to_owned(), headers);
+            }
+        }
+    }
+
+    pub(super) async fn modern(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        current: Option<&Mutex<Option<Value>>>,
+    ) -> Result<Value, HttpError> {
+        let mut params = params;
+        for _round in 0..=MAX_INPUT_ROUNDS {
+            let result = self.modern_once(method, &params, current).await?;
+            if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
+                return Ok(result);
+            }
+            // MRTR: answer each input request, then send the request again (new id) with
+            // the answers and the server's state, unchanged.
+            let mut responses = Map::new();
+            let requests = result.get("inputRequests").and_then(Value::as_object);
+            for (key, request) in requests.into_iter().flatten() {
+                let kind = request
+                    .get("method")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let request_params = request.get("params").cloned().unwrap_or(Value::Null);
+                match self.profile.requests.answer(kind, &request_params) {
+                    Ok(answer) => {
+                        responses.insert(key.clone(), answer);
+                    }
+                    Err((_, message)) => {
+                        return Err(HttpError::Malformed(format!(
+                            "the server asked for input ({kind}) that Warden cannot give: {message}"
+                        )));
+                    }
+                }
+            }
+            params.insert("inputResponses".into(), Value::Object(responses));
+            match result.get("requestState") {
+                Some(state) => params.insert("requestState".into(), state.clone()),
+                None => params.remove("requestState"),
+            };
+        }
+        Err(HttpError::Malformed(format!(
+            "the server still asked for input after {MAX_INPUT_ROUNDS} rounds"
+        )))
+    }
+
+    pub(super) async fn modern_once(
+        &self,
+        method: &str,
+        params: &Map<String, Value>,
+        current: Option<&Mutex<Option<Value>>>,
+    ) -> Result<Value, HttpError> {
+        let mut version_retry = true;
+        let mut reissue = is_safe(method);
+        loop {
+            let version = self.protocol_version();
+            let id = self.next_id();
+            if let Some(current) = current {
+                *lock(current) = Some(id.clone());
+            }
+            let mut params = params.clone();
+            let mut meta = params
+                .remove("_meta")
+                .and_then(|meta| meta.as_object().cloned())
+                .unwrap_or_default();
+            meta.insert(
+                "io.modelcontextprotocol/protocolVersion".into(),
+                json!(version),
+            );
+            meta.insert(
+                "io.modelcontextprotocol/clientInfo".into(),
+                json!({"name": self.profile.name, "version": self.profile.version}),
+            );
+            meta.insert(
+                "io.modelcontextprotocol/clientCapabilities".into(),
+                self.profile.capabilities.clone(),
+            );
+            let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
+            headers.extend(header("mcp-protocol-version", &version));
+            headers.extend(header("mcp-method", method));
+            if let Some(name) = name_of(method, &params) {
+                headers.extend(header("mcp-name", &name));
+            }
+            if method == "tools/call"
+                && let Some(tool) = params.get("name").and_then(Value::as_str)
+            {
+                let known = lock(&self.param_headers)
+                    .get(tool)
+                    .cloned()
+                    .unwrap_or_default();
+                let arguments = params.get("arguments").and_then(Value::as_object);
+                for (name, value) in param_values(&known, arguments) {
+                    if let (Ok(name), Ok(value)) =
+                        (HeaderName::try_from(name), HeaderValue::from_str(&value))
+                    {
+                        headers.push((name, value));
+                    }
+                }
+            }
+            params.insert("_meta".into(), Value::Object(meta));
+            let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+            let context = StreamContext {
+                session_headers: &[],
+                resumable: false,
+                requests: self.profile.requests.as_ref(),
+            };
+            let outcome = self
+                .endpoint
+                .post(&message, &headers, Some(&id), &context)
+                .await
+                .and_then(|(reply, _)| result_of(reply, 200));
+            match outcome {
+                Ok(result) => return Ok(result),
+                Err(HttpError::Rpc {
+                    code: -32022,
+                    data,
+                    message,
+                    ..
+                }) if version_retry => {
+                    version_retry = false;
+                    let supported: Vec<String> = data
+                        .as_ref()
+                        .and_then(|data| data.get("supported"))
+                        .and_then(Value::as_array)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|v| v.as_str().map(str::to_owned))
+                        .collect();
+                    if !supported.iter().any(|v| v == MODERN_VERSION) {
+                        return Err(HttpError::Era(format!(
+                            "the server does not support protocol {version} ({message}); it \
+                             supports {}, and Warden speaks {MODERN_VERSION} in this era",
+                            if supported.is_empty() {
+                                "nothing it named".to_owned()
+                            } else {
+                                supported.join(", ")
+                            }
+                        )));
+                    }
+                    tracing::info!(server = %self.endpoint.server, "the server refused protocol {version}; retrying with {MODERN_VERSION}");
+                    lock(&self.state).version = MODERN_VERSION.to_owned();
+                }
+                Err(error @ (HttpError::StreamEnded { .. } | HttpError::Net(_)))
+                    if reissue && !matches!(&error, HttpError::Net(net) if !net.is_transient()) =>
+                {
+                    reissue = false;
+                    tracing::info!(server = %self.endpoint.server, "{method}: {error}; sending it again under a new id (it only reads)");
+                }
+                Err(error) => return Err(error),
+            }
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! `warden conformance-client URL`: Warden's HTTP client driven by the official MCP
+//! conformance suite (`@modelcontextprotocol/conformance`, see scripts/conformance).
+//!
+//! The suite starts a mock server, runs this command with the server URL last, and names
+//! the scenario in `MCP_CONFORMANCE_SCENARIO`, the wire revision in
+//! `MCP_CONFORMANCE_PROTOCOL_VERSION` (2026-07-28 means the stateless era, anything older
+//! the `initialize` handshake) and scenario data in `MCP_CONFORMANCE_CONTEXT`. The verdict
+//! comes from what the mock server observed; the exit code says whether the client got
+//! through (0) or gave up (1).
+//!
+//! Every scenario runs the same exercise, so nothing here is tailored to pass a check:
+//! list the tools and call each (or, when the context lists `toolCalls`, exactly those),
+//! then list and read resources and list and get prompts when the server offers them.
+//! Elicitation is accepted with the schema's defaults, the way a user who presses "OK"
+//! would answer.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use warden_config::{EraPreference, HttpSettings};
+use warden_mcp::http::{
+    ClientProfile, LEGACY_VERSIONS, MODERN_VERSION, Remote, ServerRequests, Session, open,
+};
+
+use crate::cli::ConformanceArgs;
+use crate::exit::{Code, Failure};
+
+/// The whole run's limit (the suite's own is 30 s).
+const LIMIT: Duration = Duration::from_secs(25);
+
+/// Accepts elicitation with the schema's defaults; answers roots with none.
+struct Conformant;
+
+impl ServerRequests for Conformant {
+    fn answer(&self, method: &str, params: &Value) -> Result<Value, (i64, String)> {
+        match method {
+            "ping" => Ok(json!({})),
+            "elicitation/create" => {
+                let mut content = Map::new();
+                let properties = params
+                    .get("requestedSchema")
+                    .and_then(|schema| schema.get("properties"))
+                    .and_then(Value::as_object);
+                for (name, property) in properties.into_iter().flatten() {
+                    if let Some(default) = property.get("default") {
+                        content.insert(name.clone(), default.clone());
+                    }
+                }
+                Ok(json!({"action": "accept", "content": content}))
+            }
+            "roots/list" => Ok(json!({"roots": []})),
+            other => Err((-32601, format!("not supported: {other}"))),
+        }
+    }
+}
+
+/// Runs the client against `args.url`.
+pub async fn run(args: &ConformanceArgs) -> Result<Code, Failure> {
+    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+    let version = std::env::var("MCP_CONFORMANCE_PROTOCOL_VERSION")
+        .unwrap_or_else(|_| LEGACY_VERSIONS[0].into());
+    let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or(Value::Null);
+    let era = if version.as_str() >= MODERN_VERSION {
+        EraPreference::Modern
+    } else {
+        EraPreference::Legacy
+    };
+    let remote = Remote {
+        name: "conformance".into(),
+        url: args.url.clone(),
+        headers: BTreeMap::new(),
+        settings: HttpSettings::default(),
+        era,
+        max_bytes: warden_config::DEFAULT_MAX_MESSAGE_BYTES,
+        connect_timeout: Duration::from_secs(10),
+        idle_timeout: Duration::from_secs(20),
+    };
+    let profile = ClientProfile {
+        capabilities: json!({"elicitation": {}}),
+        requests: std::sync::Arc::new(Conformant),
+        legacy_version: if era == EraPreference::Legacy {
+            version.clone()
+        } else {
+            LEGACY_VERSIONS[0].into()
+        },
+        ..ClientProfile::default()
+    };
+    eprintln!("conformance-client: scenario {scenario:?}, protocol {version}");
+    let exercise = async {
+        let (session, info) = open(&remote, &profile).await?;
+        eprintln!(
+            "connected: {} era, protocol {}",
+            if info.era == warden_mcp::Era::Modern {
+                "modern"
+            } else {
+                "legacy"
+            },
+            info.protocol_version
+        );
+        exercise(&session, &context, &info.capabilities).await;
+        session.close().await;
+        Ok::<(), warden_mcp::http::HttpError>(())
+    };
+    match tokio::time::timeout(LIMIT, exercise).await {
+        Ok(Ok(())) => Ok(Code::Ok),
+        Ok(Err(error)) => Err(Failure {
+            code: Code::Unavailable,
+            error: anyhow::anyhow!("{error}"),
+        }),
+        Err(_) => Err(Failure {
+            code: Code::Unavailable,
+            error: anyhow::anyhow!("the scenario did not finish within {LIMIT:?}"),
+        }),
+    }
+}
+
+async fn exercise(session: &Session, context: &Value, capabilities: &Value) {
+    let tools = request(session, "tools/list", Map::new()).await;
+    let listed: Vec<Value> = tools
+        .as_ref()
+        .and_then(|result| result.get("tools"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    // Tools whose x-mcp-header annotations break the rules are never called.
+    let usable: Vec<&Value> = listed
+        .iter()
+        .filter(|tool| {
+            session.era() == warden_mcp::Era::Legacy
+                || warden_mcp::http::headers::param_headers(
+                    tool.get("inputSchema").unwrap_or(&Value::Null),
+                )
+                .is_ok()
+        })
+        .collect();
+    let calls: Vec<(String, Value)> = match context.get("toolCalls").and_then(Value::as_array) {
+        Some(calls) => calls
+            .iter()
+            .filter_map(|call| {
+                let name = call.get("name")?.as_str()?.to_owned();
+                Some((name, call.get("arguments").cloned().unwrap_or(json!({}))))
+            })
+            .collect(),
+        None => usable
+            .iter()
+            .filter_map(|tool| {
+                let name = tool.get("name")?.as_str()?.to_owned();
+                Some((
+                    name,
+                    sample_arguments(tool.get("inputSchema").unwrap_or(&Value::Null)),
+                ))
+            })
+            .collect(),
+    };
+    for (name, arguments) in calls {
+        let mut params = Map::new();
+        params.insert("name".into(), json!(name));
+        params.insert("arguments".into(), arguments);
+        request(session, "tools/call", params).await;
+    }
+    if capabilities.get("resources").is_some()
+        && let Some(result) = request(session, "resources/list", Map::new()).await
+    {
+        for resource in result
+            .get("resources")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(uri) = resource.get("uri") {
+                let mut params = Map::new();
+                params.insert("uri".into(), uri.clone());
+                request(session, "resources/read", params).await;
+            }
+        }
+    }
+    if capabilities.get("prompts").is_some()
+        && let Some(result) = request(session, "prompts/list", Map::new()).await
+    {
+        for prompt in result
+            .get("prompts")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(name) = prompt.get("name") {
+                let mut params = Map::new();
+                params.insert("name".into(), name.clone());
+                let mut arguments = Map::new();
+                for argument in prompt
+                    .get("arguments")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    if let Some(arg) = argument.get("name").and_then(Value::as_str) {
+                        arguments.insert(arg.to_owned(), json!("test"));
+                    }
+                }
+                params.insert("arguments".into(), Value::Object(arguments));
+                request(session, "prompts/get", params).await;
+            }
+        }
+    }
+}
+
+/// Sends one request, reporting (not failing on) an error.
+async fn request(session: &Session, method: &str, params: Map<String, Value>) -> Option<Value> {
+    match session.request(method, params, None).await {
+        Ok(result) => {
+            eprintln!("{method}: ok");
+            Some(result)
+        }
+        Err(error) => {
+            eprintln!("{method}: {error}");
+            None
+        }
+    }
+}
+
+/// Arguments satisfying a tool's required properties, one plain value per type.
+fn sample_arguments(schema: &Value) -> Value {
+    let mut arguments = Map::new();
+    let required: Vec<&str> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let properties = schema.get("properties").and_then(Value::as_object);
+    for (name, property) in properties.into_iter().flatten() {
+        if !required.contains(&name.as_str()) {
+            continue;
+        }
+        let value = match property.get("type").and_then(Value::as_str) {
+            Some("integer") => json!(1),
+            Some("number") => json!(2),
+            Some("boolean") => json!(true),
+            Some("object") => json!({}),
+            Some("array") => json!([]),
+            _ => json!("test"),
+        };
+        arguments.insert(name.clone(), value);
+    }
+    Value::Object(arguments)
+}
