@@ -25,3 +25,17 @@ pub async fn read_line(max: u64) -> Option<String> {
         }
     }
 }
+
+/// The width in columns of the terminal on stderr; `None` when stderr is not a terminal.
+pub fn width() -> Option<usize> {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `winsize` to the pointer given, which lives across the
+    // call; on a descriptor that is not a terminal it fails and writes nothing.
+    let done = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) };
+    (done == 0 && size.ws_col > 0).then_some(usize::from(size.ws_col))
+}

@@ -89,7 +89,8 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
             }
             Some(Err(error)) => {
                 // The conversation is as it was before the prompt: the person may go on.
-                eprintln!("warden: {error}");
+                // The message may quote the provider's error body: escaped.
+                eprintln!("warden: {}", render::printable(&error.to_string()));
             }
             None => {
                 eprintln!("warden: interrupted; calls were cancelled");
@@ -248,7 +249,9 @@ impl Observer for Screen {
                     self.status.set(MODEL, "waiting for the model");
                 }
             }
-            Event::Notice { message, .. } => self.line(&format!("warden: {message}")),
+            Event::Notice { message, .. } => {
+                self.line(&format!("warden: {}", render::printable(message)));
+            }
             Event::Assistant { .. } => {
                 self.status.remove(MODEL);
                 self.end_line();
@@ -291,7 +294,7 @@ const MODEL: &str = "";
 const SPINNER_FRAME: Duration = Duration::from_millis(120);
 /// Latencies above an hour are recorded as an hour.
 const MAX_LATENCY_MS: u64 = 3_600_000;
-/// The longest status line drawn, in characters.
+/// The longest status line drawn, in characters (less on a narrower terminal).
 const STATUS_CHARS: usize = 100;
 
 /// The transient bottom line: what is being waited for, with a spinner and the time spent.
@@ -375,7 +378,11 @@ impl StatusLine {
             if status.waiting.len() > 1 {
                 line.push_str(&format!(" and {} more", status.waiting.len() - 1));
             }
-            let line: String = line.chars().take(STATUS_CHARS).collect();
+            // One row: a line that wrapped could not be erased by `\r`.
+            let room = crate::terminal::width()
+                .map_or(STATUS_CHARS, |columns| columns.saturating_sub(1))
+                .min(STATUS_CHARS);
+            let line: String = line.chars().take(room).collect();
             eprint!("\r\x1b[2K{line}");
             let _ = std::io::stderr().flush();
             status.shown = true;
@@ -426,7 +433,11 @@ fn mcp_report(host: &Host, latencies: &BTreeMap<String, Histogram<u64>>) -> Stri
             entry.spec.name
         ));
         if let ServerStatus::Failed { reason, .. } = &entry.status {
-            out.push_str(&format!("  {}\n", render::first_line(reason)));
+            // The reason may quote the server's stderr: escaped.
+            out.push_str(&format!(
+                "  {}\n",
+                render::printable(&render::first_line(reason))
+            ));
         }
     }
     out
@@ -454,7 +465,8 @@ fn tools_report(host: &Host, agent: &Agent<'_>) -> String {
             .catalogue()
             .resolve(&name)
             .and_then(|t| t.def.description.as_deref())
-            .map(render::first_line)
+            // A server's words: escaped.
+            .map(|about| render::printable(&render::first_line(about)))
             .unwrap_or_default();
         out.push_str(&format!("  {name}  {about}\n"));
     }
