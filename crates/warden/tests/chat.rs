@@ -441,3 +441,37 @@ fn a_refused_call_is_reported_to_the_model_and_a_failed_request_keeps_the_chat_a
     drop(model);
     scratch.assert_no_leftovers();
 }
+
+#[test]
+fn a_question_left_open_by_a_timed_out_turn_does_not_swallow_the_next_prompt() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "[agent]\nturn_timeout = \"2s\"\n");
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "good__echo", "arguments": {"message": "late"}}]}},
+            {"reply": {"text": "Back with a fresh turn."},
+             "expect": {"last_user_text_contains": ["hello again"]}}
+        ]}),
+    );
+    let terminal = Terminal::start(&scratch, &config, &model);
+    terminal.wait_for("› ");
+    terminal.type_line("echo something");
+    let screen = terminal.wait_for("Run it?");
+    assert!(screen.contains(r#""message": "late""#), "{screen}");
+    // Nobody answers: the turn times out, and the chat asks for the next prompt.
+    let screen = terminal.wait_for("no final answer within the turn timeout");
+    assert!(
+        screen.contains("[N]o: \nwarden: no final answer"),
+        "the error starts on its own line: {screen}"
+    );
+    terminal.wait_for_count("› ", 2);
+    terminal.type_line("hello again");
+    terminal.wait_for("Back with a fresh turn.");
+    terminal.wait_for_count("› ", 3);
+    terminal.key("C-d");
+    assert_eq!(terminal.wait_for_exit(), 0, "{}", terminal.screen());
+    terminal.assert_ended();
+    drop(model);
+    scratch.assert_no_leftovers();
+}

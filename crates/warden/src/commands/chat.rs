@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -35,9 +36,11 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let host = super::connect(config.servers, policy, &env).await?;
     let screen = Screen::new(interactive);
+    let asking = Arc::new(AtomicBool::new(false));
     let approver: Box<dyn Approver> = if interactive {
         Box::new(ChatApprover {
             status: screen.status.clone(),
+            asking: Arc::clone(&asking),
         })
     } else {
         Box::new(DenyAll)
@@ -79,6 +82,11 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
             () = crate::signals::interrupted() => None,
         };
         observer.inner().settled();
+        if asking.swap(false, Ordering::Relaxed) {
+            // A question was left open (the turn timed out, or was interrupted, while it
+            // waited): end its line. What is typed next goes to the chat's prompt.
+            eprintln!();
+        }
         match result {
             Some(Ok(answer)) => {
                 history.record(
@@ -394,6 +402,8 @@ impl StatusLine {
 /// Approvals at the terminal, with the status line out of the way while the person reads.
 struct ChatApprover {
     status: StatusLine,
+    /// True while a question waits for its answer.
+    asking: Arc<AtomicBool>,
 }
 
 impl Approver for ChatApprover {
@@ -402,7 +412,12 @@ impl Approver for ChatApprover {
         request: &'a warden_agent::ApprovalRequest,
     ) -> futures::future::BoxFuture<'a, warden_agent::ApprovalAnswer> {
         self.status.clear();
-        TerminalApprover.approve(request)
+        Box::pin(async move {
+            self.asking.store(true, Ordering::Relaxed);
+            let answer = TerminalApprover.approve(request).await;
+            self.asking.store(false, Ordering::Relaxed);
+            answer
+        })
     }
 
     fn name(&self) -> &'static str {
