@@ -1,7 +1,9 @@
 //! `warden chat`: an interactive session for a person. Answers stream as they come; every
-//! tool call gets a line (what, where, the decision) and a spinner while it runs; calls the
-//! policy asks about are put to the person; `/mcp`, `/tools`, `/audit`, `/clear` and
-//! `/exit` inspect and steer the session.
+//! tool call gets a line (what, where, the decision, the outcome); one status line with a
+//! spinner says what is being waited for (the model, running calls); calls the policy asks
+//! about are put to the person; `/mcp`, `/tools`, `/audit`, `/clear` and `/exit` (or
+//! Ctrl-D) inspect and steer the session. A failed prompt is reported and the chat goes on;
+//! the history is saved per session in the state store.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
