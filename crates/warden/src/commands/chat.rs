@@ -429,8 +429,17 @@ impl Approver for ChatApprover {
 
 /// `/mcp`: every server, its state and era, its tools, and its call latency.
 fn mcp_report(host: &Host, latencies: &BTreeMap<String, Histogram<u64>>) -> String {
-    let mut out =
-        String::from("server            state       era     tools  calls  p50 ms  p99 ms\n");
+    let width = host
+        .servers()
+        .iter()
+        .map(|entry| entry.spec.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(17);
+    let mut out = format!(
+        "{:<width$} state       era     tools  calls  p50 ms  p99 ms\n",
+        "server"
+    );
     for entry in host.servers() {
         let (state, era) = match &entry.status {
             ServerStatus::Connected { info } => ("connected", render::era(info.era)),
@@ -446,7 +455,7 @@ fn mcp_report(host: &Host, latencies: &BTreeMap<String, Histogram<u64>>) -> Stri
             _ => ("0".into(), "-".into(), "-".into()),
         };
         out.push_str(&format!(
-            "{:<17} {state:<11} {era:<7} {tools:>5}  {calls:>5}  {p50:>6}  {p99:>6}\n",
+            "{:<width$} {state:<11} {era:<7} {tools:>5}  {calls:>5}  {p50:>6}  {p99:>6}\n",
             entry.spec.name
         ));
         if let ServerStatus::Failed { reason, .. } = &entry.status {
