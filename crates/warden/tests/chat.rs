@@ -1,7 +1,8 @@
 //! `warden chat` as a person uses it: the real binary in a real terminal (a detached tmux
 //! session), keys typed with `tmux send-keys`, the screen read with `tmux capture-pane`.
 //! The model is the scripted `warden-model-server` (the Anthropic wire format), the tool
-//! server Warden's own test server, whose `echo` the policy asks about.
+//! server Warden's own test server, whose `echo` the policy asks about. Two more tests run it
+//! without a terminal (lines from a pipe, approvals refused) and without a model.
 //!
 //! Needs `tmux` on the PATH (`.ci/run` installs it).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -474,4 +475,68 @@ fn a_question_left_open_by_a_timed_out_turn_does_not_swallow_the_next_prompt() {
     terminal.assert_ended();
     drop(model);
     scratch.assert_no_leftovers();
+}
+
+#[test]
+fn without_a_terminal_lines_are_read_from_stdin_and_approvals_are_refused() {
+    use std::io::Write;
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "good__echo", "arguments": {"message": "x"}}]}},
+            {"reply": {"text": "Nobody could approve it."},
+             "expect": {"last_tool_results_contain": ["needs the user's approval"]}}
+        ]}),
+    );
+    let mut command = scratch.warden(&[
+        "chat",
+        "--config",
+        config.to_str().unwrap(),
+        "--provider",
+        "anthropic",
+        "--model",
+        "m",
+        "--base-url",
+        &model.base_url,
+    ]);
+    command
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .stdin(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"echo x\n/audit\n").unwrap();
+    drop(stdin);
+    let output = support::wait_with_limit(child, Duration::from_secs(60));
+    support::assert_exit(&output, 0);
+    assert!(
+        support::stdout(&output).contains("Nobody could approve it."),
+        "{}",
+        support::describe(&output)
+    );
+    let stderr = support::stderr(&output);
+    assert!(
+        stderr.contains("⏵ good__echo [good] ask → not run"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("chat  good__echo"), "{stderr}");
+    drop(model);
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn no_model_configured_is_a_usage_error() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let output = scratch.run(
+        &["chat", "--config", config.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    support::assert_exit(&output, 2);
+    assert!(
+        support::stderr(&output).contains("[model]"),
+        "{}",
+        support::describe(&output)
+    );
 }
