@@ -198,7 +198,8 @@ pub fn tool_call_line(call: &warden_agent::ToolCallEvent) -> String {
         && let Some(error) = &call.error
     {
         line.push_str(": ");
-        line.push_str(&first_line(error));
+        // The error may quote what a server sent: escaped.
+        line.push_str(&printable(&first_line(error)));
     }
     line
 }
@@ -207,6 +208,32 @@ pub fn tool_call_line(call: &warden_agent::ToolCallEvent) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_tool_call_line_escapes_what_a_server_sent() {
+        let call = warden_agent::ToolCallEvent {
+            turn: 1,
+            id: "c1".into(),
+            tool: "srv__echo".into(),
+            server: "srv".into(),
+            arguments: json!({}),
+            decision: "allow".into(),
+            reasons: Vec::new(),
+            approved_by: Some("policy".into()),
+            executed: false,
+            is_error: true,
+            error: Some("The call failed: \u{1b}]0;pwned\u{7}\u{1b}[2J".into()),
+            result_chars: 0,
+            result_tokens: 0,
+            flagged: false,
+            truncated: false,
+            offloaded_to: None,
+            latency_ms: None,
+        };
+        let line = tool_call_line(&call);
+        assert!(!line.chars().any(char::is_control), "{line:?}");
+        assert!(line.contains("\\u{1b}[2J"), "{line}");
+    }
 
     #[test]
     fn shown_arguments_are_cut_to_a_readable_size() {

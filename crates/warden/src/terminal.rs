@@ -1,27 +1,77 @@
 //! Reading a person's answers from the terminal.
 
 use std::io::{BufRead, Read};
+use std::sync::OnceLock;
+use std::sync::mpsc;
+
+use tokio::sync::oneshot;
 
 /// Reads one line from stdin, at most `max` bytes, without the line end; `None` at end of
 /// input or on an error.
 ///
-/// The read runs on a plain thread, not the runtime's blocking pool: if the user
-/// interrupts instead of answering, nothing waits for the read to finish.
+/// One plain thread reads stdin for the whole process (not the runtime's blocking pool: if
+/// the user interrupts instead of answering, nothing waits for the read to finish). A line
+/// read for a caller that stopped waiting (a prompt given up when a turn timed out) is kept
+/// for the next caller, so nothing the person typed is lost.
 pub async fn read_line(max: u64) -> Option<String> {
-    let (answer, answered) = tokio::sync::oneshot::channel();
+    let (reply, answered) = oneshot::channel();
+    READER
+        .get_or_init(start_reader)
+        .send(Request { max, reply })
+        .ok()?;
+    answered.await.ok().flatten()
+}
+
+/// A line wanted by [`read_line`].
+struct Request {
+    max: u64,
+    reply: oneshot::Sender<Option<String>>,
+}
+
+static READER: OnceLock<mpsc::Sender<Request>> = OnceLock::new();
+
+fn start_reader() -> mpsc::Sender<Request> {
+    let (sender, requests) = mpsc::channel::<Request>();
     std::thread::spawn(move || {
-        let mut line = Vec::new();
-        let read = std::io::stdin()
-            .lock()
-            .take(max)
-            .read_until(b'\n', &mut line);
-        let _ = answer.send(read.map(|count| (count, line)));
+        let mut kept: Option<Option<String>> = None;
+        for request in requests {
+            if request.reply.is_closed() && kept.is_none() {
+                continue;
+            }
+            let line = kept.take().unwrap_or_else(|| read_one(request.max));
+            if let Err(line) = request.reply.send(line) {
+                kept = Some(line);
+            }
+        }
     });
-    match answered.await {
-        Ok(Ok((0, _))) | Ok(Err(_)) | Err(_) => None,
-        Ok(Ok((_, line))) => {
+    sender
+}
+
+fn read_one(max: u64) -> Option<String> {
+    let mut line = Vec::new();
+    match std::io::stdin()
+        .lock()
+        .take(max)
+        .read_until(b'\n', &mut line)
+    {
+        Ok(0) | Err(_) => None,
+        Ok(_) => {
             let text = String::from_utf8_lossy(&line);
             Some(text.trim_end_matches(['\n', '\r']).to_owned())
         }
     }
+}
+
+/// The width in columns of the terminal on stderr; `None` when stderr is not a terminal.
+pub fn width() -> Option<usize> {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes one `winsize` to the pointer given, which lives across the
+    // call; on a descriptor that is not a terminal it fails and writes nothing.
+    let done = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) };
+    (done == 0 && size.ws_col > 0).then_some(usize::from(size.ws_col))
 }

@@ -1,10 +1,13 @@
 //! `warden chat`: an interactive session for a person. Answers stream as they come; every
-//! tool call gets a line (what, where, the decision) and a spinner while it runs; calls the
-//! policy asks about are put to the person; `/mcp`, `/tools`, `/audit`, `/clear` and
-//! `/exit` inspect and steer the session.
+//! tool call gets a line (what, where, the decision, the outcome); one status line with a
+//! spinner says what is being waited for (the model, running calls); calls the policy asks
+//! about are put to the person; `/mcp`, `/tools`, `/audit`, `/clear` and `/exit` (or
+//! Ctrl-D) inspect and steer the session. A failed prompt is reported and the chat goes on;
+//! the history is saved per session in the state store.
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -33,18 +36,21 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
     let (session_id, dir) = session::new_session(&env)?;
     let settings = session::agent_settings(&config, dir);
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let host = super::connect(config.servers, policy, &env).await?;
+    let screen = Screen::new(interactive);
+    let asking = Arc::new(AtomicBool::new(false));
     let approver: Box<dyn Approver> = if interactive {
-        Box::new(TerminalApprover)
+        Box::new(ChatApprover {
+            status: screen.status.clone(),
+            asking: Arc::clone(&asking),
+        })
     } else {
         Box::new(DenyAll)
     };
-    let host = super::connect(config.servers, policy, &env).await?;
-    let screen = Screen::new(interactive);
     let mut observer = Audited::new(screen, super::open_store(&env).ok(), "chat");
     let mut agent = Agent::new(&host, model.as_ref(), approver.as_ref(), settings);
-    let history = History::start(&mut observer, &session_id, &model.describe());
+    let mut history = History::start(&mut observer, &session_id, &model.describe());
     banner(&host, &agent, model.describe().as_str());
-    let mut history = history;
     loop {
         eprint!("\n› ");
         let _ = std::io::stderr().flush();
@@ -72,13 +78,19 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
             continue;
         }
         history.record(&mut observer, "user", &serde_json::json!({"text": line}));
+        observer.inner().asked();
         let result = tokio::select! {
             result = agent.ask(line, &mut observer) => Some(result),
             () = crate::signals::interrupted() => None,
         };
+        observer.inner().settled();
+        if asking.swap(false, Ordering::Relaxed) {
+            // A question was left open (the turn timed out, or was interrupted, while it
+            // waited): end its line. What is typed next goes to the chat's prompt.
+            eprintln!();
+        }
         match result {
             Some(Ok(answer)) => {
-                observer.inner().end_line();
                 history.record(
                     &mut observer,
                     "assistant",
@@ -86,13 +98,18 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
                 );
             }
             Some(Err(error)) => {
-                observer.inner().end_line();
-                eprintln!("warden: {error}");
+                // The conversation is as it was before the prompt: the person may go on.
+                // The message may quote the provider's error body: escaped.
+                eprintln!("warden: {}", render::printable(&error.to_string()));
             }
-            None => break,
+            None => {
+                eprintln!("warden: interrupted; calls were cancelled");
+                break;
+            }
         }
     }
     drop(agent);
+    drop(observer);
     host.shutdown().await;
     eprintln!();
     Ok(Code::Ok)
@@ -155,24 +172,44 @@ impl History {
     }
 }
 
-/// What the person sees: streamed text, tool-call lines, a spinner while calls run.
+/// What the person sees: streamed text, tool-call lines, and one transient status line
+/// with a spinner while Warden waits for the model or for calls.
 struct Screen {
-    interactive: bool,
     mid_line: bool,
-    running: Arc<Mutex<Vec<(String, Instant)>>>,
+    status: StatusLine,
     spinner: Option<tokio::task::JoinHandle<()>>,
     latencies: BTreeMap<String, Histogram<u64>>,
 }
 
 impl Screen {
     fn new(interactive: bool) -> Screen {
+        let status = StatusLine::default();
+        let spinner = interactive.then(|| {
+            let status = status.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(SPINNER_FRAME).await;
+                    status.tick();
+                }
+            })
+        });
         Screen {
-            interactive,
             mid_line: false,
-            running: Arc::new(Mutex::new(Vec::new())),
-            spinner: None,
+            status,
+            spinner,
             latencies: BTreeMap::new(),
         }
+    }
+
+    /// A prompt was sent: the model is working on it.
+    fn asked(&mut self) {
+        self.status.set(MODEL, "waiting for the model");
+    }
+
+    /// The prompt was answered, failed or was interrupted: nothing is waited for now.
+    fn settled(&mut self) {
+        self.status.clear();
+        self.end_line();
     }
 
     fn end_line(&mut self) {
@@ -182,42 +219,20 @@ impl Screen {
         }
     }
 
-    fn start_spinner(&mut self) {
-        if !self.interactive || self.spinner.is_some() {
-            return;
-        }
-        let running = Arc::clone(&self.running);
-        self.spinner = Some(tokio::spawn(async move {
-            const FRAMES: [char; 4] = ['|', '/', '-', '\\'];
-            let mut frame = 0;
-            loop {
-                tokio::time::sleep(Duration::from_millis(120)).await;
-                let line = match running.lock() {
-                    Ok(running) => running.first().map(|(tool, started)| {
-                        format!(
-                            "{} running {tool} ({:.1} s)",
-                            FRAMES[frame % 4],
-                            started.elapsed().as_secs_f64()
-                        )
-                    }),
-                    Err(_) => None,
-                };
-                if let Some(line) = line {
-                    eprint!("\r\x1b[2K{line}");
-                    let _ = std::io::stderr().flush();
-                }
-                frame += 1;
-            }
-        }));
+    /// Prints a line of its own, below the streamed text and in place of the status line.
+    fn line(&mut self, text: &str) {
+        self.status.hide();
+        self.end_line();
+        eprintln!("{text}");
     }
+}
 
-    fn stop_spinner(&mut self) {
+impl Drop for Screen {
+    fn drop(&mut self) {
         if let Some(task) = self.spinner.take() {
             task.abort();
-            if self.interactive {
-                eprint!("\r\x1b[2K");
-            }
         }
+        self.status.clear();
     }
 }
 
@@ -225,62 +240,206 @@ impl Observer for Screen {
     fn event(&mut self, event: &Event) {
         match event {
             Event::ToolCall(call) => {
-                let idle = match self.running.lock() {
-                    Ok(mut running) => {
-                        if let Some(at) = running.iter().position(|(tool, _)| *tool == call.tool) {
-                            running.remove(at);
-                        }
-                        running.is_empty()
-                    }
-                    Err(_) => true,
-                };
-                if idle {
-                    self.stop_spinner();
-                }
+                self.status.remove(&call.tool);
                 if let Some(ms) = call.latency_ms
                     && !call.server.is_empty()
                 {
                     if !self.latencies.contains_key(&call.server)
-                        && let Ok(histogram) = Histogram::new_with_bounds(1, 3_600_000, 2)
+                        && let Ok(histogram) = Histogram::new_with_bounds(1, MAX_LATENCY_MS, 2)
                     {
                         self.latencies.insert(call.server.clone(), histogram);
                     }
                     if let Some(histogram) = self.latencies.get_mut(&call.server) {
-                        let _ = histogram.record(ms.clamp(1, 3_600_000));
+                        let _ = histogram.record(ms.min(MAX_LATENCY_MS));
                     }
                 }
-                self.end_line();
-                eprintln!("{}", render::tool_call_line(call));
+                self.line(&render::tool_call_line(call));
+                // The step's results go back to the model once every call is done.
+                if self.status.is_idle() {
+                    self.status.set(MODEL, "waiting for the model");
+                }
             }
             Event::Notice { message, .. } => {
-                self.end_line();
-                eprintln!("warden: {message}");
+                self.line(&format!("warden: {}", render::printable(message)));
             }
-            Event::Assistant { .. } => self.end_line(),
+            Event::Assistant { .. } => {
+                self.status.remove(MODEL);
+                self.end_line();
+            }
             _ => {}
         }
     }
 
     fn text_delta(&mut self, delta: &str) {
+        if delta.is_empty() {
+            return;
+        }
+        self.status.remove(MODEL);
         print!("{}", render::printable_text(delta));
         let _ = std::io::stdout().flush();
         self.mid_line = !delta.ends_with('\n');
     }
 
     fn call_started(&mut self, tool: &str, server: &str) {
+        self.status.remove(MODEL);
         self.end_line();
-        eprintln!("  ⏵ {} [{server}] running…", render::printable(tool));
-        if let Ok(mut running) = self.running.lock() {
-            running.push((tool.to_owned(), Instant::now()));
+        if self.spinner.is_none() {
+            // No terminal to redraw a status line on: a line per call instead.
+            eprintln!("  ⏵ {} [{server}] running…", render::printable(tool));
         }
-        self.start_spinner();
+        self.status.set(
+            tool,
+            &format!(
+                "running {} [{}]",
+                render::printable(tool),
+                render::printable(server)
+            ),
+        );
+    }
+}
+
+/// The status line's key for the model's turn (tool calls are keyed by their names).
+const MODEL: &str = "";
+/// How often the spinner turns.
+const SPINNER_FRAME: Duration = Duration::from_millis(120);
+/// Latencies above an hour are recorded as an hour.
+const MAX_LATENCY_MS: u64 = 3_600_000;
+/// The longest status line drawn, in characters (less on a narrower terminal).
+const STATUS_CHARS: usize = 100;
+
+/// The transient bottom line: what is being waited for, with a spinner and the time spent.
+/// Drawn, erased and changed under one lock, so it never overwrites other output.
+#[derive(Clone, Default)]
+struct StatusLine(Arc<Mutex<Status>>);
+
+#[derive(Default)]
+struct Status {
+    /// (key, what, since), oldest first.
+    waiting: Vec<(String, String, Instant)>,
+    shown: bool,
+    frame: usize,
+}
+
+impl Status {
+    fn erase(&mut self) {
+        if self.shown {
+            eprint!("\r\x1b[2K");
+            let _ = std::io::stderr().flush();
+            self.shown = false;
+        }
+    }
+}
+
+impl StatusLine {
+    fn with<T>(&self, f: impl FnOnce(&mut Status) -> T) -> Option<T> {
+        self.0.lock().ok().map(|mut status| f(&mut status))
+    }
+
+    /// Waits for `what` under `key` (replacing what was waited for under it).
+    fn set(&self, key: &str, what: &str) {
+        self.with(|status| {
+            status.waiting.retain(|(k, _, _)| k != key);
+            status
+                .waiting
+                .push((key.to_owned(), what.to_owned(), Instant::now()));
+        });
+    }
+
+    /// Stops waiting for `key`; erases the line when nothing is left.
+    fn remove(&self, key: &str) {
+        self.with(|status| {
+            status.waiting.retain(|(k, _, _)| k != key);
+            if status.waiting.is_empty() {
+                status.erase();
+            }
+        });
+    }
+
+    /// Stops waiting for anything, and erases the line.
+    fn clear(&self) {
+        self.with(|status| {
+            status.waiting.clear();
+            status.erase();
+        });
+    }
+
+    /// Erases the line before other output; the next tick draws it again below.
+    fn hide(&self) {
+        self.with(Status::erase);
+    }
+
+    fn is_idle(&self) -> bool {
+        self.with(|status| status.waiting.is_empty())
+            .unwrap_or(true)
+    }
+
+    /// Draws the next frame.
+    fn tick(&self) {
+        const FRAMES: [char; 4] = ['|', '/', '-', '\\'];
+        self.with(|status| {
+            let Some((_, what, since)) = status.waiting.first() else {
+                return;
+            };
+            let mut line = format!(
+                "{} {what} ({:.1} s)",
+                FRAMES[status.frame % FRAMES.len()],
+                since.elapsed().as_secs_f64()
+            );
+            if status.waiting.len() > 1 {
+                line.push_str(&format!(" and {} more", status.waiting.len() - 1));
+            }
+            // One row: a line that wrapped could not be erased by `\r`.
+            let room = crate::terminal::width()
+                .map_or(STATUS_CHARS, |columns| columns.saturating_sub(1))
+                .min(STATUS_CHARS);
+            let line: String = line.chars().take(room).collect();
+            eprint!("\r\x1b[2K{line}");
+            let _ = std::io::stderr().flush();
+            status.shown = true;
+            status.frame = status.frame.wrapping_add(1);
+        });
+    }
+}
+
+/// Approvals at the terminal, with the status line out of the way while the person reads.
+struct ChatApprover {
+    status: StatusLine,
+    /// True while a question waits for its answer.
+    asking: Arc<AtomicBool>,
+}
+
+impl Approver for ChatApprover {
+    fn approve<'a>(
+        &'a self,
+        request: &'a warden_agent::ApprovalRequest,
+    ) -> futures::future::BoxFuture<'a, warden_agent::ApprovalAnswer> {
+        self.status.clear();
+        Box::pin(async move {
+            self.asking.store(true, Ordering::Relaxed);
+            let answer = TerminalApprover.approve(request).await;
+            self.asking.store(false, Ordering::Relaxed);
+            answer
+        })
+    }
+
+    fn name(&self) -> &'static str {
+        TerminalApprover.name()
     }
 }
 
 /// `/mcp`: every server, its state and era, its tools, and its call latency.
 fn mcp_report(host: &Host, latencies: &BTreeMap<String, Histogram<u64>>) -> String {
-    let mut out =
-        String::from("server            state       era     tools  calls  p50 ms  p99 ms\n");
+    let width = host
+        .servers()
+        .iter()
+        .map(|entry| entry.spec.name.chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(17);
+    let mut out = format!(
+        "{:<width$} state       era     tools  calls  p50 ms  p99 ms\n",
+        "server"
+    );
     for entry in host.servers() {
         let (state, era) = match &entry.status {
             ServerStatus::Connected { info } => ("connected", render::era(info.era)),
@@ -296,11 +455,15 @@ fn mcp_report(host: &Host, latencies: &BTreeMap<String, Histogram<u64>>) -> Stri
             _ => ("0".into(), "-".into(), "-".into()),
         };
         out.push_str(&format!(
-            "{:<17} {state:<11} {era:<7} {tools:>5}  {calls:>5}  {p50:>6}  {p99:>6}\n",
+            "{:<width$} {state:<11} {era:<7} {tools:>5}  {calls:>5}  {p50:>6}  {p99:>6}\n",
             entry.spec.name
         ));
         if let ServerStatus::Failed { reason, .. } = &entry.status {
-            out.push_str(&format!("  {}\n", render::first_line(reason)));
+            // The reason may quote the server's stderr: escaped.
+            out.push_str(&format!(
+                "  {}\n",
+                render::printable(&render::first_line(reason))
+            ));
         }
     }
     out
@@ -328,7 +491,8 @@ fn tools_report(host: &Host, agent: &Agent<'_>) -> String {
             .catalogue()
             .resolve(&name)
             .and_then(|t| t.def.description.as_deref())
-            .map(render::first_line)
+            // A server's words: escaped.
+            .map(|about| render::printable(&render::first_line(about)))
             .unwrap_or_default();
         out.push_str(&format!("  {name}  {about}\n"));
     }

@@ -132,7 +132,8 @@ impl Observer for Plain {
                     self.mid_line = false;
                 }
             }
-            Event::Error { message } => eprintln!("warden: {message}"),
+            // The failure is printed once, with its exit code, by `main`.
+            Event::Error { .. } => {}
             Event::Assistant { .. } => {
                 if self.mid_line {
                     println!();

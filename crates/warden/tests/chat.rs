@@ -1,0 +1,542 @@
+//! `warden chat` as a person uses it: the real binary in a real terminal (a detached tmux
+//! session), keys typed with `tmux send-keys`, the screen read with `tmux capture-pane`.
+//! The model is the scripted `warden-model-server` (the Anthropic wire format), the tool
+//! server Warden's own test server, whose `echo` the policy asks about. Two more tests run it
+//! without a terminal (lines from a pipe, approvals refused) and without a model.
+//!
+//! Needs `tmux` on the PATH (`.ci/run` installs it).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{ModelServer, Scratch, server_toml};
+
+/// How long the screen is watched for something before the test fails.
+const WAIT: Duration = Duration::from_secs(20);
+const POLL: Duration = Duration::from_millis(100);
+
+/// A `warden chat` in a detached tmux session on a tmux server of its own (its socket in the
+/// scratch folder). The tmux server is killed when this is dropped, whatever happened.
+struct Terminal {
+    socket: PathBuf,
+    tag: String,
+    /// Where the shell writes warden's exit status.
+    exit_status: PathBuf,
+}
+
+impl Terminal {
+    /// Starts `warden chat --config CONFIG` against `model`, in a 160×50 terminal.
+    fn start(scratch: &Scratch, config: &Path, model: &ModelServer) -> Terminal {
+        let tmux_conf = scratch.path().join("tmux.conf");
+        // The pane stays after warden exits, so its exit status can be read.
+        std::fs::write(
+            &tmux_conf,
+            "set -g remain-on-exit on\nset -g history-limit 10000\n",
+        )
+        .unwrap();
+        let terminal = Terminal {
+            socket: scratch.path().join("tmux.sock"),
+            tag: scratch.tag.clone(),
+            exit_status: scratch.path().join("exit-status"),
+        };
+        let state = scratch.path().join("state");
+        let config_home = scratch.path().join("config-home");
+        let warden = support::warden_bin();
+        // The tag goes to warden only, not to the tmux server: the tmux server outlives
+        // warden until it is killed, and must not count as a leftover.
+        let words: Vec<String> = [
+            "env",
+            "-u",
+            "WARDEN_LOG",
+            &format!("{}={}", support::TAG_VAR, scratch.tag),
+            &format!("XDG_STATE_HOME={}", state.display()),
+            &format!("XDG_CONFIG_HOME={}", config_home.display()),
+            "ANTHROPIC_API_KEY=test-key",
+            warden.to_str().unwrap(),
+            "chat",
+            "--config",
+            config.to_str().unwrap(),
+            "--provider",
+            "anthropic",
+            "--model",
+            "m",
+            "--base-url",
+            &model.base_url,
+        ]
+        .iter()
+        .map(|word| shell_quote(word))
+        .collect();
+        let output = terminal
+            .command(&tmux_conf)
+            .args(["new-session", "-d", "-x", "160", "-y", "50", "-s", "chat"])
+            .arg("-c")
+            .arg(scratch.path())
+            // The shell writes the status: tmux's own can be missing when the terminal
+            // closes before the process is reaped.
+            .arg(format!(
+                "{}; echo \"$?\" >{}",
+                words.join(" "),
+                shell_quote(terminal.exit_status.to_str().unwrap())
+            ))
+            .output()
+            .unwrap_or_else(|error| {
+                panic!(
+                    "cannot run tmux ({error}): install it (`apt-get install tmux`; .ci/run does)"
+                )
+            });
+        assert!(output.status.success(), "tmux new-session: {output:?}");
+        terminal
+    }
+
+    /// A tmux client command for this terminal's server, with a UTF-8 locale and nothing
+    /// else from the test's environment.
+    fn command(&self, conf: &Path) -> Command {
+        let mut command = Command::new("tmux");
+        command
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("LC_ALL", "C.UTF-8")
+            .env("TERM", "xterm-256color")
+            .arg("-u")
+            .arg("-f")
+            .arg(conf)
+            .arg("-S")
+            .arg(&self.socket)
+            .stdin(Stdio::null());
+        command
+    }
+
+    fn tmux(&self, args: &[&str]) -> Output {
+        self.command(Path::new("/dev/null"))
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Types `text` and presses Enter.
+    fn type_line(&self, text: &str) {
+        let typed = self.tmux(&["send-keys", "-t", "chat", "-l", text]);
+        assert!(typed.status.success(), "{typed:?}");
+        self.key("Enter");
+    }
+
+    /// Presses a key (`Enter`, `C-d`).
+    fn key(&self, key: &str) {
+        let pressed = self.tmux(&["send-keys", "-t", "chat", key]);
+        assert!(pressed.status.success(), "{pressed:?}");
+    }
+
+    /// Everything the terminal shows and scrolled past, wrapped lines joined.
+    fn screen(&self) -> String {
+        let output = self.tmux(&["capture-pane", "-p", "-J", "-S", "-", "-t", "chat"]);
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Waits until `text` is on the screen `times` times; returns the screen.
+    fn wait_for_count(&self, text: &str, times: usize) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let screen = self.screen();
+            if screen.matches(text).count() >= times {
+                return screen;
+            }
+            if Instant::now() > deadline {
+                panic!("waited {WAIT:?} for {text:?} (×{times}); the screen:\n{screen}");
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Waits until `text` is on the screen; returns the screen.
+    fn wait_for(&self, text: &str) -> String {
+        self.wait_for_count(text, 1)
+    }
+
+    /// Waits for warden to exit; returns its exit status.
+    fn wait_for_exit(&self) -> i32 {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let status = std::fs::read_to_string(&self.exit_status).unwrap_or_default();
+            if status.ends_with('\n') {
+                return status.trim().parse().unwrap();
+            }
+            if Instant::now() > deadline {
+                let alive: Vec<String> = support::tagged_processes(&self.tag)
+                    .iter()
+                    .map(|pid| {
+                        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
+                        format!("{pid}: {}", stat.unwrap_or_default().trim())
+                    })
+                    .collect();
+                panic!(
+                    "warden chat did not exit within {WAIT:?} (still running: {alive:#?}); \
+                     the screen:\n{}",
+                    self.screen()
+                );
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Asserts that the terminal's program ended (within a short grace period).
+    fn assert_ended(&self) {
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while !self.pane_dead() {
+            assert!(
+                Instant::now() < deadline,
+                "the pane is still alive: {}",
+                self.screen()
+            );
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Whether the terminal's only program has ended (the pane is kept, dead, for reading).
+    fn pane_dead(&self) -> bool {
+        let output = self.tmux(&["display-message", "-p", "-t", "chat", "#{pane_dead}"]);
+        String::from_utf8_lossy(&output.stdout).trim() == "1"
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = self.tmux(&["kill-server"]);
+    }
+}
+
+/// `word` as one shell word.
+fn shell_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', r"'\''"))
+}
+
+/// The test server as `good`, with `policy` appended to the configuration.
+fn config(scratch: &Scratch, policy: &str) -> PathBuf {
+    let program = support::copied_server(scratch);
+    scratch.config(&format!(
+        "{}{policy}",
+        server_toml("good", &program, &["good"], "")
+    ))
+}
+
+/// The saved history: (role, text) per message, in order.
+fn history(scratch: &Scratch) -> Vec<(String, String)> {
+    let db = rusqlite::Connection::open(scratch.path().join("state/warden/state.db")).unwrap();
+    let mut statement = db
+        .prepare("SELECT role, content FROM session_messages ORDER BY session_id, seq")
+        .unwrap();
+    statement
+        .query_map([], |row| {
+            let content: String = row.get(1)?;
+            let content: Value = serde_json::from_str(&content).unwrap();
+            Ok((
+                row.get::<_, String>(0)?,
+                content["text"].as_str().unwrap_or_default().to_owned(),
+            ))
+        })
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+#[test]
+fn a_short_session_with_an_approval_and_the_slash_commands() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"text": "I will ask the echo tool.", "tool_calls": [
+                {"name": "good__echo", "arguments": {"message": "hello from tmux"}}]},
+             "expect": {"tools_include": ["good__echo"], "last_user_text_contains": ["say hello"]},
+             "chunk_delay_ms": 20},
+            {"reply": {"text": "The server answered: echo: hello from tmux."},
+             "expect": {"last_tool_results_contain": ["echo: hello from tmux"]}},
+            {"reply": {"text": "A fresh start."},
+             "expect": {"last_user_text_contains": ["anyone there"]}}
+        ]}),
+    );
+    let terminal = Terminal::start(&scratch, &config, &model);
+    terminal.wait_for("1 of 1 servers connected, 3 tools");
+    terminal.wait_for("› ");
+
+    terminal.type_line("say hello through the server");
+    // The streamed text, then the approval prompt: the tool, its arguments, the reasons.
+    let screen = terminal.wait_for("needs your approval");
+    assert!(screen.contains("I will ask the echo tool."), "{screen}");
+    assert!(
+        screen.contains("`good__echo` (server `good`) needs your approval"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains(r#""message": "hello from tmux""#),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("no rule matches: its server is untrusted"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("Run it? [y]es once, [s]ession, [N]o:"),
+        "{screen}"
+    );
+    terminal.type_line("y");
+    let screen = terminal.wait_for("The server answered: echo: hello from tmux.");
+    assert!(
+        screen.contains("⏵ good__echo [good] ask → ok (approved by user)"),
+        "the call's line: {screen}"
+    );
+
+    terminal.type_line("/mcp");
+    let screen = terminal.wait_for("p50 ms  p99 ms");
+    let row = screen
+        .lines()
+        .find(|line| line.starts_with("good "))
+        .unwrap_or_else(|| panic!("no row for `good`: {screen}"));
+    let columns: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(columns.len(), 7, "{row}");
+    assert_eq!(
+        &columns[..5],
+        ["good", "connected", "legacy", "3", "1"],
+        "{row}"
+    );
+    for latency in &columns[5..] {
+        latency.parse::<u64>().unwrap();
+    }
+    assert!(
+        screen.contains("server            state       era     tools  calls  p50 ms  p99 ms"),
+        "{screen}"
+    );
+
+    terminal.type_line("/tools");
+    let screen = terminal.wait_for("3 tools in the catalogue");
+    assert!(
+        screen.contains("good__echo  Returns the message"),
+        "{screen}"
+    );
+
+    terminal.type_line("/audit");
+    let screen = terminal.wait_for("chat  good__echo");
+    let row = screen
+        .lines()
+        .find(|line| line.contains("chat  good__echo"))
+        .unwrap();
+    assert!(row.trim_end().ends_with("ask ok"), "{row}");
+
+    terminal.type_line("/clear");
+    terminal.wait_for("(conversation cleared");
+    terminal.type_line("anyone there?");
+    terminal.wait_for("A fresh start.");
+
+    terminal.type_line("/exit");
+    assert_eq!(terminal.wait_for_exit(), 0, "{}", terminal.screen());
+    terminal.assert_ended();
+    let requests = model.requests();
+    drop(model);
+    scratch.assert_no_leftovers();
+
+    // After /clear the model saw only the new prompt.
+    assert_eq!(requests.len(), 3, "{requests:#?}");
+    assert_eq!(
+        requests[2]["body"]["messages"].as_array().unwrap().len(),
+        1,
+        "{:#?}",
+        requests[2]["body"]["messages"]
+    );
+    // The history is in the state store.
+    let saved = history(&scratch);
+    assert_eq!(
+        saved,
+        [
+            ("user", "say hello through the server"),
+            ("assistant", "The server answered: echo: hello from tmux."),
+            ("user", "anyone there?"),
+            ("assistant", "A fresh start."),
+        ]
+        .map(|(role, text)| (role.to_owned(), text.to_owned())),
+    );
+}
+
+#[test]
+fn a_tool_approved_for_the_session_is_not_asked_about_again() {
+    let scratch = Scratch::new();
+    // Trusted and clean: asked about only because it may write, so a session-wide yes
+    // covers the next call too (results from an untrusted server would ask every time).
+    let config = config(
+        &scratch,
+        "[policy.servers.good]\ntrust = \"trusted\"\nintegrity = \"trusted\"\nconfidentiality = \"public\"\n",
+    );
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "good__echo", "arguments": {"message": "one"}}]}},
+            {"reply": {"tool_calls": [{"name": "good__echo", "arguments": {"message": "two"}}]},
+             "expect": {"last_tool_results_contain": ["echo: one"]}},
+            {"reply": {"text": "Both were echoed."},
+             "expect": {"last_tool_results_contain": ["echo: two"]}}
+        ]}),
+    );
+    let terminal = Terminal::start(&scratch, &config, &model);
+    terminal.wait_for("› ");
+    terminal.type_line("echo twice");
+    let screen = terminal.wait_for("needs your approval");
+    assert!(screen.contains("[s]ession"), "{screen}");
+    terminal.type_line("s");
+    let screen = terminal.wait_for("Both were echoed.");
+    assert_eq!(
+        screen.matches("needs your approval").count(),
+        1,
+        "asked once: {screen}"
+    );
+    assert!(
+        screen.contains("⏵ good__echo [good] ask → ok (approved by user-session)"),
+        "{screen}"
+    );
+    // Ctrl-D at the prompt ends the session cleanly.
+    terminal.wait_for_count("› ", 2);
+    terminal.key("C-d");
+    assert_eq!(terminal.wait_for_exit(), 0, "{}", terminal.screen());
+    terminal.assert_ended();
+    drop(model);
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn a_refused_call_is_reported_to_the_model_and_a_failed_request_keeps_the_chat_alive() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "good__echo", "arguments": {"message": "secret"}}]}},
+            {"reply": {"text": "Understood, I did not run it."},
+             "expect": {"last_tool_results_contain": ["did not approve"]}},
+            {"error": {"status": 400, "message": "a deliberately bad request"}},
+            {"reply": {"text": "Still here."}}
+        ]}),
+    );
+    let terminal = Terminal::start(&scratch, &config, &model);
+    terminal.wait_for("› ");
+    terminal.type_line("echo my secret");
+    terminal.wait_for("needs your approval");
+    terminal.type_line("n");
+    let screen = terminal.wait_for("Understood, I did not run it.");
+    assert!(
+        screen.contains("⏵ good__echo [good] ask → not run"),
+        "{screen}"
+    );
+    // The model refuses the next request: the chat says so and goes on.
+    terminal.type_line("try again");
+    let screen = terminal.wait_for("a deliberately bad request");
+    assert!(screen.contains("warden: "), "{screen}");
+    terminal.type_line("are you still there?");
+    terminal.wait_for("Still here.");
+    terminal.wait_for_count("› ", 4);
+    terminal.key("C-d");
+    assert_eq!(terminal.wait_for_exit(), 0, "{}", terminal.screen());
+    terminal.assert_ended();
+    drop(model);
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn a_question_left_open_by_a_timed_out_turn_does_not_swallow_the_next_prompt() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "[agent]\nturn_timeout = \"2s\"\n");
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "good__echo", "arguments": {"message": "late"}}]}},
+            {"reply": {"text": "Back with a fresh turn."},
+             "expect": {"last_user_text_contains": ["hello again"]}}
+        ]}),
+    );
+    let terminal = Terminal::start(&scratch, &config, &model);
+    terminal.wait_for("› ");
+    terminal.type_line("echo something");
+    let screen = terminal.wait_for("Run it?");
+    assert!(screen.contains(r#""message": "late""#), "{screen}");
+    // Nobody answers: the turn times out, and the chat asks for the next prompt.
+    let screen = terminal.wait_for("no final answer within the turn timeout");
+    assert!(
+        screen.contains("[N]o: \nwarden: no final answer"),
+        "the error starts on its own line: {screen}"
+    );
+    terminal.wait_for_count("› ", 2);
+    terminal.type_line("hello again");
+    terminal.wait_for("Back with a fresh turn.");
+    terminal.wait_for_count("› ", 3);
+    terminal.key("C-d");
+    assert_eq!(terminal.wait_for_exit(), 0, "{}", terminal.screen());
+    terminal.assert_ended();
+    drop(model);
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn without_a_terminal_lines_are_read_from_stdin_and_approvals_are_refused() {
+    use std::io::Write;
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "good__echo", "arguments": {"message": "x"}}]}},
+            {"reply": {"text": "Nobody could approve it."},
+             "expect": {"last_tool_results_contain": ["needs the user's approval"]}}
+        ]}),
+    );
+    let mut command = scratch.warden(&[
+        "chat",
+        "--config",
+        config.to_str().unwrap(),
+        "--provider",
+        "anthropic",
+        "--model",
+        "m",
+        "--base-url",
+        &model.base_url,
+    ]);
+    command
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .stdin(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(b"echo x\n/audit\n").unwrap();
+    drop(stdin);
+    let output = support::wait_with_limit(child, Duration::from_secs(60));
+    support::assert_exit(&output, 0);
+    assert!(
+        support::stdout(&output).contains("Nobody could approve it."),
+        "{}",
+        support::describe(&output)
+    );
+    let stderr = support::stderr(&output);
+    assert!(
+        stderr.contains("⏵ good__echo [good] ask → not run"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("chat  good__echo"), "{stderr}");
+    drop(model);
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn no_model_configured_is_a_usage_error() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let output = scratch.run(
+        &["chat", "--config", config.to_str().unwrap()],
+        Duration::from_secs(60),
+    );
+    support::assert_exit(&output, 2);
+    assert!(
+        support::stderr(&output).contains("[model]"),
+        "{}",
+        support::describe(&output)
+    );
+}
