@@ -255,7 +255,7 @@ impl<'h> Agent<'h> {
                 });
             }
             let reply = {
-                let mut sink = ObserverText(&mut *observer);
+                let mut sink = ObserverText(&mut *observer, turn);
                 let request = ModelRequest {
                     system: &self.system,
                     messages: &self.messages,
@@ -578,12 +578,19 @@ impl<'h> Agent<'h> {
     }
 }
 
-/// Sends streamed text to the observer.
-struct ObserverText<'a>(&'a mut dyn Observer);
+/// Sends streamed text, and notices of retries, to the observer.
+struct ObserverText<'a>(&'a mut dyn Observer, u32);
 
 impl TextSink for ObserverText<'_> {
     fn text(&mut self, delta: &str) {
         self.0.text_delta(delta);
+    }
+
+    fn retrying(&mut self, message: &str) {
+        self.0.event(&Event::Notice {
+            turn: self.1,
+            message: message.to_owned(),
+        });
     }
 }
 

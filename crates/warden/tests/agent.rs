@@ -410,7 +410,12 @@ fn provider_429_and_500_are_retried() {
         .map(|r| r["status"].clone())
         .collect();
     assert_eq!(statuses, vec![json!(429), json!(500), json!(200)]);
-    assert_eq!(transcript(&output).last().unwrap()["answer"], "Fine.");
+    let events = transcript(&output);
+    assert_eq!(events.last().unwrap()["answer"], "Fine.");
+    // Each retry is told as it happens, with the provider's reason.
+    let notices = events_of(&events, "notice");
+    assert_eq!(notices.len(), 2, "{events:#?}");
+    assert!(notices[0]["message"].as_str().unwrap().contains("429"), "{}", notices[0]);
     drop(model);
     scratch.assert_no_leftovers();
 }

@@ -132,7 +132,7 @@ impl Model for Anthropic {
             loop {
                 match self.once(&body, sink).await {
                     Ok(reply) => return Ok(reply),
-                    Err(error) => attempts.wait_or_fail(error).await?,
+                    Err(error) => attempts.wait_or_fail_telling(error, sink).await?,
                 }
             }
         })

@@ -89,6 +89,9 @@ pub struct ToolCall {
 pub trait TextSink: Send {
     /// One piece of text, in order.
     fn text(&mut self, delta: &str);
+    /// The request failed for a reason worth retrying, and will be retried (a person may
+    /// want to know why the answer is late).
+    fn retrying(&mut self, _message: &str) {}
 }
 
 /// A sink that drops the text (the whole reply is still returned).

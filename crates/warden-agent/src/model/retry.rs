@@ -89,6 +89,15 @@ impl Attempts {
     /// After a failed attempt: waits before the next one, or returns the error to give up
     /// with (not transient, or the budget of attempts or of waiting is spent).
     pub async fn wait_or_fail(&mut self, error: ModelError) -> Result<(), ModelError> {
+        self.wait_or_fail_telling(error, &mut super::NoText).await
+    }
+
+    /// [`wait_or_fail`](Attempts::wait_or_fail), telling `sink` about each retry.
+    pub async fn wait_or_fail_telling(
+        &mut self,
+        error: ModelError,
+        sink: &mut dyn super::TextSink,
+    ) -> Result<(), ModelError> {
         self.made += 1;
         let made = self.made;
         if !error.is_transient() || made >= self.policy.max_attempts {
@@ -108,7 +117,13 @@ impl Attempts {
                 last: Box::new(error),
             });
         }
-        tracing::warn!("model request failed ({error}); retrying in {delay:?}");
+        tracing::debug!("model request failed ({error}); retrying in {delay:?}");
+        sink.retrying(&format!(
+            "the model request failed ({error}); retry {} of {} in {:.1} s",
+            made,
+            self.policy.max_attempts - 1,
+            delay.as_secs_f64()
+        ));
         tokio::time::sleep(delay).await;
         self.waited += delay;
         Ok(())
