@@ -415,7 +415,11 @@ fn provider_429_and_500_are_retried() {
     // Each retry is told as it happens, with the provider's reason.
     let notices = events_of(&events, "notice");
     assert_eq!(notices.len(), 2, "{events:#?}");
-    assert!(notices[0]["message"].as_str().unwrap().contains("429"), "{}", notices[0]);
+    assert!(
+        notices[0]["message"].as_str().unwrap().contains("429"),
+        "{}",
+        notices[0]
+    );
     drop(model);
     scratch.assert_no_leftovers();
 }
