@@ -346,6 +346,7 @@ impl<'h> Agent<'h> {
                 flagged: false,
                 truncated: false,
                 offloaded_to: None,
+                started_ms: None,
                 latency_ms: None,
             };
             let refuse = |event: &mut ToolCallEvent, message: String| {
@@ -493,20 +494,22 @@ impl<'h> Agent<'h> {
             let mut done = Vec::with_capacity(lane.len());
             for (index, prepared) in lane {
                 let tool = prepared.tool();
+                let started_ms = unix_ms();
                 let started = Instant::now();
                 let outcome = host.send(prepared, Approval::Approved).await;
-                done.push((index, tool, outcome, started.elapsed()));
+                done.push((index, tool, outcome, started_ms, started.elapsed()));
             }
             done
         });
         let finished = timeout_at(deadline, futures::future::join_all(lanes))
             .await
             .unwrap_or_default();
-        for (index, tool, outcome, elapsed) in finished.into_iter().flatten() {
+        for (index, tool, outcome, started_ms, elapsed) in finished.into_iter().flatten() {
             let Some(event) = events[index].as_mut() else {
                 continue;
             };
             event.executed = true;
+            event.started_ms = Some(started_ms);
             event.latency_ms = Some(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
             let (text, is_error) = match outcome {
                 Ok(outcome) => (result_text(&outcome), outcome.is_error),
@@ -576,6 +579,13 @@ impl<'h> Agent<'h> {
         }
         blocks
     }
+}
+
+/// Now, in milliseconds since the Unix epoch (0 if the clock is before it).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Sends streamed text to the observer.

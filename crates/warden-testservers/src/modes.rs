@@ -31,9 +31,12 @@ pub(crate) enum Mode {
     Roots,
     /// Writes `--count` non-JSON lines right after the `initialize` response.
     BadJsonLines,
+    /// Declares `tools.listChanged`; after answering its first `tools/call` it drops `fail`,
+    /// adds `extra` and sends `notifications/tools/list_changed`.
+    ListChange,
 }
 
-const MODES: [(&str, Mode); 13] = [
+const MODES: [(&str, Mode); 14] = [
     ("good", Mode::Good),
     ("modern", Mode::Modern),
     ("stdout-logs", Mode::StdoutLogs),
@@ -47,6 +50,7 @@ const MODES: [(&str, Mode); 13] = [
     ("grandchild", Mode::Grandchild),
     ("roots", Mode::Roots),
     ("bad-json-lines", Mode::BadJsonLines),
+    ("list-change", Mode::ListChange),
 ];
 
 /// The parsed command line.
@@ -83,6 +87,7 @@ impl Config {
             discover: self.mode == Mode::Modern,
             page_size: self.page_size,
             probe_client: self.mode == Mode::Roots,
+            list_change: self.mode == Mode::ListChange,
         }
     }
 }
@@ -185,5 +190,7 @@ mod tests {
         assert!(!settings(&["good"]).discover);
         assert!(settings(&["roots"]).probe_client);
         assert_eq!(settings(&["--page-size", "2"]).page_size, Some(2));
+        assert!(settings(&["list-change"]).list_change);
+        assert!(!settings(&["good"]).list_change);
     }
 }

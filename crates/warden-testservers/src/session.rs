@@ -154,6 +154,11 @@ impl<W: Write> Session<'_, W> {
         }
         let response = self.server.handle_request(id, method, params);
         self.reply(method, &response)?;
+        if method == "tools/call" {
+            for message in self.server.after_call() {
+                self.out.send(&message)?;
+            }
+        }
         if method == "initialize" && self.mode() == Mode::BadJsonLines {
             for n in 0..self.config.count {
                 self.out

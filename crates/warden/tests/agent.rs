@@ -528,3 +528,64 @@ fn no_model_configured_is_a_usage_error() {
         describe(&output)
     );
 }
+
+/// The test server with the `sleep` tool, under `name`.
+fn sleepy_server(scratch: &Scratch, name: &str) -> String {
+    let program = support::copied_server(scratch);
+    server_toml(
+        name,
+        &program,
+        &["good"],
+        "env = { WARDEN_TEST_SLEEP_TOOL = \"1\" }\n",
+    )
+}
+
+#[test]
+fn calls_to_different_servers_in_one_step_run_at_once_and_calls_to_one_server_in_turn() {
+    let scratch = Scratch::new();
+    let config = scratch.config(&format!(
+        "{}{}[[policy.rules]]\ntools = \"*__sleep\"\neffect = \"allow\"\n",
+        sleepy_server(&scratch, "a"),
+        sleepy_server(&scratch, "b"),
+    ));
+    let sleep =
+        |server: &str| json!({"name": format!("{server}__sleep"), "arguments": {"ms": 1500}});
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [sleep("a"), sleep("b"), sleep("a")]}},
+            {"reply": {"text": "Slept."}, "expect": {"last_tool_results_contain": ["slept 1500 ms"]}}
+        ]}),
+    );
+    let output = run(
+        &scratch,
+        &model,
+        "anthropic",
+        "sleep",
+        &["--config", config.to_str().unwrap()],
+    );
+    assert_exit(&output, 0);
+    let events = transcript(&output);
+    let calls = events_of(&events, "tool_call");
+    assert_eq!(calls.len(), 3, "{events:#?}");
+    let span = |call: &Value| {
+        assert_eq!(call["executed"], true, "{call}");
+        assert_eq!(call["is_error"], false, "{call}");
+        let start = call["started_ms"].as_u64().unwrap();
+        (start, start + call["latency_ms"].as_u64().unwrap())
+    };
+    let (a1, b, a2) = (span(calls[0]), span(calls[1]), span(calls[2]));
+    assert!(
+        a1.0 < b.1 && b.0 < a1.1,
+        "a's first call and b's call overlap: {a1:?} {b:?}"
+    );
+    assert!(
+        a2.0 >= a1.1,
+        "a's second call starts after its first ended: {a1:?} {a2:?}"
+    );
+    // In the order the model made them, whatever order they finished in.
+    assert_eq!(calls[0]["tool"], "a__sleep");
+    assert_eq!(calls[1]["tool"], "b__sleep");
+    drop(model);
+    scratch.assert_no_leftovers();
+}
