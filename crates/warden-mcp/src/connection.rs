@@ -107,6 +107,13 @@ pub trait Connection: Send + Sync {
         arguments: Option<Map<String, Value>>,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<CallOutcome, CallError>>;
+    /// True once after the server said its tool list changed
+    /// (`notifications/tools/list_changed`), clearing the mark. The host re-lists the tools
+    /// of a marked server at the next turn boundary. A transport that cannot receive the
+    /// notification keeps the default: never marked.
+    fn take_tools_changed(&self) -> bool {
+        false
+    }
     /// The last `count` lines the server wrote to stderr.
     fn stderr_tail(&self, count: usize) -> Vec<String>;
     /// Closes the connection and stops the process: close stdin, wait, SIGTERM, SIGKILL.

@@ -1,6 +1,7 @@
 //! The [`Connection`] implementation over rmcp. Everything rmcp-specific lives here.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -48,6 +49,9 @@ const FAILED_STOP: StopGrace = StopGrace {
 #[derive(Debug, Clone)]
 struct WardenClient {
     server: String,
+    /// Set when the server says its tool list changed; taken by
+    /// [`Connection::take_tools_changed`].
+    tools_changed: Arc<AtomicBool>,
 }
 
 impl ClientHandler for WardenClient {
@@ -61,7 +65,9 @@ impl ClientHandler for WardenClient {
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        // The mark itself is set by [`Watched`], in order with the other messages.
         tracing::info!(server = %self.server, "the server's tool list changed");
+        self.tools_changed.store(true, Ordering::SeqCst);
     }
 
     #[allow(deprecated)] // Logging is deprecated in 2026-07-28, still sent by legacy servers.
@@ -71,6 +77,47 @@ impl ClientHandler for WardenClient {
         _context: NotificationContext<RoleClient>,
     ) {
         tracing::debug!(server = %self.server, level = ?params.level, "server log: {}", params.data);
+    }
+}
+
+/// A transport that marks `notifications/tools/list_changed` as it is received.
+///
+/// rmcp runs notification handlers in tasks of their own, so a handler may run after the
+/// response that followed the notification on the wire has been delivered. Marking here,
+/// in the sequential receive loop, means a server that says its list changed before it
+/// answers a call has its mark set before the caller sees the answer.
+struct Watched<T> {
+    inner: T,
+    tools_changed: Arc<AtomicBool>,
+}
+
+impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleClient>
+    for Watched<T>
+{
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: rmcp::service::TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
+        let message = self.inner.receive().await?;
+        if let rmcp::model::JsonRpcMessage::Notification(notification) = &message
+            && matches!(
+                notification.notification,
+                rmcp::model::ServerNotification::ToolListChangedNotification(_)
+            )
+        {
+            self.tools_changed.store(true, Ordering::SeqCst);
+        }
+        Some(message)
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.inner.close().await
     }
 }
 
@@ -136,6 +183,7 @@ struct RmcpConnection {
     diagnostics: Diagnostics,
     max_tools: usize,
     max_pages: usize,
+    tools_changed: Arc<AtomicBool>,
 }
 
 pub(crate) async fn connect(
@@ -175,8 +223,10 @@ pub(crate) async fn connect(
         stderr,
         group: Mutex::new(Some(launched.group)),
     };
+    let tools_changed = Arc::new(AtomicBool::new(false));
     let client = WardenClient {
         server: spec.name.clone(),
+        tools_changed: Arc::clone(&tools_changed),
     };
     let mut transport = transport;
     let mode = match spec.era {
@@ -190,6 +240,10 @@ pub(crate) async fn connect(
             }
         }
         pinned => lifecycle(pinned),
+    };
+    let transport = Watched {
+        inner: transport,
+        tools_changed: Arc::clone(&tools_changed),
     };
     let handshake = client.serve_with_lifecycle(transport, mode);
     let running = match tokio::time::timeout_at(deadline, handshake).await {
@@ -224,6 +278,7 @@ pub(crate) async fn connect(
         diagnostics,
         max_tools: options.max_tools.unwrap_or(DEFAULT_MAX_TOOLS),
         max_pages: options.max_pages.unwrap_or(DEFAULT_MAX_PAGES),
+        tools_changed,
     }))
 }
 
@@ -515,6 +570,10 @@ impl Connection for RmcpConnection {
                 raw,
             })
         })
+    }
+
+    fn take_tools_changed(&self) -> bool {
+        self.tools_changed.swap(false, Ordering::SeqCst)
     }
 
     fn stderr_tail(&self, count: usize) -> Vec<String> {

@@ -31,8 +31,8 @@ pub(crate) enum Mode {
     Roots,
     /// Writes `--count` non-JSON lines right after the `initialize` response.
     BadJsonLines,
-    /// Declares `tools.listChanged`; after answering its first `tools/call` it drops `fail`,
-    /// adds `extra` and sends `notifications/tools/list_changed`.
+    /// Declares `tools.listChanged`; its first `tools/call` drops `fail` and adds `extra`,
+    /// and it sends `notifications/tools/list_changed` right before answering that call.
     ListChange,
 }
 

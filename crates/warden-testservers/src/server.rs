@@ -86,8 +86,9 @@ impl Server {
         }
     }
 
-    /// Messages to send after a `tools/call` was answered: in `list-change` mode, the first
-    /// call changes the tool list and this returns `notifications/tools/list_changed`.
+    /// Messages to send with the answer to a `tools/call` (before it): in `list-change`
+    /// mode, the first call changes the tool list and this returns
+    /// `notifications/tools/list_changed`.
     pub(crate) fn after_call(&mut self) -> Vec<Value> {
         if !self.settings.list_change || self.tools_changed {
             return Vec::new();

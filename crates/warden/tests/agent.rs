@@ -589,3 +589,128 @@ fn calls_to_different_servers_in_one_step_run_at_once_and_calls_to_one_server_in
     drop(model);
     scratch.assert_no_leftovers();
 }
+
+const ALLOW_SRV: &str = "[policy.servers.srv]\ntrust = \"trusted\"\n[[policy.rules]]\ntools = \"srv__*\"\neffect = \"allow\"\n";
+
+fn notices(events: &[Value]) -> Vec<String> {
+    events_of(events, "notice")
+        .iter()
+        .map(|n| n["message"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_tool_list_change_is_applied_at_the_next_step_in_a_stable_order() {
+    let scratch = Scratch::new();
+    let program = support::copied_server(&scratch);
+    // Pin all four tools first (`extra` included), as `warden approve` would have.
+    let config = scratch.config(&format!(
+        "{}{ALLOW_SRV}",
+        server_toml(
+            "srv",
+            &program,
+            &["good"],
+            "env = { WARDEN_TEST_EXTRA_TOOL = \"1\" }\n"
+        )
+    ));
+    assert_exit(
+        &scratch.run(
+            &["--config", config.to_str().unwrap(), "tools", "--json"],
+            LIMIT,
+        ),
+        0,
+    );
+    // Now the server starts without `extra`, and its first call swaps `fail` for `extra`.
+    let config = scratch.config(&format!(
+        "{}{ALLOW_SRV}",
+        server_toml("srv", &program, &["list-change"], "")
+    ));
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "srv__echo", "arguments": {"message": "hi"}}]},
+             "expect": {"tools_include": ["srv__echo", "srv__fail"], "tools_exclude": ["srv__extra"]}},
+            {"reply": {"tool_calls": [{"name": "srv__extra", "arguments": {}}]},
+             "expect": {"tools_include": ["srv__extra"], "tools_exclude": ["srv__fail"],
+                        "last_tool_results_contain": ["echo: hi"]}},
+            {"reply": {"text": "Done."}, "expect": {"last_tool_results_contain": ["extra"]}}
+        ]}),
+    );
+    let output = run(
+        &scratch,
+        &model,
+        "anthropic",
+        "go",
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--approvals",
+            "allow-all",
+        ],
+    );
+    assert_exit(&output, 0);
+    let events = transcript(&output);
+    let notices = notices(&events);
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.contains("added srv__extra") && n.contains("removed srv__fail")),
+        "{notices:?}"
+    );
+    let calls = events_of(&events, "tool_call");
+    assert_eq!(calls[1]["tool"], "srv__extra");
+    assert_eq!(calls[1]["executed"], true, "{}", calls[1]);
+    // Unchanged tools keep their places; the new one comes in the server's own order.
+    let requests = model.requests();
+    assert_eq!(
+        requests[0]["tools"],
+        json!(["srv__echo", "srv__add", "srv__fail"])
+    );
+    assert_eq!(
+        requests[1]["tools"],
+        json!(["srv__echo", "srv__add", "srv__extra"])
+    );
+    drop(model);
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn a_new_tool_on_a_pinned_server_is_held_back_after_a_list_change() {
+    let scratch = Scratch::new();
+    // First connect pins echo, add and fail; `extra` appears later and was never approved.
+    let config = scratch.config(&format!(
+        "{}{ALLOW_SRV}",
+        test_server(&scratch, "srv", "list-change")
+    ));
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "srv__echo", "arguments": {"message": "hi"}}]}},
+            {"reply": {"tool_calls": [{"name": "srv__extra", "arguments": {}}]},
+             "expect": {"tools_include": ["srv__echo"], "tools_exclude": ["srv__extra", "srv__fail"]}},
+            {"reply": {"text": "It is not available."},
+             "expect": {"last_tool_results_contain": ["srv__extra"]}}
+        ]}),
+    );
+    let output = run(
+        &scratch,
+        &model,
+        "openai",
+        "go",
+        &["--config", config.to_str().unwrap()],
+    );
+    assert_exit(&output, 0);
+    let events = transcript(&output);
+    let notices = notices(&events);
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.contains("held back extra") && n.contains("removed srv__fail")),
+        "{notices:?}"
+    );
+    let calls = events_of(&events, "tool_call");
+    assert_eq!(calls[1]["executed"], false, "{}", calls[1]);
+    assert_eq!(calls[1]["decision"], "invalid", "{}", calls[1]);
+    drop(model);
+    scratch.assert_no_leftovers();
+}

@@ -38,12 +38,12 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
     } else {
         Box::new(DenyAll)
     };
-    let host = super::connect(config.servers, policy, &env).await?;
+    let mut host = super::connect(config.servers, policy, &env).await?;
     let screen = Screen::new(interactive);
     let mut observer = Audited::new(screen, super::open_store(&env).ok(), "chat");
-    let mut agent = Agent::new(&host, model.as_ref(), approver.as_ref(), settings);
+    let mut agent = Agent::new(&mut host, model.as_ref(), approver.as_ref(), settings);
     let history = History::start(&mut observer, &session_id, &model.describe());
-    banner(&host, &agent, model.describe().as_str());
+    banner(agent.host(), &agent, model.describe().as_str());
     let mut history = history;
     loop {
         eprint!("\n› ");
@@ -64,8 +64,8 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
                     agent.clear();
                     eprintln!("(conversation cleared; what the model saw before is forgotten)");
                 }
-                "mcp" => eprint!("{}", mcp_report(&host, &observer.inner().latencies)),
-                "tools" => eprint!("{}", tools_report(&host, &agent)),
+                "mcp" => eprint!("{}", mcp_report(agent.host(), &observer.inner().latencies)),
+                "tools" => eprint!("{}", tools_report(agent.host(), &agent)),
                 "audit" => eprint!("{}", audit_report(observer.store())),
                 _ => eprintln!("commands: /mcp /tools /audit /clear /exit"),
             }

@@ -110,8 +110,8 @@ pub async fn connect(
     policy: Arc<Policy>,
     env: &Environment,
 ) -> Result<Host, Failure> {
-    let reviewer = crate::approvals::Reviewer::new(open_store(env)?);
-    connect_with(specs, policy, env, &reviewer).await
+    let reviewer = Arc::new(crate::approvals::Reviewer::new(open_store(env)?));
+    connect_with(specs, policy, env, reviewer).await
 }
 
 /// [`connect`], also returning the tools held back or removed, and the description scan
@@ -121,10 +121,10 @@ pub async fn connect_reviewed(
     policy: Arc<Policy>,
     env: &Environment,
 ) -> Result<(Host, DriftByServer, ScansByServer), Failure> {
-    let reviewer = crate::approvals::Reviewer::new(open_store(env)?);
-    let host = connect_with(specs, policy, env, &reviewer).await?;
+    let reviewer = Arc::new(crate::approvals::Reviewer::new(open_store(env)?));
+    let host = connect_with(specs, policy, env, Arc::clone(&reviewer) as _).await?;
     let scans = reviewer.scans();
-    Ok((host, reviewer.into_drift(), scans))
+    Ok((host, reviewer.drift(), scans))
 }
 
 /// The description scan of every listed tool, by server name.
@@ -139,7 +139,7 @@ pub async fn connect_with(
     specs: Vec<warden_config::ServerSpec>,
     policy: Arc<Policy>,
     env: &Environment,
-    review: &dyn warden_host::Review,
+    review: Arc<dyn warden_host::Review>,
 ) -> Result<Host, Failure> {
     crate::signals::watch();
     // Every stdio server starts confined; `confine = false` servers are started directly by
