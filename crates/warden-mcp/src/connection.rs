@@ -82,6 +82,10 @@ pub struct ConnectOptions {
     pub max_tools: Option<usize>,
     /// Pages of `tools/list` followed before giving up.
     pub max_pages: Option<usize>,
+    /// Who answers a server's elicitation requests. With one, the `elicitation`
+    /// capability (form and URL) is declared; without, it is not. Only stdio connections
+    /// over rmcp use it so far.
+    pub elicitor: Option<std::sync::Arc<dyn crate::elicit::Elicitor>>,
 }
 
 /// Tools accepted from one server by default.

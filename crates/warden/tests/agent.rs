@@ -714,3 +714,38 @@ fn a_new_tool_on_a_pinned_server_is_held_back_after_a_list_change() {
     drop(model);
     scratch.assert_no_leftovers();
 }
+
+#[test]
+fn elicitation_is_declined_in_run_and_the_run_goes_on() {
+    let scratch = Scratch::new();
+    // server-everything registers its elicitation tool only for a client that declares
+    // the capability: `warden run` declares it and declines every request (decision 0016).
+    let config = scratch.config(&format!(
+        "{}[[policy.rules]]\ntools = \"everything__trigger-elicitation-request\"\neffect = \"allow\"\n",
+        everything_server()
+    ));
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "everything__trigger-elicitation-request", "arguments": {}}]},
+             "expect": {"tools_include": ["everything__trigger-elicitation-request"]}},
+            {"reply": {"text": "You declined."},
+             "expect": {"last_tool_results_contain": ["declined", "\"action\": \"decline\""]}}
+        ]}),
+    );
+    let output = run(
+        &scratch,
+        &model,
+        "anthropic",
+        "ask me",
+        &["--config", config.to_str().unwrap()],
+    );
+    assert_exit(&output, 0);
+    let events = transcript(&output);
+    let call = events_of(&events, "tool_call")[0];
+    assert_eq!(call["executed"], true, "{call}");
+    assert_eq!(call["is_error"], false, "{call}");
+    assert_eq!(events.last().unwrap()["answer"], "You declined.");
+    drop(model);
+    scratch.assert_no_leftovers();
+}

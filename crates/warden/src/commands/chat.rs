@@ -38,7 +38,13 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
     } else {
         Box::new(DenyAll)
     };
-    let mut host = super::connect(config.servers, policy, &env).await?;
+    // Elicitation: a form or URL prompt at the terminal; nobody to ask without one.
+    let elicitor: std::sync::Arc<dyn warden_mcp::Elicitor> = if interactive {
+        std::sync::Arc::new(crate::elicit::TerminalElicitor::default())
+    } else {
+        std::sync::Arc::new(warden_mcp::DeclineAll)
+    };
+    let mut host = super::connect_session(config.servers, policy, &env, elicitor).await?;
     let screen = Screen::new(interactive);
     let mut observer = Audited::new(screen, super::open_store(&env).ok(), "chat");
     let mut agent = Agent::new(&mut host, model.as_ref(), approver.as_ref(), settings);

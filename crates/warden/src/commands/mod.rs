@@ -114,6 +114,18 @@ pub async fn connect(
     connect_with(specs, policy, env, reviewer).await
 }
 
+/// [`connect`] for an agent session: `elicitor` answers the servers' elicitation requests
+/// (and its presence declares the capability; see docs/decisions/0016-elicitation.md).
+pub async fn connect_session(
+    specs: Vec<warden_config::ServerSpec>,
+    policy: Arc<Policy>,
+    env: &Environment,
+    elicitor: Arc<dyn warden_mcp::Elicitor>,
+) -> Result<Host, Failure> {
+    let reviewer = Arc::new(crate::approvals::Reviewer::new(open_store(env)?));
+    connect_inner(specs, policy, env, reviewer, Some(elicitor)).await
+}
+
 /// [`connect`], also returning the tools held back or removed, and the description scan
 /// of every listed tool, by server.
 pub async fn connect_reviewed(
@@ -141,6 +153,16 @@ pub async fn connect_with(
     env: &Environment,
     review: Arc<dyn warden_host::Review>,
 ) -> Result<Host, Failure> {
+    connect_inner(specs, policy, env, review, None).await
+}
+
+async fn connect_inner(
+    specs: Vec<warden_config::ServerSpec>,
+    policy: Arc<Policy>,
+    env: &Environment,
+    review: Arc<dyn warden_host::Review>,
+    elicitor: Option<Arc<dyn warden_mcp::Elicitor>>,
+) -> Result<Host, Failure> {
     crate::signals::watch();
     // Every stdio server starts confined; `confine = false` servers are started directly by
     // the same launcher, with a warning each time.
@@ -153,6 +175,7 @@ pub async fn connect_with(
     );
     let options = ConnectOptions {
         log_dir: Some(log_dir(env)),
+        elicitor,
         ..ConnectOptions::default()
     };
     tokio::select! {

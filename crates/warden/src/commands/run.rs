@@ -38,7 +38,9 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> Result<Code, Failure> {
         ApprovalMode::Deny => Box::new(DenyAll),
         ApprovalMode::AllowAll => Box::new(AllowAll),
     };
-    let mut host = super::connect(config.servers, policy, &env).await?;
+    // Nobody to ask: every elicitation request is declined (decision 0016).
+    let elicitor = std::sync::Arc::new(warden_mcp::DeclineAll);
+    let mut host = super::connect_session(config.servers, policy, &env, elicitor).await?;
     let printer: Box<dyn Observer> = if args.json {
         Box::new(JsonLines)
     } else {
