@@ -36,6 +36,8 @@ pub(crate) struct Settings {
     pub(crate) probe_client: bool,
     /// Change the tool list after the first `tools/call` and say so (`list-change` mode).
     pub(crate) list_change: bool,
+    /// Answer a modern `echo` with `input_required` first (`input-required` mode).
+    pub(crate) ask_input: bool,
 }
 
 /// Protocol state of one connection.
@@ -135,7 +137,9 @@ impl Server {
     /// Adds what the 2026-07-28 era requires on every result.
     fn shape_result(&self, method: &str, mut result: Value) -> Value {
         if self.modern {
-            result["resultType"] = json!("complete");
+            if result.get("resultType").is_none() {
+                result["resultType"] = json!("complete");
+            }
             if method == "tools/list" {
                 result["ttlMs"] = json!(0);
                 result["cacheScope"] = json!("private");
@@ -186,6 +190,9 @@ impl Server {
         if name == "echo" && self.settings.probe_client {
             return Ok(tools::text_result(&self.client_probe_report(), false));
         }
+        if name == "echo" && self.settings.ask_input && self.modern {
+            return Ok(input_required_round(params));
+        }
         if self.tools_changed {
             match name {
                 "extra" => return Ok(tools::text_result("extra", false)),
@@ -210,6 +217,47 @@ impl Server {
             None => "missing",
         };
         format!("roots: {roots}; ping: {ping}")
+    }
+}
+
+/// The state `input-required` mode hands out and expects back.
+pub(crate) const REQUEST_STATE: &str = "state-1";
+
+/// `input-required` mode's `echo`: without `inputResponses`, asks for a name through a form
+/// elicitation; with them, reports what came back, the echoed state, and whether the
+/// request declared the elicitation capability.
+fn input_required_round(params: &Value) -> Value {
+    let declared = params
+        .pointer("/_meta/io.modelcontextprotocol~1clientCapabilities/elicitation")
+        .is_some();
+    match params.get("inputResponses") {
+        None => json!({
+            "resultType": "input_required",
+            "inputRequests": {
+                "who": {
+                    "method": "elicitation/create",
+                    "params": {
+                        "mode": "form",
+                        "message": "Who is asking?",
+                        "requestedSchema": {
+                            "type": "object",
+                            "properties": {"name": {"type": "string", "title": "Name"}},
+                            "required": ["name"]
+                        }
+                    }
+                }
+            },
+            "requestState": REQUEST_STATE
+        }),
+        Some(responses) => {
+            let state = params.get("requestState").unwrap_or(&Value::Null);
+            tools::text_result(
+                &format!(
+                    "inputResponses: {responses}; requestState: {state}; elicitation declared: {declared}"
+                ),
+                false,
+            )
+        }
     }
 }
 
@@ -443,6 +491,39 @@ mod tests {
         assert_eq!(r["result"]["content"][0]["text"], "extra");
         let r = request(&mut s, "tools/call", json!({"name": "fail"}));
         assert_eq!(error_code(&r), Some(INVALID_PARAMS));
+    }
+
+    #[test]
+    fn input_required_mode_asks_then_reports_the_answers() {
+        let mut s = server(Settings {
+            discover: true,
+            ask_input: true,
+            ..Settings::default()
+        });
+        request(&mut s, "server/discover", json!({}));
+        let first = request(
+            &mut s,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"message": "x"}}),
+        );
+        assert_eq!(first["result"]["resultType"], "input_required");
+        assert_eq!(first["result"]["requestState"], REQUEST_STATE);
+        assert_eq!(
+            first["result"]["inputRequests"]["who"]["method"],
+            "elicitation/create"
+        );
+        let again = request(
+            &mut s,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"message": "x"},
+                   "inputResponses": {"who": {"action": "decline"}},
+                   "requestState": REQUEST_STATE}),
+        );
+        assert_eq!(again["result"]["resultType"], "complete");
+        assert_eq!(
+            again["result"]["content"][0]["text"],
+            r#"inputResponses: {"who":{"action":"decline"}}; requestState: "state-1"; elicitation declared: false"#
+        );
     }
 
     #[test]

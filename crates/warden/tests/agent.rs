@@ -749,3 +749,38 @@ fn elicitation_is_declined_in_run_and_the_run_goes_on() {
     drop(model);
     scratch.assert_no_leftovers();
 }
+
+#[test]
+fn an_input_required_result_is_answered_and_the_call_sent_again_with_the_state() {
+    let scratch = Scratch::new();
+    let config = scratch.config(&format!(
+        "{}{ALLOW_SRV}",
+        test_server(&scratch, "srv", "input-required")
+    ));
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "srv__echo", "arguments": {"message": "x"}}]}},
+            {"reply": {"text": "Declined."},
+             "expect": {"last_tool_results_contain": [
+                 "inputResponses: {\"who\":{\"action\":\"decline\"}}",
+                 "requestState: \"state-1\"",
+                 "elicitation declared: true"]}}
+        ]}),
+    );
+    let output = run(
+        &scratch,
+        &model,
+        "openai",
+        "echo",
+        &["--config", config.to_str().unwrap()],
+    );
+    assert_exit(&output, 0);
+    let events = transcript(&output);
+    assert_eq!(events[0]["servers"][0]["era"], "modern", "{}", events[0]);
+    let call = events_of(&events, "tool_call")[0];
+    assert_eq!(call["executed"], true, "{call}");
+    assert_eq!(call["is_error"], false, "{call}");
+    drop(model);
+    scratch.assert_no_leftovers();
+}
