@@ -7,6 +7,7 @@
 //! shell) only after an explicit "open", never automatically.
 
 use std::io::Write;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Number, Value};
@@ -18,6 +19,32 @@ const MAX_LINE_BYTES: u64 = 16 * 1024;
 const MAX_TRIES: usize = 3;
 /// Times the whole form may be started over.
 const MAX_EDITS: usize = 3;
+
+/// Set while an elicitation prompt waits for the user.
+static PROMPTING: AtomicBool = AtomicBool::new(false);
+
+/// True while an elicitation prompt waits for the user: a spinner must not draw over it.
+pub fn prompting() -> bool {
+    PROMPTING.load(Ordering::SeqCst)
+}
+
+/// Marks a prompt as shown until dropped.
+struct Prompting;
+
+impl Prompting {
+    fn start() -> Prompting {
+        PROMPTING.store(true, Ordering::SeqCst);
+        // Clears a spinner's line before the prompt is drawn.
+        eprint!("\r\x1b[2K");
+        Prompting
+    }
+}
+
+impl Drop for Prompting {
+    fn drop(&mut self) {
+        PROMPTING.store(false, Ordering::SeqCst);
+    }
+}
 
 /// Where answers come from: the terminal, or a script in tests.
 pub trait Input: Send {
@@ -48,6 +75,7 @@ impl Elicitor for TerminalElicitor {
     ) -> BoxFuture<'a, ElicitationAnswer> {
         Box::pin(async move {
             let _turn = self.one_at_a_time.lock().await;
+            let _shown = Prompting::start();
             let mut out = std::io::stderr();
             match request {
                 ElicitationRequest::Form { message, schema } => {

@@ -208,7 +208,9 @@ impl Screen {
                     }),
                     Err(_) => None,
                 };
-                if let Some(line) = line {
+                if let Some(line) = line
+                    && !crate::elicit::prompting()
+                {
                     eprint!("\r\x1b[2K{line}");
                     let _ = std::io::stderr().flush();
                 }
