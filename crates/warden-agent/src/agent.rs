@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::time::timeout_at;
-use warden_host::{Approval, Host, HostError, PreparedCall};
+use warden_host::{Approval, Host, HostError, PreparedCall, ToolsChange};
 use warden_policy::{Decision, Provenance, Verdict};
 
 use crate::approval::{ApprovalAnswer, ApprovalRequest, Approver};
@@ -80,7 +80,7 @@ pub enum AgentError {
 
 /// One session: a conversation with a model over a host's tools.
 pub struct Agent<'h> {
-    host: &'h Host,
+    host: &'h mut Host,
     model: &'h dyn Model,
     approver: &'h dyn Approver,
     settings: AgentSettings,
@@ -106,9 +106,10 @@ const SEARCH_INSTRUCTIONS: &str = "Not every tool is listed: call `warden__searc
 a few words about what you need, and the tools it finds become callable from your next step.";
 
 impl<'h> Agent<'h> {
-    /// A new session over `host`'s tools.
+    /// A new session over `host`'s tools. The agent holds the host mutably: a server's
+    /// changed tool list is applied to its catalogue between steps.
     pub fn new(
-        host: &'h Host,
+        host: &'h mut Host,
         model: &'h dyn Model,
         approver: &'h dyn Approver,
         settings: AgentSettings,
@@ -144,6 +145,11 @@ impl<'h> Agent<'h> {
         }
     }
 
+    /// The host, for reports between prompts (`/mcp`, `/tools`).
+    pub fn host(&self) -> &Host {
+        self.host
+    }
+
     /// The event that opens the session's transcript.
     pub fn session_event(&self) -> Event {
         let servers = self
@@ -177,7 +183,7 @@ impl<'h> Agent<'h> {
             search_mode: self.exposure.search_mode(),
             exposed: self
                 .exposure
-                .tools(self.host)
+                .tools(&*self.host)
                 .into_iter()
                 .map(|t| t.name)
                 .collect(),
@@ -231,7 +237,19 @@ impl<'h> Agent<'h> {
         for _ in 0..self.settings.max_turns {
             self.step += 1;
             let turn = self.step;
-            let tools = self.exposure.tools(self.host);
+            // A turn boundary: no call of this session is in flight, so a changed tool list
+            // can be applied without moving anything under a running step.
+            let changes = self.host.refresh_tools().await;
+            if !changes.is_empty() {
+                self.exposure.refresh(&*self.host);
+                for change in &changes {
+                    observer.event(&Event::Notice {
+                        turn,
+                        message: change_notice(&*self.host, change),
+                    });
+                }
+            }
+            let tools = self.exposure.tools(&*self.host);
             let fixed = estimate_tokens(&self.system)
                 + tools
                     .iter()
@@ -321,10 +339,10 @@ impl<'h> Agent<'h> {
         deadline: tokio::time::Instant,
         observer: &mut dyn Observer,
     ) -> Vec<Block> {
-        let host = self.host;
+        let host: &Host = &*self.host;
         let mut results: Vec<Option<Block>> = vec![None; calls.len()];
         let mut events: Vec<Option<ToolCallEvent>> = vec![None; calls.len()];
-        let mut to_send: BTreeMap<String, Vec<(usize, PreparedCall<'h>)>> = BTreeMap::new();
+        let mut to_send: BTreeMap<String, Vec<(usize, PreparedCall<'_>)>> = BTreeMap::new();
         for (index, call) in calls.iter().enumerate() {
             let mut event = ToolCallEvent {
                 turn,
@@ -346,6 +364,7 @@ impl<'h> Agent<'h> {
                 flagged: false,
                 truncated: false,
                 offloaded_to: None,
+                started_ms: None,
                 latency_ms: None,
             };
             let refuse = |event: &mut ToolCallEvent, message: String| {
@@ -493,20 +512,22 @@ impl<'h> Agent<'h> {
             let mut done = Vec::with_capacity(lane.len());
             for (index, prepared) in lane {
                 let tool = prepared.tool();
+                let started_ms = unix_ms();
                 let started = Instant::now();
                 let outcome = host.send(prepared, Approval::Approved).await;
-                done.push((index, tool, outcome, started.elapsed()));
+                done.push((index, tool, outcome, started_ms, started.elapsed()));
             }
             done
         });
         let finished = timeout_at(deadline, futures::future::join_all(lanes))
             .await
             .unwrap_or_default();
-        for (index, tool, outcome, elapsed) in finished.into_iter().flatten() {
+        for (index, tool, outcome, started_ms, elapsed) in finished.into_iter().flatten() {
             let Some(event) = events[index].as_mut() else {
                 continue;
             };
             event.executed = true;
+            event.started_ms = Some(started_ms);
             event.latency_ms = Some(u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX));
             let (text, is_error) = match outcome {
                 Ok(outcome) => (result_text(&outcome), outcome.is_error),
@@ -576,6 +597,59 @@ impl<'h> Agent<'h> {
         }
         blocks
     }
+}
+
+/// The notice for one server's changed tool list: what was added, removed, changed, held
+/// back, or why the list could not be read.
+fn change_notice(host: &Host, change: &ToolsChange) -> String {
+    let server = &change.server;
+    if let Some(error) = &change.error {
+        return format!(
+            "server `{server}` said its tools changed, but the new list could not be read ({error}); its tools stay as they were"
+        );
+    }
+    let qualified = |name: &String| {
+        host.catalogue()
+            .resolve(&format!("{server}/{name}"))
+            .map_or_else(
+                || format!("{server}__{name}"),
+                |tool| tool.qualified.clone(),
+            )
+    };
+    let mut parts = Vec::new();
+    if !change.added.is_empty() {
+        let names: Vec<String> = change.added.iter().map(qualified).collect();
+        parts.push(format!("added {}", names.join(", ")));
+    }
+    if !change.removed.is_empty() {
+        let names: Vec<String> = change
+            .removed
+            .iter()
+            .map(|name| format!("{server}__{name}"))
+            .collect();
+        parts.push(format!("removed {}", names.join(", ")));
+    }
+    if !change.changed.is_empty() {
+        let names: Vec<String> = change.changed.iter().map(qualified).collect();
+        parts.push(format!("changed {}", names.join(", ")));
+    }
+    if !change.held_back.is_empty() {
+        parts.push(format!(
+            "held back {} (new or changed definitions; review them with `warden approve {server}`)",
+            change.held_back.join(", ")
+        ));
+    }
+    if parts.is_empty() {
+        parts.push("nothing the model sees changed".into());
+    }
+    format!("tools of server `{server}` changed: {}", parts.join("; "))
+}
+
+/// Now, in milliseconds since the Unix epoch (0 if the clock is before it).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Sends streamed text, and notices of retries, to the observer.

@@ -112,6 +112,10 @@ pub struct ToolCallEvent {
     /// Where the whole result was written, when it was too long to give the model.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub offloaded_to: Option<String>,
+    /// When the call was sent, in milliseconds since the Unix epoch (absent when it was
+    /// not sent). With `latency_ms` it shows which calls ran at the same time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_ms: Option<u64>,
     /// Milliseconds the call took at the server.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub latency_ms: Option<u64>,

@@ -64,6 +64,15 @@ impl Exposure {
         }
     }
 
+    /// Follows a catalogue that changed (a server's tool list was read again): the search
+    /// index is rebuilt; the mode stays as the session started, and the tools found or
+    /// pinned keep their places (a tool that is gone is simply no longer offered).
+    pub fn refresh(&mut self, host: &Host) {
+        if self.search.is_some() {
+            self.search = Some(ToolSearch::new(host.catalogue()));
+        }
+    }
+
     /// True when the model sees the search tool instead of the whole catalogue.
     pub fn search_mode(&self) -> bool {
         self.search.is_some()

@@ -9,6 +9,7 @@
 //! 3. [`Host::send`] with the [`Approval`] obtained: it sends an allowed call, an asked call
 //!    only when approved, and a denied call never.
 
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -198,8 +199,9 @@ fn json_type(value: &Value) -> &'static str {
 
 /// What the front end checks around connecting, beyond the policy: whether a server may be
 /// started at all, and which of the tools it lists may be offered. The host calls it for
-/// every server, so no front end can connect around it.
-pub trait Review: Sync {
+/// every server, so no front end can connect around it, and keeps it to review every tool
+/// list a server sends later ([`Host::refresh_tools`]).
+pub trait Review: Send + Sync {
     /// Called before `spec` is started; `Err(reason)` leaves it unstarted, failed with
     /// that reason.
     fn admit(&self, spec: &ServerSpec) -> Result<(), String>;
@@ -226,11 +228,34 @@ impl Review for NoReview {
     }
 }
 
+/// How one server's offered tools changed when its list was read again.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ToolsChange {
+    /// The server.
+    pub server: String,
+    /// Raw names now offered that were not before, in the server's order.
+    pub added: Vec<String>,
+    /// Raw names offered before and no longer.
+    pub removed: Vec<String>,
+    /// Raw names the server lists that the review holds back (new or changed definitions
+    /// of a pinned server, quarantined ones).
+    pub held_back: Vec<String>,
+    /// Offered before and after, with a different definition (only when the review lets
+    /// a changed definition through).
+    pub changed: Vec<String>,
+    /// Why the list could not be read again; the old list is kept.
+    pub error: Option<String>,
+}
+
 /// Connected servers, the catalogue of their tools, and the policy that decides calls.
 pub struct Host {
     entries: Vec<ServerEntry>,
     catalogue: Catalogue,
     policy: Arc<Policy>,
+    /// The review applied at connect, kept for later tool lists.
+    review: Arc<dyn Review>,
+    /// Each connected server's reviewed tools, as the catalogue was last built from them.
+    lists: BTreeMap<String, Vec<warden_mcp::ToolDef>>,
 }
 
 impl Host {
@@ -255,38 +280,102 @@ impl Host {
         launcher: &dyn Launcher,
         options: &ConnectOptions,
     ) -> Self {
-        Self::connect_reviewed(specs, policy, launcher, options, &NoReview).await
+        Self::connect_reviewed(specs, policy, launcher, options, Arc::new(NoReview)).await
     }
 
     /// [`connect_with_policy`](Host::connect_with_policy), with `review` deciding which
-    /// servers start and which of their tools are offered.
+    /// servers start and which of their tools are offered, now and whenever a server's
+    /// tool list is read again.
     pub async fn connect_reviewed(
         specs: Vec<ServerSpec>,
         policy: Arc<Policy>,
         launcher: &dyn Launcher,
         options: &ConnectOptions,
-        review: &dyn Review,
+        review: Arc<dyn Review>,
     ) -> Self {
         let attempts = specs
             .into_iter()
-            .map(|spec| connect_one(spec, launcher, options, review));
+            .map(|spec| connect_one(spec, launcher, options, review.as_ref()));
         let results = join_all(attempts).await;
         let mut entries = Vec::with_capacity(results.len());
-        let mut lists = Vec::new();
+        let mut lists = BTreeMap::new();
         for (entry, tools) in results {
             if let Some(tools) = tools {
                 let tools = review.tools(&entry.spec, tools);
-                lists.push((entry.spec.name.clone(), tools));
+                lists.insert(entry.spec.name.clone(), tools);
             }
             entries.push(entry);
         }
         entries.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
-        let catalogue = Catalogue::build_with_policy(lists, SchemaLimits::default(), &policy);
+        let catalogue = build_catalogue(&lists, &policy);
         Self {
             entries,
             catalogue,
             policy,
+            review,
+            lists,
         }
+    }
+
+    /// Reads again the tool list of every connected server that said its list changed
+    /// since the last time (`notifications/tools/list_changed`), all at once, each bounded
+    /// by the server's connect timeout; passes each list through the same review as at
+    /// connect (a new or changed tool of a pinned server is held back exactly as it would
+    /// be at connect), and rebuilds the catalogue in its stable order: servers by name,
+    /// each server's tools in its own order, so the tools that did not change keep their
+    /// order. Front ends call this only between model steps, never while calls of a step
+    /// are in flight. Returns one entry per server whose list was read.
+    pub async fn refresh_tools(&mut self) -> Vec<ToolsChange> {
+        let marked: Vec<&ServerEntry> = self
+            .entries
+            .iter()
+            .filter(|entry| {
+                entry
+                    .connection
+                    .as_ref()
+                    .is_some_and(|connection| connection.take_tools_changed())
+            })
+            .collect();
+        if marked.is_empty() {
+            return Vec::new();
+        }
+        let reads = marked.into_iter().map(|entry| async move {
+            let listed = match entry.connection.as_ref() {
+                Some(connection) => connection.list_tools(entry.spec.timeouts.connect).await,
+                None => Err(CallError::Protocol {
+                    reason: "not connected".into(),
+                }),
+            };
+            (entry, listed)
+        });
+        let mut changes = Vec::new();
+        let mut rebuilt = false;
+        for (entry, listed) in join_all(reads).await {
+            let name = entry.spec.name.clone();
+            let mut change = ToolsChange {
+                server: name.clone(),
+                ..ToolsChange::default()
+            };
+            match listed {
+                Ok(tools) => {
+                    let listed_names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+                    let offered = self.review.tools(&entry.spec, tools);
+                    let before = self.lists.get(&name).cloned().unwrap_or_default();
+                    describe_change(&mut change, &before, &offered, &listed_names);
+                    self.lists.insert(name, offered);
+                    rebuilt = true;
+                }
+                Err(error) => {
+                    tracing::warn!(server = %name, "the changed tool list could not be read: {error}");
+                    change.error = Some(error.to_string());
+                }
+            }
+            changes.push(change);
+        }
+        if rebuilt {
+            self.catalogue = build_catalogue(&self.lists, &self.policy);
+        }
+        changes
     }
 
     /// The policy calls are decided with.
@@ -459,6 +548,51 @@ impl Host {
     }
 }
 
+fn build_catalogue(
+    lists: &BTreeMap<String, Vec<warden_mcp::ToolDef>>,
+    policy: &Policy,
+) -> Catalogue {
+    let lists = lists
+        .iter()
+        .map(|(server, tools)| (server.clone(), tools.clone()))
+        .collect();
+    Catalogue::build_with_policy(lists, SchemaLimits::default(), policy)
+}
+
+/// Fills `change` with what differs between the tools offered `before` and `after`;
+/// `listed` are the names the server listed, before the review.
+fn describe_change(
+    change: &mut ToolsChange,
+    before: &[warden_mcp::ToolDef],
+    after: &[warden_mcp::ToolDef],
+    listed: &[String],
+) {
+    let after_names: HashSet<&str> = after.iter().map(|t| t.name.as_str()).collect();
+    let mut seen = HashSet::new();
+    for def in after {
+        if !seen.insert(def.name.as_str()) {
+            continue;
+        }
+        match before.iter().find(|old| old.name == def.name) {
+            None => change.added.push(def.name.clone()),
+            Some(old) if old != def => change.changed.push(def.name.clone()),
+            Some(_) => {}
+        }
+    }
+    let mut gone = HashSet::new();
+    for def in before {
+        if !after_names.contains(def.name.as_str()) && gone.insert(def.name.as_str()) {
+            change.removed.push(def.name.clone());
+        }
+    }
+    let mut held = HashSet::new();
+    for name in listed {
+        if !after_names.contains(name.as_str()) && held.insert(name.as_str()) {
+            change.held_back.push(name.clone());
+        }
+    }
+}
+
 async fn connect_one(
     spec: ServerSpec,
     launcher: &dyn Launcher,
@@ -552,6 +686,8 @@ mod tests {
             entries: Vec::new(),
             catalogue: Catalogue::build_with_policy(lists, SchemaLimits::default(), &policy),
             policy,
+            review: Arc::new(NoReview),
+            lists: BTreeMap::new(),
         }
     }
 
@@ -563,6 +699,27 @@ mod tests {
             Err(HostError::UnknownTool { .. }) => None,
             other => panic!("unexpected: {other:?}"),
         }
+    }
+
+    #[test]
+    fn a_change_names_added_removed_changed_and_held_back_tools() {
+        let def = |name: &str, description: &str| ToolDef {
+            name: name.into(),
+            title: None,
+            description: Some(description.into()),
+            input_schema: json!({"type": "object"}),
+            output_schema: None,
+            annotations: None,
+        };
+        let before = vec![def("a", "A"), def("b", "B"), def("c", "C")];
+        let after = vec![def("a", "A"), def("c", "C2"), def("d", "D")];
+        let listed: Vec<String> = ["a", "c", "d", "e"].map(String::from).to_vec();
+        let mut change = ToolsChange::default();
+        describe_change(&mut change, &before, &after, &listed);
+        assert_eq!(change.added, ["d"]);
+        assert_eq!(change.removed, ["b"]);
+        assert_eq!(change.changed, ["c"]);
+        assert_eq!(change.held_back, ["e"]);
     }
 
     #[tokio::test]

@@ -84,6 +84,10 @@ pub struct ConnectOptions {
     pub max_tools: Option<usize>,
     /// Pages of `tools/list` followed before giving up.
     pub max_pages: Option<usize>,
+    /// Who answers a server's elicitation requests. With one, the `elicitation`
+    /// capability (form and URL) is declared; without, it is not. Only stdio connections
+    /// over rmcp use it so far.
+    pub elicitor: Option<std::sync::Arc<dyn crate::elicit::Elicitor>>,
 }
 
 /// Tools accepted from one server by default.
@@ -109,6 +113,13 @@ pub trait Connection: Send + Sync {
         arguments: Option<Map<String, Value>>,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<CallOutcome, CallError>>;
+    /// True once after the server said its tool list changed
+    /// (`notifications/tools/list_changed`), clearing the mark. The host re-lists the tools
+    /// of a marked server at the next turn boundary. A transport that cannot receive the
+    /// notification keeps the default: never marked.
+    fn take_tools_changed(&self) -> bool {
+        false
+    }
     /// The last `count` lines the server wrote to stderr.
     fn stderr_tail(&self, count: usize) -> Vec<String>;
     /// Closes the connection and stops the process: close stdin, wait, SIGTERM, SIGKILL.

@@ -18,6 +18,7 @@
 
 pub mod confined;
 pub mod connection;
+pub mod elicit;
 pub mod error;
 pub mod fingerprint;
 pub mod http;
@@ -30,6 +31,7 @@ pub mod stdio;
 
 pub use confined::{ConfinedLauncher, Substituted};
 pub use connection::{CallOutcome, ConnectOptions, Connection, Era, ServerInfo, ToolDef, connect};
+pub use elicit::{DeclineAll, ElicitationAnswer, ElicitationRequest, Elicitor};
 pub use error::{CallError, ConnectError, ConnectFailure, LaunchError};
 pub use fingerprint::{Fingerprint, FingerprintError, fingerprint};
 pub use launcher::{DirectLauncher, LaunchRequest, Launched, Launcher, ProcessGroup};

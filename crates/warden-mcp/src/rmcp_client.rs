@@ -1,6 +1,7 @@
 //! The [`Connection`] implementation over rmcp. Everything rmcp-specific lives here.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -9,12 +10,14 @@ use rmcp::model::LoggingMessageNotificationParam;
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
     CancelledNotificationParam, ClientCapabilities, ClientNotification, ClientRequest,
-    Implementation, InitializeRequestParams, PaginatedRequestParams, ProtocolVersion, RequestId,
-    ServerResult,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
+    FormElicitationCapability, Implementation, InitializeRequestParams, InputRequest,
+    InputResponses, PaginatedRequestParams, ProtocolVersion, RequestId, ServerResult,
+    UrlElicitationCapability,
 };
 use rmcp::service::{
     ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer,
-    PeerRequestOptions, RunningService, ServiceError,
+    PeerRequestOptions, RequestContext, RunningService, ServiceError,
 };
 use rmcp::{ClientHandler, RoleClient};
 use serde_json::{Map, Value};
@@ -25,6 +28,7 @@ use crate::connection::{
     CallOutcome, ConnectOptions, Connection, DEFAULT_MAX_PAGES, DEFAULT_MAX_TOOLS, Era, ServerInfo,
     ToolDef,
 };
+use crate::elicit::{ElicitationAnswer, ElicitationRequest, Elicitor};
 use crate::error::{CallError, ConnectError, ConnectFailure};
 use crate::launcher::{LaunchRequest, Launcher, ProcessGroup, StopGrace, StopReport};
 use crate::probe::{Verdict, probe, probe_limit};
@@ -48,20 +52,35 @@ const FAILED_STOP: StopGrace = StopGrace {
 #[derive(Debug, Clone)]
 struct WardenClient {
     server: String,
+    /// Who answers elicitation requests; `None`: the capability is not declared.
+    elicitor: Option<Arc<dyn Elicitor>>,
+    /// Set when the server says its tool list changed; taken by
+    /// [`Connection::take_tools_changed`].
+    tools_changed: Arc<AtomicBool>,
 }
 
 impl ClientHandler for WardenClient {
     fn get_info(&self) -> InitializeRequestParams {
         let mut params = InitializeRequestParams::new(
-            ClientCapabilities::default(),
+            capabilities(self.elicitor.is_some()),
             Implementation::new("warden", env!("CARGO_PKG_VERSION")),
         );
         params.protocol_version = ProtocolVersion::V_2025_11_25;
         params
     }
 
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        Ok(self.elicit(request).await)
+    }
+
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        // The mark itself is set by [`Watched`], in order with the other messages.
         tracing::info!(server = %self.server, "the server's tool list changed");
+        self.tools_changed.store(true, Ordering::SeqCst);
     }
 
     #[allow(deprecated)] // Logging is deprecated in 2026-07-28, still sent by legacy servers.
@@ -71,6 +90,98 @@ impl ClientHandler for WardenClient {
         _context: NotificationContext<RoleClient>,
     ) {
         tracing::debug!(server = %self.server, level = ?params.level, "server log: {}", params.data);
+    }
+}
+
+/// What Warden declares: elicitation (form and URL) when a front end can answer it, and
+/// never sampling or roots (deprecated in 2026-07-28; Warden offers neither in any era).
+fn capabilities(elicitation: bool) -> ClientCapabilities {
+    let mut capabilities = ClientCapabilities::default();
+    if elicitation {
+        capabilities.elicitation = Some(
+            ElicitationCapability::new()
+                .with_form(FormElicitationCapability::new())
+                .with_url(UrlElicitationCapability::new()),
+        );
+    }
+    capabilities
+}
+
+impl WardenClient {
+    /// Puts one elicitation request to the front end (declines when there is none).
+    async fn elicit(&self, request: ElicitRequestParams) -> ElicitResult {
+        let Some(elicitor) = &self.elicitor else {
+            return ElicitResult::new(ElicitationAction::Decline);
+        };
+        let request = match request {
+            ElicitRequestParams::FormElicitationParams {
+                message,
+                requested_schema,
+                ..
+            } => ElicitationRequest::Form {
+                message,
+                schema: serde_json::to_value(&requested_schema).unwrap_or(Value::Null),
+            },
+            ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
+                ElicitationRequest::Url { message, url }
+            }
+            _ => return ElicitResult::new(ElicitationAction::Decline),
+        };
+        match elicitor.elicit(&self.server, request).await {
+            ElicitationAnswer::Accept(content) => {
+                let result = ElicitResult::new(ElicitationAction::Accept);
+                match content {
+                    Some(values) => result.with_content(Value::Object(values)),
+                    None => result,
+                }
+            }
+            ElicitationAnswer::Decline => ElicitResult::new(ElicitationAction::Decline),
+            ElicitationAnswer::Cancel => ElicitResult::new(ElicitationAction::Cancel),
+        }
+    }
+}
+
+/// `input_required` rounds (2026-07-28 MRTR) followed for one call before giving up.
+const MAX_INPUT_ROUNDS: usize = 4;
+
+/// A transport that marks `notifications/tools/list_changed` as it is received.
+///
+/// rmcp runs notification handlers in tasks of their own, so a handler may run after the
+/// response that followed the notification on the wire has been delivered. Marking here,
+/// in the sequential receive loop, means a server that says its list changed before it
+/// answers a call has its mark set before the caller sees the answer.
+struct Watched<T> {
+    inner: T,
+    tools_changed: Arc<AtomicBool>,
+}
+
+impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleClient>
+    for Watched<T>
+{
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: rmcp::service::TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
+        let message = self.inner.receive().await?;
+        if let rmcp::model::JsonRpcMessage::Notification(notification) = &message
+            && matches!(
+                notification.notification,
+                rmcp::model::ServerNotification::ToolListChangedNotification(_)
+            )
+        {
+            self.tools_changed.store(true, Ordering::SeqCst);
+        }
+        Some(message)
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.inner.close().await
     }
 }
 
@@ -129,6 +240,7 @@ impl Diagnostics {
 
 struct RmcpConnection {
     name: String,
+    client: WardenClient,
     info: ServerInfo,
     peer: Peer<RoleClient>,
     running: Mutex<Option<RunningService<RoleClient, WardenClient>>>,
@@ -136,6 +248,7 @@ struct RmcpConnection {
     diagnostics: Diagnostics,
     max_tools: usize,
     max_pages: usize,
+    tools_changed: Arc<AtomicBool>,
 }
 
 pub(crate) async fn connect(
@@ -175,9 +288,13 @@ pub(crate) async fn connect(
         stderr,
         group: Mutex::new(Some(launched.group)),
     };
+    let tools_changed = Arc::new(AtomicBool::new(false));
     let client = WardenClient {
         server: spec.name.clone(),
+        elicitor: options.elicitor.clone(),
+        tools_changed: Arc::clone(&tools_changed),
     };
+    let handler = client.clone();
     let mut transport = transport;
     let mode = match spec.era {
         EraPreference::Auto => {
@@ -190,6 +307,10 @@ pub(crate) async fn connect(
             }
         }
         pinned => lifecycle(pinned),
+    };
+    let transport = Watched {
+        inner: transport,
+        tools_changed: Arc::clone(&tools_changed),
     };
     let handshake = client.serve_with_lifecycle(transport, mode);
     let running = match tokio::time::timeout_at(deadline, handshake).await {
@@ -217,6 +338,7 @@ pub(crate) async fn connect(
     );
     Ok(Box::new(RmcpConnection {
         name: spec.name.clone(),
+        client: handler,
         info,
         peer,
         running: Mutex::new(Some(running)),
@@ -224,6 +346,7 @@ pub(crate) async fn connect(
         diagnostics,
         max_tools: options.max_tools.unwrap_or(DEFAULT_MAX_TOOLS),
         max_pages: options.max_pages.unwrap_or(DEFAULT_MAX_PAGES),
+        tools_changed,
     }))
 }
 
@@ -372,9 +495,76 @@ impl RmcpConnection {
     /// [`CancelOnDrop`] sends it as best effort.
     async fn send_call(
         &self,
-        params: CallToolRequestParams,
+        mut params: CallToolRequestParams,
         timeout: Duration,
     ) -> Result<CallToolResult, CallError> {
+        for _round in 0..MAX_INPUT_ROUNDS {
+            let asked = match self.send_once(params.clone(), timeout).await? {
+                ServerResult::CallToolResult(result) => return Ok(result),
+                // Accepted by rmcp's own `call_tool` too: a result without content.
+                ServerResult::EmptyResult(_) => {
+                    let mut result = CallToolResult::default();
+                    result.result_type = None;
+                    return Ok(result);
+                }
+                ServerResult::InputRequiredResult(asked) => asked,
+                _ => {
+                    return Err(CallError::Protocol {
+                        reason: "the answer to tools/call was not a tool result".into(),
+                    });
+                }
+            };
+            // MRTR (2026-07-28): answer every input request, then send the call again (a
+            // new request id) with the answers and the server's state echoed unchanged.
+            let requests = asked.input_requests.unwrap_or_default();
+            if requests.is_empty() && asked.request_state.is_none() {
+                return Err(CallError::Protocol {
+                    reason: "the server asked for input without saying what (input_required \
+                             with neither inputRequests nor requestState)"
+                        .into(),
+                });
+            }
+            let mut responses = InputResponses::new();
+            for (key, request) in requests {
+                let answer = match request {
+                    InputRequest::Elicitation(request) if self.client.elicitor.is_some() => {
+                        self.client.elicit(request.params).await
+                    }
+                    _ => {
+                        return Err(CallError::Protocol {
+                            reason: format!(
+                                "the server asked for input Warden did not offer (input request \
+                                 `{key}`: only elicitation is offered, and only when a front \
+                                 end can answer it)"
+                            ),
+                        });
+                    }
+                };
+                let value = serde_json::to_value(answer).map_err(|error| CallError::Protocol {
+                    reason: format!("an elicitation answer could not be written: {error}"),
+                })?;
+                responses.insert(key, value);
+            }
+            params.input_responses = (!responses.is_empty()).then_some(responses);
+            params.request_state = asked.request_state;
+        }
+        Err(CallError::Protocol {
+            reason: format!("the server kept asking for input after {MAX_INPUT_ROUNDS} rounds"),
+        })
+    }
+
+    /// Sends `tools/call` once and waits up to `timeout` for the answer.
+    ///
+    /// On timeout rmcp writes `notifications/cancelled` to the server before this returns,
+    /// so the server has been told before the caller closes the connection. (Dropping the
+    /// future of rmcp's `call_tool` only queues that notification, and closing stdin right
+    /// after could lose it.) If this future is dropped instead, on Ctrl-C for instance,
+    /// [`CancelOnDrop`] sends it as best effort.
+    async fn send_once(
+        &self,
+        params: CallToolRequestParams,
+        timeout: Duration,
+    ) -> Result<ServerResult, CallError> {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let handle = match self
             .peer
@@ -390,27 +580,9 @@ impl RmcpConnection {
         };
         let response = handle.await_response().await;
         guard.id = None;
-        let response = match response {
-            Ok(response) => response,
-            Err(error) => return Err(self.map_error(error, timeout).await),
-        };
         match response {
-            ServerResult::CallToolResult(result) => Ok(result),
-            // Accepted by rmcp's own `call_tool` too: a result without content.
-            ServerResult::EmptyResult(_) => {
-                let mut result = CallToolResult::default();
-                result.result_type = None;
-                Ok(result)
-            }
-            // MRTR (2026-07-28): the server wants input Warden does not offer yet.
-            ServerResult::InputRequiredResult(_) => Err(CallError::Protocol {
-                reason: "the server asked for user input (input_required), which this version \
-                         of Warden does not provide yet"
-                    .into(),
-            }),
-            _ => Err(CallError::Protocol {
-                reason: "the answer to tools/call was not a tool result".into(),
-            }),
+            Ok(response) => Ok(response),
+            Err(error) => Err(self.map_error(error, timeout).await),
         }
     }
 
@@ -518,6 +690,10 @@ impl Connection for RmcpConnection {
         })
     }
 
+    fn take_tools_changed(&self) -> bool {
+        self.tools_changed.swap(false, Ordering::SeqCst)
+    }
+
     fn stderr_tail(&self, count: usize) -> Vec<String> {
         self.diagnostics.stderr.tail(count)
     }
@@ -544,5 +720,91 @@ impl Connection for RmcpConnection {
                 },
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    fn declared(elicitor: Option<Arc<dyn Elicitor>>) -> Value {
+        let client = WardenClient {
+            server: "s".into(),
+            elicitor,
+            tools_changed: Arc::new(AtomicBool::new(false)),
+        };
+        serde_json::to_value(client.get_info().capabilities).unwrap()
+    }
+
+    #[test]
+    fn elicitation_is_declared_only_with_an_elicitor_and_sampling_and_roots_never() {
+        // The same capabilities go into `initialize` (legacy) and into every request's
+        // `_meta` clientCapabilities (2026-07-28): neither era is offered sampling or roots.
+        let without = declared(None);
+        assert_eq!(without, json!({}));
+        let with = declared(Some(Arc::new(crate::DeclineAll)));
+        assert_eq!(with, json!({"elicitation": {"form": {}, "url": {}}}));
+        for caps in [&without, &with] {
+            assert!(caps.get("sampling").is_none(), "{caps}");
+            assert!(caps.get("roots").is_none(), "{caps}");
+        }
+    }
+
+    #[tokio::test]
+    async fn requests_go_to_the_elicitor_and_answers_keep_their_action() {
+        #[derive(Debug)]
+        struct Fill;
+        impl Elicitor for Fill {
+            fn elicit<'a>(
+                &'a self,
+                server: &'a str,
+                request: ElicitationRequest,
+            ) -> BoxFuture<'a, ElicitationAnswer> {
+                let answer = match request {
+                    ElicitationRequest::Form { schema, .. } => {
+                        assert_eq!(schema["properties"]["name"]["type"], "string");
+                        let mut values = Map::new();
+                        values.insert("name".into(), json!(server));
+                        ElicitationAnswer::Accept(Some(values))
+                    }
+                    ElicitationRequest::Url { .. } => ElicitationAnswer::Cancel,
+                };
+                Box::pin(std::future::ready(answer))
+            }
+        }
+        let client = WardenClient {
+            server: "srv".into(),
+            elicitor: Some(Arc::new(Fill)),
+            tools_changed: Arc::new(AtomicBool::new(false)),
+        };
+        let form: ElicitRequestParams = serde_json::from_value(json!({
+            "mode": "form", "message": "Who?",
+            "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}
+        }))
+        .unwrap();
+        let answer = serde_json::to_value(client.elicit(form).await).unwrap();
+        assert_eq!(
+            answer,
+            json!({"action": "accept", "content": {"name": "srv"}})
+        );
+        let url: ElicitRequestParams = serde_json::from_value(json!({
+            "mode": "url", "message": "Sign in", "url": "https://example.com/a",
+            "elicitationId": "e1"
+        }))
+        .unwrap();
+        let answer = serde_json::to_value(client.elicit(url).await).unwrap();
+        assert_eq!(answer, json!({"action": "cancel"}));
+        let declined = WardenClient {
+            elicitor: None,
+            ..client
+        };
+        let form: ElicitRequestParams = serde_json::from_value(json!({
+            "message": "Who?", "requestedSchema": {"type": "object", "properties": {}}
+        }))
+        .unwrap();
+        let answer = serde_json::to_value(declined.elicit(form).await).unwrap();
+        assert_eq!(answer, json!({"action": "decline"}));
     }
 }

@@ -31,9 +31,16 @@ pub(crate) enum Mode {
     Roots,
     /// Writes `--count` non-JSON lines right after the `initialize` response.
     BadJsonLines,
+    /// Declares `tools.listChanged`; its first `tools/call` drops `fail` and adds `extra`,
+    /// and it sends `notifications/tools/list_changed` right before answering that call.
+    ListChange,
+    /// A dual-era server (like `modern`) whose `echo`, called in the 2026-07-28 era,
+    /// first answers `input_required` with one form elicitation and `requestState`, then
+    /// reports the `inputResponses` and `requestState` it was sent again.
+    InputRequired,
 }
 
-const MODES: [(&str, Mode); 13] = [
+const MODES: [(&str, Mode); 15] = [
     ("good", Mode::Good),
     ("modern", Mode::Modern),
     ("stdout-logs", Mode::StdoutLogs),
@@ -47,6 +54,8 @@ const MODES: [(&str, Mode); 13] = [
     ("grandchild", Mode::Grandchild),
     ("roots", Mode::Roots),
     ("bad-json-lines", Mode::BadJsonLines),
+    ("list-change", Mode::ListChange),
+    ("input-required", Mode::InputRequired),
 ];
 
 /// The parsed command line.
@@ -80,9 +89,11 @@ impl Config {
     /// The protocol settings this configuration implies.
     pub(crate) fn settings(&self) -> Settings {
         Settings {
-            discover: self.mode == Mode::Modern,
+            discover: matches!(self.mode, Mode::Modern | Mode::InputRequired),
             page_size: self.page_size,
             probe_client: self.mode == Mode::Roots,
+            list_change: self.mode == Mode::ListChange,
+            ask_input: self.mode == Mode::InputRequired,
         }
     }
 }
@@ -185,5 +196,9 @@ mod tests {
         assert!(!settings(&["good"]).discover);
         assert!(settings(&["roots"]).probe_client);
         assert_eq!(settings(&["--page-size", "2"]).page_size, Some(2));
+        assert!(settings(&["list-change"]).list_change);
+        assert!(!settings(&["good"]).list_change);
+        let input = settings(&["input-required"]);
+        assert!(input.ask_input && input.discover);
     }
 }

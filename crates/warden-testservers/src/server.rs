@@ -34,6 +34,10 @@ pub(crate) struct Settings {
     /// Send `roots/list` and `ping` to the client after `notifications/initialized`, and
     /// report their answers through the `echo` tool.
     pub(crate) probe_client: bool,
+    /// Change the tool list after the first `tools/call` and say so (`list-change` mode).
+    pub(crate) list_change: bool,
+    /// Answer a modern `echo` with `input_required` first (`input-required` mode).
+    pub(crate) ask_input: bool,
 }
 
 /// Protocol state of one connection.
@@ -46,6 +50,8 @@ pub(crate) struct Server {
     roots_answer: Option<Result<Value, Value>>,
     /// The client's answer to our `ping`, once it came.
     ping_answer: Option<Result<Value, Value>>,
+    /// In `list-change` mode: the tool list has changed (`fail` gone, `extra` added).
+    tools_changed: bool,
 }
 
 impl Server {
@@ -82,6 +88,17 @@ impl Server {
         }
     }
 
+    /// Messages to send with the answer to a `tools/call` (before it): in `list-change`
+    /// mode, the first call changes the tool list and this returns
+    /// `notifications/tools/list_changed`.
+    pub(crate) fn after_call(&mut self) -> Vec<Value> {
+        if !self.settings.list_change || self.tools_changed {
+            return Vec::new();
+        }
+        self.tools_changed = true;
+        vec![json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})]
+    }
+
     /// Whether the client has answered both requests sent in roots mode.
     pub(crate) fn client_answered(&self) -> bool {
         self.roots_answer.is_some() && self.ping_answer.is_some()
@@ -100,7 +117,11 @@ impl Server {
         match method {
             "initialize" => {
                 self.modern = false;
-                Ok(initialize_result(params))
+                let mut result = initialize_result(params);
+                if self.settings.list_change {
+                    result["capabilities"]["tools"]["listChanged"] = json!(true);
+                }
+                Ok(result)
             }
             "server/discover" if self.settings.discover => {
                 self.modern = true;
@@ -116,7 +137,9 @@ impl Server {
     /// Adds what the 2026-07-28 era requires on every result.
     fn shape_result(&self, method: &str, mut result: Value) -> Value {
         if self.modern {
-            result["resultType"] = json!("complete");
+            if result.get("resultType").is_none() {
+                result["resultType"] = json!("complete");
+            }
             if method == "tools/list" {
                 result["ttlMs"] = json!(0);
                 result["cacheScope"] = json!("private");
@@ -125,8 +148,20 @@ impl Server {
         result
     }
 
+    /// The current tool definitions, after a `list-change` switch if there was one.
+    fn definitions(&self) -> Vec<Value> {
+        let mut all = tools::definitions();
+        if self.tools_changed {
+            all.retain(|def| def["name"] != "fail");
+            if !all.iter().any(|def| def["name"] == "extra") {
+                all.push(tools::extra_definition());
+            }
+        }
+        all
+    }
+
     fn list_tools(&self, params: &Value) -> Result<Value, (i64, String)> {
-        let all = tools::definitions();
+        let all = self.definitions();
         let Some(page_size) = self.settings.page_size else {
             return Ok(json!({"tools": all}));
         };
@@ -155,6 +190,16 @@ impl Server {
         if name == "echo" && self.settings.probe_client {
             return Ok(tools::text_result(&self.client_probe_report(), false));
         }
+        if name == "echo" && self.settings.ask_input && self.modern {
+            return Ok(input_required_round(params));
+        }
+        if self.tools_changed {
+            match name {
+                "extra" => return Ok(tools::text_result("extra", false)),
+                "fail" => return Err((INVALID_PARAMS, format!("unknown tool: {name}"))),
+                _ => {}
+            }
+        }
         tools::call(name, arguments).ok_or((INVALID_PARAMS, format!("unknown tool: {name}")))
     }
 
@@ -172,6 +217,47 @@ impl Server {
             None => "missing",
         };
         format!("roots: {roots}; ping: {ping}")
+    }
+}
+
+/// The state `input-required` mode hands out and expects back.
+pub(crate) const REQUEST_STATE: &str = "state-1";
+
+/// `input-required` mode's `echo`: without `inputResponses`, asks for a name through a form
+/// elicitation; with them, reports what came back, the echoed state, and whether the
+/// request declared the elicitation capability.
+fn input_required_round(params: &Value) -> Value {
+    let declared = params
+        .pointer("/_meta/io.modelcontextprotocol~1clientCapabilities/elicitation")
+        .is_some();
+    match params.get("inputResponses") {
+        None => json!({
+            "resultType": "input_required",
+            "inputRequests": {
+                "who": {
+                    "method": "elicitation/create",
+                    "params": {
+                        "mode": "form",
+                        "message": "Who is asking?",
+                        "requestedSchema": {
+                            "type": "object",
+                            "properties": {"name": {"type": "string", "title": "Name"}},
+                            "required": ["name"]
+                        }
+                    }
+                }
+            },
+            "requestState": REQUEST_STATE
+        }),
+        Some(responses) => {
+            let state = params.get("requestState").unwrap_or(&Value::Null);
+            tools::text_result(
+                &format!(
+                    "inputResponses: {responses}; requestState: {state}; elicitation declared: {declared}"
+                ),
+                false,
+            )
+        }
     }
 }
 
@@ -366,6 +452,77 @@ mod tests {
         assert_eq!(
             text(&mut s),
             r#"roots: error {"code":-32601,"message":"no"}; ping: error"#
+        );
+    }
+
+    #[test]
+    fn list_change_mode_changes_the_list_after_the_first_call() {
+        let mut s = server(Settings {
+            list_change: true,
+            ..Settings::default()
+        });
+        let init = request(&mut s, "initialize", json!({}));
+        assert_eq!(init["result"]["capabilities"]["tools"]["listChanged"], true);
+        let names = |s: &mut Server| -> Vec<Value> {
+            request(s, "tools/list", Value::Null)["result"]["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["name"].clone())
+                .collect()
+        };
+        assert_eq!(
+            names(&mut s),
+            vec![json!("echo"), json!("add"), json!("fail")]
+        );
+        request(
+            &mut s,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"message": "x"}}),
+        );
+        let sent = s.after_call();
+        assert_eq!(sent[0]["method"], "notifications/tools/list_changed");
+        assert!(s.after_call().is_empty(), "only once");
+        assert_eq!(
+            names(&mut s),
+            vec![json!("echo"), json!("add"), json!("extra")]
+        );
+        let r = request(&mut s, "tools/call", json!({"name": "extra"}));
+        assert_eq!(r["result"]["content"][0]["text"], "extra");
+        let r = request(&mut s, "tools/call", json!({"name": "fail"}));
+        assert_eq!(error_code(&r), Some(INVALID_PARAMS));
+    }
+
+    #[test]
+    fn input_required_mode_asks_then_reports_the_answers() {
+        let mut s = server(Settings {
+            discover: true,
+            ask_input: true,
+            ..Settings::default()
+        });
+        request(&mut s, "server/discover", json!({}));
+        let first = request(
+            &mut s,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"message": "x"}}),
+        );
+        assert_eq!(first["result"]["resultType"], "input_required");
+        assert_eq!(first["result"]["requestState"], REQUEST_STATE);
+        assert_eq!(
+            first["result"]["inputRequests"]["who"]["method"],
+            "elicitation/create"
+        );
+        let again = request(
+            &mut s,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"message": "x"},
+                   "inputResponses": {"who": {"action": "decline"}},
+                   "requestState": REQUEST_STATE}),
+        );
+        assert_eq!(again["result"]["resultType"], "complete");
+        assert_eq!(
+            again["result"]["content"][0]["text"],
+            r#"inputResponses: {"who":{"action":"decline"}}; requestState: "state-1"; elicitation declared: false"#
         );
     }
 

@@ -153,6 +153,12 @@ impl<W: Write> Session<'_, W> {
             }
         }
         let response = self.server.handle_request(id, method, params);
+        if method == "tools/call" {
+            // Said before the answer, as a server does whose call changed its tools.
+            for message in self.server.after_call() {
+                self.out.send(&message)?;
+            }
+        }
         self.reply(method, &response)?;
         if method == "initialize" && self.mode() == Mode::BadJsonLines {
             for n in 0..self.config.count {

@@ -3,6 +3,8 @@
 //! Two variables change the list, for tests of pinned tool definitions: a non-empty
 //! `WARDEN_TEST_DESCRIPTION_SUFFIX` is appended to `echo`'s description, and
 //! `WARDEN_TEST_EXTRA_TOOL=1` adds a tool `extra` (no arguments, answers `extra`).
+//! `WARDEN_TEST_SLEEP_TOOL=1` adds a tool `sleep {ms}` that waits that long (at most
+//! [`MAX_SLEEP_MS`]) before answering, for tests of concurrent calls.
 //!
 //! Argument problems are reported as tool results with `isError: true` (so a model can
 //! correct itself, as MCP recommends); only an unknown tool name is a protocol error.
@@ -44,13 +46,37 @@ pub(crate) fn definitions() -> Vec<Value> {
         }),
     ];
     if extra_tool() {
+        tools.push(extra_definition());
+    }
+    if sleep_tool() {
         tools.push(json!({
-            "name": "extra",
-            "description": "Answers `extra`.",
-            "inputSchema": {"type": "object"}
+            "name": "sleep",
+            "description": "Waits `ms` milliseconds (at most 10000), then answers `slept N ms`.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"ms": {"type": "integer", "minimum": 0}},
+                "required": ["ms"]
+            }
         }));
     }
     tools
+}
+
+/// The definition of the `extra` tool.
+pub(crate) fn extra_definition() -> Value {
+    json!({
+        "name": "extra",
+        "description": "Answers `extra`.",
+        "inputSchema": {"type": "object"}
+    })
+}
+
+/// The longest `sleep` the server does, in milliseconds.
+pub(crate) const MAX_SLEEP_MS: u64 = 10_000;
+
+/// Whether `WARDEN_TEST_SLEEP_TOOL=1` asks for the `sleep` tool.
+fn sleep_tool() -> bool {
+    std::env::var("WARDEN_TEST_SLEEP_TOOL").is_ok_and(|value| value == "1")
 }
 
 /// Whether `WARDEN_TEST_EXTRA_TOOL=1` asks for the `extra` tool.
@@ -77,6 +103,7 @@ pub(crate) fn call(name: &str, arguments: &Value) -> Option<Value> {
         "add" => add(args),
         "fail" => Err("deliberate failure".to_owned()),
         "extra" if extra_tool() => Ok(text_result("extra", false)),
+        "sleep" if sleep_tool() => sleep(args),
         _ => return None,
     };
     Some(result.unwrap_or_else(|message| text_result(&message, true)))
@@ -91,6 +118,16 @@ fn echo(args: &Map<String, Value>) -> Result<Value, String> {
         .and_then(Value::as_str)
         .ok_or("argument message must be a string")?;
     Ok(text_result(&format!("echo: {message}"), false))
+}
+
+fn sleep(args: &Map<String, Value>) -> Result<Value, String> {
+    let ms = args
+        .get("ms")
+        .and_then(Value::as_u64)
+        .ok_or("argument ms must be a non-negative integer")?
+        .min(MAX_SLEEP_MS);
+    std::thread::sleep(std::time::Duration::from_millis(ms));
+    Ok(text_result(&format!("slept {ms} ms"), false))
 }
 
 fn add(args: &Map<String, Value>) -> Result<Value, String> {

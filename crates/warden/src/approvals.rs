@@ -341,6 +341,8 @@ impl Reviewer {
     fn quarantine(&self, spec: &ServerSpec, tools: &[ToolDef]) -> HashSet<String> {
         let others: Vec<(String, String)> = {
             let mut names = lock(&self.names);
+            // A server reviewed again (its tool list changed) replaces its old names.
+            names.retain(|(server, _)| *server != spec.name);
             let others = names.clone();
             names.extend(
                 tools
@@ -397,11 +399,8 @@ impl Reviewer {
     }
 
     /// The drift found, by server name (servers without drift are absent).
-    pub fn into_drift(self) -> BTreeMap<String, Vec<Drift>> {
-        match self.drift.into_inner() {
-            Ok(drift) => drift,
-            Err(poisoned) => poisoned.into_inner(),
-        }
+    pub fn drift(&self) -> BTreeMap<String, Vec<Drift>> {
+        lock(&self.drift).clone()
     }
 }
 

@@ -7,6 +7,7 @@
 mod approvals;
 mod cli;
 mod commands;
+mod elicit;
 mod exit;
 mod pins;
 mod probe_report;

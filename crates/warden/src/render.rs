@@ -229,6 +229,7 @@ mod tests {
             truncated: false,
             offloaded_to: None,
             latency_ms: None,
+            started_ms: None,
         };
         let line = tool_call_line(&call);
         assert!(!line.chars().any(char::is_control), "{line:?}");

@@ -530,3 +530,259 @@ fn no_model_configured_is_a_usage_error() {
         describe(&output)
     );
 }
+
+/// The test server with the `sleep` tool, under `name`.
+fn sleepy_server(scratch: &Scratch, name: &str) -> String {
+    let program = support::copied_server(scratch);
+    server_toml(
+        name,
+        &program,
+        &["good"],
+        "env = { WARDEN_TEST_SLEEP_TOOL = \"1\" }\n",
+    )
+}
+
+#[test]
+fn calls_to_different_servers_in_one_step_run_at_once_and_calls_to_one_server_in_turn() {
+    let scratch = Scratch::new();
+    let config = scratch.config(&format!(
+        "{}{}[[policy.rules]]\ntools = \"*__sleep\"\neffect = \"allow\"\n",
+        sleepy_server(&scratch, "a"),
+        sleepy_server(&scratch, "b"),
+    ));
+    let sleep =
+        |server: &str| json!({"name": format!("{server}__sleep"), "arguments": {"ms": 1500}});
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [sleep("a"), sleep("b"), sleep("a")]}},
+            {"reply": {"text": "Slept."}, "expect": {"last_tool_results_contain": ["slept 1500 ms"]}}
+        ]}),
+    );
+    let output = run(
+        &scratch,
+        &model,
+        "anthropic",
+        "sleep",
+        &["--config", config.to_str().unwrap()],
+    );
+    assert_exit(&output, 0);
+    let events = transcript(&output);
+    let calls = events_of(&events, "tool_call");
+    assert_eq!(calls.len(), 3, "{events:#?}");
+    let span = |call: &Value| {
+        assert_eq!(call["executed"], true, "{call}");
+        assert_eq!(call["is_error"], false, "{call}");
+        let start = call["started_ms"].as_u64().unwrap();
+        (start, start + call["latency_ms"].as_u64().unwrap())
+    };
+    let (a1, b, a2) = (span(calls[0]), span(calls[1]), span(calls[2]));
+    assert!(
+        a1.0 < b.1 && b.0 < a1.1,
+        "a's first call and b's call overlap: {a1:?} {b:?}"
+    );
+    assert!(
+        a2.0 >= a1.1,
+        "a's second call starts after its first ended: {a1:?} {a2:?}"
+    );
+    // In the order the model made them, whatever order they finished in.
+    assert_eq!(calls[0]["tool"], "a__sleep");
+    assert_eq!(calls[1]["tool"], "b__sleep");
+    drop(model);
+    scratch.assert_no_leftovers();
+}
+
+const ALLOW_SRV: &str = "[policy.servers.srv]\ntrust = \"trusted\"\n[[policy.rules]]\ntools = \"srv__*\"\neffect = \"allow\"\n";
+
+fn notices(events: &[Value]) -> Vec<String> {
+    events_of(events, "notice")
+        .iter()
+        .map(|n| n["message"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn a_tool_list_change_is_applied_at_the_next_step_in_a_stable_order() {
+    let scratch = Scratch::new();
+    let program = support::copied_server(&scratch);
+    // Pin all four tools first (`extra` included), as `warden approve` would have.
+    let config = scratch.config(&format!(
+        "{}{ALLOW_SRV}",
+        server_toml(
+            "srv",
+            &program,
+            &["good"],
+            "env = { WARDEN_TEST_EXTRA_TOOL = \"1\" }\n"
+        )
+    ));
+    assert_exit(
+        &scratch.run(
+            &["--config", config.to_str().unwrap(), "tools", "--json"],
+            LIMIT,
+        ),
+        0,
+    );
+    // Now the server starts without `extra`, and its first call swaps `fail` for `extra`.
+    let config = scratch.config(&format!(
+        "{}{ALLOW_SRV}",
+        server_toml("srv", &program, &["list-change"], "")
+    ));
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "srv__echo", "arguments": {"message": "hi"}}]},
+             "expect": {"tools_include": ["srv__echo", "srv__fail"], "tools_exclude": ["srv__extra"]}},
+            {"reply": {"tool_calls": [{"name": "srv__extra", "arguments": {}}]},
+             "expect": {"tools_include": ["srv__extra"], "tools_exclude": ["srv__fail"],
+                        "last_tool_results_contain": ["echo: hi"]}},
+            {"reply": {"text": "Done."}, "expect": {"last_tool_results_contain": ["extra"]}}
+        ]}),
+    );
+    let output = run(
+        &scratch,
+        &model,
+        "anthropic",
+        "go",
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--approvals",
+            "allow-all",
+        ],
+    );
+    assert_exit(&output, 0);
+    let events = transcript(&output);
+    let notices = notices(&events);
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.contains("added srv__extra") && n.contains("removed srv__fail")),
+        "{notices:?}"
+    );
+    let calls = events_of(&events, "tool_call");
+    assert_eq!(calls[1]["tool"], "srv__extra");
+    assert_eq!(calls[1]["executed"], true, "{}", calls[1]);
+    // Unchanged tools keep their places; the new one comes in the server's own order.
+    let requests = model.requests();
+    assert_eq!(
+        requests[0]["tools"],
+        json!(["srv__echo", "srv__add", "srv__fail"])
+    );
+    assert_eq!(
+        requests[1]["tools"],
+        json!(["srv__echo", "srv__add", "srv__extra"])
+    );
+    drop(model);
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn a_new_tool_on_a_pinned_server_is_held_back_after_a_list_change() {
+    let scratch = Scratch::new();
+    // First connect pins echo, add and fail; `extra` appears later and was never approved.
+    let config = scratch.config(&format!(
+        "{}{ALLOW_SRV}",
+        test_server(&scratch, "srv", "list-change")
+    ));
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "srv__echo", "arguments": {"message": "hi"}}]}},
+            {"reply": {"tool_calls": [{"name": "srv__extra", "arguments": {}}]},
+             "expect": {"tools_include": ["srv__echo"], "tools_exclude": ["srv__extra", "srv__fail"]}},
+            {"reply": {"text": "It is not available."},
+             "expect": {"last_tool_results_contain": ["srv__extra"]}}
+        ]}),
+    );
+    let output = run(
+        &scratch,
+        &model,
+        "openai",
+        "go",
+        &["--config", config.to_str().unwrap()],
+    );
+    assert_exit(&output, 0);
+    let events = transcript(&output);
+    let notices = notices(&events);
+    assert!(
+        notices
+            .iter()
+            .any(|n| n.contains("held back extra") && n.contains("removed srv__fail")),
+        "{notices:?}"
+    );
+    let calls = events_of(&events, "tool_call");
+    assert_eq!(calls[1]["executed"], false, "{}", calls[1]);
+    assert_eq!(calls[1]["decision"], "invalid", "{}", calls[1]);
+    drop(model);
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn elicitation_is_declined_in_run_and_the_run_goes_on() {
+    let scratch = Scratch::new();
+    // server-everything registers its elicitation tool only for a client that declares
+    // the capability: `warden run` declares it and declines every request (decision 0016).
+    let config = scratch.config(&format!(
+        "{}[[policy.rules]]\ntools = \"everything__trigger-elicitation-request\"\neffect = \"allow\"\n",
+        everything_server()
+    ));
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "everything__trigger-elicitation-request", "arguments": {}}]},
+             "expect": {"tools_include": ["everything__trigger-elicitation-request"]}},
+            {"reply": {"text": "You declined."},
+             "expect": {"last_tool_results_contain": ["declined", "\"action\": \"decline\""]}}
+        ]}),
+    );
+    let output = run(
+        &scratch,
+        &model,
+        "anthropic",
+        "ask me",
+        &["--config", config.to_str().unwrap()],
+    );
+    assert_exit(&output, 0);
+    let events = transcript(&output);
+    let call = events_of(&events, "tool_call")[0];
+    assert_eq!(call["executed"], true, "{call}");
+    assert_eq!(call["is_error"], false, "{call}");
+    assert_eq!(events.last().unwrap()["answer"], "You declined.");
+    drop(model);
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn an_input_required_result_is_answered_and_the_call_sent_again_with_the_state() {
+    let scratch = Scratch::new();
+    let config = scratch.config(&format!(
+        "{}{ALLOW_SRV}",
+        test_server(&scratch, "srv", "input-required")
+    ));
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "srv__echo", "arguments": {"message": "x"}}]}},
+            {"reply": {"text": "Declined."},
+             "expect": {"last_tool_results_contain": [
+                 "inputResponses: {\"who\":{\"action\":\"decline\"}}",
+                 "requestState: \"state-1\"",
+                 "elicitation declared: true"]}}
+        ]}),
+    );
+    let output = run(
+        &scratch,
+        &model,
+        "openai",
+        "echo",
+        &["--config", config.to_str().unwrap()],
+    );
+    assert_exit(&output, 0);
+    let events = transcript(&output);
+    assert_eq!(events[0]["servers"][0]["era"], "modern", "{}", events[0]);
+    let call = events_of(&events, "tool_call")[0];
+    assert_eq!(call["executed"], true, "{call}");
+    assert_eq!(call["is_error"], false, "{call}");
+    drop(model);
+    scratch.assert_no_leftovers();
+}

@@ -54,13 +54,19 @@ pub async fn run(global: &GlobalArgs, args: ApproveArgs) -> Result<Code, Failure
 
     // Connect it alone, with every tool offered, to see its current tool definitions.
     let policy = super::compile_policy(&config.policy)?;
-    let collect = Collect(Mutex::new(None));
-    let host = super::connect_with(vec![spec.clone()], policy, &env, &collect).await?;
+    let collect = std::sync::Arc::new(Collect(Mutex::new(None)));
+    let host = super::connect_with(
+        vec![spec.clone()],
+        policy,
+        &env,
+        std::sync::Arc::clone(&collect) as _,
+    )
+    .await?;
     let status = host.servers().first().map(|entry| entry.status.clone());
     host.shutdown().await;
-    let listed = match collect.0.into_inner() {
-        Ok(listed) => listed,
-        Err(poisoned) => poisoned.into_inner(),
+    let listed = match collect.0.lock() {
+        Ok(mut listed) => listed.take(),
+        Err(poisoned) => poisoned.into_inner().take(),
     };
     let Some(listed) = listed else {
         let reason = match status {

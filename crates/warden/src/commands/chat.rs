@@ -36,7 +36,6 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
     let (session_id, dir) = session::new_session(&env)?;
     let settings = session::agent_settings(&config, dir);
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
-    let host = super::connect(config.servers, policy, &env).await?;
     let screen = Screen::new(interactive);
     let asking = Arc::new(AtomicBool::new(false));
     let approver: Box<dyn Approver> = if interactive {
@@ -47,10 +46,17 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
     } else {
         Box::new(DenyAll)
     };
+    // Elicitation: a form or URL prompt at the terminal; nobody to ask without one.
+    let elicitor: std::sync::Arc<dyn warden_mcp::Elicitor> = if interactive {
+        std::sync::Arc::new(crate::elicit::TerminalElicitor::default())
+    } else {
+        std::sync::Arc::new(warden_mcp::DeclineAll)
+    };
+    let mut host = super::connect_session(config.servers, policy, &env, elicitor).await?;
     let mut observer = Audited::new(screen, super::open_store(&env).ok(), "chat");
-    let mut agent = Agent::new(&host, model.as_ref(), approver.as_ref(), settings);
+    let mut agent = Agent::new(&mut host, model.as_ref(), approver.as_ref(), settings);
     let mut history = History::start(&mut observer, &session_id, &model.describe());
-    banner(&host, &agent, model.describe().as_str());
+    banner(agent.host(), &agent, model.describe().as_str());
     loop {
         eprint!("\n› ");
         let _ = std::io::stderr().flush();
@@ -70,8 +76,8 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
                     agent.clear();
                     eprintln!("(conversation cleared; what the model saw before is forgotten)");
                 }
-                "mcp" => eprint!("{}", mcp_report(&host, &observer.inner().latencies)),
-                "tools" => eprint!("{}", tools_report(&host, &agent)),
+                "mcp" => eprint!("{}", mcp_report(agent.host(), &observer.inner().latencies)),
+                "tools" => eprint!("{}", tools_report(agent.host(), &agent)),
                 "audit" => eprint!("{}", audit_report(observer.store())),
                 _ => eprintln!("commands: /mcp /tools /audit /clear /exit"),
             }
@@ -376,6 +382,10 @@ impl StatusLine {
     /// Draws the next frame.
     fn tick(&self) {
         const FRAMES: [char; 4] = ['|', '/', '-', '\\'];
+        if crate::elicit::prompting() {
+            // A server's form or URL prompt is on the screen: leave it alone.
+            return;
+        }
         self.with(|status| {
             let Some((_, what, since)) = status.waiting.first() else {
                 return;

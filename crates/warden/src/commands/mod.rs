@@ -111,8 +111,20 @@ pub async fn connect(
     policy: Arc<Policy>,
     env: &Environment,
 ) -> Result<Host, Failure> {
-    let reviewer = crate::approvals::Reviewer::new(open_store(env)?);
-    connect_with(specs, policy, env, &reviewer).await
+    let reviewer = Arc::new(crate::approvals::Reviewer::new(open_store(env)?));
+    connect_with(specs, policy, env, reviewer).await
+}
+
+/// [`connect`] for an agent session: `elicitor` answers the servers' elicitation requests
+/// (and its presence declares the capability; see docs/decisions/0016-elicitation.md).
+pub async fn connect_session(
+    specs: Vec<warden_config::ServerSpec>,
+    policy: Arc<Policy>,
+    env: &Environment,
+    elicitor: Arc<dyn warden_mcp::Elicitor>,
+) -> Result<Host, Failure> {
+    let reviewer = Arc::new(crate::approvals::Reviewer::new(open_store(env)?));
+    connect_inner(specs, policy, env, reviewer, Some(elicitor)).await
 }
 
 /// [`connect`], also returning the tools held back or removed, and the description scan
@@ -122,10 +134,10 @@ pub async fn connect_reviewed(
     policy: Arc<Policy>,
     env: &Environment,
 ) -> Result<(Host, DriftByServer, ScansByServer), Failure> {
-    let reviewer = crate::approvals::Reviewer::new(open_store(env)?);
-    let host = connect_with(specs, policy, env, &reviewer).await?;
+    let reviewer = Arc::new(crate::approvals::Reviewer::new(open_store(env)?));
+    let host = connect_with(specs, policy, env, Arc::clone(&reviewer) as _).await?;
     let scans = reviewer.scans();
-    Ok((host, reviewer.into_drift(), scans))
+    Ok((host, reviewer.drift(), scans))
 }
 
 /// The description scan of every listed tool, by server name.
@@ -140,7 +152,17 @@ pub async fn connect_with(
     specs: Vec<warden_config::ServerSpec>,
     policy: Arc<Policy>,
     env: &Environment,
-    review: &dyn warden_host::Review,
+    review: Arc<dyn warden_host::Review>,
+) -> Result<Host, Failure> {
+    connect_inner(specs, policy, env, review, None).await
+}
+
+async fn connect_inner(
+    specs: Vec<warden_config::ServerSpec>,
+    policy: Arc<Policy>,
+    env: &Environment,
+    review: Arc<dyn warden_host::Review>,
+    elicitor: Option<Arc<dyn warden_mcp::Elicitor>>,
 ) -> Result<Host, Failure> {
     crate::signals::watch();
     // Every stdio server starts confined; `confine = false` servers are started directly by
@@ -154,6 +176,7 @@ pub async fn connect_with(
     );
     let options = ConnectOptions {
         log_dir: Some(log_dir(env)),
+        elicitor,
         ..ConnectOptions::default()
     };
     tokio::select! {

@@ -38,14 +38,16 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> Result<Code, Failure> {
         ApprovalMode::Deny => Box::new(DenyAll),
         ApprovalMode::AllowAll => Box::new(AllowAll),
     };
-    let host = super::connect(config.servers, policy, &env).await?;
+    // Nobody to ask: every elicitation request is declined (decision 0016).
+    let elicitor = std::sync::Arc::new(warden_mcp::DeclineAll);
+    let mut host = super::connect_session(config.servers, policy, &env, elicitor).await?;
     let printer: Box<dyn Observer> = if args.json {
         Box::new(JsonLines)
     } else {
         Box::new(Plain::default())
     };
     let mut observer = Audited::new(printer, super::open_store(&env).ok(), "run");
-    let mut agent = Agent::new(&host, model.as_ref(), approver.as_ref(), settings);
+    let mut agent = Agent::new(&mut host, model.as_ref(), approver.as_ref(), settings);
     observer.event(&agent.session_event());
     let result = tokio::select! {
         result = agent.ask(&args.prompt, &mut observer) => Some(result),
