@@ -90,6 +90,8 @@ pub struct Agent<'h> {
     exposure: Exposure,
     step: u32,
     session_approved: BTreeSet<String>,
+    /// Where the prompt being worked on started, while [`Agent::ask`] runs.
+    open_prompt: Option<usize>,
     input_tokens: u64,
     output_tokens: u64,
 }
@@ -140,6 +142,7 @@ impl<'h> Agent<'h> {
             exposure,
             step: 0,
             session_approved: BTreeSet::new(),
+            open_prompt: None,
             input_tokens: 0,
             output_tokens: 0,
         }
@@ -200,6 +203,15 @@ impl<'h> Agent<'h> {
         (self.input_tokens, self.output_tokens)
     }
 
+    /// After an [`ask`](Agent::ask) was cancelled (its future dropped, e.g. on Ctrl-C):
+    /// puts the conversation back as it was before that prompt, so no call is left without
+    /// its result. What the prompt's results added to the provenance stays: the model saw it.
+    pub fn abandon(&mut self) {
+        if let Some(start) = self.open_prompt.take() {
+            self.messages.truncate(start);
+        }
+    }
+
     /// Forgets the conversation and its provenance (`/clear`).
     pub fn clear(&mut self) {
         self.messages.clear();
@@ -214,6 +226,7 @@ impl<'h> Agent<'h> {
         observer: &mut dyn Observer,
     ) -> Result<String, AgentError> {
         let start = self.messages.len();
+        self.open_prompt = Some(start);
         let deadline = tokio::time::Instant::now() + self.settings.turn_timeout;
         self.messages.push(Message::user(prompt));
         let result = match timeout_at(deadline, self.work(start, deadline, observer)).await {
@@ -225,6 +238,7 @@ impl<'h> Agent<'h> {
         if result.is_err() {
             self.messages.truncate(start);
         }
+        self.open_prompt = None;
         result
     }
 

@@ -540,3 +540,52 @@ fn no_model_configured_is_a_usage_error() {
         support::describe(&output)
     );
 }
+
+#[test]
+fn ctrl_c_during_a_turn_cancels_the_turn_and_its_calls_not_the_chat() {
+    let scratch = Scratch::new();
+    let program = support::copied_server(&scratch);
+    let config = scratch.config(&format!(
+        "{}[policy.servers.good]\ntrust = \"trusted\"\n\
+         [[policy.rules]]\ntools = \"good__*\"\neffect = \"allow\"\n",
+        server_toml(
+            "good",
+            &program,
+            &["good"],
+            "env = { WARDEN_TEST_SLEEP_TOOL = \"1\" }"
+        )
+    ));
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "good__sleep", "arguments": {"ms": 10000}}]}},
+            // The cancelled turn is gone from the conversation: no call without its result
+            // (the model server refuses that with a 400), only the new prompt.
+            {"reply": {"text": "Back with you."},
+             "expect": {"last_user_text_contains": ["again"]}}
+        ]}),
+    );
+    let terminal = Terminal::start(&scratch, &config, &model);
+    terminal.wait_for("› ");
+    terminal.type_line("sleep for a while");
+    terminal.wait_for("good__sleep");
+    std::thread::sleep(Duration::from_millis(300));
+    terminal.key("C-c");
+    terminal.wait_for("the turn and its calls were cancelled");
+    terminal.type_line("once again, hello");
+    terminal.wait_for("Back with you.");
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    assert_eq!(requests[1]["status"], 200, "{:#}", requests[1]);
+    assert_eq!(
+        requests[1]["body"]["messages"].as_array().unwrap().len(),
+        1,
+        "only the new prompt: {:#}",
+        requests[1]["body"]
+    );
+    terminal.key("C-d");
+    assert_eq!(terminal.wait_for_exit(), 0, "{}", terminal.screen());
+    terminal.assert_ended();
+    drop(model);
+    scratch.assert_no_leftovers();
+}

@@ -60,9 +60,10 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
     loop {
         eprint!("\n› ");
         let _ = std::io::stderr().flush();
+        let seen = crate::signals::interrupts();
         let line = tokio::select! {
             line = crate::terminal::read_line(MAX_LINE_BYTES) => line,
-            () = crate::signals::interrupted() => None,
+            () = crate::signals::interrupted_since(seen) => None,
         };
         let Some(line) = line else { break };
         let line = line.trim();
@@ -85,9 +86,11 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
         }
         history.record(&mut observer, "user", &serde_json::json!({"text": line}));
         observer.inner().asked();
+        // Ctrl-C during a turn cancels the turn (and its calls), not the chat.
+        let seen = crate::signals::interrupts();
         let result = tokio::select! {
             result = agent.ask(line, &mut observer) => Some(result),
-            () = crate::signals::interrupted() => None,
+            () = crate::signals::interrupted_since(seen) => None,
         };
         observer.inner().settled();
         if asking.swap(false, Ordering::Relaxed) {
@@ -108,9 +111,15 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
                 // The message may quote the provider's error body: escaped.
                 eprintln!("warden: {}", render::printable(&error.to_string()));
             }
-            None => {
-                eprintln!("warden: interrupted; calls were cancelled");
+            None if crate::signals::terminated() => {
+                eprintln!("warden: stopped; calls were cancelled");
                 break;
+            }
+            None => {
+                agent.abandon();
+                eprintln!(
+                    "warden: interrupted; the turn and its calls were cancelled (Ctrl-D or /exit ends the chat)"
+                );
             }
         }
     }
