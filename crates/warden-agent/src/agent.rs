@@ -39,6 +39,9 @@ pub struct AgentSettings {
     pub extra_instructions: Option<String>,
     /// Where long results are written.
     pub session_dir: PathBuf,
+    /// A call still running after this long moves to the background: the model is told it
+    /// is pending, and gets its result at a later step. `None` waits for every call.
+    pub background_after: Option<Duration>,
 }
 
 impl AgentSettings {
@@ -54,6 +57,7 @@ impl AgentSettings {
             favourites: Vec::new(),
             extra_instructions: None,
             session_dir,
+            background_after: None,
         }
     }
 }
@@ -92,6 +96,8 @@ pub struct Agent<'h> {
     session_approved: BTreeSet<String>,
     /// Where the prompt being worked on started, while [`Agent::ask`] runs.
     open_prompt: Option<usize>,
+    /// Calls moved to the background, oldest first.
+    background: Vec<Background>,
     input_tokens: u64,
     output_tokens: u64,
 }
@@ -143,6 +149,7 @@ impl<'h> Agent<'h> {
             step: 0,
             session_approved: BTreeSet::new(),
             open_prompt: None,
+            background: Vec::new(),
             input_tokens: 0,
             output_tokens: 0,
         }
@@ -214,6 +221,9 @@ impl<'h> Agent<'h> {
 
     /// Forgets the conversation and its provenance (`/clear`).
     pub fn clear(&mut self) {
+        for call in self.background.drain(..) {
+            call.handle.abort();
+        }
         self.messages.clear();
         self.provenance = Provenance::new();
     }
@@ -261,6 +271,16 @@ impl<'h> Agent<'h> {
                         turn,
                         message: change_notice(&*self.host, change),
                     });
+                }
+            }
+            let landed = self.collect_background(turn, observer).await;
+            if !landed.is_empty() {
+                match self.messages.last_mut() {
+                    Some(last) if last.role == Role::User => last.blocks.extend(landed),
+                    _ => self.messages.push(Message {
+                        role: Role::User,
+                        blocks: landed,
+                    }),
                 }
             }
             let tools = self.exposure.tools(&*self.host);
@@ -343,6 +363,54 @@ impl<'h> Agent<'h> {
         })
     }
 
+    /// The results of background calls that finished since the last step, as text blocks
+    /// for the model (each labelled into the provenance like any result, and told to the
+    /// observer).
+    async fn collect_background(&mut self, turn: u32, observer: &mut dyn Observer) -> Vec<Block> {
+        let mut blocks = Vec::new();
+        let mut index = 0;
+        while index < self.background.len() {
+            if !self.background[index].handle.is_finished() {
+                index += 1;
+                continue;
+            }
+            let call = self.background.remove(index);
+            let latency_ms = u64::try_from(call.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let outcome = match call.handle.await {
+                Ok(outcome) => outcome,
+                Err(error) => Err(task_ended(&call.server, &error)),
+            };
+            let (text, is_error) = match outcome {
+                Ok(outcome) => (result_text(&outcome), outcome.is_error),
+                Err(error) => (format!("The call failed: {error}"), true),
+            };
+            self.provenance.add_result(&call.facts, turn, &text);
+            let shaped = self
+                .settings
+                .budget
+                .shape(text, &self.settings.session_dir, &call.id);
+            observer.event(&Event::BackgroundResult {
+                turn,
+                id: call.id.clone(),
+                tool: call.tool.clone(),
+                server: call.server.clone(),
+                is_error,
+                result_chars: shaped.chars,
+                latency_ms,
+            });
+            blocks.push(Block::Text {
+                text: format!(
+                    "[The background call {} to {} has finished{}. Its result:]\n{}",
+                    call.id,
+                    call.tool,
+                    if is_error { " with an error" } else { "" },
+                    shaped.text
+                ),
+            });
+        }
+        blocks
+    }
+
     /// Decides every call of one step (asking the approver in order), runs the permitted
     /// ones (concurrently across servers, in order within one), and returns the results
     /// in the order of the calls.
@@ -371,6 +439,7 @@ impl<'h> Agent<'h> {
                 reasons: Vec::new(),
                 approved_by: None,
                 executed: false,
+                background: false,
                 is_error: true,
                 error: None,
                 result_chars: 0,
@@ -522,21 +591,76 @@ impl<'h> Agent<'h> {
                 observer.call_started(&prepared.tool().qualified, &prepared.tool().server);
             }
         }
+        let background_after = self.settings.background_after;
         let lanes = to_send.into_values().map(|lane| async move {
-            let mut done = Vec::with_capacity(lane.len());
+            let mut landed = Vec::with_capacity(lane.len());
             for (index, prepared) in lane {
                 let tool = prepared.tool();
                 let started_ms = unix_ms();
                 let started = Instant::now();
-                let outcome = host.send(prepared, Approval::Approved).await;
-                done.push((index, tool, outcome, started_ms, started.elapsed()));
+                let Some(after) = background_after else {
+                    let outcome = host.send(prepared, Approval::Approved).await;
+                    landed.push(Landed::Done(index, tool, outcome, started_ms, started.elapsed()));
+                    continue;
+                };
+                let detached = match host.detach(prepared, Approval::Approved) {
+                    Ok(detached) => detached,
+                    Err(error) => {
+                        landed.push(Landed::Done(index, tool, Err(error), started_ms, started.elapsed()));
+                        continue;
+                    }
+                };
+                let mut handle = tokio::spawn(detached.run());
+                tokio::select! {
+                    joined = &mut handle => {
+                        let outcome = joined.unwrap_or_else(|error| Err(task_ended(&tool.server, &error)));
+                        landed.push(Landed::Done(index, tool, outcome, started_ms, started.elapsed()));
+                    }
+                    () = tokio::time::sleep(after) => {
+                        landed.push(Landed::Pending(index, tool, handle, started_ms, started));
+                    }
+                }
             }
-            done
+            landed
         });
         let finished = timeout_at(deadline, futures::future::join_all(lanes))
             .await
             .unwrap_or_default();
-        for (index, tool, outcome, started_ms, elapsed) in finished.into_iter().flatten() {
+        for landed in finished.into_iter().flatten() {
+            let (index, tool, outcome, started_ms, elapsed) = match landed {
+                Landed::Done(index, tool, outcome, started_ms, elapsed) => {
+                    (index, tool, outcome, started_ms, elapsed)
+                }
+                Landed::Pending(index, tool, handle, started_ms, started) => {
+                    let Some(event) = events[index].as_mut() else {
+                        handle.abort();
+                        continue;
+                    };
+                    event.executed = true;
+                    event.is_error = false;
+                    event.background = true;
+                    event.started_ms = Some(started_ms);
+                    let text = format!(
+                        "This call is still running after {:.0} s; it goes on in the background, \
+                         and its result will be given to you when it finishes. Do not call it again.",
+                        started.elapsed().as_secs_f64()
+                    );
+                    results[index] = Some(Block::ToolResult {
+                        id: event.id.clone(),
+                        content: text,
+                        is_error: false,
+                    });
+                    self.background.push(Background {
+                        id: event.id.clone(),
+                        tool: tool.qualified.clone(),
+                        server: tool.server.clone(),
+                        facts: tool.facts.clone(),
+                        handle,
+                        started,
+                    });
+                    continue;
+                }
+            };
             let Some(event) = events[index].as_mut() else {
                 continue;
             };
@@ -729,4 +853,52 @@ pub fn settings_summary(settings: &AgentSettings) -> Value {
         "turn_timeout_s": settings.turn_timeout.as_secs(),
         "tool_budget": settings.tool_budget,
     })
+}
+
+/// A call moved to the background: its result is collected at a later step.
+struct Background {
+    id: String,
+    tool: String,
+    server: String,
+    facts: warden_policy::ToolFacts,
+    handle: tokio::task::JoinHandle<Result<warden_mcp::CallOutcome, HostError>>,
+    started: Instant,
+}
+
+/// What became of one call of a step's lane.
+enum Landed<'t> {
+    /// It finished (or failed) within the step.
+    Done(
+        usize,
+        &'t warden_host::CatalogueTool,
+        Result<warden_mcp::CallOutcome, HostError>,
+        u64,
+        Duration,
+    ),
+    /// It is still running, in the background.
+    Pending(
+        usize,
+        &'t warden_host::CatalogueTool,
+        tokio::task::JoinHandle<Result<warden_mcp::CallOutcome, HostError>>,
+        u64,
+        Instant,
+    ),
+}
+
+/// The error of a background call whose task ended without a result.
+fn task_ended(server: &str, error: &tokio::task::JoinError) -> HostError {
+    HostError::ServerUnavailable {
+        server: server.to_owned(),
+        reason: format!("the call's task ended without a result ({error})"),
+        stderr_tail: Vec::new(),
+    }
+}
+
+impl Drop for Agent<'_> {
+    fn drop(&mut self) {
+        // A background call never outlives its session.
+        for call in &self.background {
+            call.handle.abort();
+        }
+    }
 }

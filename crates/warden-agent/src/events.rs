@@ -31,6 +31,24 @@ pub enum Event {
     },
     /// A tool call the model made, and what became of it.
     ToolCall(ToolCallEvent),
+    /// A call moved to the background earlier has finished; its result goes to the model
+    /// at this step.
+    BackgroundResult {
+        /// The step it is given to the model in.
+        turn: u32,
+        /// The provider's id of the original call.
+        id: String,
+        /// The qualified tool name.
+        tool: String,
+        /// Its server.
+        server: String,
+        /// Whether it reports an error.
+        is_error: bool,
+        /// Characters of the result before shaping.
+        result_chars: usize,
+        /// Milliseconds from the call's start to now.
+        latency_ms: u64,
+    },
     /// Something the user should know: a retry, a result flagged for size, context trimmed.
     Notice {
         /// The step it happened in.
@@ -96,6 +114,10 @@ pub struct ToolCallEvent {
     pub approved_by: Option<String>,
     /// Whether it was sent to the server.
     pub executed: bool,
+    /// True when the call was still running after `[agent] background_after` and moved to
+    /// the background (its result comes later, as a `background_result` event).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub background: bool,
     /// Whether the model was given an error (refused, failed, or the tool's own error).
     pub is_error: bool,
     /// What went wrong, when something did.

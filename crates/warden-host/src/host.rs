@@ -50,7 +50,8 @@ pub struct ServerEntry {
     pub spec: ServerSpec,
     /// Its state.
     pub status: ServerStatus,
-    connection: Option<Box<dyn Connection>>,
+    /// Shared with calls detached from a step ([`Host::detach`]); closed at shutdown.
+    connection: Option<Arc<Box<dyn Connection>>>,
 }
 
 /// A call that did not produce a tool result.
@@ -489,6 +490,17 @@ impl Host {
         call: PreparedCall<'_>,
         approval: Approval,
     ) -> Result<CallOutcome, HostError> {
+        self.detach(call, approval)?.run().await
+    }
+
+    /// Checks a prepared call as [`send`](Host::send) does and returns it ready to run on
+    /// its own: the [`DetachedCall`] owns what it needs, so it can be spawned and outlive
+    /// the step that made it (a long call moved to the background). Nothing is sent yet.
+    pub fn detach(
+        &self,
+        call: PreparedCall<'_>,
+        approval: Approval,
+    ) -> Result<DetachedCall, HostError> {
         let PreparedCall {
             tool,
             arguments,
@@ -528,23 +540,65 @@ impl Host {
                 got: "a non-object",
             });
         };
-        connection
-            .call_tool(&tool.def.name, Some(arguments), entry.spec.timeouts.call)
-            .await
-            .map_err(|source| HostError::Call {
-                tool: tool.qualified.clone(),
-                source,
-            })
+        Ok(DetachedCall {
+            connection: Arc::clone(connection),
+            name: tool.def.name.clone(),
+            qualified: tool.qualified.clone(),
+            arguments,
+            timeout: entry.spec.timeouts.call,
+        })
     }
 
     /// Closes every connection and stops every server process, all at once.
+    ///
+    /// A connection still shared with a detached call is waited for briefly (the caller
+    /// aborts its detached calls first); if it stays shared, it is dropped instead, which
+    /// kills its server's process group when the call lets go.
     pub async fn shutdown(self) {
         let closing = self
             .entries
             .into_iter()
             .filter_map(|entry| entry.connection)
-            .map(|connection| connection.close());
+            .map(|connection| async move {
+                if let Some(connection) = sole_owner(connection).await {
+                    connection.close().await;
+                }
+            });
         join_all(closing).await;
+    }
+}
+
+/// The connection, once nothing else holds it (at most half a second).
+async fn sole_owner(mut shared: Arc<Box<dyn Connection>>) -> Option<Box<dyn Connection>> {
+    for _ in 0..50 {
+        match Arc::try_unwrap(shared) {
+            Ok(connection) => return Some(connection),
+            Err(still_shared) => shared = still_shared,
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    None
+}
+
+/// A decided, permitted call that owns what it needs to run ([`Host::detach`]).
+pub struct DetachedCall {
+    connection: Arc<Box<dyn Connection>>,
+    name: String,
+    qualified: String,
+    arguments: serde_json::Map<String, Value>,
+    timeout: Duration,
+}
+
+impl DetachedCall {
+    /// Sends the call and waits for its result, within the server's call timeout.
+    pub async fn run(self) -> Result<CallOutcome, HostError> {
+        self.connection
+            .call_tool(&self.name, Some(self.arguments), self.timeout)
+            .await
+            .map_err(|source| HostError::Call {
+                tool: self.qualified,
+                source,
+            })
     }
 }
 
@@ -630,7 +684,7 @@ async fn connect_one(
             let entry = ServerEntry {
                 spec,
                 status: ServerStatus::Connected { info },
-                connection: Some(connection),
+                connection: Some(Arc::new(connection)),
             };
             (entry, Some(tools))
         }

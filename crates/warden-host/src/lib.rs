@@ -18,8 +18,8 @@ pub mod search;
 
 pub use catalogue::{Catalogue, CatalogueTool, HiddenTool, RejectedTool, hints_of};
 pub use host::{
-    Approval, Host, HostError, NoReview, PreparedCall, Review, ServerEntry, ServerStatus,
-    ToolsChange,
+    Approval, DetachedCall, Host, HostError, NoReview, PreparedCall, Review, ServerEntry,
+    ServerStatus, ToolsChange,
 };
 pub use schema::{SchemaLimits, Violation};
 pub use search::{DEFAULT_SEARCH_LIMIT, Hit, MAX_SEARCH_LIMIT, ToolSearch, tool_docs};

@@ -204,6 +204,25 @@ pub fn tool_call_line(call: &warden_agent::ToolCallEvent) -> String {
     line
 }
 
+/// One line for a background call that finished (empty for any other event).
+pub fn background_line(event: &warden_agent::Event) -> String {
+    match event {
+        warden_agent::Event::BackgroundResult {
+            tool,
+            server,
+            is_error,
+            latency_ms,
+            ..
+        } => format!(
+            "  ⏵ {} [{}] finished in the background → {} {latency_ms} ms",
+            printable(tool),
+            printable(server),
+            if *is_error { "error" } else { "ok" }
+        ),
+        _ => String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,6 +240,7 @@ mod tests {
             reasons: Vec::new(),
             approved_by: Some("policy".into()),
             executed: false,
+            background: false,
             is_error: true,
             error: Some("The call failed: \u{1b}]0;pwned\u{7}\u{1b}[2J".into()),
             result_chars: 0,

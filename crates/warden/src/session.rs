@@ -93,6 +93,9 @@ pub fn agent_settings(config: &ResolvedConfig, session_dir: PathBuf) -> AgentSet
     if let Some(tokens) = agent.tool_definition_token_budget {
         settings.tool_token_budget = to_usize(tokens);
     }
+    // Only when configured: `warden run` waits for its calls unless told otherwise
+    // (`warden chat` applies the default, 2 minutes).
+    settings.background_after = agent.background_after;
     settings.favourites = agent.favourites.clone();
     settings.extra_instructions = agent.system_prompt.clone();
     settings
@@ -181,6 +184,7 @@ fn audit_entry(call: &ToolCallEvent, front_end: &str) -> AuditEntry {
         ("deny", _) => "denied",
         (_, false) if call.approved_by.is_none() => "not_approved",
         (_, false) => "failed",
+        (_, true) if call.background => "background",
         (_, true) if call.error.is_some() => "failed",
         (_, true) if call.is_error => "tool_error",
         (_, true) => "ok",

@@ -786,3 +786,60 @@ fn an_input_required_result_is_answered_and_the_call_sent_again_with_the_state()
     drop(model);
     scratch.assert_no_leftovers();
 }
+
+#[test]
+fn a_call_past_background_after_goes_on_in_the_background_and_its_result_comes_later() {
+    let scratch = Scratch::new();
+    let program = support::copied_server(&scratch);
+    let config = scratch.config(&format!(
+        "{}[policy.servers.slow]\ntrust = \"trusted\"\n\
+         [[policy.rules]]\ntools = \"slow__*\"\neffect = \"allow\"\n\
+         [agent]\nbackground_after = \"1s\"\n",
+        server_toml(
+            "slow",
+            &program,
+            &["good"],
+            "env = { WARDEN_TEST_SLEEP_TOOL = \"1\" }"
+        )
+    ));
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "slow__sleep", "arguments": {"ms": 2500}}]}},
+            // Told it is pending; meanwhile another call, while the sleep goes on.
+            {"reply": {"tool_calls": [{"name": "slow__echo", "arguments": {"message": "meanwhile"}}]},
+             "expect": {"last_tool_results_contain": ["still running", "background"]},
+             "delay_ms": 2500},
+            // By now the background call has finished: its result comes with this step.
+            {"reply": {"text": "Both are done."},
+             "expect": {"last_tool_results_contain": ["meanwhile"],
+                        "last_user_text_contains": ["has finished", "slept 2500 ms"]}}
+        ]}),
+    );
+    let output = run(
+        &scratch,
+        &model,
+        "anthropic",
+        "sleep, then echo",
+        &["--config", config.to_str().unwrap()],
+    );
+    assert_exit(&output, 0);
+    let events = transcript(&output);
+    let calls = events_of(&events, "tool_call");
+    assert_eq!(calls[0]["tool"], "slow__sleep");
+    assert_eq!(calls[0]["background"], true, "{}", calls[0]);
+    assert_eq!(calls[0]["executed"], true);
+    assert!(calls[1].get("background").is_none(), "{}", calls[1]);
+    let landed = events_of(&events, "background_result");
+    assert_eq!(landed.len(), 1, "{events:#?}");
+    assert_eq!(landed[0]["tool"], "slow__sleep");
+    assert_eq!(landed[0]["is_error"], false);
+    assert!(
+        landed[0]["latency_ms"].as_u64().unwrap() >= 2500,
+        "{}",
+        landed[0]
+    );
+    assert_eq!(events.last().unwrap()["answer"], "Both are done.");
+    drop(model);
+    scratch.assert_no_leftovers();
+}

@@ -34,7 +34,11 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
     let model = warden_agent::model::build(&model_settings, &|name| std::env::var(name).ok())
         .map_err(Failure::usage)?;
     let (session_id, dir) = session::new_session(&env)?;
-    let settings = session::agent_settings(&config, dir);
+    let mut settings = session::agent_settings(&config, dir);
+    // A person should not wait on a call for ever: past this, it goes on in the background.
+    settings.background_after = settings
+        .background_after
+        .or(Some(warden_config::DEFAULT_BACKGROUND_AFTER));
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     let screen = Screen::new(interactive);
     let asking = Arc::new(AtomicBool::new(false));
@@ -277,6 +281,7 @@ impl Observer for Screen {
             Event::Notice { message, .. } => {
                 self.line(&format!("warden: {}", render::printable(message)));
             }
+            Event::BackgroundResult { .. } => self.line(&render::background_line(event)),
             Event::Assistant { .. } => {
                 self.status.remove(MODEL);
                 self.end_line();

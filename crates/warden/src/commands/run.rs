@@ -128,6 +128,13 @@ impl Observer for Plain {
                 eprintln!("{}", crate::render::tool_call_line(call));
             }
             Event::Notice { message, .. } => eprintln!("warden: {message}"),
+            Event::BackgroundResult { .. } => {
+                if self.mid_line {
+                    println!();
+                    self.mid_line = false;
+                }
+                eprintln!("{}", crate::render::background_line(event));
+            }
             Event::Final { .. } => {
                 if self.mid_line {
                     println!();
