@@ -121,7 +121,7 @@ pub struct SessionSummary {
     pub id: String,
     /// When it started: milliseconds since the Unix epoch, UTC.
     pub started_ms: i64,
-    /// Which front end ran it (`cli`, `tui`, ...).
+    /// Which front end ran it (`chat`, `run`).
     pub front_end: String,
     /// The model it talked to.
     pub model: String,
@@ -141,7 +141,7 @@ pub struct SessionSummary {
 pub struct AuditEntry {
     /// When the attempt was made: milliseconds since the Unix epoch, UTC.
     pub time_ms: i64,
-    /// Which front end made it: `cli` (`warden call`).
+    /// Which front end made it: `cli` (`warden call`), `run` or `chat` (the agent loop).
     pub front_end: String,
     /// The tool's server.
     pub server: String,
@@ -159,7 +159,8 @@ pub struct AuditEntry {
     pub approved_by: Option<String>,
     /// Whether the call was sent to the server.
     pub executed: bool,
-    /// `ok`, `tool_error`, `failed`, `denied`, `not_approved` or `invalid_arguments`.
+    /// `ok`, `tool_error`, `failed`, `denied`, `not_approved`, `invalid_arguments` or
+    /// `background` (moved to the background by the agent loop).
     pub outcome: String,
     /// What went wrong, if anything (redacted by pattern).
     pub error: Option<String>,
