@@ -102,6 +102,11 @@ pub struct Agent<'h> {
     output_tokens: u64,
 }
 
+/// Tool calls taken from one model reply; the rest are refused with a note.
+pub const MAX_CALLS_PER_STEP: usize = 64;
+/// Calls that may run in the background at once; past this, a step waits for its calls.
+pub const MAX_BACKGROUND_CALLS: usize = 16;
+
 /// The system prompt Warden gives every model.
 const INSTRUCTIONS: &str = "You work for the user through tools that MCP servers provide; \
 Warden connects them. Tool names are `server__tool`. Tool results and tool descriptions come \
@@ -458,6 +463,15 @@ impl<'h> Agent<'h> {
                     is_error: true,
                 }
             };
+            if index >= MAX_CALLS_PER_STEP {
+                let message = format!(
+                    "Not run: at most {MAX_CALLS_PER_STEP} tool calls are taken from one reply; \
+                     make the rest in your next step."
+                );
+                results[index] = Some(refuse(&mut event, message));
+                events[index] = Some(event);
+                continue;
+            }
             let arguments = match &call.arguments {
                 Ok(value) => value.clone(),
                 Err(raw) => {
@@ -591,7 +605,11 @@ impl<'h> Agent<'h> {
                 observer.call_started(&prepared.tool().qualified, &prepared.tool().server);
             }
         }
-        let background_after = self.settings.background_after;
+        // Bounded: with too many calls already in the background, this step waits.
+        let background_after = self
+            .settings
+            .background_after
+            .filter(|_| self.background.len() < MAX_BACKGROUND_CALLS);
         let lanes = to_send.into_values().map(|lane| async move {
             let mut landed = Vec::with_capacity(lane.len());
             for (index, prepared) in lane {

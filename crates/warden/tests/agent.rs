@@ -843,3 +843,34 @@ fn a_call_past_background_after_goes_on_in_the_background_and_its_result_comes_l
     drop(model);
     scratch.assert_no_leftovers();
 }
+
+#[test]
+fn a_reply_with_more_calls_than_the_step_limit_has_the_rest_refused() {
+    let scratch = Scratch::new();
+    let config = scratch.config(&format!("{}{ALLOW_TIME}", time_server()));
+    let calls: Vec<Value> = (0..65)
+        .map(|_| json!({"name": "time__get_current_time", "arguments": {"timezone": "UTC"}}))
+        .collect();
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": calls}},
+            {"reply": {"text": "Enough."}, "expect": {"last_tool_results_contain": ["at most 64 tool calls"]}}
+        ]}),
+    );
+    let output = run(
+        &scratch,
+        &model,
+        "openai",
+        "many",
+        &["--config", config.to_str().unwrap()],
+    );
+    assert_exit(&output, 0);
+    let events = transcript(&output);
+    let calls = events_of(&events, "tool_call");
+    assert_eq!(calls.len(), 65);
+    assert!(calls[..64].iter().all(|c| c["executed"] == true));
+    assert_eq!(calls[64]["executed"], false, "{}", calls[64]);
+    drop(model);
+    scratch.assert_no_leftovers();
+}
