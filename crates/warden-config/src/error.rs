@@ -140,22 +140,6 @@ pub enum ConfigError {
         message: String,
     },
 
-    /// A server asks for a transport Warden does not implement.
-    #[error(
-        "{}: server `{server}`: transport `{transport}` (the HTTP+SSE transport of 2024-11-05, deprecated since 2026-07-28) is not supported yet; use a local `command` or a Streamable HTTP `url` (type `http`)",
-        place(.path, .at)
-    )]
-    UnsupportedTransport {
-        /// The file.
-        path: PathBuf,
-        /// Where the server is defined.
-        at: Option<LineCol>,
-        /// The server's name.
-        server: String,
-        /// The transport as written (`sse`).
-        transport: String,
-    },
-
     /// A `${VAR}` reference names a variable that is not set, and gives no default.
     #[error(
         "{}: server `{server}`: environment variable `{variable}` is not set and the reference gives no default (write `${{{variable}:-default}}` to provide one)",
@@ -278,7 +262,6 @@ impl ConfigError {
             | Self::InvalidName { path, .. }
             | Self::DuplicateServer { path, .. }
             | Self::InvalidServer { path, .. }
-            | Self::UnsupportedTransport { path, .. }
             | Self::UnsetVariable { path, .. }
             | Self::PromptedInput { path, .. }
             | Self::InvalidPolicy { path, .. }

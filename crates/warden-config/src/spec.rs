@@ -113,6 +113,21 @@ pub struct HttpSettings {
     pub allow_http: bool,
     /// When and how often Warden tries again after a failure.
     pub reconnect: ReconnectSpec,
+    /// Which HTTP transport: Streamable HTTP unless the configuration names the deprecated
+    /// HTTP+SSE transport (`transport = "sse"`); never a fallback from one to the other.
+    pub transport: RemoteTransport,
+}
+
+/// The HTTP transport of a remote server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RemoteTransport {
+    /// Streamable HTTP (2025-03-26 and later), the default.
+    #[default]
+    Http,
+    /// The deprecated HTTP+SSE transport of 2024-11-05: a `GET` event stream whose
+    /// `endpoint` event names the URL requests are POSTed to. Only when named.
+    Sse,
 }
 
 /// The reconnect policy of one remote server (`[servers.NAME.reconnect]`).

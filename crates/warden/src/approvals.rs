@@ -19,7 +19,7 @@ use std::sync::Mutex;
 use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use warden_config::{Scope, ServerSpec, TransportSpec};
+use warden_config::{RemoteTransport, Scope, ServerSpec, TransportSpec};
 use warden_mcp::ToolDef;
 use warden_policy::scan::Flag;
 use warden_store::{Store, ToolPin};
@@ -73,9 +73,20 @@ pub fn approved_definition(spec: &ServerSpec) -> Value {
             "type": "stdio", "command": command, "args": args, "env_sha256": hashed(env),
             "cwd": cwd,
         }),
-        TransportSpec::Http { url, headers, .. } => json!({
-            "type": "http", "url": url, "headers_sha256": hashed(headers),
-        }),
+        TransportSpec::Http {
+            url,
+            headers,
+            settings,
+        } => {
+            let mut value = json!({
+                "type": "http", "url": url, "headers_sha256": hashed(headers),
+            });
+            // Named only when it differs from the default, so existing approvals still match.
+            if settings.transport == RemoteTransport::Sse {
+                value["transport"] = json!("sse");
+            }
+            value
+        }
     };
     json!({
         "name": spec.name,

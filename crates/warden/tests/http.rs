@@ -433,6 +433,85 @@ fn server_everything_over_http_speaks_legacy_and_calls_round_trip() {
     scratch.assert_no_leftovers();
 }
 
+fn everything_sse(scratch: &Scratch) -> HttpServer {
+    let port = free_port();
+    let mut command = Command::new("node");
+    command
+        .arg(
+            peers_dir()
+                .join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
+        )
+        .arg("sse")
+        .env("PORT", port.to_string());
+    HttpServer::peer(scratch, command, port, "/sse")
+}
+
+#[test]
+fn server_everything_over_the_deprecated_sse_transport_only_when_named() {
+    let scratch = Scratch::new();
+    let server = everything_sse(&scratch);
+    let config = config(&scratch, "ev", &server.url, "transport = \"sse\"");
+    let output = scratch.run(
+        &["--config", config.to_str().unwrap(), "tools", "--json"],
+        LIMIT,
+    );
+    assert_exit(&output, 0);
+    assert!(
+        stderr(&output).contains(
+            "server ev uses the deprecated HTTP+SSE transport (2024-11-05); ask its authors for Streamable HTTP"
+        ),
+        "{}",
+        describe(&output)
+    );
+    let listing = json(&output)["servers"][0].clone();
+    assert_eq!(listing["state"], "connected", "{listing}");
+    assert_eq!(listing["era"], "legacy");
+    assert_eq!(listing["protocol_version"], "2024-11-05");
+    assert!(
+        listing["tools"].as_array().unwrap().len() >= 10,
+        "{listing}"
+    );
+    let output = scratch.run(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "call",
+            "--yes",
+            "ev/echo",
+            "--args",
+            r#"{"message":"over sse"}"#,
+        ],
+        LIMIT,
+    );
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("Echo: over sse"),
+        "{}",
+        describe(&output)
+    );
+    let shown = scratch.run(&["--config", config.to_str().unwrap(), "config"], LIMIT);
+    assert!(
+        stdout(&shown).contains("sse    ") && stdout(&shown).contains("deprecated HTTP+SSE"),
+        "{}",
+        describe(&shown)
+    );
+    // Not named: Streamable HTTP is tried, fails, and nothing falls back to HTTP+SSE.
+    let plain = config_with(&scratch, "ev", &server.url, "");
+    let output = scratch.run(
+        &["--config", plain.to_str().unwrap(), "tools", "--json"],
+        LIMIT,
+    );
+    let text = describe(&output);
+    assert!(!text.contains("deprecated HTTP+SSE"), "{text}");
+    assert!(!text.contains("Echo"), "{text}");
+    let listing = serde_json::from_slice::<serde_json::Value>(&output.stdout)
+        .map(|value| value["servers"][0]["state"].clone())
+        .unwrap_or_default();
+    assert_ne!(listing, "connected", "{text}");
+    drop(server);
+    scratch.assert_no_leftovers();
+}
+
 /// A second configuration file beside the first, for a pinned variant of server `name`.
 fn config_with(scratch: &Scratch, name: &str, url: &str, extra: &str) -> PathBuf {
     let path = scratch.path().join("pinned.toml");

@@ -23,7 +23,7 @@ use crate::name::validate_server_name;
 use crate::policy::FilePolicy;
 use crate::spec::{
     DEFAULT_MAX_MESSAGE_BYTES, EraPreference, Format, HttpSettings, NetworkSpec, Origin,
-    SandboxSpec, ServerSpec, Timeouts, TransportSpec,
+    RemoteTransport, SandboxSpec, ServerSpec, Timeouts, TransportSpec,
 };
 
 /// What one file says: its servers and, for Warden's own format, its `[policy]`, `[model]`
@@ -169,6 +169,8 @@ pub(crate) struct Context<'a> {
 enum Kind {
     Stdio,
     Http,
+    /// The deprecated HTTP+SSE transport, named by `type`/`transport = "sse"`.
+    Sse,
 }
 
 impl Context<'_> {
@@ -253,14 +255,18 @@ impl Draft {
         })?;
         let transport = match self.kind(cx)? {
             Kind::Stdio => self.stdio(cx)?,
-            Kind::Http => {
+            kind @ (Kind::Http | Kind::Sse) => {
                 if self.sandbox.is_some() {
                     return Err(cx.invalid(
                         &self,
                         "`confine` and `sandbox` only apply to local (`command`) servers",
                     ));
                 }
-                self.http(cx)?
+                let mut transport = self.http(cx)?;
+                if let (Kind::Sse, TransportSpec::Http { settings, .. }) = (kind, &mut transport) {
+                    settings.transport = RemoteTransport::Sse;
+                }
+                transport
             }
         };
         let sandbox = self.sandbox(cx)?;
@@ -342,18 +348,11 @@ impl Draft {
             }
             Some("stdio") => Kind::Stdio,
             Some("http" | "streamable-http" | "streamableHttp") => Kind::Http,
-            Some(transport @ "sse") => {
-                return Err(ConfigError::UnsupportedTransport {
-                    path: cx.origin.path.clone(),
-                    at: self.at,
-                    server: self.name.clone(),
-                    transport: transport.to_owned(),
-                });
-            }
+            Some("sse") => Kind::Sse,
             Some(other) => {
                 return Err(cx.invalid(
                     self,
-                    format!("unknown type {other:?}; expected \"stdio\" or \"http\""),
+                    format!("unknown type {other:?}; expected \"stdio\", \"http\" or \"sse\""),
                 ));
             }
         };

@@ -170,6 +170,7 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
                 (allow_http, reconnect) => Some(HttpSettings {
                     allow_http: allow_http.unwrap_or(false),
                     reconnect: reconnect.map(WardenReconnect::resolve).unwrap_or_default(),
+                    ..HttpSettings::default()
                 }),
             };
             Draft {

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use super::{Fixture, map, strings};
 use crate::{
-    ConfigError, EraPreference, Format, HttpSettings, LineCol, NetworkSpec, Origin, SandboxSpec,
-    Scope, ServerSpec, Timeouts, TransportSpec, load_file,
+    ConfigError, EraPreference, Format, HttpSettings, LineCol, NetworkSpec, Origin,
+    RemoteTransport, SandboxSpec, Scope, ServerSpec, Timeouts, TransportSpec, load_file,
 };
 
 fn load_one(fx: &Fixture, name: &str, text: &str) -> Result<Vec<ServerSpec>, ConfigError> {
@@ -573,20 +573,41 @@ fn claude_desktop_file_is_literal_and_tolerant() {
 }
 
 #[test]
-fn sse_is_refused_naming_the_server() {
+fn sse_is_accepted_only_when_named_in_json_formats() {
     let fx = Fixture::new();
-    let (path, err) = load_err(
+    let servers = load_one(
         &fx,
         ".mcp.json",
-        "{\"mcpServers\": {\"old\": {\"type\": \"sse\", \"url\": \"https://x/sse\"}}}",
+        "{\"mcpServers\": {\"old\": {\"type\": \"sse\", \"url\": \"https://x/sse\", \"headers\": {\"A\": \"b\"}},\n \"new\": {\"url\": \"https://x/mcp\"}}}",
+    )
+    .unwrap();
+    let transport = |name: &str| {
+        let spec = servers.iter().find(|s| s.name == name).unwrap();
+        let TransportSpec::Http {
+            url,
+            headers,
+            settings,
+        } = &spec.transport
+        else {
+            panic!("not http");
+        };
+        (url.clone(), headers.len(), settings.transport)
+    };
+    assert_eq!(
+        transport("old"),
+        ("https://x/sse".to_owned(), 1, RemoteTransport::Sse)
     );
     assert_eq!(
-        err.to_string(),
-        format!(
-            "{}:1:17: server `old`: transport `sse` (the HTTP+SSE transport of 2024-11-05, deprecated since 2026-07-28) is not supported yet; use a local `command` or a Streamable HTTP `url` (type `http`)",
-            path.display()
-        )
+        transport("new"),
+        ("https://x/mcp".to_owned(), 0, RemoteTransport::Http)
     );
+    // "sse" is a remote transport: it needs a URL and refuses local-only settings.
+    let (_, err) = load_err(
+        &fx,
+        ".mcp.json",
+        "{\"mcpServers\": {\"old\": {\"type\": \"sse\", \"command\": \"x\"}}}",
+    );
+    assert!(err.to_string().contains("needs a `url`"), "{err}");
 }
 
 #[test]
@@ -806,7 +827,7 @@ url = "https://x.example/mcp"
 }
 
 #[test]
-fn warden_toml_remote_settings_are_refused_on_local_servers_and_sse_is_named() {
+fn warden_toml_remote_settings_are_refused_on_local_servers_and_sse_is_accepted() {
     let fx = Fixture::new();
     let (_, err) = load_err(
         &fx,
@@ -814,13 +835,17 @@ fn warden_toml_remote_settings_are_refused_on_local_servers_and_sse_is_named() {
         "[servers.local]\ncommand = \"/bin/true\"\nallow_http = true\n",
     );
     assert!(err.to_string().contains("only apply to remote"), "{err}");
-    let (_, err) = load_err(
+    // `transport = "sse"` is accepted, with the settings of any remote server.
+    let servers = load_one(
         &fx,
         "warden.toml",
-        "[servers.old]\nurl = \"https://x.example/sse\"\ntransport = \"sse\"\n",
-    );
-    assert!(
-        matches!(err, ConfigError::UnsupportedTransport { .. }),
-        "{err}"
-    );
+        "[servers.old]\nurl = \"http://x.example/sse\"\ntransport = \"sse\"\nallow_http = true\n\n[servers.old.reconnect]\nattempts = 2\n",
+    )
+    .unwrap();
+    let TransportSpec::Http { settings, .. } = &servers[0].transport else {
+        panic!("not http");
+    };
+    assert_eq!(settings.transport, RemoteTransport::Sse);
+    assert!(settings.allow_http);
+    assert_eq!(settings.reconnect.attempts, 2);
 }

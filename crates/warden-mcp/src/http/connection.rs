@@ -10,7 +10,7 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
 use tokio::sync::RwLock;
-use warden_config::ServerSpec;
+use warden_config::{RemoteTransport, ServerSpec};
 
 use super::detect::{Remote, open};
 use super::error::HttpError;
@@ -59,6 +59,10 @@ pub async fn connect(
             "not a remote server".into(),
         )));
     };
+    if remote.settings.transport == RemoteTransport::Sse {
+        // Only ever because the configuration names it: never a fallback.
+        return super::sse_legacy::connect(spec, remote, options).await;
+    }
     let profile = ClientProfile::default();
     let deadline = tokio::time::Instant::now() + spec.timeouts.connect;
     let (session, info) =
@@ -108,7 +112,7 @@ async fn first_connect(
     }
 }
 
-fn connect_error(error: HttpError, attempts: u32) -> ConnectError {
+pub(super) fn connect_error(error: HttpError, attempts: u32) -> ConnectError {
     if error.needs_authorization() {
         ConnectError::NeedsAuthorization {
             reason: error.to_string(),
@@ -125,7 +129,7 @@ fn connect_error(error: HttpError, attempts: u32) -> ConnectError {
     }
 }
 
-fn call_error(error: HttpError) -> CallError {
+pub(super) fn call_error(error: HttpError) -> CallError {
     match error {
         HttpError::Rpc { code, message, .. } => CallError::Rejected {
             code: i32::try_from(code).unwrap_or(i32::MIN),
@@ -145,7 +149,7 @@ fn call_error(error: HttpError) -> CallError {
 
 /// A tool as Warden describes it; `None` (with a warning) when its `x-mcp-header`
 /// annotations break the rules, which makes it unusable over HTTP.
-fn tool_def(server: &str, tool: &Value, era: Era) -> Result<Option<ToolDef>, CallError> {
+pub(super) fn tool_def(server: &str, tool: &Value, era: Era) -> Result<Option<ToolDef>, CallError> {
     let Some(name) = tool.get("name").and_then(Value::as_str) else {
         return Err(CallError::Protocol {
             reason: "a listed tool has no name".into(),

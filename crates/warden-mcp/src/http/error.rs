@@ -94,6 +94,17 @@ pub enum HttpError {
         /// What ended it, if known.
         detail: String,
     },
+    /// An HTTP+SSE `endpoint` event names a URL of another origin than the SSE URL.
+    #[error(
+        "the server's endpoint event names {endpoint}, which is not on the origin of its SSE \
+         URL ({origin}); Warden refuses to send requests (and the configured headers) there"
+    )]
+    ForeignEndpoint {
+        /// The endpoint as resolved (sanitised).
+        endpoint: String,
+        /// The origin of the SSE URL.
+        origin: String,
+    },
     /// The protocol era could not be agreed.
     #[error("{0}")]
     Era(String),

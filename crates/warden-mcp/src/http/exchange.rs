@@ -326,7 +326,7 @@ impl Endpoint {
     }
 
     /// Answers one server request by POSTing the response (legacy era).
-    async fn answer(&self, request: &Value, context: &StreamContext<'_>) {
+    pub(crate) async fn answer(&self, request: &Value, context: &StreamContext<'_>) {
         let method = request["method"].as_str().unwrap_or_default();
         let params = request.get("params").cloned().unwrap_or(Value::Null);
         let id = request["id"].clone();
@@ -350,7 +350,9 @@ impl Endpoint {
 
 /// Refuses redirects, authorization failures and other unexpected statuses; JSON-RPC
 /// errors sent with a 4xx status become [`HttpError::Rpc`].
-async fn check_status(response: reqwest::Response) -> Result<reqwest::Response, HttpError> {
+pub(crate) async fn check_status(
+    response: reqwest::Response,
+) -> Result<reqwest::Response, HttpError> {
     let status = response.status();
     if status.is_success() {
         return Ok(response);
@@ -431,7 +433,7 @@ pub(crate) fn rpc_error(status: u16, error: &Value) -> HttpError {
 }
 
 /// The media type of `Content-Type`, lower case, without parameters.
-fn media_type(headers: &HeaderMap) -> String {
+pub(crate) fn media_type(headers: &HeaderMap) -> String {
     header_text(headers, &CONTENT_TYPE)
         .split(';')
         .next()
@@ -440,7 +442,7 @@ fn media_type(headers: &HeaderMap) -> String {
         .to_ascii_lowercase()
 }
 
-fn header_text(headers: &HeaderMap, name: &HeaderName) -> String {
+pub(crate) fn header_text(headers: &HeaderMap, name: &HeaderName) -> String {
     headers
         .get(name)
         .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned())

@@ -9,7 +9,8 @@
 //! - [`session`]: the conversation in one era (`initialize` + session, or stateless `_meta`);
 //! - [`detect`]: which era a server speaks, cached per origin, or pinned by configuration;
 //! - [`reconnect`]: back-off for retries of transient failures;
-//! - [`connection`]: the [`crate::Connection`] over all of it, with the reconnect policy.
+//! - [`connection`]: the [`crate::Connection`] over all of it, with the reconnect policy;
+//! - `sse_legacy`: the deprecated HTTP+SSE transport (2024-11-05), only when configured.
 //!
 //! The server is never started by Warden: a URL is somebody else's process.
 
@@ -20,6 +21,7 @@ mod exchange;
 pub mod headers;
 pub mod reconnect;
 mod session;
+mod sse_legacy;
 
 pub use connection::connect;
 pub use detect::{Remote, open};

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 use std::time::Duration;
 
-use warden_config::{ResolvedConfig, TransportSpec};
+use warden_config::{RemoteTransport, ResolvedConfig, TransportSpec};
 use warden_policy::Effect;
 
 use crate::cli::{ConfigArgs, GlobalArgs};
@@ -84,7 +84,12 @@ fn text(config: &ResolvedConfig) -> String {
                 headers,
                 settings,
             } => {
-                let mut line = format!("http   {url}");
+                let mut line = match settings.transport {
+                    RemoteTransport::Http => format!("http   {url}"),
+                    RemoteTransport::Sse => {
+                        format!("sse    {url}  (deprecated HTTP+SSE transport, 2024-11-05)")
+                    }
+                };
                 if settings.allow_http {
                     line.push_str("  (allow_http)");
                 }
