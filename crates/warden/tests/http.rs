@@ -512,6 +512,29 @@ fn server_everything_over_the_deprecated_sse_transport_only_when_named() {
     scratch.assert_no_leftovers();
 }
 
+#[test]
+fn an_sse_endpoint_on_another_origin_is_refused() {
+    let (output, requests) = against("sse-foreign", "transport = \"sse\"");
+    assert_exit(&output, 3);
+    let err = stderr(&output);
+    assert!(
+        err.contains("http://elsewhere.invalid/message?sessionId=1")
+            && err.contains("not on the origin of its SSE URL"),
+        "{}",
+        describe(&output)
+    );
+    assert!(
+        requests.iter().all(|line| !line.starts_with("POST")),
+        "nothing may be POSTed: {requests:?}"
+    );
+    assert!(
+        requests
+            .iter()
+            .any(|line| line.starts_with("GET sse accept=text/event-stream")),
+        "{requests:?}"
+    );
+}
+
 /// A second configuration file beside the first, for a pinned variant of server `name`.
 fn config_with(scratch: &Scratch, name: &str, url: &str, extra: &str) -> PathBuf {
     let path = scratch.path().join("pinned.toml");

@@ -11,7 +11,8 @@
 //!
 //! Modes (see [`mcp::Mode`]): `good`, `redirect`, `content-type`, `big-body`, `big-event`,
 //! `stall`, `expire`, `flap`, `mismatch`, `unauthorized`, `resume`, `drop`, `modern`
-//! (a strict 2026-07-28 server instead of a legacy one).
+//! (a strict 2026-07-28 server instead of a legacy one), `modern-broken`, `modern-stall`,
+//! `sse-foreign` (a deprecated HTTP+SSE server naming an endpoint on another origin).
 
 mod mcp;
 mod modern;

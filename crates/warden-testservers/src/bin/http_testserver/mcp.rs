@@ -59,11 +59,14 @@ pub enum Mode {
     /// logs `stream closed by the client` when the client closes it (the 2026-07-28
     /// cancellation).
     ModernStall,
+    /// A deprecated HTTP+SSE server whose `GET` stream's `endpoint` event names another
+    /// origin (`http://elsewhere.invalid/message`), which a client must refuse.
+    SseForeign,
 }
 
 impl Mode {
     /// Every mode's name.
-    pub const NAMES: [&str; 15] = [
+    pub const NAMES: [&str; 16] = [
         "good",
         "redirect",
         "content-type",
@@ -79,6 +82,7 @@ impl Mode {
         "modern",
         "modern-broken",
         "modern-stall",
+        "sse-foreign",
     ];
 
     /// The mode named `name`.
@@ -99,6 +103,7 @@ impl Mode {
             "modern" => Mode::Modern,
             "modern-broken" => Mode::ModernBroken,
             "modern-stall" => Mode::ModernStall,
+            "sse-foreign" => Mode::SseForeign,
             _ => return None,
         })
     }
@@ -192,6 +197,14 @@ pub async fn handle(request: Request<Incoming>, state: &State) -> Response<Body>
     if method == Method::DELETE {
         eprintln!("DELETE session={session}");
         return reply(StatusCode::OK, "text/plain", full(""));
+    }
+    if method == Method::GET && state.mode == Mode::SseForeign {
+        eprintln!("GET sse accept={}", header(&request, "accept"));
+        return reply(
+            StatusCode::OK,
+            "text/event-stream",
+            full("event: endpoint\ndata: http://elsewhere.invalid/message?sessionId=1\n\n"),
+        );
     }
     if method == Method::GET {
         eprintln!(
