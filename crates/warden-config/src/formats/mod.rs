@@ -418,7 +418,10 @@ impl Draft {
 
     fn http(&self, cx: &Context<'_>) -> Result<TransportSpec, ConfigError> {
         let Some(url) = &self.url else {
-            return Err(cx.invalid(self, "type \"http\" needs a `url`"));
+            return Err(cx.invalid(
+                self,
+                "a remote server (type \"http\" or \"sse\") needs a `url`",
+            ));
         };
         for (field, present) in [
             ("args", self.args.as_ref().is_some_and(|a| !a.is_empty())),
