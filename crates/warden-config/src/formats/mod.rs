@@ -262,6 +262,13 @@ impl Draft {
                         "`confine` and `sandbox` only apply to local (`command`) servers",
                     ));
                 }
+                if matches!(kind, Kind::Sse) && self.era == Some(EraPreference::Modern) {
+                    return Err(cx.invalid(
+                        &self,
+                        "the HTTP+SSE transport (2024-11-05) only speaks the legacy era; \
+                         `era = \"modern\"` cannot apply",
+                    ));
+                }
                 let mut transport = self.http(cx)?;
                 if let (Kind::Sse, TransportSpec::Http { settings, .. }) = (kind, &mut transport) {
                     settings.transport = RemoteTransport::Sse;

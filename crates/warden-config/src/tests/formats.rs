@@ -835,6 +835,15 @@ fn warden_toml_remote_settings_are_refused_on_local_servers_and_sse_is_accepted(
         "[servers.local]\ncommand = \"/bin/true\"\nallow_http = true\n",
     );
     assert!(err.to_string().contains("only apply to remote"), "{err}");
+    let (_, err) = load_err(
+        &fx,
+        "warden.toml",
+        "[servers.old]\nurl = \"https://x.example/sse\"\ntransport = \"sse\"\nera = \"modern\"\n",
+    );
+    assert!(
+        err.to_string().contains("only speaks the legacy era"),
+        "{err}"
+    );
     // `transport = "sse"` is accepted, with the settings of any remote server.
     let servers = load_one(
         &fx,
