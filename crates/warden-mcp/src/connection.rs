@@ -95,6 +95,16 @@ pub const DEFAULT_MAX_TOOLS: usize = 4096;
 /// Pages of `tools/list` followed by default.
 pub const DEFAULT_MAX_PAGES: usize = 64;
 
+/// Runs `work` within `timeout`; past it, [`CallError::Timeout`] (the work is dropped).
+pub(crate) async fn within<T>(
+    timeout: Duration,
+    work: impl std::future::Future<Output = Result<T, CallError>>,
+) -> Result<T, CallError> {
+    tokio::time::timeout(timeout, work)
+        .await
+        .unwrap_or(Err(CallError::Timeout { after: timeout }))
+}
+
 /// A live connection to one server.
 ///
 /// Implementations own the server's process (if any) and stop it in [`Connection::close`];

@@ -651,12 +651,7 @@ impl Connection for RmcpConnection {
     }
 
     fn list_tools(&self, timeout: Duration) -> BoxFuture<'_, Result<Vec<ToolDef>, CallError>> {
-        Box::pin(async move {
-            match tokio::time::timeout(timeout, self.list_all()).await {
-                Ok(result) => result,
-                Err(_) => Err(CallError::Timeout { after: timeout }),
-            }
-        })
+        Box::pin(crate::connection::within(timeout, self.list_all()))
     }
 
     fn call_tool<'a>(

@@ -271,41 +271,72 @@ impl HttpConnection {
     }
 
     async fn list_all(&self) -> Result<Vec<ToolDef>, CallError> {
-        let mut tools = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _page in 0..self.max_pages {
-            let mut params = Map::new();
-            if let Some(cursor) = cursor.take() {
-                params.insert("cursor".into(), json!(cursor));
-            }
+        let limits = ListLimits {
+            server: &self.name,
+            max_tools: self.max_tools,
+            max_pages: self.max_pages,
+        };
+        list_pages(limits, |params| async move {
             let page = self.request("tools/list", params, None).await?;
-            let era = self.current().await.era();
-            for tool in page
-                .get("tools")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if tools.len() == self.max_tools {
-                    return Err(CallError::TooMany {
-                        limit: self.max_tools,
-                        what: "tools",
-                    });
-                }
-                if let Some(def) = tool_def(&self.name, tool, era)? {
-                    tools.push(def);
-                }
+            Ok((page, self.current().await.era()))
+        })
+        .await
+    }
+}
+
+/// The bounds of one `tools/list` walk.
+pub(super) struct ListLimits<'a> {
+    /// The server's name, for errors.
+    pub server: &'a str,
+    /// Tools accepted in all.
+    pub max_tools: usize,
+    /// Pages followed.
+    pub max_pages: usize,
+}
+
+/// Follows `tools/list` pages within `limits`: `fetch` sends one request with the given
+/// params (the cursor, when there is one) and returns the page and the era it was read in.
+pub(super) async fn list_pages<F, Fut>(
+    limits: ListLimits<'_>,
+    mut fetch: F,
+) -> Result<Vec<ToolDef>, CallError>
+where
+    F: FnMut(Map<String, Value>) -> Fut,
+    Fut: std::future::Future<Output = Result<(Value, Era), CallError>>,
+{
+    let mut tools = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _page in 0..limits.max_pages {
+        let mut params = Map::new();
+        if let Some(cursor) = cursor.take() {
+            params.insert("cursor".into(), json!(cursor));
+        }
+        let (page, era) = fetch(params).await?;
+        for tool in page
+            .get("tools")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if tools.len() == limits.max_tools {
+                return Err(CallError::TooMany {
+                    limit: limits.max_tools,
+                    what: "tools",
+                });
             }
-            match page.get("nextCursor").and_then(Value::as_str) {
-                Some(next) if !next.is_empty() => cursor = Some(next.to_owned()),
-                _ => return Ok(tools),
+            if let Some(def) = tool_def(limits.server, tool, era)? {
+                tools.push(def);
             }
         }
-        Err(CallError::TooMany {
-            limit: self.max_pages,
-            what: "pages of tools",
-        })
+        match page.get("nextCursor").and_then(Value::as_str) {
+            Some(next) if !next.is_empty() => cursor = Some(next.to_owned()),
+            _ => return Ok(tools),
+        }
     }
+    Err(CallError::TooMany {
+        limit: limits.max_pages,
+        what: "pages of tools",
+    })
 }
 
 impl Connection for HttpConnection {
@@ -318,12 +349,7 @@ impl Connection for HttpConnection {
     }
 
     fn list_tools(&self, timeout: Duration) -> BoxFuture<'_, Result<Vec<ToolDef>, CallError>> {
-        Box::pin(async move {
-            match tokio::time::timeout(timeout, self.list_all()).await {
-                Ok(result) => result,
-                Err(_) => Err(CallError::Timeout { after: timeout }),
-            }
-        })
+        Box::pin(crate::connection::within(timeout, self.list_all()))
     }
 
     fn call_tool<'a>(

@@ -21,7 +21,7 @@ use warden_net::reqwest::Url;
 use warden_net::reqwest::header::{ACCEPT, CONTENT_TYPE};
 use warden_net::{HttpOptions, NetError, SseEvent, sse_events};
 
-use super::connection::{call_error, connect_error, tool_def};
+use super::connection::{ListLimits, call_error, connect_error, list_pages};
 use super::detect::Remote;
 use super::error::{HttpError, excerpt};
 use super::exchange::{
@@ -412,43 +412,20 @@ impl Channel {
 
 impl SseConnection {
     async fn list_all(&self) -> Result<Vec<ToolDef>, CallError> {
-        let mut tools = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _page in 0..self.max_pages {
-            let mut params = Map::new();
-            if let Some(cursor) = cursor.take() {
-                params.insert("cursor".into(), json!(cursor));
-            }
+        let limits = ListLimits {
+            server: &self.name,
+            max_tools: self.max_tools,
+            max_pages: self.max_pages,
+        };
+        list_pages(limits, |params| async move {
             let page = self
                 .channel
                 .request(self.channel.next_id(), "tools/list", params)
                 .await
                 .map_err(call_error)?;
-            for tool in page
-                .get("tools")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if tools.len() == self.max_tools {
-                    return Err(CallError::TooMany {
-                        limit: self.max_tools,
-                        what: "tools",
-                    });
-                }
-                if let Some(def) = tool_def(&self.name, tool, Era::Legacy)? {
-                    tools.push(def);
-                }
-            }
-            match page.get("nextCursor").and_then(Value::as_str) {
-                Some(next) if !next.is_empty() => cursor = Some(next.to_owned()),
-                _ => return Ok(tools),
-            }
-        }
-        Err(CallError::TooMany {
-            limit: self.max_pages,
-            what: "pages of tools",
+            Ok((page, Era::Legacy))
         })
+        .await
     }
 }
 
@@ -462,12 +439,7 @@ impl Connection for SseConnection {
     }
 
     fn list_tools(&self, timeout: Duration) -> BoxFuture<'_, Result<Vec<ToolDef>, CallError>> {
-        Box::pin(async move {
-            match tokio::time::timeout(timeout, self.list_all()).await {
-                Ok(result) => result,
-                Err(_) => Err(CallError::Timeout { after: timeout }),
-            }
-        })
+        Box::pin(crate::connection::within(timeout, self.list_all()))
     }
 
     fn call_tool<'a>(
