@@ -16,6 +16,9 @@ use super::{
 use crate::conversation::{Block, Message, Role};
 
 const PROVIDER: &str = "anthropic";
+/// Content blocks accepted in one reply (text and tool calls): a stream of endless empty
+/// blocks must not grow without bound.
+const MAX_BLOCKS: usize = 1024;
 /// The API version header value this client speaks.
 const API_VERSION: &str = "2023-06-01";
 
@@ -222,6 +225,12 @@ impl Assembly {
                     },
                     _ => Partial::Other,
                 };
+                if self.blocks.len() == MAX_BLOCKS {
+                    return Err(ModelError::malformed(
+                        PROVIDER,
+                        format!("more than {MAX_BLOCKS} content blocks in one reply"),
+                    ));
+                }
                 self.blocks.push(partial);
             }
             "content_block_delta" => {
@@ -381,6 +390,19 @@ mod tests {
         assert_eq!((reply.input_tokens, reply.output_tokens), (12, 30));
         assert_eq!(reply.tool_calls.len(), 1);
         assert_eq!(reply.tool_calls[0].arguments, Ok(json!({"tz": "UTC"})));
+    }
+
+    #[test]
+    fn a_reply_with_endless_blocks_is_refused() {
+        let mut assembly = Assembly::default();
+        let start = json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}});
+        for _ in 0..MAX_BLOCKS {
+            assembly.apply(&start, &mut super::super::NoText).unwrap();
+        }
+        let error = assembly
+            .apply(&start, &mut super::super::NoText)
+            .unwrap_err();
+        assert!(error.to_string().contains("content blocks"), "{error}");
     }
 
     #[test]
