@@ -214,6 +214,13 @@ fn write_script(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
     path
 }
 
+/// An existing, empty file a confined server (another uid under root) may append to.
+fn server_writable_file(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, "").unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).unwrap();
+}
+
 fn state_of(listing: &serde_json::Value) -> (String, String) {
     let server = &listing["servers"][0];
     (
@@ -241,7 +248,7 @@ fn a_server_that_writes_its_own_log_starts_again_and_again() {
         let script = write_script(&scratch.path().join("app"), "server.py", PY_SERVER);
         let data = support::server_writable_dir(&scratch.path().join("data"));
         let log = data.join("server.log");
-        std::fs::write(&log, "").unwrap();
+        server_writable_file(&log);
         let extra = if confine {
             support::write_grant(&[&data])
         } else {
@@ -322,64 +329,6 @@ fn swap_when_read(file: &Path, replacement: &Path) -> std::thread::JoinHandle<bo
 }
 
 #[test]
-fn a_script_swapped_as_warden_reads_it_never_runs() {
-    for confine in [true, false] {
-        let scratch = Scratch::new();
-        let app = scratch.path().join("app");
-        let script = write_script(&app, "server.py", PY_SERVER);
-        let out = support::server_writable_dir(&scratch.path().join("out"));
-        let marker = out.join("evil-ran");
-        let extra = if confine {
-            support::write_grant(&[&out])
-        } else {
-            "confine = false".to_owned()
-        };
-        let config = scratch.config(&server_toml(
-            "swapped",
-            Path::new(PYTHON),
-            &[script.to_str().unwrap()],
-            &extra,
-        ));
-        let config = config.to_str().unwrap();
-        let listing = tools(&scratch, config);
-        assert_eq!(state_of(&listing).0, "connected", "{listing}");
-        assert_eq!(tool_names(&listing), ["hello"]);
-
-        // The attack: the moment Warden has read the script to hash it, other code is
-        // renamed over it, before the interpreter opens it.
-        let staged = write_script(&app, ".staged.py", &evil_server(&marker));
-        let swapper = swap_when_read(&script, &staged);
-        let listing = tools(&scratch, config);
-        assert!(swapper.join().unwrap(), "the swap was made");
-        assert!(
-            !marker.exists(),
-            "confine = {confine}: the swapped-in code ran: {listing}"
-        );
-        let (state, reason) = state_of(&listing);
-        if state == "connected" {
-            // The interpreter had the pinned file open before the swap: it ran.
-            assert_eq!(tool_names(&listing), ["hello"], "{listing}");
-        } else {
-            assert!(
-                reason.contains("changed between the check of its hash and the start")
-                    && reason.contains(&script.display().to_string()),
-                "confine = {confine}: {reason}"
-            );
-        }
-        // And Warden says so afterwards: the file there is not the pinned one.
-        let output = scratch.run(&["--config", config, "pin", "swapped", "--show"], LIMIT);
-        assert_exit(&output, 0);
-        assert!(
-            stdout(&output).contains(&format!("script {} changed", script.display())),
-            "{}",
-            stdout(&output)
-        );
-        assert!(!marker.exists());
-        scratch.assert_no_leftovers();
-    }
-}
-
-#[test]
 fn a_script_inside_a_write_grant_is_refused_one_beside_it_starts() {
     let scratch = Scratch::new();
     let app = scratch.path().join("app");
@@ -398,7 +347,16 @@ fn a_script_inside_a_write_grant_is_refused_one_beside_it_starts() {
     };
     let config = scratch.config(&exposed(&app));
     let config = config.to_str().unwrap();
+    // The attack of a server that may write there: the moment Warden has read the
+    // script, other code is renamed over it.
+    let out = support::server_writable_dir(&scratch.path().join("out"));
+    let marker = out.join("evil-ran");
+    let staged = write_script(&app, ".staged.py", &evil_server(&marker));
+    support::open_to_servers(&app);
+    let swapper = swap_when_read(&script, &staged);
     let (state, reason) = state_of(&tools(&scratch, config));
+    assert!(swapper.join().unwrap(), "the swap was made");
+    assert!(!marker.exists(), "the swapped-in code ran");
     assert_eq!(state, "failed");
     assert!(
         reason.contains(&format!(
@@ -415,8 +373,12 @@ fn a_script_inside_a_write_grant_is_refused_one_beside_it_starts() {
     let probe = json(&output);
     let exposed_lines = probe["pins"]["exposed"].as_array().unwrap();
     assert_eq!(exposed_lines.len(), 1, "{probe}");
+    assert!(!marker.exists());
 
-    // `app` is writable by every user here: that alone exposes it too.
+    // The honest script back. `app` is writable by every user here: that alone exposes
+    // it too.
+    write_script(&app, "server.py", PY_SERVER);
+    support::open_to_servers(&app);
     let config = scratch.config(&exposed(&data));
     let config = config.to_str().unwrap();
     let (state, reason) = state_of(&tools(&scratch, config));
@@ -441,7 +403,7 @@ fn a_pin_recorded_by_the_earlier_rule_with_a_data_file_keeps_working() {
     let script = write_script(&scratch.path().join("app"), "server.py", PY_SERVER);
     let data = support::server_writable_dir(&scratch.path().join("data"));
     let log = data.join("server.log");
-    std::fs::write(&log, "").unwrap();
+    server_writable_file(&log);
     let config_path = scratch.config(&server_toml(
         "old",
         Path::new(PYTHON),
