@@ -190,7 +190,11 @@ impl Kind {
     /// By the program's file name as resolved, else by the file it resolves to
     /// (`/usr/bin/python3` -> `python3.11`).
     fn of(program: &Path) -> Option<Self> {
-        let by_name = |path: &Path| path.file_name().and_then(OsStr::to_str).and_then(Self::named);
+        let by_name = |path: &Path| {
+            path.file_name()
+                .and_then(OsStr::to_str)
+                .and_then(Self::named)
+        };
         by_name(program).or_else(|| {
             std::fs::canonicalize(program)
                 .ok()
@@ -382,7 +386,15 @@ fn python(
                         Some(rest)
                     };
                     if let Some(module) = module {
-                        python_module(plan, module, cwd, request, interpreter, ignore_env, safe_path);
+                        python_module(
+                            plan,
+                            module,
+                            cwd,
+                            request,
+                            interpreter,
+                            ignore_env,
+                            safe_path,
+                        );
                     }
                     return;
                 }
@@ -505,7 +517,7 @@ fn python_lib_dirs(interpreter: &Path) -> Vec<PathBuf> {
                 .filter_map(|line| line.split_once('='))
                 .filter(|(key, _)| key.trim() == "include-system-site-packages")
                 .map(|(_, value)| value.trim().eq_ignore_ascii_case("true"))
-                .last()
+                .next_back()
                 .unwrap_or(false);
             if system {
                 system_site(&mut dirs);
@@ -688,7 +700,12 @@ fn node_preload(plan: &mut Plan, value: &str, cwd: Option<&Path>) {
         return;
     }
     if let Some(path) = path_of(value, cwd).and_then(|p| js_file(&p)) {
-        plan.push(path, Role::Preload, Vec::new(), format!("preloaded {value}"));
+        plan.push(
+            path,
+            Role::Preload,
+            Vec::new(),
+            format!("preloaded {value}"),
+        );
     }
 }
 
@@ -969,7 +986,12 @@ fn uv(plan: &mut Plan, args: &[String], cwd: Option<&Path>, request: &LaunchRequ
     }
     let base = project.clone().or_else(|| cwd.map(Path::to_path_buf));
     if let Some(lock) = base.as_deref().and_then(find_uv_lock) {
-        plan.push(lock, Role::Lockfile, Vec::new(), "uv run project".to_owned());
+        plan.push(
+            lock,
+            Role::Lockfile,
+            Vec::new(),
+            "uv run project".to_owned(),
+        );
     }
     let Some(command) = args.get(i) else {
         return;
@@ -1105,10 +1127,7 @@ fn shell(plan: &mut Plan, args: &[String], cwd: Option<&Path>) {
             }
         }
     }
-    if let Some(path) = script
-        .and_then(|s| path_of(s, cwd))
-        .filter(|p| p.is_file())
-    {
+    if let Some(path) = script.and_then(|s| path_of(s, cwd)).filter(|p| p.is_file()) {
         plan.push(path, Role::Script, Vec::new(), "shell script".to_owned());
     }
 }
@@ -1137,7 +1156,10 @@ mod tests {
     }
 
     fn paths(plan: &Plan) -> Vec<(PathBuf, Role)> {
-        plan.files.iter().map(|f| (f.path.clone(), f.role)).collect()
+        plan.files
+            .iter()
+            .map(|f| (f.path.clone(), f.role))
+            .collect()
     }
 
     #[test]
@@ -1152,7 +1174,14 @@ mod tests {
         let got = plan(
             &request(
                 &python,
-                &["-u", "server.py", "--db-path", "data.db", "--log", "server.log"],
+                &[
+                    "-u",
+                    "server.py",
+                    "--db-path",
+                    "data.db",
+                    "--log",
+                    "server.log",
+                ],
                 Some(root),
             ),
             OsStr::new(""),
@@ -1163,7 +1192,14 @@ mod tests {
         // The rule before this one pinned all three.
         let legacy = legacy_argument_files(&request(
             &python,
-            &["-u", "server.py", "--db-path", "data.db", "--log", "server.log"],
+            &[
+                "-u",
+                "server.py",
+                "--db-path",
+                "data.db",
+                "--log",
+                "server.log",
+            ],
             Some(root),
         ));
         assert_eq!(legacy.len(), 3);
@@ -1199,7 +1235,11 @@ mod tests {
         std::fs::create_dir_all(npx.parent().unwrap()).unwrap();
         std::os::unix::fs::symlink(&cli, &npx).unwrap();
         let search = std::env::join_paths([root.join("a"), root.join("b")]).unwrap();
-        let got = plan(&request(&npx, &["-y", "pkg@1.2.3", "--flag"], None), &search).unwrap();
+        let got = plan(
+            &request(&npx, &["-y", "pkg@1.2.3", "--flag"], None),
+            &search,
+        )
+        .unwrap();
         assert_eq!(
             paths(&got),
             [
@@ -1256,7 +1296,11 @@ mod tests {
         assert!(missing.notes[0].contains("nowhere"), "{:?}", missing.notes);
         // `-c`: the code is an argument; nothing else is pinned.
         std::fs::write(work.join("x.py"), "").unwrap();
-        assert!(run(&["-c", "print(1)", "x.py"], Some(&work)).files.is_empty());
+        assert!(
+            run(&["-c", "print(1)", "x.py"], Some(&work))
+                .files
+                .is_empty()
+        );
     }
 
     #[test]
@@ -1266,7 +1310,14 @@ mod tests {
         for name in ["node", "deno", "bun", "uv", "uvx", "bash"] {
             executable(&root.join("bin").join(name), "\x7fELF");
         }
-        for file in ["server.js", "hook.js", "main.ts", "s.py", "data.json", "run.sh"] {
+        for file in [
+            "server.js",
+            "hook.js",
+            "main.ts",
+            "s.py",
+            "data.json",
+            "run.sh",
+        ] {
             std::fs::write(root.join(file), "").unwrap();
         }
         std::fs::write(root.join("uv.lock"), "").unwrap();
@@ -1280,7 +1331,14 @@ mod tests {
         assert_eq!(
             paths(&run(
                 "node",
-                &["--require", "./hook.js", "--title", "x", "server", "data.json"]
+                &[
+                    "--require",
+                    "./hook.js",
+                    "--title",
+                    "x",
+                    "server",
+                    "data.json"
+                ]
             )),
             [
                 (root.join("hook.js"), Role::Preload),
@@ -1289,7 +1347,10 @@ mod tests {
         );
         assert!(run("node", &["-e", "1", "server.js"]).files.is_empty());
         assert_eq!(
-            paths(&run("deno", &["run", "-A", "--config", "data.json", "main.ts"])),
+            paths(&run(
+                "deno",
+                &["run", "-A", "--config", "data.json", "main.ts"]
+            )),
             [(root.join("main.ts"), Role::Script)]
         );
         assert_eq!(

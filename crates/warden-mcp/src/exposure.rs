@@ -169,11 +169,17 @@ fn private_group(gid: libc::gid_t, owner: libc::uid_t) -> bool {
 }
 
 fn user_name(uid: libc::uid_t) -> String {
-    passwd(uid).map_or_else(|| format!("uid {uid}"), |(name, _)| format!("{name} (uid {uid})"))
+    passwd(uid).map_or_else(
+        || format!("uid {uid}"),
+        |(name, _)| format!("{name} (uid {uid})"),
+    )
 }
 
 fn group_name(gid: libc::gid_t) -> String {
-    group(gid).map_or_else(|| format!("gid {gid}"), |(name, _)| format!("{name} (gid {gid})"))
+    group(gid).map_or_else(
+        || format!("gid {gid}"),
+        |(name, _)| format!("{name} (gid {gid})"),
+    )
 }
 
 #[cfg(test)]
@@ -210,7 +216,10 @@ mod tests {
             path: root.join("app"),
         };
         let reason = exposure(&script, &[data, app]).unwrap();
-        assert!(reason.contains("which server `other` may write"), "{reason}");
+        assert!(
+            reason.contains("which server `other` may write"),
+            "{reason}"
+        );
         // Through a symlink: the resolved location counts.
         std::os::unix::fs::symlink(root.join("app"), root.join("link")).unwrap();
         let reason = exposure(

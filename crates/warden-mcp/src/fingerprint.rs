@@ -68,7 +68,10 @@ impl Fingerprint {
     /// Every hashed file with the identity it had when hashed, for the launcher to check
     /// right before the server is executed ([`warden_sandbox::Profile::pinned`]).
     pub fn pinned_files(&self) -> Vec<warden_sandbox::PinnedFile> {
-        let mut out = vec![self.program_identity.pinned(vec![self.program.clone()], false)];
+        let mut out = vec![
+            self.program_identity
+                .pinned(vec![self.program.clone()], false),
+        ];
         for file in &self.files {
             out.push(if file.search.is_empty() {
                 file.identity.pinned(vec![file.path.clone()], false)
@@ -343,13 +346,20 @@ mod tests {
         assert_eq!(got.package.as_deref(), Some("pkg@1.2.3"));
         assert_eq!(got.legacy_package.as_deref(), Some("pkg@1.2.3"));
         // The `#!` interpreter is pinned; `server.js` is npx's argument, not a script.
-        let files: Vec<(&Path, Role)> = got.files.iter().map(|f| (f.path.as_path(), f.role)).collect();
+        let files: Vec<(&Path, Role)> = got
+            .files
+            .iter()
+            .map(|f| (f.path.as_path(), f.role))
+            .collect();
         assert_eq!(files, [(Path::new("/bin/sh"), Role::Interpreter)]);
-        assert_eq!(got.files[0].sha256, sha256_file(Path::new("/bin/sh")).unwrap());
+        assert_eq!(
+            got.files[0].sha256,
+            sha256_file(Path::new("/bin/sh")).unwrap()
+        );
         assert_eq!(got.legacy_files, [data]);
         let pinned = got.pinned_files();
         assert_eq!(pinned.len(), 2);
-        assert_eq!(pinned[0].paths, [npx.clone()]);
+        assert_eq!(pinned[0].paths, std::slice::from_ref(&npx));
         let other = fingerprint(&request(&npx, &[], None), OsStr::new("")).unwrap();
         assert_eq!(other.program_sha256, got.program_sha256);
         assert!(other.legacy_files.is_empty());
@@ -363,7 +373,10 @@ mod tests {
         let link = dir.path().join("python");
         std::os::unix::fs::symlink(&real, &link).unwrap();
         assert_eq!(sha256_file(&link).unwrap(), sha256_file(&real).unwrap());
-        assert!(sha256_file(dir.path()).is_err(), "a directory is not hashed");
+        assert!(
+            sha256_file(dir.path()).is_err(),
+            "a directory is not hashed"
+        );
     }
 
     #[test]

@@ -120,9 +120,15 @@ async fn a_script_swapped_after_hashing_is_refused_confined_or_not() {
         assert_eq!(script.role, warden_mcp::Role::Script);
         swap(&f);
         let error = output_of(&f, &request, &fingerprint).await.unwrap_err();
-        assert!(is_changed(&error, &f.script), "confine = {confine}: {error}");
+        assert!(
+            is_changed(&error, &f.script),
+            "confine = {confine}: {error}"
+        );
         assert!(error.to_string().contains("nothing was run"), "{error}");
-        assert!(!f.marker.exists(), "confine = {confine}: the replacement ran");
+        assert!(
+            !f.marker.exists(),
+            "confine = {confine}: the replacement ran"
+        );
     }
 }
 
@@ -135,7 +141,10 @@ async fn a_script_written_in_place_after_hashing_is_refused() {
         std::thread::sleep(std::time::Duration::from_millis(20));
         std::fs::write(&f.script, format!("touch {}\n", f.marker.display())).unwrap();
         let error = output_of(&f, &request, &fingerprint).await.unwrap_err();
-        assert!(is_changed(&error, &f.script), "confine = {confine}: {error}");
+        assert!(
+            is_changed(&error, &f.script),
+            "confine = {confine}: {error}"
+        );
         assert!(!f.marker.exists(), "confine = {confine}");
     }
 }

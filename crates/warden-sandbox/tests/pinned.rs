@@ -71,7 +71,12 @@ fn run(fixture: &Fixture, pins: Vec<PinnedFile>) -> Result<String, SandboxError>
     let confinement = confine(&mut command, &profile).unwrap();
     let mut child = command.spawn().map_err(|e| confinement.spawn_error(e))?;
     let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     let status = child.wait().unwrap();
     assert!(status.success(), "{status}");
     Ok(out)

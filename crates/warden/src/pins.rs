@@ -323,3 +323,86 @@ impl Launcher for PinningLauncher {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::os::unix::fs::PermissionsExt;
+    use warden_store::PIN_RULE_ARGUMENTS;
+
+    /// `python3 server.py --db data.db` in a temporary folder, fingerprinted.
+    fn fingerprinted() -> (tempfile::TempDir, Fingerprint) {
+        let dir = tempfile::tempdir().unwrap();
+        let python = dir.path().join("python3");
+        std::fs::write(&python, "interpreter").unwrap();
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(dir.path().join("server.py"), "print(1)").unwrap();
+        std::fs::write(dir.path().join("data.db"), "rows").unwrap();
+        let request = LaunchRequest {
+            server: "s".into(),
+            command: python.display().to_string(),
+            args: ["server.py", "--db", "data.db"].map(str::to_owned).to_vec(),
+            env: BTreeMap::new(),
+            cwd: Some(dir.path().to_path_buf()),
+            sandbox: warden_config::SandboxSpec::default(),
+        };
+        let fingerprint = warden_mcp::fingerprint(&request, std::ffi::OsStr::new("")).unwrap();
+        (dir, fingerprint)
+    }
+
+    #[test]
+    fn every_change_is_named() {
+        let (dir, now) = fingerprinted();
+        let pin = to_pin(&now);
+        assert_eq!(pin.rule, PIN_RULE_EXECUTED);
+        assert_eq!(pin.files.len(), 1, "the script, not the database");
+        assert!(changes(&pin, &now).is_empty());
+
+        let mut old = pin.clone();
+        old.program_sha256 = "a".repeat(64);
+        old.files[0].1 = "b".repeat(64);
+        old.files.push((dir.path().join("gone.py"), "c".repeat(64)));
+        old.package = Some("pkg@1".into());
+        let lines = changes(&old, &now);
+        assert_eq!(lines.len(), 4, "{lines:?}");
+        assert!(
+            lines[0].contains("python3 changed: sha256 aaaaaaaaaaaa… ->"),
+            "{lines:?}"
+        );
+        assert!(lines[1].starts_with("script ") && lines[1].contains("server.py changed"));
+        assert!(lines[2].contains("gone.py is no longer run"), "{lines:?}");
+        assert!(lines[3].contains("pkg@1 -> (none)"), "{lines:?}");
+
+        let mut old = pin;
+        old.files.clear();
+        let lines = changes(&old, &now);
+        assert!(lines[0].contains("server.py is new"), "{lines:?}");
+        old.program = PathBuf::from("/usr/bin/python3");
+        assert!(changes(&old, &now)[0].contains("program path changed"));
+    }
+
+    #[test]
+    fn a_pin_of_the_earlier_rule_is_compared_on_what_both_rules_pin() {
+        let (dir, now) = fingerprinted();
+        let script = dir.path().join("server.py");
+        let data = dir.path().join("data.db");
+        let mut old = to_pin(&now);
+        old.rule = PIN_RULE_ARGUMENTS;
+        // The database, pinned then, has changed since: not compared.
+        old.files.push((data.clone(), "d".repeat(64)));
+        assert!(changes(&old, &now).is_empty(), "{:?}", changes(&old, &now));
+        assert_eq!(dropped_by_rule(&old, &now), [data]);
+        // The script is compared as before.
+        old.files[0].1 = "e".repeat(64);
+        assert_eq!(changes(&old, &now).len(), 1);
+        // A script the earlier rule would have pinned but the pin lacks is a new argument.
+        old.files.remove(0);
+        let lines = changes(&old, &now);
+        assert!(
+            lines.len() == 1 && lines[0].contains(&format!("{} is new", script.display())),
+            "{lines:?}"
+        );
+    }
+}

@@ -375,18 +375,31 @@ fn mcp_server_sqlite_starts_again_and_again_while_its_database_changes() {
         sizes.push(std::fs::metadata(&db).unwrap().len());
     }
     let args = serde_json::json!({ "query": "SELECT name FROM items ORDER BY name" }).to_string();
-    let (code, out, err) = call(&scratch, &config, &["--yes", "sqlite/read_query", "--args", &args]);
+    let (code, out, err) = call(
+        &scratch,
+        &config,
+        &["--yes", "sqlite/read_query", "--args", &args],
+    );
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("apple") && out.contains("pear"), "{out}");
 
     // What the pin holds: the console script and its interpreter, not the database.
     let output = scratch.run(
-        &["--config", config.to_str().unwrap(), "pin", "sqlite", "--show"],
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "pin",
+            "sqlite",
+            "--show",
+        ],
         LIMIT,
     );
     let shown = stdout(&output);
     assert!(shown.contains("matches its pin"), "{shown}");
-    assert!(shown.contains(&format!("program {}", program.display())), "{shown}");
+    assert!(
+        shown.contains(&format!("program {}", program.display())),
+        "{shown}"
+    );
     assert!(shown.contains("interpreter "), "{shown}");
     assert!(!shown.contains("shop.db"), "{shown}");
     scratch.assert_no_leftovers();

@@ -200,7 +200,10 @@ const PYTHON: &str = "/usr/bin/python3";
 fn evil_server(marker: &Path) -> String {
     PY_SERVER
         .replace("TOOL = \"hello\"", "TOOL = \"evil\"")
-        .replace("MARKER = None", &format!("MARKER = {:?}", marker.display().to_string()))
+        .replace(
+            "MARKER = None",
+            &format!("MARKER = {:?}", marker.display().to_string()),
+        )
 }
 
 /// `dir/NAME` holding `text`, readable by a confined server.
@@ -227,18 +230,6 @@ fn state_of(listing: &serde_json::Value) -> (String, String) {
         server["state"].as_str().unwrap_or_default().to_owned(),
         server["reason"].as_str().unwrap_or_default().to_owned(),
     )
-}
-
-fn tool_names(listing: &serde_json::Value) -> Vec<String> {
-    listing["servers"][0]["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|t| t["name"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[test]
@@ -270,7 +261,15 @@ fn a_server_that_writes_its_own_log_starts_again_and_again() {
                 "confine = {confine}, start {round}: {listing}"
             );
             let output = scratch.run(
-                &["--config", config, "call", "--yes", "logger/hello", "--args", "{}"],
+                &[
+                    "--config",
+                    config,
+                    "call",
+                    "--yes",
+                    "logger/hello",
+                    "--args",
+                    "{}",
+                ],
                 LIMIT,
             );
             assert_exit(&output, 0);
@@ -285,7 +284,10 @@ fn a_server_that_writes_its_own_log_starts_again_and_again() {
             shown.contains(&format!("script {}", script.display())),
             "{shown}"
         );
-        assert!(!shown.contains("server.log"), "the log is not pinned: {shown}");
+        assert!(
+            !shown.contains("server.log"),
+            "the log is not pinned: {shown}"
+        );
 
         // The script itself is still pinned: a changed one is refused.
         append(&script, b"# changed\n");
@@ -367,7 +369,11 @@ fn a_script_inside_a_write_grant_is_refused_one_beside_it_starts() {
         "{reason}"
     );
     let output = scratch.run(&["--config", config, "pin", "exposed", "--show"], LIMIT);
-    assert!(stdout(&output).contains("WILL NOT START"), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("WILL NOT START"),
+        "{}",
+        stdout(&output)
+    );
     let output = scratch.run(&["--config", config, "probe", "exposed", "--json"], LIMIT);
     assert_exit(&output, 0);
     let probe = json(&output);
@@ -437,7 +443,11 @@ fn a_pin_recorded_by_the_earlier_rule_with_a_data_file_keeps_working() {
     rewrite(None);
     // The log changed since (its hash is all zeros): not compared, no refusal.
     let output = scratch.run(&["--config", config, "pin", "old", "--show"], LIMIT);
-    assert!(stdout(&output).contains("matches its pin"), "{}", stdout(&output));
+    assert!(
+        stdout(&output).contains("matches its pin"),
+        "{}",
+        stdout(&output)
+    );
     assert!(
         stdout(&output).contains("earlier rule") && stdout(&output).contains("server.log"),
         "{}",

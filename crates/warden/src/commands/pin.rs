@@ -66,7 +66,10 @@ pub fn run(global: &GlobalArgs, args: PinArgs) -> Result<Code, Failure> {
                      them:"
                 );
                 for path in dropped {
-                    println!("  - {}", crate::render::printable(&path.display().to_string()));
+                    println!(
+                        "  - {}",
+                        crate::render::printable(&path.display().to_string())
+                    );
                 }
             }
             !lines.is_empty()

@@ -182,7 +182,10 @@ fn pin_text(pins: &Value) -> String {
             .unwrap_or_default()
     };
     if let Some(error) = pins["error"].as_str() {
-        return format!("pinned files: cannot hash them: {}\n", render::printable(error));
+        return format!(
+            "pinned files: cannot hash them: {}\n",
+            render::printable(error)
+        );
     }
     let mut out = String::from("pinned files (what its pin covers):\n");
     for line in lines("files") {

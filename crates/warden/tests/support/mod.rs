@@ -82,8 +82,7 @@ impl Scratch {
         // be renamed by anyone else, which Warden checks before it starts a pinned file.
         {
             use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777))
-                .unwrap();
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
         }
         let tag = format!(
             "{}-{}",
