@@ -1296,7 +1296,7 @@ mod tests {
             .unwrap();
         }
         let mut store = Store::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 4);
+        assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as i64);
         assert_eq!(store.audit(&AuditFilter::default(), 10).unwrap().len(), 1);
         assert!(store.list_sessions(10).unwrap().is_empty());
         store.create_session("s", "cli", "m", 1).unwrap();
