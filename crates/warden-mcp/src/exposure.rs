@@ -10,10 +10,10 @@
 //!
 //! - it lies inside the write grant of a confined server (any configured server, the one
 //!   being started included), where that server may replace it; or
-//! - it, or a directory on its path (as named, and as resolved), is owned by another user
-//!   than Warden's (root aside), or is writable by every user, or by a group with members
-//!   other than its owner (a directory with the sticky bit is safe: nobody else may rename
-//!   what they do not own in it).
+//! - it, or a directory on its path (as named, as resolved, and through each symbolic link
+//!   on the way), is owned by another user than Warden's (root aside), or is writable by
+//!   every user, or by a group with members other than its owner (a directory with the
+//!   sticky bit is safe: nobody else may rename what they do not own in it).
 //!
 //! The binary refuses to start a server with an exposed pinned file and says why;
 //! `warden pin --show` and `warden probe` report the same.
@@ -54,7 +54,9 @@ pub fn exposure(path: &Path, grants: &[WriteGrant]) -> Option<String> {
     // SAFETY: geteuid cannot fail and touches no memory.
     let me = unsafe { libc::geteuid() };
     let mut seen = HashSet::new();
-    for chain in [Some(path), resolved.as_deref()].into_iter().flatten() {
+    let mut chains = symlink_hops(path);
+    chains.extend(resolved);
+    for chain in &chains {
         for component in chain.ancestors().take(MAX_DEPTH) {
             if !seen.insert(component.to_path_buf()) {
                 continue;
@@ -65,6 +67,28 @@ pub fn exposure(path: &Path, grants: &[WriteGrant]) -> Option<String> {
         }
     }
     None
+}
+
+/// Most symbolic links followed from a pinned path (the kernel's own limit is 40).
+const MAX_HOPS: usize = 40;
+
+/// `path`, then each path a symbolic link on the way names (`/usr/bin/python3` ->
+/// `/etc/alternatives/python3` -> `/usr/bin/python3.11`): whoever may write the directory
+/// of any hop may point it elsewhere.
+fn symlink_hops(path: &Path) -> Vec<PathBuf> {
+    let mut hops = vec![path.to_path_buf()];
+    let mut current = path.to_path_buf();
+    for _ in 0..MAX_HOPS {
+        let Ok(target) = std::fs::read_link(&current) else {
+            break;
+        };
+        current = match current.parent() {
+            Some(dir) if target.is_relative() => dir.join(target),
+            _ => target,
+        };
+        hops.push(current.clone());
+    }
+    hops
 }
 
 /// Why one component of a pinned file's path is writable by others, or `None`.
@@ -250,6 +274,17 @@ mod tests {
         chmod(&script, 0o646);
         assert!(exposure(&script, &[]).unwrap().contains("every user"));
         chmod(&script, 0o644);
+        // Reached through a link kept in a directory others may write.
+        let links = root.join("links");
+        std::fs::create_dir(&links).unwrap();
+        std::os::unix::fs::symlink(&script, links.join("server.py")).unwrap();
+        let via = root.join("via.py");
+        std::os::unix::fs::symlink(links.join("server.py"), &via).unwrap();
+        assert_eq!(exposure(&via, &[]), None);
+        chmod(&links, 0o777);
+        let reason = exposure(&via, &[]).unwrap();
+        assert!(reason.contains("links"), "{reason}");
+        chmod(&links, 0o755);
         // Owned by someone else.
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
