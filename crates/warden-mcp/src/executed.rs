@@ -709,9 +709,38 @@ fn node_preload(plan: &mut Plan, value: &str, cwd: Option<&Path>) {
     }
 }
 
+/// Largest `package.json` read to find a directory's `main`.
+const MAX_PACKAGE_JSON_BYTES: u64 = 1024 * 1024;
+
 /// The file Node loads for a script path: the file itself, with `.js`, `.mjs` or `.cjs`
-/// added, or a directory's `index.js`.
+/// added, or for a directory the `main` of its `package.json`, else its `index.js`.
 fn js_file(path: &Path) -> Option<PathBuf> {
+    if path.is_file() {
+        return Some(path.to_path_buf());
+    }
+    if let Some(main) = package_main(path)
+        && let Some(found) = js_file_or_index(&path.join(main))
+    {
+        return Some(found);
+    }
+    js_file_or_index(path)
+}
+
+/// `main` of `dir/package.json`, when there is one (relative, inside the package).
+fn package_main(dir: &Path) -> Option<String> {
+    use std::io::Read;
+    let mut text = String::new();
+    std::fs::File::open(dir.join("package.json"))
+        .ok()?
+        .take(MAX_PACKAGE_JSON_BYTES)
+        .read_to_string(&mut text)
+        .ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let main = value.get("main")?.as_str()?;
+    (!main.is_empty() && !Path::new(main).is_absolute()).then(|| main.to_owned())
+}
+
+fn js_file_or_index(path: &Path) -> Option<PathBuf> {
     if path.is_file() {
         return Some(path.to_path_buf());
     }
@@ -1346,6 +1375,15 @@ mod tests {
             ]
         );
         assert!(run("node", &["-e", "1", "server.js"]).files.is_empty());
+        // A package directory runs its `main`.
+        std::fs::create_dir_all(root.join("pkg/dist")).unwrap();
+        std::fs::write(root.join("pkg/package.json"), r#"{"main": "dist/srv"}"#).unwrap();
+        std::fs::write(root.join("pkg/dist/srv.js"), "").unwrap();
+        std::fs::write(root.join("pkg/index.js"), "").unwrap();
+        assert_eq!(
+            paths(&run("node", &["pkg"])),
+            [(root.join("pkg/dist/srv.js"), Role::Script)]
+        );
         assert_eq!(
             paths(&run(
                 "deno",
