@@ -256,21 +256,59 @@ impl ConfinedLauncher {
 
 impl Launcher for ConfinedLauncher {
     fn launch(&self, request: &LaunchRequest) -> Result<Launched, LaunchError> {
+        let program = resolve_program(&request.command, &self.search_path)?;
+        self.start(request, program, Vec::new())
+    }
+}
+
+impl ConfinedLauncher {
+    /// Starts the server `request` describes as [`launch`](Launcher::launch) does, running
+    /// exactly the program `fingerprint` hashed, and refuses the start
+    /// ([`LaunchError::PinnedFileChanged`], or the sandbox's
+    /// [`warden_sandbox::SandboxError::PinnedFileChanged`]) when any file it hashed is no
+    /// longer that file right before the server is executed: inside the sandbox as its last
+    /// step for a confined server, in this process right before the spawn for an unconfined
+    /// one.
+    pub fn launch_pinned(
+        &self,
+        request: &LaunchRequest,
+        fingerprint: &crate::Fingerprint,
+    ) -> Result<Launched, LaunchError> {
+        self.start(
+            request,
+            fingerprint.program.clone(),
+            fingerprint.pinned_files(),
+        )
+    }
+
+    fn start(
+        &self,
+        request: &LaunchRequest,
+        program: PathBuf,
+        pinned: Vec<warden_sandbox::PinnedFile>,
+    ) -> Result<Launched, LaunchError> {
         if !request.sandbox.confine {
             tracing::warn!(
                 server = %request.server,
                 "starting UNCONFINED (confine = false): the server can read and do everything Warden can"
             );
-            return self.direct.launch(request);
+            crate::fingerprint::check_unchanged(&pinned)
+                .map_err(|path| LaunchError::PinnedFileChanged { path })?;
+            return self.direct.launch_program(request, program);
         }
         if let Some(cwd) = &request.cwd
             && !cwd.is_dir()
         {
             return Err(LaunchError::BadWorkingDirectory { cwd: cwd.clone() });
         }
-        let program = resolve_program(&request.command, &self.search_path)?;
-        let (profile, scratch) = self.profile(request, &program)?;
+        let (mut profile, scratch) = self.profile(request, &program)?;
+        profile.pinned = pinned;
         self.spawn_confined(request, program, profile, scratch)
+    }
+
+    /// Where every server's private scratch directory is created (servers may write there).
+    pub fn scratch_base(&self) -> &Path {
+        &self.scratch_base
     }
 }
 

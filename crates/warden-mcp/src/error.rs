@@ -76,6 +76,17 @@ pub enum LaunchError {
         /// Its permission bits.
         mode: u32,
     },
+    /// A pinned file is not the file that was hashed any more when the server is about to
+    /// start (replaced or written in between): nothing was run.
+    #[error(
+        "{} changed between the check of its hash and the start (replaced or written since \
+         it was hashed); nothing was run",
+        path.display()
+    )]
+    PinnedFileChanged {
+        /// The path the server would have used.
+        path: PathBuf,
+    },
     /// The launcher does not handle this kind of server.
     #[error("{0}")]
     Unsupported(String),

@@ -1,20 +1,30 @@
-//! What a server start is made of, hashed: the resolved executable, the files its
-//! arguments name, and the package an `npx`/`uvx` launch fetches. The binary compares a
-//! [`Fingerprint`] with the pin it stored on the first start and refuses a server whose
-//! bytes changed (see `docs/security.md`, "Pinned executables").
+//! What a server start executes, hashed: the resolved program, the interpreter of its `#!`
+//! line, the script or module an interpreter runs, and the package a package launcher
+//! fetches ([`crate::executed`] decides which files those are; data files named in the
+//! arguments are not among them). The binary compares a [`Fingerprint`] with the pin it
+//! stored on the first start and refuses a server whose bytes changed (see
+//! `docs/security.md`, "Pinned executables").
+//!
+//! Each file is opened once (`O_NOFOLLOW` on its resolved path) and hashed from that
+//! descriptor; the descriptor's identity (device, inode, size, change time) is kept in the
+//! fingerprint, so the launcher can check, right before the server is executed, that the
+//! file the server will run is still the one that was hashed
+//! ([`Fingerprint::pinned_files`]).
 //!
 //! Pure apart from reading the files: no state, no decisions.
 
 use std::ffi::OsStr;
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
 use crate::error::LaunchError;
-use crate::launcher::{LaunchRequest, resolve_program};
+use crate::executed::{self, Role};
+use crate::launcher::LaunchRequest;
 
-/// Largest file hashed; a bigger program or script argument is refused rather than read.
+/// Largest file hashed; a bigger program or script is refused rather than read.
 pub const MAX_HASHED_BYTES: u64 = 256 * 1024 * 1024;
 
 /// The hashes of one server start.
@@ -24,12 +34,85 @@ pub struct Fingerprint {
     pub program: PathBuf,
     /// sha256 of the program, lowercase hex.
     pub program_sha256: String,
-    /// Every argument that names an existing regular file (absolute, or relative to the
-    /// configured `cwd`), with its sha256, in argument order.
-    pub files: Vec<(PathBuf, String)>,
-    /// For a program named `npx` or `uvx`: the package spec, the first argument that is not
-    /// a flag (`pkg@1.2.3`).
+    /// The other files the start executes (interpreter, script, module, preloads,
+    /// lockfile), with their sha256, in the order they were found.
+    pub files: Vec<HashedFile>,
+    /// For a package launcher (`npx`, `uvx`, ...): the package spec as written.
     pub package: Option<String>,
+    /// What could not be pinned and why, for display.
+    pub notes: Vec<String>,
+    /// What the rule before this one pinned, to compare pins it recorded: every argument
+    /// naming an existing file ...
+    pub legacy_files: Vec<PathBuf>,
+    /// ... and for `npx`/`uvx` the first argument not starting with `-`.
+    pub legacy_package: Option<String>,
+    program_identity: FileIdentity,
+}
+
+/// One hashed file of a [`Fingerprint`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HashedFile {
+    /// The file as the server names it (absolute).
+    pub path: PathBuf,
+    /// What it is to the start.
+    pub role: Role,
+    /// How it was found (`#! of /usr/bin/npx`, `module mcp_server_time`).
+    pub origin: String,
+    /// sha256 of its bytes, lowercase hex.
+    pub sha256: String,
+    search: Vec<PathBuf>,
+    identity: FileIdentity,
+}
+
+impl Fingerprint {
+    /// Every hashed file with the identity it had when hashed, for the launcher to check
+    /// right before the server is executed ([`warden_sandbox::Profile::pinned`]).
+    pub fn pinned_files(&self) -> Vec<warden_sandbox::PinnedFile> {
+        let mut out = vec![
+            self.program_identity
+                .pinned(vec![self.program.clone()], false),
+        ];
+        for file in &self.files {
+            out.push(if file.search.is_empty() {
+                file.identity.pinned(vec![file.path.clone()], false)
+            } else {
+                file.identity.pinned(file.search.clone(), true)
+            });
+        }
+        out
+    }
+
+    /// The program and every hashed file, by the path the server uses.
+    pub fn paths(&self) -> impl Iterator<Item = &Path> {
+        std::iter::once(self.program.as_path()).chain(self.files.iter().map(|f| f.path.as_path()))
+    }
+}
+
+/// Checks, in this process, that each pinned file is still the one that was hashed (the
+/// same check the sandbox makes inside a confined server's root; this one is for servers
+/// started unconfined). Returns the first path that differs.
+pub fn check_unchanged(pinned: &[warden_sandbox::PinnedFile]) -> Result<(), PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    for pin in pinned {
+        for path in &pin.paths {
+            let Ok(meta) = std::fs::metadata(path) else {
+                continue;
+            };
+            if !meta.is_file() || (pin.search && meta.mode() & 0o111 == 0) {
+                continue;
+            }
+            let same = meta.dev() == pin.dev
+                && meta.ino() == pin.ino
+                && meta.size() == pin.size
+                && meta.ctime() == pin.ctime
+                && meta.ctime_nsec() == pin.ctime_nsec;
+            if !same {
+                return Err(path.clone());
+            }
+            break;
+        }
+    }
+    Ok(())
 }
 
 /// Hashing a server's files failed.
@@ -55,63 +138,73 @@ pub enum FingerprintError {
     },
 }
 
-/// Resolves `request`'s program through `search_path` (as the launchers do) and hashes it,
-/// every file argument, and notes an `npx`/`uvx` package spec.
+/// Resolves `request`'s program through `search_path` (as the launchers do), finds what the
+/// command line executes ([`executed::plan`]) and hashes each file.
 pub fn fingerprint(
     request: &LaunchRequest,
     search_path: &OsStr,
 ) -> Result<Fingerprint, FingerprintError> {
-    let program = resolve_program(&request.command, search_path)?;
-    let program_sha256 = sha256_file(&program)?;
-    let mut files = Vec::new();
-    for arg in &request.args {
-        let path = Path::new(arg);
-        let path = if path.is_absolute() {
-            path.to_path_buf()
-        } else if let Some(cwd) = &request.cwd
-            && !arg.starts_with('-')
-        {
-            cwd.join(path)
-        } else {
-            continue;
-        };
-        if path.is_file() && !files.iter().any(|(seen, _)| seen == &path) {
-            let hash = sha256_file(&path)?;
-            files.push((path, hash));
-        }
+    let plan = executed::plan(request, search_path)?;
+    let (program_sha256, program_identity) = hash_file(&plan.program)?;
+    let mut files = Vec::with_capacity(plan.files.len());
+    for planned in plan.files {
+        let (sha256, identity) = hash_file(&planned.path)?;
+        files.push(HashedFile {
+            path: planned.path,
+            role: planned.role,
+            origin: planned.origin,
+            sha256,
+            search: planned.search,
+            identity,
+        });
     }
-    let launcher_name = program.file_name().and_then(OsStr::to_str);
-    let package = match launcher_name {
-        Some("npx" | "uvx") => request.args.iter().find(|a| !a.starts_with('-')).cloned(),
-        _ => None,
-    };
     Ok(Fingerprint {
-        program,
+        legacy_files: executed::legacy_argument_files(request),
+        legacy_package: executed::legacy_package(request, &plan.program),
+        program: plan.program,
         program_sha256,
         files,
-        package,
+        package: plan.package,
+        notes: plan.notes,
+        program_identity,
     })
 }
 
 /// The sha256 of a file's bytes, lowercase hex, streamed (at most [`MAX_HASHED_BYTES`]).
 pub fn sha256_file(path: &Path) -> Result<String, FingerprintError> {
+    hash_file(path).map(|(hash, _)| hash)
+}
+
+/// Opens `path` once (its resolved location, `O_NOFOLLOW`, close-on-exec), and hashes the
+/// bytes read from that descriptor; returns the hash and the descriptor's identity.
+fn hash_file(path: &Path) -> Result<(String, FileIdentity), FingerprintError> {
     let failed = |source| FingerprintError::Read {
         path: path.to_path_buf(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(failed)?;
+    let resolved = std::fs::canonicalize(path).map_err(failed)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(&resolved)
+        .map_err(failed)?;
+    let meta = file.metadata().map_err(failed)?;
+    if !meta.is_file() {
+        return Err(failed(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        )));
+    }
     // Several servers usually share one interpreter (`node` is ~100 MB): within one Warden
     // process a file whose identity and change time are unchanged is hashed once. The
     // change time (ctime) moves on every write and cannot be set back by a user.
-    let identity = file.metadata().ok().map(|meta| FileIdentity::of(&meta));
-    if let Some(known) = identity.as_ref().and_then(recall) {
-        return Ok(known);
+    let identity = FileIdentity::of(&meta);
+    if let Some(known) = recall(&identity) {
+        return Ok((known, identity));
     }
     let digest = sha256_reader(file, path)?;
-    if let Some(identity) = identity {
-        remember(identity, digest.clone());
-    }
-    Ok(digest)
+    remember(identity.clone(), digest.clone());
+    Ok((digest, identity))
 }
 
 /// What makes a file the same file, unchanged, for the in-process hash memo.
@@ -125,6 +218,18 @@ struct FileIdentity {
 }
 
 impl FileIdentity {
+    fn pinned(&self, paths: Vec<PathBuf>, search: bool) -> warden_sandbox::PinnedFile {
+        warden_sandbox::PinnedFile {
+            paths,
+            search,
+            dev: self.dev,
+            ino: self.ino,
+            size: self.size,
+            ctime: self.ctime,
+            ctime_nsec: self.ctime_nsec,
+        }
+    }
+
     fn of(meta: &std::fs::Metadata) -> Self {
         use std::os::unix::fs::MetadataExt;
         Self {
@@ -221,13 +326,13 @@ mod tests {
     }
 
     #[test]
-    fn program_files_and_package_are_fingerprinted() {
+    fn program_interpreter_and_package_are_fingerprinted_data_is_not() {
         let dir = tempfile::tempdir().unwrap();
         let npx = dir.path().join("npx");
         std::fs::write(&npx, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&npx, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let script = dir.path().join("server.js");
-        std::fs::write(&script, "").unwrap();
+        let data = dir.path().join("server.js");
+        std::fs::write(&data, "").unwrap();
         let got = fingerprint(
             &request(
                 &npx,
@@ -239,12 +344,39 @@ mod tests {
         .unwrap();
         assert_eq!(got.program, npx);
         assert_eq!(got.package.as_deref(), Some("pkg@1.2.3"));
-        // sha256 of the empty string.
-        let empty = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
-        assert_eq!(got.files, vec![(script, empty.to_owned())]);
+        assert_eq!(got.legacy_package.as_deref(), Some("pkg@1.2.3"));
+        // The `#!` interpreter is pinned; `server.js` is npx's argument, not a script.
+        let files: Vec<(&Path, Role)> = got
+            .files
+            .iter()
+            .map(|f| (f.path.as_path(), f.role))
+            .collect();
+        assert_eq!(files, [(Path::new("/bin/sh"), Role::Interpreter)]);
+        assert_eq!(
+            got.files[0].sha256,
+            sha256_file(Path::new("/bin/sh")).unwrap()
+        );
+        assert_eq!(got.legacy_files, [data]);
+        let pinned = got.pinned_files();
+        assert_eq!(pinned.len(), 2);
+        assert_eq!(pinned[0].paths, std::slice::from_ref(&npx));
         let other = fingerprint(&request(&npx, &[], None), OsStr::new("")).unwrap();
         assert_eq!(other.program_sha256, got.program_sha256);
-        assert!(other.files.is_empty());
+        assert!(other.legacy_files.is_empty());
+    }
+
+    #[test]
+    fn a_symlink_is_hashed_as_the_file_it_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("python3.11");
+        std::fs::write(&real, "interpreter").unwrap();
+        let link = dir.path().join("python");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert_eq!(sha256_file(&link).unwrap(), sha256_file(&real).unwrap());
+        assert!(
+            sha256_file(dir.path()).is_err(),
+            "a directory is not hashed"
+        );
     }
 
     #[test]

@@ -146,12 +146,24 @@ impl DirectLauncher {
 
 impl Launcher for DirectLauncher {
     fn launch(&self, request: &LaunchRequest) -> Result<Launched, LaunchError> {
+        let program = resolve_program(&request.command, &self.search_path)?;
+        self.launch_program(request, program)
+    }
+}
+
+impl DirectLauncher {
+    /// Starts `program` (already resolved) with the request's arguments, environment and
+    /// working directory.
+    pub fn launch_program(
+        &self,
+        request: &LaunchRequest,
+        program: PathBuf,
+    ) -> Result<Launched, LaunchError> {
         if let Some(cwd) = &request.cwd
             && !cwd.is_dir()
         {
             return Err(LaunchError::BadWorkingDirectory { cwd: cwd.clone() });
         }
-        let program = resolve_program(&request.command, &self.search_path)?;
         let mut command = Command::new(&program);
         command
             .args(&request.args)

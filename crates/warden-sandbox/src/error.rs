@@ -239,6 +239,17 @@ pub enum SandboxError {
         /// What went wrong.
         reason: String,
     },
+    /// A file the caller hashed before the start ([`crate::Profile::pinned`]) is not the
+    /// same file any more when the server is about to run: it was replaced or written
+    /// since it was hashed. Nothing was executed.
+    #[error(
+        "{path} changed between the check of its hash and the start (replaced or written \
+         since it was hashed); nothing was run"
+    )]
+    PinnedFileChanged {
+        /// The path the server would have used.
+        path: PathBuf,
+    },
     /// Spawning failed for a reason the sandbox did not record (the program could not be
     /// executed, most often).
     #[error("could not start {program}: {source}")]

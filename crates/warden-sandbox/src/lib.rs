@@ -79,8 +79,8 @@ use std::process::Command;
 
 pub use error::{Namespace, SandboxError, Step};
 pub use profile::{
-    DEFAULT_PATH, ENV_ALLOWLIST, Limits, Network, Profile, SANDBOX_GID, SANDBOX_UID, home_dirs,
-    scrubbed_env,
+    DEFAULT_PATH, ENV_ALLOWLIST, Limits, Network, PinnedFile, Profile, SANDBOX_GID, SANDBOX_UID,
+    home_dirs, scrubbed_env,
 };
 pub use scratch::Scratch;
 

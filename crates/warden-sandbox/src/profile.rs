@@ -116,6 +116,40 @@ pub struct Profile {
     /// The server's private scratch directory: its `HOME`, its `TMPDIR`, and its working
     /// directory unless the command sets one. It should also be in `write`.
     pub scratch: PathBuf,
+    /// Files the caller hashed before the start (a pinned program, interpreter or script):
+    /// each is checked again inside the sandbox, as the last step before the program is
+    /// executed, and the start fails with [`SandboxError::PinnedFileChanged`] when the file
+    /// the server would find there is no longer the one that was hashed. Empty by default.
+    pub pinned: Vec<PinnedFile>,
+}
+
+/// A file whose identity was recorded when its bytes were hashed, to be checked again
+/// right before the server is executed (see [`Profile::pinned`]).
+///
+/// The identity is what `fstat` gave on the descriptor the bytes were read from: device,
+/// inode, size and change time. A file replaced by another (a rename over it, a new
+/// symlink) has another device or inode; one written in place has a new change time, which
+/// no unprivileged process can set back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PinnedFile {
+    /// Where the server will find the file, as absolute paths inside the sandbox (the same
+    /// paths as outside). The first that names a regular file is checked; with
+    /// [`search`](PinnedFile::search) only one with an execute bit counts (a `PATH` search,
+    /// as `env NAME` does it). When none exists the entry is skipped: nothing can be run
+    /// from a path the sandbox does not show.
+    pub paths: Vec<PathBuf>,
+    /// Whether `paths` are the candidates of a `PATH` search.
+    pub search: bool,
+    /// `st_dev` of the hashed file.
+    pub dev: u64,
+    /// `st_ino` of the hashed file.
+    pub ino: u64,
+    /// `st_size` of the hashed file.
+    pub size: u64,
+    /// `st_ctime` (seconds) of the hashed file.
+    pub ctime: i64,
+    /// `st_ctime_nsec` of the hashed file.
+    pub ctime_nsec: i64,
 }
 
 impl Profile {
@@ -176,6 +210,7 @@ impl Profile {
             env: BTreeMap::new(),
             limits: Limits::default(),
             scratch,
+            pinned: Vec::new(),
         };
         profile.set_env(BTreeMap::from([(
             "PATH".to_owned(),

@@ -90,6 +90,9 @@ pub const MIGRATIONS: &[&str] = &[
         content         TEXT NOT NULL,
         PRIMARY KEY (session_id, seq)
     ) STRICT;",
+    // 5: which rule a pin was recorded under (see [`Pin::rule`]); pins made before it
+    // were recorded under rule 1.
+    "ALTER TABLE pins ADD COLUMN rule INTEGER NOT NULL DEFAULT 1;",
 ];
 
 /// The most rows [`Store::audit`] returns.
@@ -191,19 +194,29 @@ pub struct AuditFilter {
 /// How long a write waits for another process holding the database.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// What a server's start was pinned to: the resolved executable, the files named in its
-/// arguments, and for `npx`/`uvx` launches the package spec.
+/// What a server's start was pinned to: the resolved executable, the files it executes,
+/// and for package launchers the package spec.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Pin {
+    /// Which rule chose [`files`](Pin::files): [`PIN_RULE_ARGUMENTS`] (every file named in
+    /// the arguments, data files included; pins recorded before the rule was stored) or
+    /// [`PIN_RULE_EXECUTED`] (only what is executed: interpreter, script, module, preloads,
+    /// lockfile).
+    pub rule: i64,
     /// The resolved absolute program.
     pub program: PathBuf,
     /// sha256 of the program's bytes, lowercase hex.
     pub program_sha256: String,
-    /// Files named in the arguments (a script `node` or `python` runs), with their sha256.
+    /// The files pinned besides the program (see [`rule`](Pin::rule)), with their sha256.
     pub files: Vec<(PathBuf, String)>,
-    /// The package spec of an `npx`/`uvx` launch (`pkg@1.2.3`).
+    /// The package spec of a package launcher (`npx pkg@1.2.3` pins `pkg@1.2.3`).
     pub package: Option<String>,
 }
+
+/// [`Pin::rule`] of pins that hashed every file named in the arguments.
+pub const PIN_RULE_ARGUMENTS: i64 = 1;
+/// [`Pin::rule`] of pins that hash only what the start executes.
+pub const PIN_RULE_EXECUTED: i64 = 2;
 
 /// The key a server's pin is stored under: its name **and** where it was defined (scope and
 /// configuration file), so a project file cannot inherit a user-scope pin by reusing the
@@ -405,7 +418,8 @@ impl Store {
         let row = self
             .conn
             .query_row(
-                "SELECT program, program_sha256, files, package FROM pins WHERE server_key = ?1",
+                "SELECT program, program_sha256, files, package, rule FROM pins
+                 WHERE server_key = ?1",
                 params![server_key],
                 |row| {
                     Ok((
@@ -413,12 +427,13 @@ impl Store {
                         row.get::<_, String>(1)?,
                         row.get::<_, String>(2)?,
                         row.get::<_, Option<String>>(3)?,
+                        row.get::<_, i64>(4)?,
                     ))
                 },
             )
             .optional()
             .map_err(|source| self.sqlite(source))?;
-        let Some((program, program_sha256, files, package)) = row else {
+        let Some((program, program_sha256, files, package, rule)) = row else {
             return Ok(None);
         };
         let files: Vec<(String, String)> =
@@ -428,6 +443,7 @@ impl Store {
                 reason: format!("files column: {error}"),
             })?;
         Ok(Some(Pin {
+            rule,
             program: PathBuf::from(program),
             program_sha256,
             files: files
@@ -460,18 +476,21 @@ impl Store {
         };
         let tx = self.conn.transaction().map_err(sqlite)?;
         tx.execute(
-            "INSERT INTO pins (server_key, program, program_sha256, files, package, pinned_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+            "INSERT INTO pins (server_key, program, program_sha256, files, package, pinned_at,
+                 rule)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
              ON CONFLICT(server_key) DO UPDATE SET program = excluded.program,
                  program_sha256 = excluded.program_sha256, files = excluded.files,
-                 package = excluded.package, pinned_at = excluded.pinned_at",
+                 package = excluded.package, pinned_at = excluded.pinned_at,
+                 rule = excluded.rule",
             params![
                 server_key,
                 pin.program.to_string_lossy(),
                 pin.program_sha256,
                 files,
                 pin.package,
-                now
+                now,
+                pin.rule
             ],
         )
         .map_err(sqlite)?;
@@ -889,6 +908,7 @@ mod tests {
 
     fn pin() -> Pin {
         Pin {
+            rule: PIN_RULE_EXECUTED,
             program: PathBuf::from("/usr/bin/node"),
             program_sha256: "ab".repeat(32),
             files: vec![(PathBuf::from("/srv/server.js"), "cd".repeat(32))],
@@ -967,10 +987,9 @@ mod tests {
         }
         let store = Store::open(&path).unwrap();
         assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as i64);
-        assert_eq!(
-            store.pin_for(&key).unwrap().unwrap().program_sha256,
-            "ab".repeat(32)
-        );
+        let pin = store.pin_for(&key).unwrap().unwrap();
+        assert_eq!(pin.program_sha256, "ab".repeat(32));
+        assert_eq!(pin.rule, PIN_RULE_ARGUMENTS, "recorded by the older rule");
         assert_eq!(store.tool_pins(&key).unwrap(), None);
     }
 
@@ -1277,7 +1296,7 @@ mod tests {
             .unwrap();
         }
         let mut store = Store::open(&path).unwrap();
-        assert_eq!(store.schema_version().unwrap(), 4);
+        assert_eq!(store.schema_version().unwrap(), MIGRATIONS.len() as i64);
         assert_eq!(store.audit(&AuditFilter::default(), 10).unwrap().len(), 1);
         assert!(store.list_sessions(10).unwrap().is_empty());
         store.create_session("s", "cli", "m", 1).unwrap();

@@ -165,18 +165,23 @@ pub struct ProbeArgs {
 /// `warden pin`
 #[derive(Debug, Args)]
 #[command(
-    after_help = "On its first start Warden pins each local server: the sha256 of its resolved \
-program, of every file its arguments name (the script `node` or `python` runs), and the package \
-of an `npx`/`uvx` launch. A later start that differs is refused. Look at what changed, then run \
-`warden pin SERVER` to accept it.\n\n\
-Examples:\n  warden pin filesystem --show\n  warden pin filesystem"
+    after_help = "On its first start Warden pins each local server: the sha256 of what the start \
+executes (its resolved program, the interpreter of a `#!` line, the script or `-m` module an \
+interpreter runs, files `node --require` preloads, the `uv.lock` of `uv run`) and the package a \
+package launcher (`npx`, `uvx`) fetches. Data files named in the arguments are not pinned. A \
+later start that differs is refused. Look at what changed, then run `warden pin SERVER` to accept \
+it: it asks on the terminal, or, without one, refuses unless --yes is given.\n\n\
+Examples:\n  warden pin filesystem --show\n  warden pin filesystem\n  warden pin filesystem --yes"
 )]
 pub struct PinArgs {
     /// The server to pin.
     pub server: String,
     /// Only show the stored pin and the current state; record nothing.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "yes")]
     pub show: bool,
+    /// Accept the current state without asking (for scripts, after reviewing `--show`).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
 }
 
 /// `warden approve`

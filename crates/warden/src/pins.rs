@@ -1,18 +1,27 @@
-//! Pinned executables: on a server's first start Warden records the sha256 of its resolved
-//! program, of every file its arguments name, and the package of an `npx`/`uvx` launch, in
-//! the state store; every later start compares and refuses a server whose bytes changed.
-//! `warden pin SERVER` accepts the new state once the user has looked.
+//! Pinned executables: on a server's first start Warden records the sha256 of what the
+//! start executes (the resolved program, the interpreter of its `#!` line, the script or
+//! module an interpreter runs, preloads, a `uv run` lockfile) and the package of a package
+//! launcher, in the state store; every later start compares and refuses a server whose
+//! bytes changed. Data files named in the arguments are not pinned (see
+//! [`warden_mcp::executed`]). `warden pin SERVER` accepts the new state once the user has
+//! looked.
 //!
 //! The comparison happens in [`PinningLauncher`], at the launcher seam, right before the
-//! process is spawned, so no caller can start a server around it.
+//! process is spawned, so no caller can start a server around it; the launcher then runs
+//! exactly the files it hashed, or refuses (see [`warden_mcp::ConfinedLauncher::launch_pinned`]).
+//! A pinned file that someone other than the user could change (inside a server's write
+//! grant, or in a directory other users may write) is refused before anything is compared:
+//! a pin could not vouch for it ([`warden_mcp::exposure`]).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use warden_config::{Environment, Scope, ServerSpec};
-use warden_mcp::{ConfinedLauncher, Fingerprint, LaunchError, LaunchRequest, Launched, Launcher};
-use warden_store::{Pin, Store};
+use warden_config::{Environment, Scope, ServerSpec, TransportSpec};
+use warden_mcp::{
+    ConfinedLauncher, Fingerprint, LaunchError, LaunchRequest, Launched, Launcher, WriteGrant,
+};
+use warden_store::{PIN_RULE_EXECUTED, Pin, Store};
 
 /// Where the state store lives: `$XDG_STATE_HOME/warden/state.db`.
 pub fn state_db(env: &Environment) -> PathBuf {
@@ -30,13 +39,65 @@ pub fn key_for(spec: &ServerSpec) -> String {
     warden_store::server_key(&spec.name, scope, &spec.origin.path)
 }
 
+/// Every place a configured server may write: the write grants of each confined local
+/// server, and the base of their private scratch directories.
+pub fn write_grants(configured: &[ServerSpec], scratch_base: &Path) -> Vec<WriteGrant> {
+    let mut grants = vec![WriteGrant {
+        holder: "every confined server (its scratch directory)".to_owned(),
+        path: scratch_base.to_path_buf(),
+    }];
+    for spec in configured {
+        if !matches!(spec.transport, TransportSpec::Stdio { .. }) || !spec.sandbox.confine {
+            continue;
+        }
+        for path in &spec.sandbox.write {
+            grants.push(WriteGrant {
+                holder: format!("server `{}`", spec.name),
+                path: path.clone(),
+            });
+        }
+    }
+    grants
+}
+
+/// Each pinned file of `fingerprint` that someone other than the user could change, with
+/// why; empty when none.
+pub fn exposed(fingerprint: &Fingerprint, grants: &[WriteGrant]) -> Vec<String> {
+    fingerprint
+        .paths()
+        .filter_map(|path| {
+            warden_mcp::exposure(path, grants).map(|why| format!("{}: {why}", path.display()))
+        })
+        .collect()
+}
+
+/// The refusal for exposed pinned files.
+pub fn exposed_refusal(lines: &[String]) -> String {
+    format!(
+        "not started: what it runs can be changed by someone other than you, so its pin \
+         cannot vouch for it (the file could be swapped between the check and the start):\n{}\n  \
+         keep what a server runs out of every server's write grants (grant a data directory \
+         instead) and out of directories other users may write",
+        lines
+            .iter()
+            .map(|line| format!("  - {line}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    )
+}
+
 /// A fingerprint as the store keeps it.
-pub fn to_pin(fingerprint: Fingerprint) -> Pin {
+pub fn to_pin(fingerprint: &Fingerprint) -> Pin {
     Pin {
-        program: fingerprint.program,
-        program_sha256: fingerprint.program_sha256,
-        files: fingerprint.files,
-        package: fingerprint.package,
+        rule: PIN_RULE_EXECUTED,
+        program: fingerprint.program.clone(),
+        program_sha256: fingerprint.program_sha256.clone(),
+        files: fingerprint
+            .files
+            .iter()
+            .map(|file| (file.path.clone(), file.sha256.clone()))
+            .collect(),
+        package: fingerprint.package.clone(),
     }
 }
 
@@ -46,7 +107,14 @@ fn short(hash: &str) -> &str {
 
 /// What differs between the stored pin `old` and the current state `new`, one line each;
 /// empty when they match.
-pub fn changes(old: &Pin, new: &Pin) -> Vec<String> {
+///
+/// A pin recorded by the earlier rule (every file named in the arguments, data included;
+/// [`warden_store::PIN_RULE_ARGUMENTS`]) is compared on what both rules pin: the program,
+/// the files it holds that are still executed, and the package as that rule chose it. A
+/// file it holds that is not executed (a database, a log) is not compared; an executed
+/// file it would have pinned but does not hold is a new argument, and a change. The caller
+/// then records the pin again under the current rule.
+pub fn changes(old: &Pin, new: &Fingerprint) -> Vec<String> {
     let mut out = Vec::new();
     if old.program != new.program {
         out.push(format!(
@@ -64,82 +132,125 @@ pub fn changes(old: &Pin, new: &Pin) -> Vec<String> {
             short(&new.program_sha256)
         ));
     }
+    let legacy = old.rule < PIN_RULE_EXECUTED;
     for (path, hash) in &old.files {
-        match new.files.iter().find(|(p, _)| p == path) {
-            None => out.push(format!(
-                "file {} removed from the arguments",
-                path.display()
-            )),
-            Some((_, now)) if now != hash => out.push(format!(
-                "file {} changed: sha256 {}… -> {}…",
+        match new.files.iter().find(|f| &f.path == path) {
+            None if legacy => {} // a data file the earlier rule pinned
+            None => out.push(format!("{} is no longer run", path.display())),
+            Some(now) if &now.sha256 != hash => out.push(format!(
+                "{} {} changed: sha256 {}… -> {}…",
+                now.role.as_str(),
                 path.display(),
                 short(hash),
-                short(now)
+                short(&now.sha256)
             )),
             Some(_) => {}
         }
     }
-    for (path, hash) in &new.files {
-        if !old.files.iter().any(|(p, _)| p == path) {
-            out.push(format!(
-                "file {} added to the arguments (sha256 {}…)",
-                path.display(),
-                short(hash)
-            ));
+    for file in &new.files {
+        if old.files.iter().any(|(p, _)| p == &file.path) {
+            continue;
         }
+        if legacy && !new.legacy_files.contains(&file.path) {
+            continue; // the earlier rule could not pin it: recorded from now on
+        }
+        out.push(format!(
+            "{} {} is new (sha256 {}…; {})",
+            file.role.as_str(),
+            file.path.display(),
+            short(&file.sha256),
+            file.origin
+        ));
     }
-    if old.package != new.package {
+    let package = if legacy {
+        &new.legacy_package
+    } else {
+        &new.package
+    };
+    if &old.package != package {
         out.push(format!(
             "package changed: {} -> {}",
             old.package.as_deref().unwrap_or("(none)"),
-            new.package.as_deref().unwrap_or("(none)")
+            package.as_deref().unwrap_or("(none)")
         ));
     }
     out
 }
 
-/// The current state of a pin, one line per hashed item.
-pub fn describe(pin: &Pin) -> Vec<String> {
+/// What the earlier rule pinned that the current one does not (data files), for display.
+pub fn dropped_by_rule(old: &Pin, new: &Fingerprint) -> Vec<PathBuf> {
+    if old.rule >= PIN_RULE_EXECUTED {
+        return Vec::new();
+    }
+    old.files
+        .iter()
+        .filter(|(path, _)| !new.files.iter().any(|f| &f.path == path))
+        .map(|(path, _)| path.clone())
+        .collect()
+}
+
+/// What a start executes, one line per hashed item, then what could not be pinned.
+pub fn describe(fingerprint: &Fingerprint) -> Vec<String> {
     let mut out = vec![format!(
         "program {}  sha256 {}",
-        pin.program.display(),
-        pin.program_sha256
+        fingerprint.program.display(),
+        fingerprint.program_sha256
     )];
-    for (path, hash) in &pin.files {
-        out.push(format!("file {}  sha256 {hash}", path.display()));
+    for file in &fingerprint.files {
+        out.push(format!(
+            "{} {}  sha256 {}  ({})",
+            file.role.as_str(),
+            file.path.display(),
+            file.sha256,
+            file.origin
+        ));
     }
-    if let Some(package) = &pin.package {
+    if let Some(package) = &fingerprint.package {
         out.push(format!("package {package}"));
+    }
+    for note in &fingerprint.notes {
+        out.push(format!("not pinned: {note}"));
     }
     out
 }
 
 /// Starts servers through a [`ConfinedLauncher`] after checking each against its pin:
-/// the first start records the pin (trust on first use), a later start whose program,
-/// files or package differ is refused with [`LaunchError::Refused`] naming every change.
+/// a server whose pinned files someone else could change is refused, the first start
+/// records the pin (trust on first use), a later start whose program, files or package
+/// differ is refused with [`LaunchError::Refused`] naming every change, and a start that
+/// passes runs exactly the files that were hashed.
 pub struct PinningLauncher {
     inner: ConfinedLauncher,
     store: Mutex<Store>,
     keys: HashMap<String, String>,
+    grants: Vec<WriteGrant>,
 }
 
 impl PinningLauncher {
-    /// Pins the servers in `specs` (by name) in `store`.
-    pub fn new(inner: ConfinedLauncher, store: Store, specs: &[ServerSpec]) -> Self {
+    /// Pins the servers in `specs` (by name) in `store`; `configured` is every server of
+    /// the configuration (whose write grants decide what is exposed).
+    pub fn new(
+        inner: ConfinedLauncher,
+        store: Store,
+        specs: &[ServerSpec],
+        configured: &[ServerSpec],
+    ) -> Self {
         let keys = specs
             .iter()
             .map(|spec| (spec.name.clone(), key_for(spec)))
             .collect();
+        let grants = write_grants(configured, inner.scratch_base());
         Self {
             inner,
             store: Mutex::new(store),
             keys,
+            grants,
         }
     }
 
-    fn check(&self, key: &str, request: &LaunchRequest) -> Result<(), LaunchError> {
+    fn check(&self, key: &str, request: &LaunchRequest) -> Result<Fingerprint, LaunchError> {
         let current = match self.inner.fingerprint(request) {
-            Ok(fingerprint) => to_pin(fingerprint),
+            Ok(fingerprint) => fingerprint,
             Err(warden_mcp::FingerprintError::Resolve(error)) => return Err(error),
             Err(error) => {
                 return Err(LaunchError::Refused(format!(
@@ -147,6 +258,10 @@ impl PinningLauncher {
                 )));
             }
         };
+        let exposed = exposed(&current, &self.grants);
+        if !exposed.is_empty() {
+            return Err(LaunchError::Refused(exposed_refusal(&exposed)));
+        }
         let mut store = match self.store.lock() {
             Ok(store) => store,
             Err(poisoned) => poisoned.into_inner(),
@@ -154,11 +269,14 @@ impl PinningLauncher {
         let stored = store.pin_for(key).map_err(|error| {
             LaunchError::Refused(format!("cannot check the pinned executable: {error}"))
         })?;
+        let record = |store: &mut Store| {
+            store.save_pin(key, &to_pin(&current)).map_err(|error| {
+                LaunchError::Refused(format!("cannot record the pinned executable: {error}"))
+            })
+        };
         match stored {
             None => {
-                store.save_pin(key, &current).map_err(|error| {
-                    LaunchError::Refused(format!("cannot record the pinned executable: {error}"))
-                })?;
+                record(&mut store)?;
                 tracing::info!(
                     server = %request.server,
                     program = %current.program.display(),
@@ -166,34 +284,43 @@ impl PinningLauncher {
                     files = current.files.len(),
                     "pinned"
                 );
-                Ok(())
             }
             Some(pinned) => {
                 let changed = changes(&pinned, &current);
-                if changed.is_empty() {
-                    return Ok(());
+                if !changed.is_empty() {
+                    return Err(LaunchError::Refused(format!(
+                        "not started: what it runs changed since it was pinned:\n{}\n  \
+                         check the change, then accept it with `warden pin {}`",
+                        changed
+                            .iter()
+                            .map(|line| format!("  - {line}"))
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                        request.server
+                    )));
                 }
-                Err(LaunchError::Refused(format!(
-                    "not started: what it runs changed since it was pinned:\n{}\n  \
-                     check the change, then accept it with `warden pin {}`",
-                    changed
-                        .iter()
-                        .map(|line| format!("  - {line}"))
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                    request.server
-                )))
+                if pinned.rule < PIN_RULE_EXECUTED {
+                    record(&mut store)?;
+                    tracing::info!(
+                        server = %request.server,
+                        "pin recorded again under the current rule (only what is executed)"
+                    );
+                }
             }
         }
+        Ok(current)
     }
 }
 
 impl Launcher for PinningLauncher {
     fn launch(&self, request: &LaunchRequest) -> Result<Launched, LaunchError> {
-        if let Some(key) = self.keys.get(&request.server) {
-            self.check(key, request)?;
+        match self.keys.get(&request.server) {
+            Some(key) => {
+                let fingerprint = self.check(key, request)?;
+                self.inner.launch_pinned(request, &fingerprint)
+            }
+            None => self.inner.launch(request),
         }
-        self.inner.launch(request)
     }
 }
 
@@ -201,33 +328,81 @@ impl Launcher for PinningLauncher {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use std::collections::BTreeMap;
+    use std::os::unix::fs::PermissionsExt;
+    use warden_store::PIN_RULE_ARGUMENTS;
 
-    fn pin() -> Pin {
-        Pin {
-            program: PathBuf::from("/usr/bin/python3"),
-            program_sha256: "a".repeat(64),
-            files: vec![(PathBuf::from("/srv/server.py"), "b".repeat(64))],
-            package: None,
-        }
+    /// `python3 server.py --db data.db` in a temporary folder, fingerprinted.
+    fn fingerprinted() -> (tempfile::TempDir, Fingerprint) {
+        let dir = tempfile::tempdir().unwrap();
+        let python = dir.path().join("python3");
+        std::fs::write(&python, "interpreter").unwrap();
+        std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(dir.path().join("server.py"), "print(1)").unwrap();
+        std::fs::write(dir.path().join("data.db"), "rows").unwrap();
+        let request = LaunchRequest {
+            server: "s".into(),
+            command: python.display().to_string(),
+            args: ["server.py", "--db", "data.db"].map(str::to_owned).to_vec(),
+            env: BTreeMap::new(),
+            cwd: Some(dir.path().to_path_buf()),
+            sandbox: warden_config::SandboxSpec::default(),
+        };
+        let fingerprint = warden_mcp::fingerprint(&request, std::ffi::OsStr::new("")).unwrap();
+        (dir, fingerprint)
     }
 
     #[test]
     fn every_change_is_named() {
-        assert!(changes(&pin(), &pin()).is_empty());
-        let mut new = pin();
-        new.program_sha256 = "c".repeat(64);
-        new.files = vec![(PathBuf::from("/srv/other.py"), "d".repeat(64))];
-        new.package = Some("pkg@2".into());
-        let lines = changes(&pin(), &new);
+        let (dir, now) = fingerprinted();
+        let pin = to_pin(&now);
+        assert_eq!(pin.rule, PIN_RULE_EXECUTED);
+        assert_eq!(pin.files.len(), 1, "the script, not the database");
+        assert!(changes(&pin, &now).is_empty());
+
+        let mut old = pin.clone();
+        old.program_sha256 = "a".repeat(64);
+        old.files[0].1 = "b".repeat(64);
+        old.files.push((dir.path().join("gone.py"), "c".repeat(64)));
+        old.package = Some("pkg@1".into());
+        let lines = changes(&old, &now);
         assert_eq!(lines.len(), 4, "{lines:?}");
         assert!(
-            lines[0].contains("/usr/bin/python3 changed: sha256 aaaaaaaaaaaa… -> cccccccccccc…")
+            lines[0].contains("python3 changed: sha256 aaaaaaaaaaaa… ->"),
+            "{lines:?}"
         );
-        assert!(lines[1].contains("/srv/server.py removed"));
-        assert!(lines[2].contains("/srv/other.py added"));
-        assert!(lines[3].contains("(none) -> pkg@2"));
-        new = pin();
-        new.program = PathBuf::from("/usr/local/bin/python3");
-        assert!(changes(&pin(), &new)[0].contains("program path changed"));
+        assert!(lines[1].starts_with("script ") && lines[1].contains("server.py changed"));
+        assert!(lines[2].contains("gone.py is no longer run"), "{lines:?}");
+        assert!(lines[3].contains("pkg@1 -> (none)"), "{lines:?}");
+
+        let mut old = pin;
+        old.files.clear();
+        let lines = changes(&old, &now);
+        assert!(lines[0].contains("server.py is new"), "{lines:?}");
+        old.program = PathBuf::from("/usr/bin/python3");
+        assert!(changes(&old, &now)[0].contains("program path changed"));
+    }
+
+    #[test]
+    fn a_pin_of_the_earlier_rule_is_compared_on_what_both_rules_pin() {
+        let (dir, now) = fingerprinted();
+        let script = dir.path().join("server.py");
+        let data = dir.path().join("data.db");
+        let mut old = to_pin(&now);
+        old.rule = PIN_RULE_ARGUMENTS;
+        // The database, pinned then, has changed since: not compared.
+        old.files.push((data.clone(), "d".repeat(64)));
+        assert!(changes(&old, &now).is_empty(), "{:?}", changes(&old, &now));
+        assert_eq!(dropped_by_rule(&old, &now), [data]);
+        // The script is compared as before.
+        old.files[0].1 = "e".repeat(64);
+        assert_eq!(changes(&old, &now).len(), 1);
+        // A script the earlier rule would have pinned but the pin lacks is a new argument.
+        old.files.remove(0);
+        let lines = changes(&old, &now);
+        assert!(
+            lines.len() == 1 && lines[0].contains(&format!("{} is new", script.display())),
+            "{lines:?}"
+        );
     }
 }

@@ -33,6 +33,13 @@ fn config_text(program: &Path, args: &[&str], calls: &Path, env: &str) -> String
     server_toml("s", program, args, &extra)
 }
 
+/// Where the test server logs its calls: a folder of its own, granted for writing (not the
+/// scratch folder, which holds the server's program: a server that may write where its
+/// program lies is refused, since it could replace it).
+fn calls_log(scratch: &Scratch) -> std::path::PathBuf {
+    support::server_writable_dir(&scratch.path().join("calls")).join("calls.log")
+}
+
 fn calls_received(calls: &Path) -> usize {
     std::fs::read_to_string(calls)
         .unwrap_or_default()
@@ -79,7 +86,7 @@ fn echo(scratch: &Scratch, config: Option<&Path>) -> Output {
 fn a_project_server_starts_only_once_its_current_definition_is_approved() {
     let scratch = Scratch::new();
     let program = copied_server(&scratch);
-    let calls = scratch.path().join("calls.log");
+    let calls = calls_log(&scratch);
     // `warden.toml` in the working directory: the project file, found by discovery.
     let path = scratch.config(&config_text(&program, &["good"], &calls, ""));
     let reason = format!(
@@ -167,7 +174,7 @@ fn a_project_server_starts_only_once_its_current_definition_is_approved() {
 fn a_changed_tool_description_hides_the_tool_until_approved() {
     let scratch = Scratch::new();
     let program = copied_server(&scratch);
-    let calls = scratch.path().join("calls.log");
+    let calls = calls_log(&scratch);
     // A `--config` file: no approval to start, tools pinned on first connect.
     let config = scratch.config(&config_text(&program, &["good"], &calls, ""));
     let config = Some(config.as_path());
@@ -261,7 +268,7 @@ fn a_changed_tool_description_hides_the_tool_until_approved() {
 fn a_new_tool_is_held_back_until_approved_and_a_removed_one_is_reported() {
     let scratch = Scratch::new();
     let program = copied_server(&scratch);
-    let calls = scratch.path().join("calls.log");
+    let calls = calls_log(&scratch);
     let config = scratch.config(&config_text(&program, &["good"], &calls, ""));
     let config = Some(config.as_path());
     assert_eq!(
@@ -329,7 +336,7 @@ fn a_new_tool_is_held_back_until_approved_and_a_removed_one_is_reported() {
 fn a_flagged_tool_is_quarantined_until_approved_with_its_flags_shown() {
     let scratch = Scratch::new();
     let program = copied_server(&scratch);
-    let calls = scratch.path().join("calls.log");
+    let calls = calls_log(&scratch);
     let config = scratch.config(&config_text(
         &program,
         &["good"],

@@ -333,3 +333,74 @@ fn the_six_peers_scan_clean() {
     }
     scratch.assert_no_leftovers();
 }
+
+/// The PyPI `mcp-server-sqlite`, whose `--db-path` argument names the database it writes:
+/// under pins it starts again and again while the database changes (a data file is not
+/// pinned), and its console script and interpreter are what is pinned.
+#[test]
+fn mcp_server_sqlite_starts_again_and_again_while_its_database_changes() {
+    let scratch = Scratch::new();
+    let program = peers_dir().join("venv-sqlite/bin/mcp-server-sqlite");
+    assert!(program.exists(), "{} is missing", program.display());
+    let data = support::server_writable_dir(&scratch.path().join("data"));
+    let db = data.join("shop.db");
+    let config = scratch.config(&server_toml(
+        "sqlite",
+        &program,
+        &["--db-path", db.to_str().unwrap()],
+        &support::write_grant(&[&data]),
+    ));
+    let queries = [
+        ("create_table", "CREATE TABLE items (name TEXT)"),
+        ("write_query", "INSERT INTO items VALUES ('apple')"),
+        ("write_query", "INSERT INTO items VALUES ('pear')"),
+    ];
+    let mut sizes = Vec::new();
+    for (round, (tool, query)) in queries.iter().enumerate() {
+        let output = scratch.run(
+            &["--config", config.to_str().unwrap(), "tools", "--json"],
+            LIMIT,
+        );
+        assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+        let server = &json(&output)["servers"][0];
+        assert_eq!(server["state"], "connected", "start {round}: {server}");
+        assert_eq!(server["confined"], true);
+        let args = serde_json::json!({ "query": query }).to_string();
+        let (code, out, err) = call(
+            &scratch,
+            &config,
+            &["--yes", &format!("sqlite/{tool}"), "--args", &args],
+        );
+        assert_eq!(code, 0, "round {round} {tool}: {out}{err}");
+        sizes.push(std::fs::metadata(&db).unwrap().len());
+    }
+    let args = serde_json::json!({ "query": "SELECT name FROM items ORDER BY name" }).to_string();
+    let (code, out, err) = call(
+        &scratch,
+        &config,
+        &["--yes", "sqlite/read_query", "--args", &args],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("apple") && out.contains("pear"), "{out}");
+
+    // What the pin holds: the console script and its interpreter, not the database.
+    let output = scratch.run(
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "pin",
+            "sqlite",
+            "--show",
+        ],
+        LIMIT,
+    );
+    let shown = stdout(&output);
+    assert!(shown.contains("matches its pin"), "{shown}");
+    assert!(
+        shown.contains(&format!("program {}", program.display())),
+        "{shown}"
+    );
+    assert!(shown.contains("interpreter "), "{shown}");
+    assert!(!shown.contains("shop.db"), "{shown}");
+    scratch.assert_no_leftovers();
+}

@@ -5,7 +5,7 @@ mod root;
 mod seccomp;
 mod sys;
 
-use std::ffi::CStr;
+use std::ffi::{CStr, CString};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::process::CommandExt;
@@ -120,6 +120,70 @@ struct Prepared {
     seccomp: Vec<seccomp::SockFilter>,
     helper_blocked: libc::sigset_t,
     sigchld: libc::sigset_t,
+    pinned: Vec<PreparedPin>,
+}
+
+/// A [`crate::PinnedFile`] as the child checks it.
+#[derive(Debug)]
+struct PreparedPin {
+    paths: Vec<CString>,
+    search: bool,
+    dev: u64,
+    ino: u64,
+    size: u64,
+    ctime: i64,
+    ctime_nsec: i64,
+}
+
+/// Most pinned files one sandbox checks, and most candidate paths of one.
+const MAX_PINNED: usize = 64;
+const MAX_PIN_CANDIDATES: usize = 255;
+
+fn prepare_pins(pinned: &[crate::PinnedFile]) -> Result<Vec<PreparedPin>, SandboxError> {
+    if pinned.len() > MAX_PINNED {
+        return Err(SandboxError::InvalidProfile {
+            reason: format!(
+                "{} pinned files; at most {MAX_PINNED} are checked",
+                pinned.len()
+            ),
+        });
+    }
+    let mut out = Vec::with_capacity(pinned.len());
+    for pin in pinned {
+        if pin.paths.len() > MAX_PIN_CANDIDATES {
+            return Err(SandboxError::InvalidProfile {
+                reason: format!(
+                    "a pinned file has {} candidate paths; at most {MAX_PIN_CANDIDATES}",
+                    pin.paths.len()
+                ),
+            });
+        }
+        let mut paths = Vec::with_capacity(pin.paths.len());
+        for path in &pin.paths {
+            let path = absolute(path)?;
+            paths.push(
+                CString::new(path.as_os_str().as_encoded_bytes()).map_err(|_| {
+                    SandboxError::Path {
+                        path: path.clone(),
+                        source: io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            "the path contains a NUL byte",
+                        ),
+                    }
+                })?,
+            );
+        }
+        out.push(PreparedPin {
+            paths,
+            search: pin.search,
+            dev: pin.dev,
+            ino: pin.ino,
+            size: pin.size,
+            ctime: pin.ctime,
+            ctime_nsec: pin.ctime_nsec,
+        });
+    }
+    Ok(out)
 }
 
 pub(crate) fn confine(
@@ -212,7 +276,9 @@ pub(crate) fn confine(
     let (rules, paths) = landlock::open_rules(&grants, plan.attr_fs())?;
     landlock::validate(&plan, &rules, &paths)?;
 
-    let report = Arc::new(Report::new(paths, layout.bind_paths.clone())?);
+    let pinned = prepare_pins(&profile.pinned)?;
+    let pinned_paths = profile.pinned.iter().map(|p| p.paths.clone()).collect();
+    let report = Arc::new(Report::new(paths, layout.bind_paths.clone(), pinned_paths)?);
     let prepared = Arc::new(Prepared {
         drop_to,
         namespaces,
@@ -227,6 +293,7 @@ pub(crate) fn confine(
         seccomp,
         helper_blocked: sigset(&HELPER_BLOCKED),
         sigchld: sigset(&[libc::SIGCHLD]),
+        pinned,
     });
 
     tracing::debug!(
@@ -375,6 +442,8 @@ enum Failure {
     Namespace(Namespace),
     Rule(u32),
     Bind(u32),
+    /// A pinned file differs: `entry << 8 | candidate`.
+    Pinned(u32),
 }
 
 impl Failure {
@@ -417,6 +486,7 @@ impl Failure {
             ),
             Self::Rule(index) => (101, index),
             Self::Bind(index) => (102, index),
+            Self::Pinned(index) => (103, index),
         }
     }
 
@@ -457,6 +527,7 @@ impl Failure {
             }
             101 => return Some(Self::Rule(detail)),
             102 => return Some(Self::Bind(detail)),
+            103 => return Some(Self::Pinned(detail)),
             _ => return None,
         };
         Some(Self::Step(step))
@@ -505,12 +576,18 @@ pub(crate) struct Report {
     paths: Vec<PathBuf>,
     /// The path of each bind into the new root, by index.
     binds: Vec<PathBuf>,
+    /// The candidate paths of each pinned file, by index.
+    pinned: Vec<Vec<PathBuf>>,
 }
 
 const RECORD: usize = 12;
 
 impl Report {
-    fn new(paths: Vec<PathBuf>, binds: Vec<PathBuf>) -> Result<Self, SandboxError> {
+    fn new(
+        paths: Vec<PathBuf>,
+        binds: Vec<PathBuf>,
+        pinned: Vec<Vec<PathBuf>>,
+    ) -> Result<Self, SandboxError> {
         let (read, write) = pipe().map_err(|source| SandboxError::Setup {
             step: Step::Channel,
             source,
@@ -522,6 +599,7 @@ impl Report {
             write,
             paths,
             binds,
+            pinned,
         })
     }
 
@@ -569,6 +647,14 @@ impl Report {
             Failure::Rule(index) => SandboxError::LandlockRule {
                 path: self.paths.get(index as usize).cloned().unwrap_or_default(),
                 source,
+            },
+            Failure::Pinned(detail) => SandboxError::PinnedFileChanged {
+                path: self
+                    .pinned
+                    .get((detail >> 8) as usize)
+                    .and_then(|paths| paths.get((detail & 0xff) as usize))
+                    .cloned()
+                    .unwrap_or_default(),
             },
         })
     }
@@ -1096,6 +1182,44 @@ unsafe fn server_setup(p: &Prepared, original: &libc::sigset_t) -> Result<(), Fa
         ))
         .map_err(step(Step::RestoreSignals))?;
         seccomp::install(&p.seccomp).map_err(step(Step::Seccomp))?;
+        // Last, as close to the exec as this code gets: what the server will run from a
+        // pinned path is still the file that was hashed.
+        check_pinned(&p.pinned)?;
+    }
+    Ok(())
+}
+
+/// Checks each pinned file against its recorded identity (see [`crate::PinnedFile`]).
+///
+/// # Safety
+/// Child context: `stat` on parent-prepared strings and a stack buffer only.
+unsafe fn check_pinned(pinned: &[PreparedPin]) -> Result<(), Fail> {
+    for (entry, pin) in pinned.iter().enumerate() {
+        for (candidate, path) in pin.paths.iter().enumerate() {
+            // SAFETY: a zeroed `stat` is a valid buffer; the path is NUL-terminated.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
+            if unsafe { libc::stat(path.as_ptr(), &mut st) } < 0 {
+                continue;
+            }
+            if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+                continue;
+            }
+            if pin.search && st.st_mode & 0o111 == 0 {
+                continue;
+            }
+            #[allow(clippy::unnecessary_cast)]
+            let same = st.st_dev as u64 == pin.dev
+                && st.st_ino as u64 == pin.ino
+                && st.st_size as u64 == pin.size
+                && st.st_ctime as i64 == pin.ctime
+                && st.st_ctime_nsec as i64 == pin.ctime_nsec;
+            if !same {
+                let detail = ((entry as u32) << 8) | candidate as u32;
+                return Err(fail(Failure::Pinned(detail))(libc::ESTALE));
+            }
+            break;
+        }
     }
     Ok(())
 }
@@ -1114,6 +1238,7 @@ mod tests {
             Failure::Step(Step::Seccomp),
             Failure::Namespace(Namespace::Net),
             Failure::Rule(3),
+            Failure::Pinned(2 << 8 | 1),
         ];
         for failure in all {
             let (code, detail) = failure.encode();

@@ -57,6 +57,7 @@ pub async fn run(global: &GlobalArgs, args: ApproveArgs) -> Result<Code, Failure
     let collect = std::sync::Arc::new(Collect(Mutex::new(None)));
     let host = super::connect_with(
         vec![spec.clone()],
+        &config.servers,
         policy,
         &env,
         std::sync::Arc::clone(&collect) as _,

@@ -39,15 +39,16 @@ pub async fn run(global: &GlobalArgs, args: CallArgs) -> Result<Code, Failure> {
         .collect();
     let specs: Vec<_> = config
         .servers
-        .into_iter()
+        .iter()
         .filter(|spec| wanted.is_empty() || wanted.contains(&spec.name))
+        .cloned()
         .collect();
     if specs.is_empty() {
         return Err(Failure::usage(anyhow::anyhow!(
             "no servers are configured (see `warden config`)"
         )));
     }
-    let host = super::connect(specs, policy, &env).await?;
+    let host = super::connect(specs, &config.servers, policy, &env).await?;
     let mut record = None;
     let result = tokio::select! {
         result = decide_and_call(&host, &args, arguments, &config.policy, &mut record) => Some(result),

@@ -103,16 +103,18 @@ pub fn open_store(env: &Environment) -> Result<Store, Failure> {
     })
 }
 
-/// Connects to `specs` under `policy`, giving up (and stopping every server) if the user
-/// interrupts. Unapproved project servers are not started, and tools whose definitions
-/// drifted from their pins are held back (see [`connect_reviewed`]).
+/// Connects to `specs` (some of the `configured` servers) under `policy`, giving up (and
+/// stopping every server) if the user interrupts. Unapproved project servers are not
+/// started, and tools whose definitions drifted from their pins are held back (see
+/// [`connect_reviewed`]).
 pub async fn connect(
     specs: Vec<warden_config::ServerSpec>,
+    configured: &[warden_config::ServerSpec],
     policy: Arc<Policy>,
     env: &Environment,
 ) -> Result<Host, Failure> {
     let reviewer = Arc::new(crate::approvals::Reviewer::new(open_store(env)?));
-    connect_with(specs, policy, env, reviewer).await
+    connect_with(specs, configured, policy, env, reviewer).await
 }
 
 /// [`connect`] for an agent session: `elicitor` answers the servers' elicitation requests
@@ -124,7 +126,8 @@ pub async fn connect_session(
     elicitor: Arc<dyn warden_mcp::Elicitor>,
 ) -> Result<Host, Failure> {
     let reviewer = Arc::new(crate::approvals::Reviewer::new(open_store(env)?));
-    connect_inner(specs, policy, env, reviewer, Some(elicitor)).await
+    let configured = specs.clone();
+    connect_inner(specs, &configured, policy, env, reviewer, Some(elicitor)).await
 }
 
 /// [`connect`], also returning the tools held back or removed, and the description scan
@@ -135,7 +138,8 @@ pub async fn connect_reviewed(
     env: &Environment,
 ) -> Result<(Host, DriftByServer, ScansByServer), Failure> {
     let reviewer = Arc::new(crate::approvals::Reviewer::new(open_store(env)?));
-    let host = connect_with(specs, policy, env, Arc::clone(&reviewer) as _).await?;
+    let configured = specs.clone();
+    let host = connect_with(specs, &configured, policy, env, Arc::clone(&reviewer) as _).await?;
     let scans = reviewer.scans();
     Ok((host, reviewer.drift(), scans))
 }
@@ -146,19 +150,22 @@ pub type ScansByServer = std::collections::BTreeMap<String, Vec<crate::approvals
 /// Tool definitions that differ from their pins, by server name.
 pub type DriftByServer = std::collections::BTreeMap<String, Vec<crate::approvals::Drift>>;
 
-/// Connects to `specs` under `policy` with `review` deciding which servers start and which
-/// tools are offered, giving up (and stopping every server) if the user interrupts.
+/// Connects to `specs` (some of the `configured` servers, whose write grants decide which
+/// pinned files are exposed) under `policy` with `review` deciding which servers start and
+/// which tools are offered, giving up (and stopping every server) if the user interrupts.
 pub async fn connect_with(
     specs: Vec<warden_config::ServerSpec>,
+    configured: &[warden_config::ServerSpec],
     policy: Arc<Policy>,
     env: &Environment,
     review: Arc<dyn warden_host::Review>,
 ) -> Result<Host, Failure> {
-    connect_inner(specs, policy, env, review, None).await
+    connect_inner(specs, configured, policy, env, review, None).await
 }
 
 async fn connect_inner(
     specs: Vec<warden_config::ServerSpec>,
+    configured: &[warden_config::ServerSpec],
     policy: Arc<Policy>,
     env: &Environment,
     review: Arc<dyn warden_host::Review>,
@@ -173,6 +180,7 @@ async fn connect_inner(
         ConfinedLauncher::from_env(scratch_dir(env)),
         store,
         &specs,
+        configured,
     );
     let options = ConnectOptions {
         log_dir: Some(log_dir(env)),

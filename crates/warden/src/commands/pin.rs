@@ -1,5 +1,12 @@
-//! `warden pin SERVER`: shows how a server's program, file arguments and package differ
-//! from its pin, and (without `--show`) records the current state as the new pin.
+//! `warden pin SERVER`: shows how what a server executes differs from its pin, and
+//! (without `--show`) records the current state as the new pin, once the user confirms on
+//! the terminal or passed `--yes`: a change of what runs is at least as serious as a
+//! changed definition, which `warden approve` also does not accept silently.
+//!
+//! It also says when a pinned file could be changed by someone other than the user (the
+//! server would be refused at start for that, whatever the pin says).
+
+use std::io::{BufRead, IsTerminal, Read, Write};
 
 use warden_mcp::{ConfinedLauncher, LaunchRequest};
 use warden_store::Store;
@@ -7,6 +14,9 @@ use warden_store::Store;
 use crate::cli::{GlobalArgs, PinArgs};
 use crate::exit::{Code, Failure};
 use crate::pins;
+
+/// Longest answer read at the prompt.
+const MAX_ANSWER_BYTES: u64 = 64;
 
 /// Runs `warden pin`.
 pub fn run(global: &GlobalArgs, args: PinArgs) -> Result<Code, Failure> {
@@ -24,17 +34,14 @@ pub fn run(global: &GlobalArgs, args: PinArgs) -> Result<Code, Failure> {
         )));
     };
     let launcher = ConfinedLauncher::from_env(super::scratch_dir(&env));
-    let current = launcher
-        .fingerprint(&request)
-        .map(pins::to_pin)
-        .map_err(|error| Failure {
-            code: Code::Unavailable,
-            error: anyhow::anyhow!("server `{}`: {error}", args.server),
-        })?;
+    let current = launcher.fingerprint(&request).map_err(|error| Failure {
+        code: Code::Unavailable,
+        error: anyhow::anyhow!("server `{}`: {error}", args.server),
+    })?;
     let mut store = super::open_store(&env)?;
     let key = pins::key_for(spec);
     let stored = store.pin_for(&key).map_err(unavailable)?;
-    let name = &args.server;
+    let name = crate::render::printable(&args.server);
     let changed = match &stored {
         None => {
             println!("{name}: not pinned yet; it runs:");
@@ -47,22 +54,78 @@ pub fn run(global: &GlobalArgs, args: PinArgs) -> Result<Code, Failure> {
             } else {
                 println!("{name}: changed since it was pinned:");
                 for line in &lines {
-                    println!("  - {line}");
+                    println!("  - {}", crate::render::printable(line));
                 }
                 println!("it now runs:");
+            }
+            let dropped = pins::dropped_by_rule(pinned, &current);
+            if !dropped.is_empty() {
+                println!(
+                    "{name}: pinned by an earlier rule that also pinned data files; these are \
+                     not compared any more, and the next start records the pin again without \
+                     them:"
+                );
+                for path in dropped {
+                    println!(
+                        "  - {}",
+                        crate::render::printable(&path.display().to_string())
+                    );
+                }
             }
             !lines.is_empty()
         }
     };
     for line in pins::describe(&current) {
-        println!("  {line}");
+        println!("  {}", crate::render::printable(&line));
+    }
+    let grants = pins::write_grants(&config.servers, launcher.scratch_base());
+    let exposed = pins::exposed(&current, &grants);
+    if !exposed.is_empty() {
+        println!(
+            "{name}: WILL NOT START: what it runs can be changed by someone other than you, so \
+             no pin can vouch for it:"
+        );
+        for line in &exposed {
+            println!("  - {}", crate::render::printable(line));
+        }
     }
     if args.show || !changed {
         return Ok(Code::Ok);
     }
-    save(&mut store, &key, &current)?;
+    confirm(&args, &format!("Pin `{name}` to what it runs now?"))?;
+    save(&mut store, &key, &pins::to_pin(&current))?;
     println!("{name}: pinned to what it runs now");
     Ok(Code::Ok)
+}
+
+/// Asks `question` on the terminal; `--yes` answers it. Without a terminal and without
+/// `--yes`, nothing is recorded.
+fn confirm(args: &PinArgs, question: &str) -> Result<(), Failure> {
+    if args.yes {
+        return Ok(());
+    }
+    let denied = |message: &str| Failure {
+        code: Code::Denied,
+        error: anyhow::anyhow!("{message}"),
+    };
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return Err(denied(
+            "nothing pinned: there is no terminal to ask on (use --yes after reviewing)",
+        ));
+    }
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut line = Vec::new();
+    let _ = std::io::stdin()
+        .lock()
+        .take(MAX_ANSWER_BYTES)
+        .read_until(b'\n', &mut line);
+    let answer = String::from_utf8_lossy(&line).trim().to_ascii_lowercase();
+    if matches!(answer.as_str(), "y" | "yes") {
+        Ok(())
+    } else {
+        Err(denied("nothing pinned"))
+    }
 }
 
 fn save(store: &mut Store, key: &str, pin: &warden_store::Pin) -> Result<(), Failure> {

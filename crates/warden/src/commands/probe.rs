@@ -113,6 +113,7 @@ pub async fn run(global: &GlobalArgs, args: ProbeArgs) -> Result<Code, Failure> 
     mark_granted(&mut report.writable, &grants);
 
     let summary = Summary::of(&report);
+    let pins = pin_report(&config.servers, &launcher, &request);
     let probe_binary = json!({
         "path": exe,
         "copied_into_scratch": substituted.substitute_copy,
@@ -126,6 +127,7 @@ pub async fn run(global: &GlobalArgs, args: ProbeArgs) -> Result<Code, Failure> 
             "write_grants": substituted.write_grants,
             "report": report,
             "summary": summary.json(),
+            "pins": pins,
         });
         println!("{}", render::pretty(&value));
     } else {
@@ -140,9 +142,68 @@ pub async fn run(global: &GlobalArgs, args: ProbeArgs) -> Result<Code, Failure> 
                 &report,
             )
         );
+        print!("{}", pin_text(&pins));
         println!("{}", summary.line());
     }
     Ok(Code::Ok)
+}
+
+/// What the server's pin covers, and each pinned file someone other than the user could
+/// change (the server is refused at start for that): `{"files": [...], "exposed": [...]}`,
+/// or `{"error": ...}` when the files cannot be hashed.
+fn pin_report(
+    configured: &[warden_config::ServerSpec],
+    launcher: &ConfinedLauncher,
+    request: &LaunchRequest,
+) -> Value {
+    match launcher.fingerprint(request) {
+        Ok(fingerprint) => {
+            let grants = crate::pins::write_grants(configured, launcher.scratch_base());
+            json!({
+                "files": crate::pins::describe(&fingerprint),
+                "exposed": crate::pins::exposed(&fingerprint, &grants),
+            })
+        }
+        Err(error) => json!({ "error": error.to_string() }),
+    }
+}
+
+fn pin_text(pins: &Value) -> String {
+    let lines = |key: &str| -> Vec<String> {
+        pins[key]
+            .as_array()
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(render::printable)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    if let Some(error) = pins["error"].as_str() {
+        return format!(
+            "pinned files: cannot hash them: {}\n",
+            render::printable(error)
+        );
+    }
+    let mut out = String::from("pinned files (what its pin covers):\n");
+    for line in lines("files") {
+        out.push_str(&format!("  {line}\n"));
+    }
+    let exposed = lines("exposed");
+    if exposed.is_empty() {
+        out.push_str("  none of them can be changed by anyone but you\n");
+    } else {
+        out.push_str(
+            "  EXPOSED: someone other than you can change these, so the server is refused at \
+             start:\n",
+        );
+        for line in exposed {
+            out.push_str(&format!("    {line}\n"));
+        }
+    }
+    out
 }
 
 /// Everything the probe is asked to try, computed on the host.

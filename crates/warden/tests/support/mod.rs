@@ -77,8 +77,13 @@ impl Scratch {
         let dir = tempfile::tempdir().unwrap();
         // Confined servers run as uid 65534 when the tests run as root: they must be able
         // to reach their scratch directories under `state/`, and write the record files
-        // tests put here (the folder is granted to them explicitly where needed).
-        open_to_servers(dir.path());
+        // tests put here (the folder is granted to them explicitly where needed). Sticky,
+        // like /tmp: what the test itself puts here (a server's program or script) cannot
+        // be renamed by anyone else, which Warden checks before it starts a pinned file.
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        }
         let tag = format!(
             "{}-{}",
             std::process::id(),
