@@ -31,7 +31,9 @@ pub mod stdio;
 
 pub use confined::{ConfinedLauncher, Substituted};
 pub use connection::{CallOutcome, ConnectOptions, Connection, Era, ServerInfo, ToolDef, connect};
-pub use elicit::{DeclineAll, ElicitationAnswer, ElicitationRequest, Elicitor};
+pub use elicit::{
+    DeclineAll, ElicitationAnswer, ElicitationRequest, Elicitor, client_capabilities,
+};
 pub use error::{CallError, ConnectError, ConnectFailure, LaunchError};
 pub use fingerprint::{Fingerprint, FingerprintError, fingerprint};
 pub use launcher::{DirectLauncher, LaunchRequest, Launched, Launcher, ProcessGroup};
