@@ -800,7 +800,10 @@ mod tests {
         assert_eq!(change.removed, ["b"]);
         assert_eq!(change.changed, ["c"]);
         assert_eq!(change.held_back, ["e"]);
-        assert_eq!(held_back(&listed, &after), ["e", "f"].map(String::from).into());
+        assert_eq!(
+            held_back(&listed, &after),
+            ["e", "f"].map(String::from).into()
+        );
     }
 
     #[tokio::test]

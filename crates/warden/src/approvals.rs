@@ -389,7 +389,9 @@ impl Reviewer {
                     self.store().is_approved(&flags_approval_key(&key, def)),
                     Ok(true)
                 );
-            if quarantined && self.first_warning(&spec.name, &def.name, "flagged", &tool_pin(def).sha256) {
+            if quarantined
+                && self.first_warning(&spec.name, &def.name, "flagged", &tool_pin(def).sha256)
+            {
                 let ids: Vec<&str> = flags.iter().map(|flag| flag.id).collect();
                 tracing::warn!(
                     server = %spec.name,

@@ -383,10 +383,7 @@ fn field_lines(field: &Field) -> String {
         Kind::Text {
             format: Some(format),
             ..
-        } => text.push_str(&format!(
-            "    (format: {})\n",
-            inert(format, Shape::Line)
-        )),
+        } => text.push_str(&format!("    (format: {})\n", inert(format, Shape::Line))),
         _ => {}
     }
     text

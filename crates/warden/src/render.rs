@@ -60,7 +60,11 @@ pub fn outcome(outcome: &CallOutcome) -> String {
         }
     };
     let field = |value: &Value, key: &str| -> String {
-        inert(value.get(key).and_then(Value::as_str).unwrap_or("?"), Shape::Line).into_owned()
+        inert(
+            value.get(key).and_then(Value::as_str).unwrap_or("?"),
+            Shape::Line,
+        )
+        .into_owned()
     };
     for block in &outcome.content {
         let kind = block.get("type").and_then(Value::as_str).unwrap_or("?");

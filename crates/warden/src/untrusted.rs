@@ -136,7 +136,12 @@ mod tests {
 
     #[test]
     fn plain_text_is_borrowed_unchanged() {
-        for text in ["", "hello", "naïve café — 日本語 🙂", "C:\\path\\x1b is text"] {
+        for text in [
+            "",
+            "hello",
+            "naïve café — 日本語 🙂",
+            "C:\\path\\x1b is text",
+        ] {
             assert!(matches!(inert(text, Shape::Line), Cow::Borrowed(t) if t == text));
             assert!(matches!(inert(text, Shape::Block), Cow::Borrowed(t) if t == text));
         }
@@ -160,7 +165,10 @@ mod tests {
             "\\u{9b}2J \\u{9d}0;t\\u{9c} \\x7f"
         );
         assert_eq!(
-            inert("abc\u{202e}fed\u{202c} \u{2066}x\u{2069} \u{200f}", Shape::Line),
+            inert(
+                "abc\u{202e}fed\u{202c} \u{2066}x\u{2069} \u{200f}",
+                Shape::Line
+            ),
             "abc\\u{202e}fed\\u{202c} \\u{2066}x\\u{2069} \\u{200f}"
         );
     }
@@ -191,7 +199,10 @@ mod tests {
                 .any(|c| (c.is_control() && c != '\n') || is_bidi_control(c)),
             "{shown}"
         );
-        assert!(shown.contains("\\u009b2J\\u007f") && shown.contains("\\u202ex"), "{shown}");
+        assert!(
+            shown.contains("\\u009b2J\\u007f") && shown.contains("\\u202ex"),
+            "{shown}"
+        );
         let back: serde_json::Value = serde_json::from_str(&shown).unwrap_or_default();
         assert_eq!(back, value);
     }

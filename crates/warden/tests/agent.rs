@@ -774,10 +774,20 @@ fn server_everything_listed_by_tools_then_used_by_run_holds_nothing_back() {
     let output = run_plain(&scratch, config, &model, "echo hi");
     assert_exit(&output, 0);
     let said = support::stderr(&output);
-    for word in ["held back", "differs from the approved", "quarantined", "WARN"] {
+    for word in [
+        "held back",
+        "differs from the approved",
+        "quarantined",
+        "WARN",
+    ] {
         assert!(!said.contains(word), "{word}: {}", describe(&output));
     }
-    assert_eq!(support::stdout(&output).trim(), "Echoed.", "{}", describe(&output));
+    assert_eq!(
+        support::stdout(&output).trim(),
+        "Echoed.",
+        "{}",
+        describe(&output)
+    );
     drop(model);
     scratch.assert_no_leftovers();
 }
@@ -813,9 +823,19 @@ fn a_drift_warning_is_printed_once_when_the_list_is_read_again() {
     assert_exit(&output, 0);
     let said = support::stderr(&output);
     let count = |needle: &str| said.matches(needle).count();
-    assert_eq!(count("tool=echo change=Changed"), 1, "{}", describe(&output));
+    assert_eq!(
+        count("tool=echo change=Changed"),
+        1,
+        "{}",
+        describe(&output)
+    );
     assert_eq!(count("tool=extra change=Added"), 1, "{}", describe(&output));
-    assert_eq!(count("tool=fail change=Removed"), 1, "{}", describe(&output));
+    assert_eq!(
+        count("tool=fail change=Removed"),
+        1,
+        "{}",
+        describe(&output)
+    );
     let notice = said
         .lines()
         .find(|line| line.starts_with("warden: tools of server `srv` changed"))

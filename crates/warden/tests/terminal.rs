@@ -67,11 +67,7 @@ fn hostile_config(scratch: &Scratch, policy: &str) -> String {
         "{}{policy}",
         server_toml("hostile", &program, &["hostile"], "")
     );
-    scratch
-        .config(&toml)
-        .to_str()
-        .unwrap()
-        .to_owned()
+    scratch.config(&toml).to_str().unwrap().to_owned()
 }
 
 /// `warden tools`, then `warden approve hostile --yes` (the descriptions are flagged by the
@@ -93,7 +89,11 @@ fn listed_and_approved(scratch: &Scratch, policy: &str) -> String {
     // A tool's name, title and description, in full.
     assert!(shown.contains("wipe\\x1b[2J"), "{shown}");
     assert!(shown.contains("Echo\\x1b]0;pwned\\x07"), "{shown}");
-    assert_shown(&shown, &[OSC_52, OSC_0, CLEAR, C1_CLEAR, BIDI], "warden approve");
+    assert_shown(
+        &shown,
+        &[OSC_52, OSC_0, CLEAR, C1_CLEAR, BIDI],
+        "warden approve",
+    );
     config
 }
 
@@ -135,31 +135,54 @@ fn a_tool_result_an_error_and_a_servers_names_are_printed_inert_by_the_cli() {
     );
 
     // A tool result: every sequence visible, its line break and tab kept.
-    let call = scratch.run(&["--config", &config, "call", "hostile/echo", "--yes"], LIMIT);
+    let call = scratch.run(
+        &["--config", &config, "call", "hostile/echo", "--yes"],
+        LIMIT,
+    );
     assert_exit(&call, 0);
     assert_inert(&call, "warden call (result)");
     let result = stdout(&call);
-    assert_shown(&result, &[OSC_52, OSC_0, CLEAR, C1_CLEAR, BIDI], "warden call");
+    assert_shown(
+        &result,
+        &[OSC_52, OSC_0, CLEAR, C1_CLEAR, BIDI],
+        "warden call",
+    );
     assert!(
         result.contains("\\x07\nsecond line") && result.contains("2J\tafter a tab"),
         "lines and tabs of a result are kept: {result:?}"
     );
     let raw = scratch.run(
-        &["--config", &config, "call", "hostile/echo", "--yes", "--json"],
+        &[
+            "--config",
+            &config,
+            "call",
+            "hostile/echo",
+            "--yes",
+            "--json",
+        ],
         LIMIT,
     );
     assert_exit(&raw, 0);
     assert_inert(&raw, "warden call --json");
-    assert!(support::json(&raw)["content"][0]["text"]
-        .as_str()
-        .unwrap()
-        .contains(OSC_52.0));
+    assert!(
+        support::json(&raw)["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains(OSC_52.0)
+    );
 
     // A JSON-RPC error message, printed by the error report.
-    let fail = scratch.run(&["--config", &config, "call", "hostile/fail", "--yes"], LIMIT);
+    let fail = scratch.run(
+        &["--config", &config, "call", "hostile/fail", "--yes"],
+        LIMIT,
+    );
     assert_exit(&fail, 3);
     assert_inert(&fail, "warden call (JSON-RPC error)");
-    assert!(stderr(&fail).contains("hostile failure"), "{}", describe(&fail));
+    assert!(
+        stderr(&fail).contains("hostile failure"),
+        "{}",
+        describe(&fail)
+    );
     assert_shown(
         &stderr(&fail),
         &[OSC_52, OSC_0, CLEAR, C1_CLEAR, BIDI],
@@ -167,7 +190,10 @@ fn a_tool_result_an_error_and_a_servers_names_are_printed_inert_by_the_cli() {
     );
 
     // The last lines a crashing server wrote on stderr.
-    let crash = scratch.run(&["--config", &config, "call", "hostile/crash", "--yes"], LIMIT);
+    let crash = scratch.run(
+        &["--config", &config, "call", "hostile/crash", "--yes"],
+        LIMIT,
+    );
     assert_exit(&crash, 3);
     assert_inert(&crash, "warden call (stderr tail)");
     assert!(stderr(&crash).contains("| panic: "), "{}", describe(&crash));
@@ -181,7 +207,11 @@ fn a_tool_result_an_error_and_a_servers_names_are_printed_inert_by_the_cli() {
     let scan = scratch.run(&["--config", &config, "scan"], LIMIT);
     assert_exit(&scan, 0);
     assert_inert(&scan, "warden scan");
-    assert!(stdout(&scan).contains("wipe\\x1b[2J"), "{}", describe(&scan));
+    assert!(
+        stdout(&scan).contains("wipe\\x1b[2J"),
+        "{}",
+        describe(&scan)
+    );
     let audit = scratch.run(&["audit"], LIMIT);
     assert_exit(&audit, 0);
     assert_inert(&audit, "warden audit");
@@ -206,7 +236,10 @@ fn a_tool_result_an_error_and_a_servers_names_are_printed_inert_by_the_cli() {
     );
 
     // Logs quote the server too (a quarantined tool's name, with -v the server's stderr).
-    let verbose = scratch.run(&["--config", &config, "-vv", "call", "hostile/crash", "--yes"], LIMIT);
+    let verbose = scratch.run(
+        &["--config", &config, "-vv", "call", "hostile/crash", "--yes"],
+        LIMIT,
+    );
     assert_inert(&verbose, "warden -vv call (logs)");
     scratch.assert_no_leftovers();
 }
@@ -242,10 +275,7 @@ fn the_agent_front_ends_print_what_models_and_servers_wrote_inert() {
     let scratch = Scratch::new();
     let allow = "[[policy.rules]]\ntools = \"hostile__*\"\neffect = \"allow\"\n";
     let config = listed_and_approved(&scratch, allow);
-    let hostile = format!(
-        "{}{}{}{}{}",
-        OSC_52.0, OSC_0.0, CLEAR.0, C1_CLEAR.0, BIDI.0
-    );
+    let hostile = format!("{}{}{}{}{}", OSC_52.0, OSC_0.0, CLEAR.0, C1_CLEAR.0, BIDI.0);
     let script = json!({"steps": [
         {"reply": {"tool_calls": [
             {"name": "hostile__echo", "arguments": {}},

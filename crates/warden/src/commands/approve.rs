@@ -324,10 +324,7 @@ fn shell_word(word: &str) -> String {
     if plain {
         word.to_owned()
     } else {
-        format!(
-            "'{}'",
-            inert(&word.replace('\'', r"'\''"), Shape::Line)
-        )
+        format!("'{}'", inert(&word.replace('\'', r"'\''"), Shape::Line))
     }
 }
 

@@ -162,7 +162,10 @@ fn settings(config: &ResolvedConfig) -> String {
             (None, Some(default)) => format!("{default} (default)"),
             (None, None) => "(default)".to_owned(),
         };
-        out.push_str(&format!("  {key} = {}\n", crate::untrusted::inert(&shown, crate::untrusted::Shape::Line)));
+        out.push_str(&format!(
+            "  {key} = {}\n",
+            crate::untrusted::inert(&shown, crate::untrusted::Shape::Line)
+        ));
     }
     fn secs(d: Duration) -> String {
         if d.subsec_millis() == 0 {

@@ -51,7 +51,10 @@ pub async fn run(global: &GlobalArgs, args: ScanArgs) -> Result<Code, Failure> {
             }
             ServerStatus::Failed { reason, .. } => {
                 servers.push(json!({"name": name, "state": "failed", "reason": reason}));
-                text.push_str(&format!("{name}: FAILED: {}\n", inert(reason, Shape::Block)));
+                text.push_str(&format!(
+                    "{name}: FAILED: {}\n",
+                    inert(reason, Shape::Block)
+                ));
             }
         }
     }

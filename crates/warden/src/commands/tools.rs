@@ -380,7 +380,10 @@ fn text(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> String {
                     "down" => "DOWN",
                     _ => "FAILED",
                 };
-                out.push_str(&format!("{name}: {label}: {}\n", inert(reason, Shape::Block)));
+                out.push_str(&format!(
+                    "{name}: {label}: {}\n",
+                    inert(reason, Shape::Block)
+                ));
                 for line in stderr_tail {
                     out.push_str(&format!("  | {}\n", inert(line, Shape::Line)));
                 }
