@@ -389,6 +389,42 @@ mod tests {
     }
 
     #[test]
+    fn hostile_mode_puts_escape_sequences_everywhere() {
+        let mut s = server(Settings {
+            hostile: true,
+            ..Settings::default()
+        });
+        let init = request(&mut s, "initialize", json!({}));
+        assert!(
+            init["result"]["serverInfo"]["name"]
+                .as_str()
+                .unwrap()
+                .contains('\u{1b}')
+        );
+        let list = request(&mut s, "tools/list", Value::Null)["result"].clone();
+        let names: Vec<&str> = list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| tool["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["echo", "fail", "crash", "wipe\u{1b}[2J"]);
+        let echo = request(&mut s, "tools/call", json!({"name": "echo"}));
+        let text = echo["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("\u{1b}]52;") && text.contains('\u{9b}'),
+            "{text}"
+        );
+        let fail = request(&mut s, "tools/call", json!({"name": "fail"}));
+        assert!(
+            fail["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("\u{1b}]0;")
+        );
+    }
+
+    #[test]
     fn tools_list_pages_with_decimal_offsets() {
         let mut s = server(Settings {
             page_size: Some(2),

@@ -283,6 +283,7 @@ fn the_agent_front_ends_print_what_models_and_servers_wrote_inert() {
          "expect": {"tools_include": ["hostile__echo"]}},
         {"reply": {"text": format!("The answer:\n{hostile}\tdone.")},
          "expect": {"last_tool_results_contain": ["first line"]}},
+        {"reply": {"text": format!("In JSON: {hostile}")}},
         {"error": {"status": 400, "message": format!("bad request {hostile}")}},
     ]});
     let model = ModelServer::start(&scratch, &script);
@@ -316,6 +317,16 @@ fn the_agent_front_ends_print_what_models_and_servers_wrote_inert() {
         "warden run (answer)",
     );
     assert!(stdout(&run).contains("The answer:\n"), "{}", describe(&run));
+
+    // `warden run --json`: the transcript stays JSON, the same answer in it.
+    let json_run = support::run_with_limit(
+        agent(&["run", "--json", "--approvals", "deny", "--prompt", "go"]),
+        LIMIT,
+    );
+    assert_exit(&json_run, 0);
+    assert_inert(&json_run, "warden run --json");
+    let last = support::transcript(&json_run).pop().unwrap();
+    assert_eq!(last["answer"], format!("In JSON: {hostile}"), "{last}");
 
     // `warden chat` without a terminal: the model's provider error, then the commands that
     // show the servers' words.

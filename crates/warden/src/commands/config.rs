@@ -100,9 +100,11 @@ fn text(config: &ResolvedConfig) -> String {
                 line
             }
         };
+        // A project file is a repository's words: its command line is made inert too.
         out.push_str(&format!(
-            "  {}: {what}\n    from {} ({})\n",
+            "  {}: {}\n    from {} ({})\n",
             spec.name,
+            crate::untrusted::inert(&what, crate::untrusted::Shape::Line),
             spec.origin.path.display(),
             render::scope(spec.origin.scope)
         ));
