@@ -50,7 +50,7 @@ impl Exposure {
         favourites: &[String],
     ) -> Exposure {
         let tools = host.catalogue().tools();
-        let tokens: usize = tools.iter().map(|tool| spec_tokens(&spec(tool))).sum();
+        let tokens: usize = tools.iter().map(|tool| spec_tokens(&tool_spec(tool))).sum();
         let search_mode = tools.len() > tool_budget || tokens > token_budget;
         let favourites = favourites
             .iter()
@@ -81,14 +81,14 @@ impl Exposure {
     /// The tools offered now, in their stable order.
     pub fn tools(&self, host: &Host) -> Vec<ToolSpec> {
         if self.search.is_none() {
-            return host.catalogue().tools().iter().map(spec).collect();
+            return host.catalogue().tools().iter().map(tool_spec).collect();
         }
         let mut specs = vec![search_spec()];
         for name in self.favourites.iter().chain(&self.found) {
             if let Some(tool) = host.catalogue().resolve(name)
                 && !specs.iter().any(|s| s.name == tool.qualified)
             {
-                specs.push(spec(tool));
+                specs.push(tool_spec(tool));
             }
         }
         specs
@@ -172,7 +172,10 @@ fn search_spec() -> ToolSpec {
     }
 }
 
-fn spec(tool: &warden_host::CatalogueTool) -> ToolSpec {
+/// How a catalogue tool is shown to the model: its qualified name, its description (or
+/// title) cut to [`DESCRIPTION_CHAR_CAP`], and its input schema exactly as the server sent
+/// it (no keyword added, dropped or rewritten; the providers send it on as it is).
+pub fn tool_spec(tool: &warden_host::CatalogueTool) -> ToolSpec {
     let description = tool
         .def
         .description

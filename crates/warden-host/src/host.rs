@@ -239,7 +239,8 @@ pub struct ToolsChange {
     /// Raw names offered before and no longer.
     pub removed: Vec<String>,
     /// Raw names the server lists that the review holds back (new or changed definitions
-    /// of a pinned server, quarantined ones).
+    /// of a pinned server, quarantined ones), and did not hold back at the last reading:
+    /// what was held back before has been said already.
     pub held_back: Vec<String>,
     /// Offered before and after, with a different definition (only when the review lets
     /// a changed definition through).
@@ -257,6 +258,8 @@ pub struct Host {
     review: Arc<dyn Review>,
     /// Each connected server's reviewed tools, as the catalogue was last built from them.
     lists: BTreeMap<String, Vec<warden_mcp::ToolDef>>,
+    /// Each connected server's raw tool names the review held back at the last reading.
+    held: BTreeMap<String, HashSet<String>>,
 }
 
 impl Host {
@@ -300,9 +303,12 @@ impl Host {
         let results = join_all(attempts).await;
         let mut entries = Vec::with_capacity(results.len());
         let mut lists = BTreeMap::new();
+        let mut held = BTreeMap::new();
         for (entry, tools) in results {
             if let Some(tools) = tools {
+                let listed: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
                 let tools = review.tools(&entry.spec, tools);
+                held.insert(entry.spec.name.clone(), held_back(&listed, &tools));
                 lists.insert(entry.spec.name.clone(), tools);
             }
             entries.push(entry);
@@ -315,6 +321,7 @@ impl Host {
             policy,
             review,
             lists,
+            held,
         }
     }
 
@@ -362,7 +369,9 @@ impl Host {
                     let listed_names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
                     let offered = self.review.tools(&entry.spec, tools);
                     let before = self.lists.get(&name).cloned().unwrap_or_default();
-                    describe_change(&mut change, &before, &offered, &listed_names);
+                    let held = held_back(&listed_names, &offered);
+                    let already = self.held.insert(name.clone(), held).unwrap_or_default();
+                    describe_change(&mut change, &before, &offered, &listed_names, &already);
                     self.lists.insert(name, offered);
                     rebuilt = true;
                 }
@@ -613,13 +622,24 @@ fn build_catalogue(
     Catalogue::build_with_policy(lists, SchemaLimits::default(), policy)
 }
 
+/// The names in `listed` that are not `offered`: held back by the review.
+fn held_back(listed: &[String], offered: &[warden_mcp::ToolDef]) -> HashSet<String> {
+    listed
+        .iter()
+        .filter(|name| !offered.iter().any(|tool| &tool.name == *name))
+        .cloned()
+        .collect()
+}
+
 /// Fills `change` with what differs between the tools offered `before` and `after`;
-/// `listed` are the names the server listed, before the review.
+/// `listed` are the names the server listed, before the review, `already` those held back
+/// at the last reading (not named again).
 fn describe_change(
     change: &mut ToolsChange,
     before: &[warden_mcp::ToolDef],
     after: &[warden_mcp::ToolDef],
     listed: &[String],
+    already: &HashSet<String>,
 ) {
     let after_names: HashSet<&str> = after.iter().map(|t| t.name.as_str()).collect();
     let mut seen = HashSet::new();
@@ -641,7 +661,10 @@ fn describe_change(
     }
     let mut held = HashSet::new();
     for name in listed {
-        if !after_names.contains(name.as_str()) && held.insert(name.as_str()) {
+        if !after_names.contains(name.as_str())
+            && !already.contains(name)
+            && held.insert(name.as_str())
+        {
             change.held_back.push(name.clone());
         }
     }
@@ -742,6 +765,7 @@ mod tests {
             policy,
             review: Arc::new(NoReview),
             lists: BTreeMap::new(),
+            held: BTreeMap::new(),
         }
     }
 
@@ -767,13 +791,19 @@ mod tests {
         };
         let before = vec![def("a", "A"), def("b", "B"), def("c", "C")];
         let after = vec![def("a", "A"), def("c", "C2"), def("d", "D")];
-        let listed: Vec<String> = ["a", "c", "d", "e"].map(String::from).to_vec();
+        let listed: Vec<String> = ["a", "c", "d", "e", "f"].map(String::from).to_vec();
         let mut change = ToolsChange::default();
-        describe_change(&mut change, &before, &after, &listed);
+        // `f` was held back at the last reading already: not named again.
+        let already: HashSet<String> = ["f".to_owned()].into();
+        describe_change(&mut change, &before, &after, &listed, &already);
         assert_eq!(change.added, ["d"]);
         assert_eq!(change.removed, ["b"]);
         assert_eq!(change.changed, ["c"]);
         assert_eq!(change.held_back, ["e"]);
+        assert_eq!(
+            held_back(&listed, &after),
+            ["e", "f"].map(String::from).into()
+        );
     }
 
     #[tokio::test]

@@ -84,9 +84,10 @@ pub struct ConnectOptions {
     pub max_tools: Option<usize>,
     /// Pages of `tools/list` followed before giving up.
     pub max_pages: Option<usize>,
-    /// Who answers a server's elicitation requests. With one, the `elicitation`
-    /// capability (form and URL) is declared; without, it is not. Only stdio connections
-    /// over rmcp use it so far.
+    /// Who answers a server's elicitation requests; without one, every request is
+    /// declined. The capability is declared either way ([`crate::client_capabilities`]),
+    /// so a server lists the same tools to every front end. Only stdio connections over
+    /// rmcp use it so far; remote servers' requests are declined.
     pub elicitor: Option<std::sync::Arc<dyn crate::elicit::Elicitor>>,
 }
 

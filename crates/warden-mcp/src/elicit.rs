@@ -6,15 +6,27 @@
 //! (with the form's values), decline, or cancel. What the user types is the user's own
 //! words: trusted input, not server content.
 //!
-//! A connection offers the `elicitation` capability (form and URL) only when its
-//! [`ConnectOptions`](crate::ConnectOptions) carry an elicitor; without one the capability
-//! is not declared and servers may not ask. Sampling and roots are never offered (they
-//! are deprecated in 2026-07-28, and Warden has no use for them in either era).
+//! Every connection declares the same capabilities, [`client_capabilities`]: `elicitation`
+//! (form and URL), whatever the front end. A server may list other tools to a client that
+//! declares elicitation (server-everything does), so declaring it only where someone can
+//! answer would make the same server's definitions differ between `warden tools` and
+//! `warden run` and trip their pins. Where [`ConnectOptions`](crate::ConnectOptions) carry
+//! no elicitor, every request is declined ([`DeclineAll`]), which servers handle as "the
+//! user said no". Sampling and roots are never offered (they are deprecated in 2026-07-28,
+//! and Warden has no use for them in either era). See
+//! docs/decisions/0021-terminal-and-capabilities.md.
 
 use std::fmt::Debug;
 
 use futures::future::BoxFuture;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
+
+/// The capabilities Warden declares to every server, on every transport, in both eras
+/// (`initialize`, and each 2026-07-28 request's `_meta`): `elicitation` with `form` and
+/// `url`, nothing else.
+pub fn client_capabilities() -> Value {
+    json!({"elicitation": {"form": {}, "url": {}}})
+}
 
 /// What a server asks for.
 #[derive(Debug, Clone, PartialEq)]

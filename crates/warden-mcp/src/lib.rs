@@ -33,7 +33,9 @@ pub mod stdio;
 
 pub use confined::{ConfinedLauncher, Substituted};
 pub use connection::{CallOutcome, ConnectOptions, Connection, Era, ServerInfo, ToolDef, connect};
-pub use elicit::{DeclineAll, ElicitationAnswer, ElicitationRequest, Elicitor};
+pub use elicit::{
+    DeclineAll, ElicitationAnswer, ElicitationRequest, Elicitor, client_capabilities,
+};
 pub use error::{CallError, ConnectError, ConnectFailure, LaunchError};
 pub use executed::Role;
 pub use exposure::{WriteGrant, exposure};

@@ -52,7 +52,8 @@ const FAILED_STOP: StopGrace = StopGrace {
 #[derive(Debug, Clone)]
 struct WardenClient {
     server: String,
-    /// Who answers elicitation requests; `None`: the capability is not declared.
+    /// Who answers elicitation requests; `None`: every request is declined (the
+    /// capability is declared all the same, see [`capabilities`]).
     elicitor: Option<Arc<dyn Elicitor>>,
     /// Set when the server says its tool list changed; taken by
     /// [`Connection::take_tools_changed`].
@@ -62,7 +63,7 @@ struct WardenClient {
 impl ClientHandler for WardenClient {
     fn get_info(&self) -> InitializeRequestParams {
         let mut params = InitializeRequestParams::new(
-            capabilities(self.elicitor.is_some()),
+            capabilities(),
             Implementation::new("warden", env!("CARGO_PKG_VERSION")),
         );
         params.protocol_version = ProtocolVersion::V_2025_11_25;
@@ -93,17 +94,17 @@ impl ClientHandler for WardenClient {
     }
 }
 
-/// What Warden declares: elicitation (form and URL) when a front end can answer it, and
-/// never sampling or roots (deprecated in 2026-07-28; Warden offers neither in any era).
-fn capabilities(elicitation: bool) -> ClientCapabilities {
+/// What Warden declares, [`crate::client_capabilities`] in rmcp's types: elicitation
+/// (form and URL) on every connection, whether or not a front end can answer it (a server
+/// must list the same tools to `warden tools` as to `warden run`), and never sampling or
+/// roots (deprecated in 2026-07-28; Warden offers neither in any era).
+fn capabilities() -> ClientCapabilities {
     let mut capabilities = ClientCapabilities::default();
-    if elicitation {
-        capabilities.elicitation = Some(
-            ElicitationCapability::new()
-                .with_form(FormElicitationCapability::new())
-                .with_url(UrlElicitationCapability::new()),
-        );
-    }
+    capabilities.elicitation = Some(
+        ElicitationCapability::new()
+            .with_form(FormElicitationCapability::new())
+            .with_url(UrlElicitationCapability::new()),
+    );
     capabilities
 }
 
@@ -734,17 +735,31 @@ mod tests {
     }
 
     #[test]
-    fn elicitation_is_declared_only_with_an_elicitor_and_sampling_and_roots_never() {
+    fn the_same_capabilities_are_declared_with_or_without_an_elicitor() {
         // The same capabilities go into `initialize` (legacy) and into every request's
-        // `_meta` clientCapabilities (2026-07-28): neither era is offered sampling or roots.
+        // `_meta` clientCapabilities (2026-07-28), on every connection: elicitation, and
+        // neither sampling nor roots in any era.
         let without = declared(None);
-        assert_eq!(without, json!({}));
         let with = declared(Some(Arc::new(crate::DeclineAll)));
-        assert_eq!(with, json!({"elicitation": {"form": {}, "url": {}}}));
-        for caps in [&without, &with] {
-            assert!(caps.get("sampling").is_none(), "{caps}");
-            assert!(caps.get("roots").is_none(), "{caps}");
-        }
+        assert_eq!(without, json!({"elicitation": {"form": {}, "url": {}}}));
+        assert_eq!(with, without);
+        assert_eq!(without, crate::client_capabilities());
+    }
+
+    #[tokio::test]
+    async fn without_an_elicitor_every_request_is_declined() {
+        let client = WardenClient {
+            server: "srv".into(),
+            elicitor: None,
+            tools_changed: Arc::new(AtomicBool::new(false)),
+        };
+        let form: ElicitRequestParams = serde_json::from_value(json!({
+            "mode": "form", "message": "Who?",
+            "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}}
+        }))
+        .unwrap();
+        let answer = serde_json::to_value(client.elicit(form).await).unwrap();
+        assert_eq!(answer["action"], "decline", "{answer}");
     }
 
     #[tokio::test]

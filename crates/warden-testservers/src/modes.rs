@@ -38,9 +38,12 @@ pub(crate) enum Mode {
     /// first answers `input_required` with one form elicitation and `requestState`, then
     /// reports the `inputResponses` and `requestState` it was sent again.
     InputRequired,
+    /// Every string it writes carries terminal control sequences (see [`crate::hostile`]):
+    /// its name, tools, results, error messages and stderr.
+    Hostile,
 }
 
-const MODES: [(&str, Mode); 15] = [
+const MODES: [(&str, Mode); 16] = [
     ("good", Mode::Good),
     ("modern", Mode::Modern),
     ("stdout-logs", Mode::StdoutLogs),
@@ -56,6 +59,7 @@ const MODES: [(&str, Mode); 15] = [
     ("bad-json-lines", Mode::BadJsonLines),
     ("list-change", Mode::ListChange),
     ("input-required", Mode::InputRequired),
+    ("hostile", Mode::Hostile),
 ];
 
 /// The parsed command line.
@@ -94,6 +98,7 @@ impl Config {
             probe_client: self.mode == Mode::Roots,
             list_change: self.mode == Mode::ListChange,
             ask_input: self.mode == Mode::InputRequired,
+            hostile: self.mode == Mode::Hostile,
         }
     }
 }

@@ -38,6 +38,8 @@ pub(crate) struct Settings {
     pub(crate) list_change: bool,
     /// Answer a modern `echo` with `input_required` first (`input-required` mode).
     pub(crate) ask_input: bool,
+    /// Write terminal control sequences into every string (`hostile` mode).
+    pub(crate) hostile: bool,
 }
 
 /// Protocol state of one connection.
@@ -121,6 +123,9 @@ impl Server {
                 if self.settings.list_change {
                     result["capabilities"]["tools"]["listChanged"] = json!(true);
                 }
+                if self.settings.hostile {
+                    result["serverInfo"] = crate::hostile::server_info();
+                }
                 Ok(result)
             }
             "server/discover" if self.settings.discover => {
@@ -150,6 +155,9 @@ impl Server {
 
     /// The current tool definitions, after a `list-change` switch if there was one.
     fn definitions(&self) -> Vec<Value> {
+        if self.settings.hostile {
+            return crate::hostile::definitions();
+        }
         let mut all = tools::definitions();
         if self.tools_changed {
             all.retain(|def| def["name"] != "fail");
@@ -192,6 +200,10 @@ impl Server {
         }
         if name == "echo" && self.settings.ask_input && self.modern {
             return Ok(input_required_round(params));
+        }
+        if self.settings.hostile {
+            return crate::hostile::call(name)
+                .unwrap_or_else(|| Err((INVALID_PARAMS, format!("unknown tool: {name}"))));
         }
         if self.tools_changed {
             match name {
@@ -373,6 +385,42 @@ mod tests {
             request(&mut s, "ping", Value::Null)["result"]
                 .get("resultType")
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn hostile_mode_puts_escape_sequences_everywhere() {
+        let mut s = server(Settings {
+            hostile: true,
+            ..Settings::default()
+        });
+        let init = request(&mut s, "initialize", json!({}));
+        assert!(
+            init["result"]["serverInfo"]["name"]
+                .as_str()
+                .unwrap()
+                .contains('\u{1b}')
+        );
+        let list = request(&mut s, "tools/list", Value::Null)["result"].clone();
+        let names: Vec<&str> = list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| tool["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["echo", "fail", "crash", "wipe\u{1b}[2J"]);
+        let echo = request(&mut s, "tools/call", json!({"name": "echo"}));
+        let text = echo["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("\u{1b}]52;") && text.contains('\u{9b}'),
+            "{text}"
+        );
+        let fail = request(&mut s, "tools/call", json!({"name": "fail"}));
+        assert!(
+            fail["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("\u{1b}]0;")
         );
     }
 

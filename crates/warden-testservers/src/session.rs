@@ -145,6 +145,12 @@ impl<W: Write> Session<'_, W> {
                     std::process::exit(CRASH_EXIT);
                 }
                 Mode::HugeLine => return self.send_huge_result(id),
+                Mode::Hostile if params.get("name") == Some(&json!("crash")) => {
+                    for line in crate::hostile::stderr_lines() {
+                        diagnose(&line);
+                    }
+                    std::process::exit(CRASH_EXIT);
+                }
                 Mode::Roots if !self.server.client_answered() => {
                     self.deferred = Some((id.clone(), params.clone()));
                     return Ok(());

@@ -322,6 +322,9 @@ pub struct Reviewer {
     /// `(server, tool)` of every server reviewed so far, for `name.confusable`.
     names: Mutex<Vec<(String, String)>>,
     scans: Mutex<BTreeMap<String, Vec<ToolScan>>>,
+    /// What was warned about already (server, tool, what, definition): a tool list read
+    /// again (the server said it changed) repeats no warning.
+    warned: Mutex<HashSet<(String, String, &'static str, String)>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -339,7 +342,13 @@ impl Reviewer {
             drift: Mutex::new(BTreeMap::new()),
             names: Mutex::new(Vec::new()),
             scans: Mutex::new(BTreeMap::new()),
+            warned: Mutex::new(HashSet::new()),
         }
+    }
+
+    /// True the first time `what` is said of this definition of `server`'s `tool`.
+    fn first_warning(&self, server: &str, tool: &str, what: &'static str, sha256: &str) -> bool {
+        lock(&self.warned).insert((server.to_owned(), tool.to_owned(), what, sha256.to_owned()))
     }
 
     /// The scan of every listed tool, by server name (flagged or not).
@@ -380,7 +389,9 @@ impl Reviewer {
                     self.store().is_approved(&flags_approval_key(&key, def)),
                     Ok(true)
                 );
-            if quarantined {
+            if quarantined
+                && self.first_warning(&spec.name, &def.name, "flagged", &tool_pin(def).sha256)
+            {
                 let ids: Vec<&str> = flags.iter().map(|flag| flag.id).collect();
                 tracing::warn!(
                     server = %spec.name,
@@ -390,6 +401,8 @@ impl Reviewer {
                      `warden approve {}`",
                     spec.name
                 );
+            }
+            if quarantined {
                 held.insert(def.name.clone());
             }
             scans.push(ToolScan {
@@ -468,6 +481,19 @@ impl Reviewer {
             .map(|d| d.tool.as_str())
             .collect();
         for item in &found {
+            let sha256 = tools
+                .iter()
+                .find(|def| def.name == item.tool)
+                .map(|def| tool_pin(def).sha256)
+                .unwrap_or_default();
+            let what = match item.change {
+                Change::Changed => "changed",
+                Change::Added => "added",
+                Change::Removed => "removed",
+            };
+            if !self.first_warning(&spec.name, &item.tool, what, &sha256) {
+                continue;
+            }
             tracing::warn!(
                 server = %spec.name,
                 tool = %item.tool,
@@ -509,6 +535,20 @@ mod tests {
             output_schema: None,
             annotations: None,
         }
+    }
+
+    #[test]
+    fn a_warning_is_given_once_per_definition() {
+        let dir = tempfile::tempdir().unwrap();
+        let reviewer = Reviewer::new(Store::open(dir.path().join("state.db")).unwrap());
+        assert!(reviewer.first_warning("srv", "echo", "changed", "aa"));
+        // The list read again: the same definition, no second warning.
+        assert!(!reviewer.first_warning("srv", "echo", "changed", "aa"));
+        // Another definition, change, tool or server is news.
+        assert!(reviewer.first_warning("srv", "echo", "changed", "bb"));
+        assert!(reviewer.first_warning("srv", "echo", "flagged", "aa"));
+        assert!(reviewer.first_warning("srv", "add", "changed", "aa"));
+        assert!(reviewer.first_warning("other", "echo", "changed", "aa"));
     }
 
     #[test]

@@ -13,6 +13,8 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Number, Value};
 use warden_mcp::{ElicitationAnswer, ElicitationRequest, Elicitor};
 
+use crate::untrusted::{Shape, inert};
+
 /// Longest answer line read.
 const MAX_LINE_BYTES: u64 = 16 * 1024;
 /// Tries at one field before the form is cancelled.
@@ -351,12 +353,12 @@ fn field_lines(field: &Field) -> String {
     let title = field.title.as_deref().unwrap_or(&field.key);
     let mut text = format!(
         "  {}{} ({})",
-        crate::render::printable(title),
+        inert(title, Shape::Line),
         if field.required { " *" } else { "" },
-        crate::render::printable(&field.key)
+        inert(&field.key, Shape::Line)
     );
     if let Some(description) = &field.description {
-        text.push_str(&format!(" — {}", crate::render::printable(description)));
+        text.push_str(&format!(" — {}", inert(description, Shape::Line)));
     }
     text.push('\n');
     match &field.kind {
@@ -365,11 +367,11 @@ fn field_lines(field: &Field) -> String {
                 text.push_str(&format!(
                     "    {}) {}{}\n",
                     n + 1,
-                    crate::render::printable(label),
+                    inert(label, Shape::Line),
                     if label == value {
                         String::new()
                     } else {
-                        format!(" [{}]", crate::render::printable(value))
+                        format!(" [{}]", inert(value, Shape::Line))
                     }
                 ));
             }
@@ -381,10 +383,7 @@ fn field_lines(field: &Field) -> String {
         Kind::Text {
             format: Some(format),
             ..
-        } => text.push_str(&format!(
-            "    (format: {})\n",
-            crate::render::printable(format)
-        )),
+        } => text.push_str(&format!("    (format: {})\n", inert(format, Shape::Line))),
         _ => {}
     }
     text
@@ -402,14 +401,15 @@ pub async fn ask_form(
     let _ = write!(
         out,
         "\nwarden: server `{server}` asks for input:\n  {}\n",
-        crate::render::printable(message)
+        inert(message, Shape::Line)
     );
     let fields = match parse_form(schema) {
         Ok(fields) => fields,
         Err(problem) => {
             let _ = writeln!(
                 out,
-                "warden: the form cannot be shown ({problem}); declined."
+                "warden: the form cannot be shown ({}); declined.",
+                inert(&problem, Shape::Line)
             );
             return ElicitationAnswer::Decline;
         }
@@ -430,7 +430,7 @@ pub async fn ask_form(
                 let default = field
                     .default
                     .as_ref()
-                    .map(|d| format!(" [{}]", crate::render::printable(&d.to_string())))
+                    .map(|d| format!(" [{}]", inert(&d.to_string(), Shape::Line)))
                     .unwrap_or_default();
                 let _ = write!(out, "  > {default} ");
                 let _ = out.flush();
@@ -509,13 +509,13 @@ pub async fn ask_url(
     out: &mut (dyn Write + Send),
     open: fn(&str) -> Result<(), String>,
 ) -> ElicitationAnswer {
-    let shown = crate::render::printable(url);
+    let shown = inert(url, Shape::Line);
     let (web, host) = web_host(url);
     let _ = write!(
         out,
         "\nwarden: server `{server}` asks you to open a web page:\n  {}\n  {shown}\n  (host: {})\n",
-        crate::render::printable(message),
-        crate::render::printable(&host)
+        inert(message, Shape::Line),
+        inert(&host, Shape::Line)
     );
     if !web {
         let _ = writeln!(out, "warden: not a web address; declined.");

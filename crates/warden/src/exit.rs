@@ -2,6 +2,8 @@
 
 use std::process::ExitCode;
 
+use crate::untrusted::{Shape, inert};
+
 /// Warden's exit codes. Documented in the README and in `warden --help`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Code {
@@ -46,9 +48,12 @@ impl Failure {
         }
     }
 
-    /// Prints the error on stderr and returns the exit code.
+    /// Prints the error on stderr and returns the exit code. The message may quote a
+    /// server (its JSON-RPC error, the last lines of its stderr) or a model provider: it is
+    /// made inert first.
     pub fn report(self) -> ExitCode {
-        eprintln!("warden: {:#}", self.error);
+        let message = format!("{:#}", self.error);
+        eprintln!("warden: {}", inert(&message, Shape::Block));
         self.code.into()
     }
 }

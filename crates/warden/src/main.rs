@@ -15,6 +15,7 @@ mod render;
 mod session;
 mod signals;
 mod terminal;
+mod untrusted;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -84,6 +85,7 @@ fn init_logging(verbose: u8) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("WARDEN_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     tracing_subscriber::fmt()
+        .fmt_fields(untrusted::log_fields())
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_target(false)

@@ -4,9 +4,15 @@ use serde_json::Value;
 use warden_config::Scope;
 use warden_mcp::{CallOutcome, Era};
 
-/// Pretty JSON, or a note if it cannot be printed.
+use crate::untrusted::{Shape, inert, inert_json};
+
+/// Pretty JSON, or a note if it cannot be printed. serde escapes the C0 controls in
+/// strings; [`inert_json`] escapes the rest (DEL, C1, bidi controls) the same JSON way.
 pub fn pretty(value: &impl serde::Serialize) -> String {
-    serde_json::to_string_pretty(value).unwrap_or_else(|error| format!("<unprintable: {error}>"))
+    match serde_json::to_string_pretty(value) {
+        Ok(text) => inert_json(&text).into_owned(),
+        Err(error) => format!("<unprintable: {error}>"),
+    }
 }
 
 /// The era as a word.
@@ -27,19 +33,6 @@ pub fn scope(scope: Scope) -> &'static str {
     }
 }
 
-/// `text` with control characters escaped (`\n`, `\u{1b}`), safe to print on a terminal.
-pub fn printable(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
-
 /// The first line of a description, cut to a readable length.
 pub fn first_line(text: &str) -> String {
     let line = text
@@ -55,44 +48,51 @@ pub fn first_line(text: &str) -> String {
     }
 }
 
-/// A tool result as text: text blocks as they are, other blocks summarised, then the
-/// structured content.
+/// A tool result as text: text blocks as they are (made [`inert`]: a server wrote them),
+/// other blocks summarised, then the structured content.
 pub fn outcome(outcome: &CallOutcome) -> String {
     let mut out = String::new();
     let mut texts = Vec::new();
+    let push_text = |out: &mut String, text: &str| {
+        out.push_str(&inert(text, Shape::Block));
+        if !text.ends_with('\n') {
+            out.push('\n');
+        }
+    };
+    let field = |value: &Value, key: &str| -> String {
+        inert(
+            value.get(key).and_then(Value::as_str).unwrap_or("?"),
+            Shape::Line,
+        )
+        .into_owned()
+    };
     for block in &outcome.content {
         let kind = block.get("type").and_then(Value::as_str).unwrap_or("?");
         match kind {
             "text" => {
                 let text = block.get("text").and_then(Value::as_str).unwrap_or("");
                 texts.push(text);
-                out.push_str(text);
-                if !text.ends_with('\n') {
-                    out.push('\n');
-                }
+                push_text(&mut out, text);
             }
             "image" | "audio" => {
-                let mime = block.get("mimeType").and_then(Value::as_str).unwrap_or("?");
                 let size = block
                     .get("data")
                     .and_then(Value::as_str)
                     .map_or(0, |data| data.len() / 4 * 3);
-                out.push_str(&format!("[{kind}: {mime}, about {size} bytes]\n"));
+                out.push_str(&format!(
+                    "[{kind}: {}, about {size} bytes]\n",
+                    field(block, "mimeType")
+                ));
             }
             "resource" => {
                 let resource = block.get("resource").cloned().unwrap_or(Value::Null);
-                let uri = resource.get("uri").and_then(Value::as_str).unwrap_or("?");
-                out.push_str(&format!("[resource: {uri}]\n"));
+                out.push_str(&format!("[resource: {}]\n", field(&resource, "uri")));
                 if let Some(text) = resource.get("text").and_then(Value::as_str) {
-                    out.push_str(text);
-                    if !text.ends_with('\n') {
-                        out.push('\n');
-                    }
+                    push_text(&mut out, text);
                 }
             }
             "resource_link" => {
-                let uri = block.get("uri").and_then(Value::as_str).unwrap_or("?");
-                out.push_str(&format!("[link: {uri}]\n"));
+                out.push_str(&format!("[link: {}]\n", field(block, "uri")));
             }
             _ => {
                 out.push_str(&pretty(block));
@@ -149,20 +149,6 @@ pub fn indent(text: &str) -> String {
         .join("\n")
 }
 
-/// Model text for a terminal: newlines and tabs kept, other control characters (escape
-/// sequences a server could have planted in a result the model repeats) escaped.
-pub fn printable_text(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_control() && c != '\n' && c != '\t' {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
-}
-
 /// One line for a tool call: what, where, the decision and what became of it.
 pub fn tool_call_line(call: &warden_agent::ToolCallEvent) -> String {
     let outcome = if call.executed {
@@ -172,7 +158,7 @@ pub fn tool_call_line(call: &warden_agent::ToolCallEvent) -> String {
     };
     let mut line = format!(
         "  ⏵ {} [{}] {} → {outcome}",
-        printable(&call.tool),
+        inert(&call.tool, Shape::Line),
         if call.server.is_empty() {
             "?"
         } else {
@@ -199,7 +185,7 @@ pub fn tool_call_line(call: &warden_agent::ToolCallEvent) -> String {
     {
         line.push_str(": ");
         // The error may quote what a server sent: escaped.
-        line.push_str(&printable(&first_line(error)));
+        line.push_str(&inert(&first_line(error), Shape::Line));
     }
     line
 }
@@ -215,8 +201,8 @@ pub fn background_line(event: &warden_agent::Event) -> String {
             ..
         } => format!(
             "  ⏵ {} [{}] finished in the background → {} {latency_ms} ms",
-            printable(tool),
-            printable(server),
+            inert(tool, Shape::Line),
+            inert(server, Shape::Line),
             if *is_error { "error" } else { "ok" }
         ),
         _ => String::new(),
@@ -253,7 +239,7 @@ mod tests {
         };
         let line = tool_call_line(&call);
         assert!(!line.chars().any(char::is_control), "{line:?}");
-        assert!(line.contains("\\u{1b}[2J"), "{line}");
+        assert!(line.contains("\\x1b[2J"), "{line}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ use warden_store::{AuditEntry, Store};
 
 use crate::cli::ModelArgs;
 use crate::exit::Failure;
+use crate::untrusted::{Shape, inert};
 
 /// Longest answer read at the approval prompt.
 const MAX_ANSWER_BYTES: u64 = 1024;
@@ -220,7 +221,7 @@ impl Approver for TerminalApprover {
             let mut why = String::new();
             for reason in &request.reasons {
                 why.push_str("\n  - ");
-                why.push_str(&crate::render::printable(reason));
+                why.push_str(&inert(reason, Shape::Line));
             }
             let session = if request.tainted {
                 // Asked for the flow of data: a session-wide yes would not cover the next one.
@@ -230,8 +231,8 @@ impl Approver for TerminalApprover {
             };
             eprint!(
                 "\nwarden: `{}` (server `{}`) needs your approval.\narguments:\n{}\nwhy:{why}\nRun it? [y]es once{session}, [N]o: ",
-                request.tool,
-                request.server,
+                inert(&request.tool, Shape::Line),
+                inert(&request.server, Shape::Line),
                 crate::render::indent(&crate::render::shown_arguments(&request.arguments)),
             );
             match crate::terminal::read_line(MAX_ANSWER_BYTES).await {

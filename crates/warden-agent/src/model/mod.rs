@@ -259,3 +259,62 @@ impl ModelError {
 pub(crate) const MAX_EVENT_BYTES: usize = 16 << 20;
 /// Largest reply text (or one tool call's arguments) accumulated from a stream.
 pub(crate) const MAX_REPLY_BYTES: usize = 16 << 20;
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use serde_json::json;
+
+    use super::*;
+
+    /// Both providers hand a tool's input schema to the model exactly as the server sent it:
+    /// every JSON Schema 2020-12 keyword intact (what the conformance suite's
+    /// `json-schema-2020-12-preservation` checks on the client side).
+    #[test]
+    fn a_2020_12_schema_reaches_the_model_unchanged() {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+                                  "properties": {"city": {"type": "string"}}}},
+            "properties": {"address": {"$ref": "#/$defs/address"},
+                           "phone": {"type": "string"}, "email": {"type": "string"}},
+            "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+            "if": {"required": ["phone"]}, "then": {"required": ["phone"]},
+            "else": {"required": ["email"]},
+            "additionalProperties": false
+        });
+        let tools = vec![ToolSpec {
+            name: "s__t".into(),
+            description: "T".into(),
+            input_schema: schema.clone(),
+        }];
+        let messages = vec![Message::user("hi")];
+        let request = ModelRequest {
+            system: "",
+            messages: &messages,
+            tools: &tools,
+            max_tokens: 10,
+        };
+        let http = warden_net::client(&warden_net::HttpOptions::default()).unwrap();
+        let anthropic = Anthropic::new(
+            http.clone(),
+            "http://127.0.0.1:1",
+            "m",
+            None,
+            RetryPolicy::none(),
+        );
+        assert_eq!(anthropic.body(&request)["tools"][0]["input_schema"], schema);
+        let openai = OpenAi::new(
+            http,
+            "http://127.0.0.1:1/v1",
+            "m",
+            None,
+            RetryPolicy::none(),
+        );
+        assert_eq!(
+            openai.body(&request)["tools"][0]["function"]["parameters"],
+            schema
+        );
+    }
+}

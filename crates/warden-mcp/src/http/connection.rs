@@ -284,6 +284,25 @@ impl HttpConnection {
     }
 }
 
+/// Every tool `session` lists, read exactly as a remote server's connection reads them
+/// (the same page walk within the default bounds, the same reading of each definition,
+/// tools whose `x-mcp-header` annotations break the rules left out): what Warden holds.
+pub async fn list_tools(session: &Session, server: &str) -> Result<Vec<ToolDef>, CallError> {
+    let limits = ListLimits {
+        server,
+        max_tools: DEFAULT_MAX_TOOLS,
+        max_pages: DEFAULT_MAX_PAGES,
+    };
+    list_pages(limits, |params| async move {
+        let page = session
+            .request("tools/list", params, None)
+            .await
+            .map_err(call_error)?;
+        Ok((page, session.era()))
+    })
+    .await
+}
+
 /// The bounds of one `tools/list` walk.
 pub(super) struct ListLimits<'a> {
     /// The server's name, for errors.

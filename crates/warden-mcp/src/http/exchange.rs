@@ -33,7 +33,9 @@ pub trait ServerRequests: Send + Sync {
     fn answer(&self, method: &str, params: &Value) -> Result<Value, (i64, String)>;
 }
 
-/// Warden's default: answers `ping`, declines everything else.
+/// Warden's default: answers `ping`, declines elicitation (declared on every connection,
+/// see [`crate::client_capabilities`]: the user's answer is "no"), and refuses everything
+/// else (sampling and roots are never declared).
 #[derive(Debug, Default)]
 pub struct DeclineRequests;
 
@@ -41,6 +43,7 @@ impl ServerRequests for DeclineRequests {
     fn answer(&self, method: &str, _params: &Value) -> Result<Value, (i64, String)> {
         match method {
             "ping" => Ok(serde_json::json!({})),
+            "elicitation/create" => Ok(serde_json::json!({"action": "decline"})),
             other => Err((-32601, format!("Warden does not handle {other}"))),
         }
     }

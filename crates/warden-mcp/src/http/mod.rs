@@ -23,7 +23,7 @@ pub mod reconnect;
 mod session;
 mod sse_legacy;
 
-pub use connection::connect;
+pub use connection::{connect, list_tools};
 pub use detect::{Remote, open};
 pub use error::HttpError;
 pub use exchange::{DeclineRequests, ServerRequests};

@@ -369,7 +369,7 @@ impl Channel {
     async fn initialize(&self) -> Result<ServerInfo, HttpError> {
         let mut params = Map::new();
         params.insert("protocolVersion".into(), json!(SSE_VERSION));
-        params.insert("capabilities".into(), json!({}));
+        params.insert("capabilities".into(), crate::client_capabilities());
         params.insert(
             "clientInfo".into(),
             json!({"name": "warden", "version": env!("CARGO_PKG_VERSION")}),

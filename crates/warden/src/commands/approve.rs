@@ -13,6 +13,7 @@ use crate::approvals::{self, Change, Drift};
 use crate::cli::{ApproveArgs, GlobalArgs};
 use crate::exit::{Code, Failure};
 use crate::pins;
+use crate::untrusted::{Shape, inert};
 
 /// Longest answer read at the prompt.
 const MAX_ANSWER_BYTES: u64 = 64;
@@ -187,15 +188,17 @@ impl warden_host::Review for Collect {
     }
 }
 
-/// A tool's name and title, then its whole description, indented.
+/// A tool's name and title, then its whole description, indented: the server's words,
+/// each line made inert.
 fn tool_lines(tool: &ToolDef) -> Vec<String> {
+    let name = inert(&tool.name, Shape::Line);
     let mut out = vec![match &tool.title {
-        Some(title) => format!("{}  ({})", tool.name, crate::render::printable(title)),
-        None => tool.name.clone(),
+        Some(title) => format!("{name}  ({})", inert(title, Shape::Line)),
+        None => name.into_owned(),
     }];
     for line in tool.description.as_deref().unwrap_or_default().lines() {
         out.push(
-            format!("    {}", crate::render::printable(line))
+            format!("    {}", inert(line, Shape::Line))
                 .trim_end()
                 .to_owned(),
         );
@@ -203,25 +206,30 @@ fn tool_lines(tool: &ToolDef) -> Vec<String> {
     out
 }
 
-/// One line per drifted tool, with its description diff and changed parts indented.
+/// One line per drifted tool, with its description diff and changed parts indented (the
+/// server's words, made inert).
 pub fn drift_lines(found: &[Drift]) -> Vec<String> {
     let mut out = Vec::new();
     for item in found {
+        let tool = inert(&item.tool, Shape::Line);
         match item.change {
             Change::Changed => {
-                out.push(format!("changed: {} (held back until approved)", item.tool));
+                out.push(format!("changed: {tool} (held back until approved)"));
                 if !item.description_diff.is_empty() {
                     out.push("  description:".to_owned());
                     for line in &item.description_diff {
-                        out.push(format!("    {}", crate::render::printable(line)));
+                        out.push(format!("    {}", inert(line, Shape::Line)));
                     }
                 }
                 if !item.changed_keys.is_empty() {
-                    out.push(format!("  also changed: {}", item.changed_keys.join(", ")));
+                    out.push(format!(
+                        "  also changed: {}",
+                        inert(&item.changed_keys.join(", "), Shape::Line)
+                    ));
                 }
             }
-            Change::Added => out.push(format!("new: {} (held back until approved)", item.tool)),
-            Change::Removed => out.push(format!("removed: {} (no longer listed)", item.tool)),
+            Change::Added => out.push(format!("new: {tool} (held back until approved)")),
+            Change::Removed => out.push(format!("removed: {tool} (no longer listed)")),
         }
     }
     out
@@ -317,10 +325,7 @@ fn shell_word(word: &str) -> String {
     if plain {
         word.to_owned()
     } else {
-        format!(
-            "'{}'",
-            crate::render::printable(&word.replace('\'', r"'\''"))
-        )
+        format!("'{}'", inert(&word.replace('\'', r"'\''"), Shape::Line))
     }
 }
 

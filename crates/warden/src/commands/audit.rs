@@ -9,6 +9,7 @@ use warden_store::{AuditFilter, AuditRow};
 
 use crate::cli::AuditArgs;
 use crate::exit::{Code, Failure};
+use crate::untrusted::{Shape, inert};
 
 /// Longest reasons text on a line of the text output.
 const SHORT_REASONS_CHARS: usize = 100;
@@ -100,19 +101,15 @@ fn row_line(row: &AuditRow) -> String {
         Some((end, _)) => format!("{}…", &why[..end]),
         None => why,
     };
-    // Control characters (from a server's error text) are not sent to the terminal.
-    let why: String = why
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    // The error may quote a server, and the tool name may be a model's: made inert.
     format!(
         "{}  {:<5}  {:<17}  {}  {}  {}",
         format_time(entry.time_ms),
         entry.decision.as_deref().unwrap_or("-"),
         entry.outcome,
-        entry.tool,
+        inert(&entry.tool, Shape::Line),
         latency,
-        why
+        inert(&why, Shape::Line)
     )
     .trim_end()
     .to_owned()

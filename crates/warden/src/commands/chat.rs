@@ -20,6 +20,7 @@ use crate::cli::{ChatArgs, GlobalArgs};
 use crate::exit::{Code, Failure};
 use crate::render;
 use crate::session::{self, Audited, TerminalApprover};
+use crate::untrusted::{Shape, inert};
 
 /// Longest line read at the prompt.
 const MAX_LINE_BYTES: u64 = 1 << 20;
@@ -113,7 +114,7 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
             Some(Err(error)) => {
                 // The conversation is as it was before the prompt: the person may go on.
                 // The message may quote the provider's error body: escaped.
-                eprintln!("warden: {}", render::printable(&error.to_string()));
+                eprintln!("warden: {}", inert(&error.to_string(), Shape::Line));
             }
             None if crate::signals::terminated() => {
                 eprintln!("warden: stopped; calls were cancelled");
@@ -279,7 +280,7 @@ impl Observer for Screen {
                 }
             }
             Event::Notice { message, .. } => {
-                self.line(&format!("warden: {}", render::printable(message)));
+                self.line(&format!("warden: {}", inert(message, Shape::Line)));
             }
             Event::BackgroundResult { .. } => self.line(&render::background_line(event)),
             Event::Assistant { .. } => {
@@ -295,7 +296,7 @@ impl Observer for Screen {
             return;
         }
         self.status.remove(MODEL);
-        print!("{}", render::printable_text(delta));
+        print!("{}", inert(delta, Shape::Block));
         let _ = std::io::stdout().flush();
         self.mid_line = !delta.ends_with('\n');
     }
@@ -305,14 +306,18 @@ impl Observer for Screen {
         self.end_line();
         if self.spinner.is_none() {
             // No terminal to redraw a status line on: a line per call instead.
-            eprintln!("  ⏵ {} [{server}] running…", render::printable(tool));
+            eprintln!(
+                "  ⏵ {} [{}] running…",
+                inert(tool, Shape::Line),
+                inert(server, Shape::Line)
+            );
         }
         self.status.set(
             tool,
             &format!(
                 "running {} [{}]",
-                render::printable(tool),
-                render::printable(server)
+                inert(tool, Shape::Line),
+                inert(server, Shape::Line)
             ),
         );
     }
@@ -486,7 +491,7 @@ fn mcp_report(host: &Host, latencies: &BTreeMap<String, Histogram<u64>>) -> Stri
             // The reason may quote the server's stderr: escaped.
             out.push_str(&format!(
                 "  {}\n",
-                render::printable(&render::first_line(reason))
+                inert(&render::first_line(reason), Shape::Line)
             ));
         }
     }
@@ -516,7 +521,7 @@ fn tools_report(host: &Host, agent: &Agent<'_>) -> String {
             .resolve(&name)
             .and_then(|t| t.def.description.as_deref())
             // A server's words: escaped.
-            .map(|about| render::printable(&render::first_line(about)))
+            .map(|about| inert(&render::first_line(about), Shape::Line).into_owned())
             .unwrap_or_default();
         out.push_str(&format!("  {name}  {about}\n"));
     }
@@ -537,7 +542,7 @@ fn audit_report(store: Option<&mut warden_store::Store>) -> String {
                     "{}  {:<5} {:<40} {} {}\n",
                     crate::commands::audit::format_time(row.entry.time_ms),
                     row.entry.front_end,
-                    row.entry.tool,
+                    inert(&row.entry.tool, Shape::Line),
                     row.entry.decision.as_deref().unwrap_or("-"),
                     row.entry.outcome
                 )

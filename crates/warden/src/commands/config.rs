@@ -100,9 +100,11 @@ fn text(config: &ResolvedConfig) -> String {
                 line
             }
         };
+        // A project file is a repository's words: its command line is made inert too.
         out.push_str(&format!(
-            "  {}: {what}\n    from {} ({})\n",
+            "  {}: {}\n    from {} ({})\n",
             spec.name,
+            crate::untrusted::inert(&what, crate::untrusted::Shape::Line),
             spec.origin.path.display(),
             render::scope(spec.origin.scope)
         ));
@@ -162,7 +164,10 @@ fn settings(config: &ResolvedConfig) -> String {
             (None, Some(default)) => format!("{default} (default)"),
             (None, None) => "(default)".to_owned(),
         };
-        out.push_str(&format!("  {key} = {}\n", render::printable(&shown)));
+        out.push_str(&format!(
+            "  {key} = {}\n",
+            crate::untrusted::inert(&shown, crate::untrusted::Shape::Line)
+        ));
     }
     fn secs(d: Duration) -> String {
         if d.subsec_millis() == 0 {

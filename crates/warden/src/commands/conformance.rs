@@ -13,14 +13,25 @@
 //! then list and read resources and list and get prompts when the server offers them.
 //! Elicitation is accepted with the schema's defaults, the way a user who presses "OK"
 //! would answer.
+//!
+//! The tools are read the way Warden reads every remote server's
+//! ([`warden_mcp::http::list_tools`]) and put in Warden's catalogue (schemas compiled, names
+//! qualified). The suite's schema-preservation scenario lists an echo tool
+//! ([`SCHEMA_ECHO`], argument `schema`) and asks the client to send back the input schema it
+//! holds for the other tool: it gets each other catalogue tool's schema exactly as a model
+//! is shown it ([`warden_agent::exposure::tool_spec`]), so the suite checks what Warden
+//! really holds and hands on, keyword for keyword.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
+use warden_agent::exposure::tool_spec;
 use warden_config::{EraPreference, HttpSettings};
+use warden_host::{Catalogue, SchemaLimits};
 use warden_mcp::http::{
-    ClientProfile, LEGACY_VERSIONS, MODERN_VERSION, Remote, ServerRequests, Session, open,
+    ClientProfile, LEGACY_VERSIONS, MODERN_VERSION, Remote, ServerRequests, Session, list_tools,
+    open,
 };
 
 use crate::cli::ConformanceArgs;
@@ -28,6 +39,11 @@ use crate::exit::{Code, Failure};
 
 /// The whole run's limit (the suite's own is 30 s).
 const LIMIT: Duration = Duration::from_secs(25);
+/// The tool of the suite's `json-schema-2020-12-preservation` scenario that takes another
+/// tool's input schema, as the client holds it, as its `schema` argument.
+const SCHEMA_ECHO: &str = "json_schema_echo";
+/// The server's name in the catalogue.
+const SERVER: &str = "conformance";
 
 /// Accepts elicitation with the schema's defaults; answers roots with none.
 struct Conformant;
@@ -70,7 +86,7 @@ pub async fn run(args: &ConformanceArgs) -> Result<Code, Failure> {
         EraPreference::Legacy
     };
     let remote = Remote {
-        name: "conformance".into(),
+        name: SERVER.into(),
         url: args.url.clone(),
         headers: BTreeMap::new(),
         settings: HttpSettings::default(),
@@ -79,8 +95,8 @@ pub async fn run(args: &ConformanceArgs) -> Result<Code, Failure> {
         connect_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(20),
     };
+    // The capabilities every Warden connection declares (the default profile's).
     let profile = ClientProfile {
-        capabilities: json!({"elicitation": {}}),
         requests: std::sync::Arc::new(Conformant),
         legacy_version: if era == EraPreference::Legacy {
             version.clone()
@@ -119,25 +135,29 @@ pub async fn run(args: &ConformanceArgs) -> Result<Code, Failure> {
 }
 
 async fn exercise(session: &Session, context: &Value, capabilities: &Value) {
-    let tools = request(session, "tools/list", Map::new()).await;
-    let listed: Vec<Value> = tools
-        .as_ref()
-        .and_then(|result| result.get("tools"))
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    // Tools whose x-mcp-header annotations break the rules are never called.
-    let usable: Vec<&Value> = listed
-        .iter()
-        .filter(|tool| {
-            session.era() == warden_mcp::Era::Legacy
-                || warden_mcp::http::headers::param_headers(
-                    tool.get("inputSchema").unwrap_or(&Value::Null),
-                )
-                .is_ok()
-        })
-        .collect();
-    let calls: Vec<(String, Value)> = match context.get("toolCalls").and_then(Value::as_array) {
+    // What Warden holds: the listing read as for any remote server (tools with broken
+    // `x-mcp-header` annotations left out), then the catalogue built from it.
+    let held = match list_tools(session, SERVER).await {
+        Ok(tools) => {
+            eprintln!("tools/list: ok, {} tools", tools.len());
+            tools
+        }
+        Err(error) => {
+            eprintln!("tools/list: {error}");
+            Vec::new()
+        }
+    };
+    let catalogue = Catalogue::build(
+        vec![(SERVER.to_owned(), held.clone())],
+        SchemaLimits::default(),
+    );
+    for rejected in catalogue.rejected() {
+        eprintln!(
+            "left out of the catalogue: {}: {}",
+            rejected.name, rejected.reason
+        );
+    }
+    let mut calls: Vec<(String, Value)> = match context.get("toolCalls").and_then(Value::as_array) {
         Some(calls) => calls
             .iter()
             .filter_map(|call| {
@@ -145,17 +165,21 @@ async fn exercise(session: &Session, context: &Value, capabilities: &Value) {
                 Some((name, call.get("arguments").cloned().unwrap_or(json!({}))))
             })
             .collect(),
-        None => usable
+        None => held
             .iter()
-            .filter_map(|tool| {
-                let name = tool.get("name")?.as_str()?.to_owned();
-                Some((
-                    name,
-                    sample_arguments(tool.get("inputSchema").unwrap_or(&Value::Null)),
-                ))
-            })
+            .filter(|tool| tool.name != SCHEMA_ECHO)
+            .map(|tool| (tool.name.clone(), sample_arguments(&tool.input_schema)))
             .collect(),
     };
+    if held.iter().any(|tool| tool.name == SCHEMA_ECHO) {
+        // Each other tool's schema, as the model would be shown it.
+        for tool in catalogue.tools() {
+            if tool.def.name != SCHEMA_ECHO {
+                let shown = tool_spec(tool).input_schema;
+                calls.push((SCHEMA_ECHO.to_owned(), json!({ "schema": shown })));
+            }
+        }
+    }
     for (name, arguments) in calls {
         let mut params = Map::new();
         params.insert("name".into(), json!(name));

@@ -64,7 +64,11 @@ pub fn reason_lines(reasons: &[Reason], policy: &ResolvedPolicy) -> String {
     let mut out = String::new();
     for reason in reasons {
         out.push_str("\n  - ");
-        out.push_str(&reason.text);
+        // A reason may quote a tool's name or a flagged description: made inert.
+        out.push_str(&crate::untrusted::inert(
+            &reason.text,
+            crate::untrusted::Shape::Line,
+        ));
         let rule = match reason.kind {
             ReasonKind::Rule { index } | ReasonKind::HiddenTool { rule: index } => Some(index),
             _ => None,

@@ -9,6 +9,7 @@ use warden_agent::{Agent, AgentError, AllowAll, Approver, DenyAll, Event, Observ
 use crate::cli::{ApprovalMode, GlobalArgs, RunArgs};
 use crate::exit::{Code, Failure};
 use crate::session::{self, Audited, TerminalApprover};
+use crate::untrusted::{Shape, inert};
 
 /// Runs `warden run`.
 pub async fn run(global: &GlobalArgs, args: RunArgs) -> Result<Code, Failure> {
@@ -102,8 +103,10 @@ pub struct JsonLines;
 
 impl Observer for JsonLines {
     fn event(&mut self, event: &Event) {
-        let mut out = std::io::stdout().lock();
-        if serde_json::to_writer(&mut out, event).is_ok() {
+        // serde escapes C0 controls; C1 and bidi controls get JSON escapes too.
+        if let Ok(line) = serde_json::to_string(event) {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(crate::untrusted::inert_json(&line).as_bytes());
             let _ = out.write_all(b"\n");
             let _ = out.flush();
         }
@@ -127,7 +130,8 @@ impl Observer for Plain {
                 }
                 eprintln!("{}", crate::render::tool_call_line(call));
             }
-            Event::Notice { message, .. } => eprintln!("warden: {message}"),
+            // A notice may name a server's tools: made inert.
+            Event::Notice { message, .. } => eprintln!("warden: {}", inert(message, Shape::Line)),
             Event::BackgroundResult { .. } => {
                 if self.mid_line {
                     println!();
@@ -154,7 +158,8 @@ impl Observer for Plain {
     }
 
     fn text_delta(&mut self, delta: &str) {
-        print!("{}", crate::render::printable_text(delta));
+        // The model's words (which may repeat a server's): made inert, lines kept.
+        print!("{}", inert(delta, Shape::Block));
         let _ = std::io::stdout().flush();
         self.mid_line = !delta.ends_with('\n');
     }

@@ -12,6 +12,7 @@ use crate::approvals::ToolScan;
 use crate::cli::{GlobalArgs, ScanArgs};
 use crate::exit::{Code, Failure};
 use crate::render;
+use crate::untrusted::{Shape, inert};
 
 /// Runs `warden scan`.
 pub async fn run(global: &GlobalArgs, args: ScanArgs) -> Result<Code, Failure> {
@@ -50,7 +51,10 @@ pub async fn run(global: &GlobalArgs, args: ScanArgs) -> Result<Code, Failure> {
             }
             ServerStatus::Failed { reason, .. } => {
                 servers.push(json!({"name": name, "state": "failed", "reason": reason}));
-                text.push_str(&format!("{name}: FAILED: {reason}\n"));
+                text.push_str(&format!(
+                    "{name}: FAILED: {}\n",
+                    inert(reason, Shape::Block)
+                ));
             }
         }
     }
@@ -116,14 +120,14 @@ pub fn flag_lines(scan: &ToolScan) -> Vec<String> {
     };
     let mut out = vec![format!(
         "{}: flags: {} ({state})",
-        render::printable(&scan.tool),
+        inert(&scan.tool, Shape::Line),
         ids.join(", ")
     )];
     for flag in &scan.flags {
         out.push(format!(
             "  {}: {}",
             flag.id,
-            render::printable(&flag.reason)
+            inert(&flag.reason, Shape::Line)
         ));
     }
     out

@@ -14,6 +14,7 @@ use crate::approvals::ToolScan;
 use crate::cli::{GlobalArgs, ToolsArgs};
 use crate::exit::{Code, Failure};
 use crate::render;
+use crate::untrusted::{Shape, inert};
 
 /// Runs `warden tools`.
 pub async fn run(global: &GlobalArgs, args: ToolsArgs) -> Result<Code, Failure> {
@@ -44,8 +45,9 @@ fn search(host: &Host, query: &str, limit: usize, json: bool) {
     for entry in host.servers() {
         if let ServerStatus::Failed { reason, .. } = &entry.status {
             eprintln!(
-                "warden: {} failed, its tools are not searched: {reason}",
-                entry.spec.name
+                "warden: {} failed, its tools are not searched: {}",
+                entry.spec.name,
+                inert(reason, Shape::Line)
             );
         }
     }
@@ -60,30 +62,39 @@ fn search(host: &Host, query: &str, limit: usize, json: bool) {
     }
 }
 
-/// The hits as a table: rank, qualified name, server, the tool's own name, score.
+/// The hits as a table: rank, qualified name, server, the tool's own name (as the server
+/// wrote it: made inert), score.
 fn ranking(hits: &[Hit]) -> String {
+    let names: Vec<String> = hits
+        .iter()
+        .map(|hit| inert(&hit.tool, Shape::Line).into_owned())
+        .collect();
     let width = |column: fn(&Hit) -> &str, title: &str| {
         hits.iter()
-            .map(|hit| column(hit).len())
+            .map(|hit| column(hit).chars().count())
             .chain([title.len()])
             .max()
             .unwrap_or(0)
     };
     let qualified = width(|hit| &hit.qualified, "TOOL");
     let server = width(|hit| &hit.server, "SERVER");
-    let tool = width(|hit| &hit.tool, "NAME");
+    let tool = names
+        .iter()
+        .map(|name| name.chars().count())
+        .chain(["NAME".len()])
+        .max()
+        .unwrap_or(0);
     let rank = hits.len().to_string().len().max(1);
     let mut out = format!(
         "{:>rank$}  {:qualified$}  {:server$}  {:tool$}  SCORE\n",
         "#", "TOOL", "SERVER", "NAME"
     );
-    for (i, hit) in hits.iter().enumerate() {
+    for (i, (hit, name)) in hits.iter().zip(&names).enumerate() {
         out.push_str(&format!(
-            "{:>rank$}  {:qualified$}  {:server$}  {:tool$}  {:.4}\n",
+            "{:>rank$}  {:qualified$}  {:server$}  {name:tool$}  {:.4}\n",
             i + 1,
             hit.qualified,
             hit.server,
-            hit.tool,
             hit.score
         ));
     }
@@ -265,9 +276,12 @@ fn text(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> String {
         match &entry.status {
             ServerStatus::Connected { info } => {
                 let tools: Vec<_> = host.catalogue().tools_of(name).collect();
+                // What the server says about itself: its words, made inert.
                 let implementation = match (&info.name, &info.version) {
-                    (Some(n), Some(v)) => format!("  {n} {v}"),
-                    (Some(n), None) => format!("  {n}"),
+                    (Some(n), Some(v)) => {
+                        format!("  {} {}", inert(n, Shape::Line), inert(v, Shape::Line))
+                    }
+                    (Some(n), None) => format!("  {}", inert(n, Shape::Line)),
                     _ => String::new(),
                 };
                 let hidden = match hidden_count(host, name) {
@@ -294,7 +308,7 @@ fn text(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> String {
                 out.push_str(&format!(
                     "{name}: connected, {} era ({}){implementation}, {} tool{}{hidden}{held}{unconfined}\n",
                     render::era(info.era),
-                    info.protocol_version,
+                    inert(&info.protocol_version, Shape::Line),
                     tools.len(),
                     if tools.len() == 1 { "" } else { "s" }
                 ));
@@ -312,7 +326,7 @@ fn text(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> String {
                         .def
                         .description
                         .as_deref()
-                        .map(render::first_line)
+                        .map(|about| inert(&render::first_line(about), Shape::Line).into_owned())
                         .unwrap_or_default();
                     let line = format!(
                         "  {:width$}  {decision:5}  {effects:effects_width$}  {summary}",
@@ -330,7 +344,8 @@ fn text(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> String {
                     if &rejected.server == name {
                         out.push_str(&format!(
                             "  (left out: {}: {})\n",
-                            rejected.name, rejected.reason
+                            inert(&rejected.name, Shape::Line),
+                            inert(&rejected.reason, Shape::Line)
                         ));
                     }
                 }
@@ -365,9 +380,12 @@ fn text(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> String {
                     "down" => "DOWN",
                     _ => "FAILED",
                 };
-                out.push_str(&format!("{name}: {label}: {reason}\n"));
+                out.push_str(&format!(
+                    "{name}: {label}: {}\n",
+                    inert(reason, Shape::Block)
+                ));
                 for line in stderr_tail {
-                    out.push_str(&format!("  | {line}\n"));
+                    out.push_str(&format!("  | {}\n", inert(line, Shape::Line)));
                 }
             }
         }

@@ -65,7 +65,8 @@ pub struct ClientProfile {
     pub name: String,
     /// `clientInfo.version`.
     pub version: String,
-    /// The capabilities declared (`{}` for Warden: no sampling, roots or elicitation yet).
+    /// The capabilities declared ([`crate::client_capabilities`] for Warden: elicitation,
+    /// the same as on every other connection; never sampling or roots).
     pub capabilities: Value,
     /// Answers server requests (legacy) and input requests (modern).
     pub requests: Arc<dyn ServerRequests>,
@@ -78,7 +79,7 @@ impl Default for ClientProfile {
         Self {
             name: "warden".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            capabilities: json!({}),
+            capabilities: crate::client_capabilities(),
             requests: Arc::new(super::exchange::DeclineRequests),
             legacy_version: LEGACY_VERSIONS[0].into(),
         }
