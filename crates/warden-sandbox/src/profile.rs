@@ -510,7 +510,11 @@ mod tests {
         );
         // `~/bin/x`: neither the home nor `~/bin`.
         assert_eq!(
-            install_grants(Path::new("/home/dana/bin"), Path::new("/home/dana/bin/x"), &home),
+            install_grants(
+                Path::new("/home/dana/bin"),
+                Path::new("/home/dana/bin/x"),
+                &home
+            ),
             [Path::new("/home/dana/bin/x")]
         );
     }
@@ -555,9 +559,10 @@ mod tests {
         let named = install_grants(&local_bin, &entry, &homes);
         assert_eq!(named, [entry.clone(), home.join(".local/lib")]);
         // As resolved: the tool's own venv.
-        assert_eq!(install_grants(entry.parent().unwrap(), &entry, &homes), [
-            tool.clone()
-        ]);
+        assert_eq!(
+            install_grants(entry.parent().unwrap(), &entry, &homes),
+            std::slice::from_ref(&tool)
+        );
         assert_eq!(
             install_grants(pipx_entry.parent().unwrap(), &pipx_entry, &homes),
             [pipx.parent().unwrap().to_path_buf()]
@@ -569,7 +574,7 @@ mod tests {
         // ~/.cargo/bin/NAME: the program alone.
         assert_eq!(
             install_grants(cargo_tool.parent().unwrap(), &cargo_tool, &homes),
-            [cargo_tool.clone()]
+            std::slice::from_ref(&cargo_tool)
         );
         // Nothing granted reaches the history or the credentials.
         for grants in [

@@ -58,9 +58,19 @@ fn run(
         .map_err(|e| confinement.spawn_error(e))
         .unwrap();
     let mut out = String::new();
-    child.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
     let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     let status = child.wait().unwrap();
     Ok((status.success(), format!("{out}{err}")))
 }
@@ -197,7 +207,10 @@ fn a_program_granted_alone_runs_and_its_directory_stays_hidden() {
     );
     let (ok, out) = run(&profile, &local_bin.join("mcp-x"), &["-c", &script], None).unwrap();
     assert!(ok, "{out}");
-    assert!(out.contains(&local_bin.join("mcp-x").display().to_string()), "{out}");
+    assert!(
+        out.contains(&local_bin.join("mcp-x").display().to_string()),
+        "{out}"
+    );
     assert!(out.contains("no-unrelated"), "{out}");
     assert!(!out.contains("secret"), "{out}");
     assert!(out.contains("no-history"), "{out}");

@@ -185,7 +185,7 @@ pub(crate) fn confine(
         let named = dir.join(given.file_name().unwrap_or_default());
         if named != program {
             program_link = Some((program.clone(), named));
-        } else if !exec.iter().any(|root| *root == program) {
+        } else if !exec.contains(&program) {
             return Err(SandboxError::InvalidProfile {
                 reason: format!(
                     "the program's directory {} is not granted, so {} would not exist in the \

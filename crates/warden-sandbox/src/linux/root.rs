@@ -162,7 +162,11 @@ pub(crate) fn plan(
 
 /// Recreates the symlink `link` -> `target` in the new root, with the directories above it
 /// (for a program named through a symlink whose directory is not granted: the target is).
-pub(crate) fn add_link(layout: &mut Layout, target: &Path, link: &Path) -> Result<(), SandboxError> {
+pub(crate) fn add_link(
+    layout: &mut Layout,
+    target: &Path,
+    link: &Path,
+) -> Result<(), SandboxError> {
     let mut ancestors: Vec<&Path> = link
         .ancestors()
         .skip(1)
