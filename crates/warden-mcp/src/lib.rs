@@ -21,6 +21,7 @@ pub mod connection;
 pub mod elicit;
 pub mod error;
 pub mod fingerprint;
+pub mod grants;
 pub mod http;
 pub mod launcher;
 mod lines;
@@ -34,5 +35,6 @@ pub use connection::{CallOutcome, ConnectOptions, Connection, Era, ServerInfo, T
 pub use elicit::{DeclineAll, ElicitationAnswer, ElicitationRequest, Elicitor};
 pub use error::{CallError, ConnectError, ConnectFailure, LaunchError};
 pub use fingerprint::{Fingerprint, FingerprintError, fingerprint};
+pub use grants::{Access, Grant, Grants, Reason};
 pub use launcher::{DirectLauncher, LaunchRequest, Launched, Launcher, ProcessGroup};
 pub use stderr_log::StderrLog;
