@@ -124,6 +124,7 @@ pub async fn run(global: &GlobalArgs, args: ProbeArgs) -> Result<Code, Failure> 
             "server_program": substituted.server_program,
             "probe_binary": probe_binary,
             "write_grants": substituted.write_grants,
+            "grants": substituted.grants,
             "report": report,
             "summary": summary.json(),
         });
@@ -137,6 +138,7 @@ pub async fn run(global: &GlobalArgs, args: ProbeArgs) -> Result<Code, Failure> 
                 &substituted.server_program,
                 &exe,
                 substituted.substitute_copy.as_deref(),
+                substituted.grants.as_ref(),
                 &report,
             )
         );
@@ -369,6 +371,7 @@ fn text(
     server_program: &Path,
     exe: &Path,
     copy: Option<&Path>,
+    grants: Option<&warden_mcp::Grants>,
     report: &ProbeReport,
 ) -> String {
     let mut out = String::new();
@@ -390,6 +393,12 @@ fn text(
                 None => "already covered by the server's grants; no grant was added".to_owned(),
             }
         ));
+    }
+    if let Some(grants) = grants {
+        out.push_str("granted (the server's profile, which the probe ran under):\n");
+        for line in grants.lines() {
+            out.push_str(&format!("  {line}\n"));
+        }
     }
     out.push_str(&format!(
         "identity: uid {} ({}), gid {}, HOME {}, cwd {}\n",
