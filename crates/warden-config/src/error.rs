@@ -313,17 +313,17 @@ fn project_environment(
     let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
     let place = match files {
         Some((local, user)) => format!(
-            "in your local file for this project, {} (or in your user file, {}, for every \
+            "to your local file for this project, {} (or to your user file, {}, for every \
              project)",
             local.display(),
             user.display()
         ),
-        None => "in your local or user `warden.toml`".to_owned(),
+        None => "to your local or user `warden.toml`".to_owned(),
     };
     format!(
         "{}: server `{server}` reads your environment: {}. A server a project file defines \
          (perhaps a cloned repository's) gets no variable of your environment unless you \
-         allow it by name. If you trust this server with {}, add {place}:\n\n    \
+         allow it by name. If you trust this server with {}, add this {place}:\n\n    \
          [project_servers.{server}]\n    env = [{}]\n\nand approve it with `warden approve \
          {server}` (docs/config.md, \"Project files\")",
         path.display(),

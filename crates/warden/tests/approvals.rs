@@ -86,11 +86,7 @@ fn a_project_server_starts_only_once_its_current_definition_is_approved() {
     let path = scratch.config(&config_text(&program, &["good"], &calls, ""));
     let user = scratch.path().join("config-home/warden/warden.toml");
     std::fs::create_dir_all(user.parent().unwrap()).unwrap();
-    std::fs::write(
-        &user,
-        format!("[project_servers.s]\nenv = [{:?}]\n", support::TAG_VAR),
-    )
-    .unwrap();
+    std::fs::write(&user, support::project_tag_allowance(&["s"])).unwrap();
     let reason = format!(
         "not approved: project server from {}; review it with `warden config` and run \
          `warden approve s`",

@@ -321,11 +321,7 @@ impl Draft {
             crate::project::check_server(&self.name, &transport, &sandbox, &project, cx.origin)?;
             sandbox.project = Some(project);
         }
-        let mut env_references = cx
-            .noted
-            .borrow_mut()
-            .remove(&self.name)
-            .unwrap_or_default();
+        let mut env_references = cx.noted.borrow_mut().remove(&self.name).unwrap_or_default();
         env_references.sort();
         Ok(ServerSpec {
             name: self.name,

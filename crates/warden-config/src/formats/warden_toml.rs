@@ -18,8 +18,7 @@ use crate::expand::Expander;
 use crate::name::validate_server_name;
 use crate::policy::FilePolicy;
 use crate::spec::{
-    EnvAllowance, EraPreference, HttpSettings, NetworkSpec, Origin, ReconnectSpec, Scope,
-    Timeouts,
+    EnvAllowance, EraPreference, HttpSettings, NetworkSpec, Origin, ReconnectSpec, Scope, Timeouts,
 };
 
 #[derive(Deserialize)]

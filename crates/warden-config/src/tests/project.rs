@@ -45,10 +45,7 @@ fn refused_environment(fx: &Fixture, server: &str, variables: &[&str]) -> String
         "{message}"
     );
     let local = local_config_path(&fx.env).unwrap();
-    assert!(
-        message.contains(&local.display().to_string()),
-        "{message}"
-    );
+    assert!(message.contains(&local.display().to_string()), "{message}");
     // Never the value.
     for secret in ["sk-ant-secret", "aws-secret", "tok123"] {
         assert!(!message.contains(secret), "{message}");
@@ -77,9 +74,7 @@ fn a_claude_code_project_file_cannot_read_your_environment_until_you_allow_it() 
         "{message}"
     );
     assert!(
-        message.contains(
-            "env = [\"ANTHROPIC_API_KEY\", \"API_TOKEN\", \"AWS_SECRET_ACCESS_KEY\"]"
-        ),
+        message.contains("env = [\"ANTHROPIC_API_KEY\", \"API_TOKEN\", \"AWS_SECRET_ACCESS_KEY\"]"),
         "{message}"
     );
 
@@ -199,7 +194,10 @@ fn a_project_working_directory_outside_the_project_is_refused() {
     let toml = fx.project().join("warden.toml");
     // `${HOME}/proj` is inside the project, but it reads the environment.
     std::fs::create_dir_all(fx.project().join("tools")).unwrap();
-    fx.write(&toml, "[servers.s]\ncommand = \"x\"\ncwd = \"${HOME}/proj/tools\"\n");
+    fx.write(
+        &toml,
+        "[servers.s]\ncommand = \"x\"\ncwd = \"${HOME}/proj/tools\"\n",
+    );
     let message = refused_environment(&fx, "s", &["HOME"]);
     assert!(message.contains("`${HOME}` in `cwd`"), "{message}");
     // `${HOME}` itself, or written out, is outside the project: the server could read
@@ -215,10 +213,7 @@ fn a_project_working_directory_outside_the_project_is_refused() {
         );
         let err = discover(&fx.env).unwrap_err();
         assert!(matches!(err, ConfigError::ProjectSandbox { .. }), "{err}");
-        assert!(
-            err.to_string().contains("working directory"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("working directory"), "{err}");
     }
     // The same for `.mcp.json`.
     fx.write(&toml, "");
@@ -252,7 +247,10 @@ fn sandbox_env_in_a_project_file_needs_the_same_permission() {
         "[servers.s]\ncommand = \"x\"\nsandbox = { env = [\"API_TOKEN\"] }\n",
     );
     let message = refused_environment(&fx, "s", &["API_TOKEN"]);
-    assert!(message.contains("`sandbox.env` passes `API_TOKEN`"), "{message}");
+    assert!(
+        message.contains("`sandbox.env` passes `API_TOKEN`"),
+        "{message}"
+    );
     fx.write(
         &local_config_path(&fx.env).unwrap(),
         "[project_servers.s]\nenv = [\"API_TOKEN\"]\n",
@@ -272,8 +270,9 @@ fn only_your_own_files_may_allow_variables() {
     let err = discover(&fx.env).unwrap_err();
     assert!(matches!(err, ConfigError::ProjectSetting { .. }), "{err}");
     assert!(
-        err.to_string()
-            .contains("`project_servers.s`: a project file cannot let servers read your environment"),
+        err.to_string().contains(
+            "`project_servers.s`: a project file cannot let servers read your environment"
+        ),
         "{err}"
     );
     // A bad name in the user's file is reported with its place.
