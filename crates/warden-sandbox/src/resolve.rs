@@ -4,9 +4,11 @@
 //! server with a write grant can replace a directory under it with a symlink to `~/.ssh`;
 //! a read grant, a working directory or a program path that passes through that directory
 //! would then, at the next start, resolve to `~/.ssh` and grant it. [`resolve_grant`]
-//! resolves a path one component at a time and refuses any symlink that lies inside a
-//! writable path: such a link is the server's to change, so it never decides a grant. A
-//! symlink elsewhere (one the user made, `/bin -> usr/bin`) is followed as usual.
+//! resolves a path one component at a time and refuses a symlink that lies inside a
+//! writable path and points out of it: such a link is the server's to change, so it never
+//! takes a grant anywhere the server could not already write. A link that stays inside
+//! (pnpm's `node_modules`) is followed, and so is a symlink elsewhere (one the user made,
+//! `/bin -> usr/bin`).
 //!
 //! The walk uses `lstat`, so a link swapped in after it is checked is caught when the grant
 //! is opened: the sandbox opens every resolved path and refuses one whose descriptor does
@@ -23,11 +25,25 @@ use crate::SandboxError;
 const MAX_SYMLINKS: usize = 40;
 
 /// Resolves `path` (absolute) like `realpath`, except that a symlink lying inside one of
-/// `writable` (resolved paths) is refused with [`SandboxError::PlantedSymlink`]. A missing
-/// path is [`SandboxError::Path`].
+/// `writable` (resolved paths) whose target leaves that writable path is refused with
+/// [`SandboxError::PlantedSymlink`]. A link that stays inside (a `pnpm` `node_modules`) is
+/// followed: it can only point at what the server may already write. A missing path is
+/// [`SandboxError::Path`].
 pub fn resolve_grant(path: &Path, writable: &[PathBuf]) -> Result<PathBuf, SandboxError> {
+    let mut followed = 0;
+    resolve(path, path, writable, &mut followed)
+}
+
+/// [`resolve_grant`] of `path`, on the way to resolving `given` (named in errors), with the
+/// count of symlinks followed so far.
+fn resolve(
+    given: &Path,
+    path: &Path,
+    writable: &[PathBuf],
+    followed: &mut usize,
+) -> Result<PathBuf, SandboxError> {
     let error = |source: std::io::Error| SandboxError::Path {
-        path: path.to_path_buf(),
+        path: given.to_path_buf(),
         source,
     };
     if !path.is_absolute() {
@@ -38,7 +54,6 @@ pub fn resolve_grant(path: &Path, writable: &[PathBuf]) -> Result<PathBuf, Sandb
     }
     let mut pending: VecDeque<OsString> = components(path);
     let mut resolved = PathBuf::from("/");
-    let mut followed = 0;
     while let Some(part) = pending.pop_front() {
         if part == ".." {
             // `resolved` holds no symlink, so going up is exact.
@@ -51,23 +66,34 @@ pub fn resolve_grant(path: &Path, writable: &[PathBuf]) -> Result<PathBuf, Sandb
             resolved = next;
             continue;
         }
-        if let Some(grant) = writable.iter().find(|grant| resolved.starts_with(grant)) {
-            return Err(SandboxError::PlantedSymlink {
-                path: path.to_path_buf(),
-                link: next,
-                grant: grant.clone(),
-            });
-        }
-        followed += 1;
-        if followed > MAX_SYMLINKS {
+        *followed += 1;
+        if *followed > MAX_SYMLINKS {
             return Err(error(std::io::Error::other(format!(
                 "more than {MAX_SYMLINKS} symlinks on the way"
             ))));
         }
         let target = std::fs::read_link(&next).map_err(error)?;
-        if target.is_absolute() {
-            resolved = PathBuf::from("/");
+        let target = resolved.join(target);
+        if let Some(grant) = writable.iter().find(|grant| resolved.starts_with(grant)) {
+            // The server's to change: followed only while it stays where the server may
+            // write anyway.
+            let planted = || SandboxError::PlantedSymlink {
+                path: given.to_path_buf(),
+                link: next.clone(),
+                grant: grant.clone(),
+            };
+            // A link out of the grant to nowhere is still a planted link, not a missing path.
+            let inside = resolve(given, &target, writable, followed).map_err(|e| match e {
+                SandboxError::Path { .. } if !target.starts_with(grant) => planted(),
+                other => other,
+            })?;
+            if !inside.starts_with(grant) {
+                return Err(planted());
+            }
+            resolved = inside;
+            continue;
         }
+        resolved = PathBuf::from("/");
         for part in components(&target).into_iter().rev() {
             pending.push_front(part);
         }
@@ -162,5 +188,28 @@ mod tests {
             resolve_grant(&root.join("link-to-work"), &writable).unwrap(),
             work
         );
+        // A link that stays inside the write grant (pnpm's node_modules) is followed; one
+        // that leaves it through another link inside is not.
+        std::fs::create_dir_all(work.join("node_modules/.pnpm/pkg@1/node_modules/pkg")).unwrap();
+        symlink(
+            ".pnpm/pkg@1/node_modules/pkg",
+            work.join("node_modules/pkg"),
+        )
+        .unwrap();
+        assert_eq!(
+            resolve_grant(&work.join("node_modules/pkg"), &writable).unwrap(),
+            work.join("node_modules/.pnpm/pkg@1/node_modules/pkg")
+        );
+        symlink("data", work.join("hop")).unwrap();
+        assert!(matches!(
+            resolve_grant(&work.join("hop"), &writable),
+            Err(SandboxError::PlantedSymlink { .. })
+        ));
+        // A dangling link inside is refused as planted, not reported as missing.
+        symlink(root.join("nowhere"), work.join("dangling")).unwrap();
+        assert!(matches!(
+            resolve_grant(&work.join("dangling"), &writable),
+            Err(SandboxError::PlantedSymlink { .. })
+        ));
     }
 }

@@ -152,6 +152,22 @@ fn a_symlink_outside_the_write_grants_is_followed_as_before() {
     )
     .unwrap();
     assert!(ok && out.contains("through a user's link"), "{out}");
+
+    // Inside a write grant, a link that stays inside it (pnpm's node_modules, a `current`
+    // release link) is followed too: it can only point where the server may write anyway.
+    let work = base.join("work");
+    let release = mkdir(&work.join("releases/v2"));
+    write(&release.join("VERSION"), "v2");
+    symlink("releases/v2", work.join("current")).unwrap();
+    profile.read.push(work.join("current"));
+    let (ok, out) = run(
+        &profile,
+        Path::new("/bin/sh"),
+        &["-c", "cat VERSION"],
+        Some(&work.join("current")),
+    )
+    .unwrap();
+    assert!(ok && out.contains("v2"), "{out}");
 }
 
 #[test]
