@@ -543,6 +543,61 @@ mod tests {
     }
 
     #[test]
+    fn the_approval_covers_the_effective_profile_and_the_environment_it_reads() {
+        use std::path::PathBuf;
+        use warden_config::{
+            EnvReference, Format, Origin, SandboxSpec, Scope, ServerSpec, TransportSpec,
+        };
+        use warden_mcp::{Access, Grant, Reason};
+        let spec = ServerSpec {
+            name: "s".into(),
+            transport: TransportSpec::Stdio {
+                command: "/opt/s/bin/s".into(),
+                args: Vec::new(),
+                env: BTreeMap::from([("T".to_owned(), "v".to_owned())]),
+                cwd: None,
+            },
+            timeouts: Default::default(),
+            era: Default::default(),
+            max_message_bytes: 1024,
+            origin: Origin {
+                scope: Scope::Project,
+                format: Format::WardenToml,
+                path: PathBuf::from("/p/warden.toml"),
+            },
+            sandbox: SandboxSpec::default(),
+            env_references: Vec::new(),
+        };
+        let grants = |path: &str| Grants {
+            program: PathBuf::from("/opt/s/bin/s"),
+            paths: vec![Grant {
+                path: PathBuf::from(path),
+                access: Access::Read,
+                reason: Reason::WorkingDirectory,
+            }],
+            network: warden_config::NetworkSpec::None,
+            passed: vec!["PATH".into()],
+            set: vec!["T".into()],
+        };
+        let base = definition_sha256(&spec, Some(&grants("/p/data")));
+        assert_eq!(base, definition_sha256(&spec, Some(&grants("/p/data"))));
+        // A grant that changed on disk is a different definition.
+        assert_ne!(base, definition_sha256(&spec, Some(&grants("/home/me"))));
+        assert_ne!(base, definition_sha256(&spec, None));
+        // What comes from Warden's environment as every server gets it is not part of it.
+        let mut other_env = grants("/p/data");
+        other_env.passed.push("TERM".into());
+        assert_eq!(base, definition_sha256(&spec, Some(&other_env)));
+        // Reading a variable of your environment is.
+        let mut reading = spec.clone();
+        reading.env_references.push(EnvReference {
+            variable: "GITHUB_TOKEN".into(),
+            field: "env.T".into(),
+        });
+        assert_ne!(base, definition_sha256(&reading, Some(&grants("/p/data"))));
+    }
+
+    #[test]
     fn canonical_json_sorts_keys_at_every_depth() {
         let a = json!({"b": 1, "a": {"d": [1, {"z": 0, "y": "x"}], "c": null}});
         assert_eq!(

@@ -458,6 +458,58 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_definition_names_what_it_reads_from_your_environment_but_not_the_values() {
+        use std::path::PathBuf;
+        use warden_config::{EnvReference, Format, Origin, SandboxSpec, Scope};
+        let spec = ServerSpec {
+            name: "gh".into(),
+            transport: TransportSpec::Stdio {
+                command: "gh-mcp".into(),
+                args: vec!["--token".into(), "ghp_secret".into()],
+                env: Default::default(),
+                cwd: None,
+            },
+            timeouts: Default::default(),
+            era: Default::default(),
+            max_message_bytes: 1024,
+            origin: Origin {
+                scope: Scope::Project,
+                format: Format::ClaudeCode,
+                path: PathBuf::from("/p/.mcp.json"),
+            },
+            sandbox: SandboxSpec {
+                env: vec!["LANGUAGE".into()],
+                ..SandboxSpec::default()
+            },
+            env_references: vec![EnvReference {
+                variable: "GITHUB_TOKEN".into(),
+                field: "args[1]".into(),
+            }],
+        };
+        let allowances = [EnvAllowance {
+            server: "gh".into(),
+            variable: "GITHUB_TOKEN".into(),
+            path: PathBuf::from("/u/warden.toml"),
+            at: None,
+        }];
+        let text = definition_lines(&spec, None, &allowances).join("\n");
+        assert!(!text.contains("ghp_secret"), "{text}");
+        assert!(
+            text.contains(
+                "runs:      gh-mcp --token <argument 1: reads ${GITHUB_TOKEN}, not shown>"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "passed from your environment: GITHUB_TOKEN (${GITHUB_TOKEN} in args[1], allowed \
+                 by /u/warden.toml); LANGUAGE (sandbox.env)"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn shell_words_are_quoted_when_needed() {
         assert_eq!(shell_word("/usr/bin/node"), "/usr/bin/node");
         assert_eq!(shell_word("a b"), "'a b'");
