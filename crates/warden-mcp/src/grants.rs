@@ -17,8 +17,10 @@
 //! - the working directory, read-only.
 //!
 //! Every path Warden finds on its own is resolved without following a symlink that lies
-//! inside the server's write grants ([`warden_sandbox::resolve_grant`]): the server could
-//! have planted it. For a server from a project file, the working directory and the package
+//! inside the server's write grants and points out of them
+//! ([`warden_sandbox::resolve_grant`]): the server could have planted it. (The program and
+//! its interpreter may themselves be such a link, a virtualenv's `bin/python`: they only
+//! run what they point to; their directories may not.) For a server from a project file, the working directory and the package
 //! directories must lie inside the project or the system directories
 //! ([`LaunchError::ProjectGrant`]).
 
@@ -184,8 +186,9 @@ impl Grants {
             ));
         }
         if let Some(interpreter) = interpreter(program) {
-            // Named in a file: resolved like a grant, so a planted link is refused.
-            resolve_grant(&interpreter, &writable).map_err(confinement)?;
+            // Its directory is resolved like a grant, so a planted link is refused; the
+            // interpreter itself may be a link (a virtualenv's `bin/python`), as the
+            // program may.
             if let Some(dir) = interpreter.parent() {
                 resolve_grant(dir, &writable).map_err(confinement)?;
             }

@@ -168,6 +168,19 @@ fn a_symlink_outside_the_write_grants_is_followed_as_before() {
     )
     .unwrap();
     assert!(ok && out.contains("v2"), "{out}");
+
+    // A program that is itself a link out of the write grant (a virtualenv's `bin/python`
+    // in a project the server may write) runs: it only runs what it points to.
+    let venv_bin = mkdir(&work.join(".venv/bin"));
+    symlink("/bin/sh", venv_bin.join("python")).unwrap();
+    let (ok, out) = run(
+        &profile,
+        &venv_bin.join("python"),
+        &["-c", "echo venv"],
+        None,
+    )
+    .unwrap();
+    assert!(ok && out.contains("venv"), "{out}");
 }
 
 #[test]

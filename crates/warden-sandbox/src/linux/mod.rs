@@ -155,7 +155,14 @@ pub(crate) fn confine(
             reason: format!("the program {} must be an absolute path", given.display()),
         });
     }
-    let program = resolve_grant(given, &writable)?;
+    // The program's directory must not be reached through a planted link; the program
+    // itself may be a link out of a write grant (a virtualenv's `bin/python`): it only
+    // runs what it points to, whose installation the profile had to grant.
+    let program_dir = given
+        .parent()
+        .map(|dir| resolve_grant(dir, &writable))
+        .transpose()?;
+    let program = canonical(given)?;
     if !exec.iter().any(|root| is_within(&program, root)) {
         return Err(SandboxError::InvalidProfile {
             reason: format!(
@@ -167,10 +174,6 @@ pub(crate) fn confine(
     // The path as given must exist in the new root too (a virtualenv's bin/python is
     // executed by that name, and its directory must be granted).
     root::check_reachable(given)?;
-    let program_dir = given
-        .parent()
-        .map(|dir| resolve_grant(dir, &writable))
-        .transpose()?;
     // A program granted alone (`~/.cargo/bin/NAME`, whose directory is not granted) gets a
     // mount point at its own path; one named through a symlink there (`~/.local/bin/NAME`
     // of a `uv tool`) gets that symlink recreated in the new root.
