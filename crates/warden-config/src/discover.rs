@@ -45,11 +45,9 @@ pub fn discover(env: &Environment) -> Result<ResolvedConfig, ConfigError> {
             candidates.push((root.join(relative), Scope::Project, format));
         }
     }
-    candidates.push((
-        local_path_for(env, &walk.anchor),
-        Scope::Local,
-        Format::WardenToml,
-    ));
+    let local = local_path_for(env, &walk.anchor);
+    let user = env.config_home.join("warden").join("warden.toml");
+    candidates.push((local.clone(), Scope::Local, Format::WardenToml));
 
     let mut layers = Vec::new();
     for (path, scope, format) in candidates {
@@ -66,7 +64,7 @@ pub fn discover(env: &Environment) -> Result<ResolvedConfig, ConfigError> {
         let parsed = formats::parse(&text, &origin, env, &walk.anchor)?;
         layers.push((origin, parsed));
     }
-    merge(layers)
+    merge(layers, Some((local.as_path(), user.as_path())))
 }
 
 /// Loads a single file named by the user (`--config FILE`) instead of discovering any.
@@ -91,7 +89,7 @@ pub fn load_file(path: &Path, env: &Environment) -> Result<ResolvedConfig, Confi
         path,
     };
     let parsed = formats::parse(&text, &origin, env, &workspace)?;
-    merge(vec![(origin, parsed)])
+    merge(vec![(origin, parsed)], None)
 }
 
 /// The project root: the nearest directory, from `env.cwd` upwards, holding `warden.toml`,

@@ -211,6 +211,20 @@ pub enum ConfigError {
         what: String,
     },
 
+    /// A project-scope server reads variables of the user's environment that the user's own
+    /// files do not allow it (`[project_servers.NAME] env`).
+    #[error("{}", project_environment(.path, .server, .references, .files))]
+    ProjectEnvironment {
+        /// The project file.
+        path: PathBuf,
+        /// The server.
+        server: String,
+        /// Every variable it reads without permission, and where.
+        references: Vec<crate::spec::EnvReference>,
+        /// The local and the user file that could allow them, when known.
+        files: Option<(PathBuf, PathBuf)>,
+    },
+
     /// A `[model]` or `[agent]` value that is out of range or malformed.
     #[error("{}: `{key}`: {message}", place(.path, .at))]
     InvalidSetting {
@@ -267,11 +281,56 @@ impl ConfigError {
             | Self::InvalidPolicy { path, .. }
             | Self::ProjectPolicy { path, .. }
             | Self::ProjectSandbox { path, .. }
+            | Self::ProjectEnvironment { path, .. }
             | Self::InvalidSetting { path, .. }
             | Self::ProjectSetting { path, .. }
             | Self::UnknownFormat { path, .. } => Some(path),
         }
     }
+}
+
+/// The message of [`ConfigError::ProjectEnvironment`]: what is read, why that is refused,
+/// and the exact table that allows it.
+fn project_environment(
+    path: &Path,
+    server: &str,
+    references: &[crate::spec::EnvReference],
+    files: &Option<(PathBuf, PathBuf)>,
+) -> String {
+    let uses: Vec<String> = references
+        .iter()
+        .map(|r| {
+            if r.field == "sandbox.env" {
+                format!("`sandbox.env` passes `{}`", r.variable)
+            } else {
+                format!("`${{{}}}` in `{}`", r.variable, r.field)
+            }
+        })
+        .collect();
+    let mut names: Vec<&str> = references.iter().map(|r| r.variable.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+    let place = match files {
+        Some((local, user)) => format!(
+            "to your local file for this project, {} (or to your user file, {}, for every \
+             project)",
+            local.display(),
+            user.display()
+        ),
+        None => "to your local or user `warden.toml`".to_owned(),
+    };
+    format!(
+        "{}: server `{server}` reads your environment: {}. A server a project file defines \
+         (perhaps a cloned repository's) gets no variable of your environment unless you \
+         allow it by name. If you trust this server with {}, add this {place}:\n\n    \
+         [project_servers.{server}]\n    env = [{}]\n\nand approve it with `warden approve \
+         {server}` (docs/config.md, \"Project files\")",
+        path.display(),
+        uses.join(", "),
+        names.join(", "),
+        quoted.join(", ")
+    )
 }
 
 #[cfg(test)]

@@ -40,7 +40,19 @@ pub(crate) enum Expander<'a> {
 
 impl Expander<'_> {
     /// Replaces every reference in `input`.
+    #[cfg(test)]
     pub(crate) fn expand(&self, input: &str) -> Result<String, ExpandError> {
+        self.expand_noting(input, &mut Vec::new())
+    }
+
+    /// Replaces every reference in `input`, adding to `used` the name of every variable of
+    /// Warden's environment a reference reads (`${userHome}` reads `HOME`), whether it was
+    /// set or a default was taken: the value depends on the environment either way.
+    pub(crate) fn expand_noting(
+        &self,
+        input: &str,
+        used: &mut Vec<String>,
+    ) -> Result<String, ExpandError> {
         if matches!(self, Self::Literal) {
             return Ok(input.to_owned());
         }
@@ -58,7 +70,7 @@ impl Expander<'_> {
                     // The value itself is not echoed: it may be a header holding a secret.
                     ExpandError::Invalid("a `${` has no closing `}`".to_owned())
                 })?;
-                out.push_str(&self.resolve(&body_and_rest[..close])?);
+                out.push_str(&self.resolve(&body_and_rest[..close], used)?);
                 rest = &body_and_rest[close + 1..];
             } else {
                 out.push('$');
@@ -69,15 +81,15 @@ impl Expander<'_> {
         Ok(out)
     }
 
-    fn resolve(&self, body: &str) -> Result<String, ExpandError> {
+    fn resolve(&self, body: &str, used: &mut Vec<String>) -> Result<String, ExpandError> {
         match *self {
             Self::Literal => Ok(format!("${{{body}}}")),
-            Self::Shell { vars, .. } => resolve_shell(body, vars),
+            Self::Shell { vars, .. } => resolve_shell(body, vars, used),
             Self::VsCode {
                 vars,
                 workspace,
                 home,
-            } => resolve_vscode(body, vars, workspace, home),
+            } => resolve_vscode(body, vars, workspace, home, used),
         }
     }
 }
@@ -90,7 +102,11 @@ fn is_var_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
-fn resolve_shell(body: &str, vars: &BTreeMap<String, String>) -> Result<String, ExpandError> {
+fn resolve_shell(
+    body: &str,
+    vars: &BTreeMap<String, String>,
+    used: &mut Vec<String>,
+) -> Result<String, ExpandError> {
     let (name, default) = match body.split_once(":-") {
         Some((name, default)) => (name, Some(default)),
         None => (body, None),
@@ -105,6 +121,7 @@ fn resolve_shell(body: &str, vars: &BTreeMap<String, String>) -> Result<String, 
             "`${{{body}}}`: a default cannot contain another reference"
         )));
     }
+    used.push(name.to_owned());
     // As in a POSIX shell, `:-` also replaces a variable that is set but empty.
     match (vars.get(name), default) {
         (Some(value), Some(default)) if value.is_empty() => Ok(default.to_owned()),
@@ -119,8 +136,10 @@ fn resolve_vscode(
     vars: &BTreeMap<String, String>,
     workspace: &Path,
     home: Option<&Path>,
+    used: &mut Vec<String>,
 ) -> Result<String, ExpandError> {
     if let Some(name) = body.strip_prefix("env:") {
+        used.push(name.to_owned());
         return vars
             .get(name)
             .cloned()
@@ -135,9 +154,12 @@ fn resolve_vscode(
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default()),
-        "userHome" => home.map(|h| h.display().to_string()).ok_or_else(|| {
-            ExpandError::Invalid("`${userHome}` is used but HOME is not set".to_owned())
-        }),
+        "userHome" => {
+            used.push("HOME".to_owned());
+            home.map(|h| h.display().to_string()).ok_or_else(|| {
+                ExpandError::Invalid("`${userHome}` is used but HOME is not set".to_owned())
+            })
+        }
         "pathSeparator" | "/" => Ok(std::path::MAIN_SEPARATOR.to_string()),
         _ => Err(ExpandError::Invalid(format!(
             "`${{{body}}}` is not supported; Warden understands `${{workspaceFolder}}`, `${{workspaceFolderBasename}}`, `${{userHome}}`, `${{pathSeparator}}` and `${{env:NAME}}`"
@@ -197,6 +219,36 @@ mod tests {
             x.expand("$${TOKEN} ${TOKEN}").as_deref(),
             Ok("${TOKEN} s3cret")
         );
+    }
+
+    #[test]
+    fn references_to_the_environment_are_noted() {
+        let vars = vars();
+        let shell = Expander::Shell {
+            vars: &vars,
+            escape: true,
+        };
+        let mut used = Vec::new();
+        let value = shell
+            .expand_noting("${TOKEN} ${MISSING:-x} $${LITERAL} $PLAIN", &mut used)
+            .unwrap();
+        assert_eq!(value, "s3cret x ${LITERAL} $PLAIN");
+        assert_eq!(used, ["TOKEN", "MISSING"]);
+        let vscode = Expander::VsCode {
+            vars: &vars,
+            workspace: Path::new("/src/proj"),
+            home: Some(Path::new("/home/me")),
+        };
+        let mut used = Vec::new();
+        vscode
+            .expand_noting("${workspaceFolder} ${userHome} ${env:TOKEN}", &mut used)
+            .unwrap();
+        assert_eq!(used, ["HOME", "TOKEN"]);
+        let mut used = Vec::new();
+        Expander::Literal
+            .expand_noting("${TOKEN}", &mut used)
+            .unwrap();
+        assert!(used.is_empty());
     }
 
     #[test]

@@ -21,6 +21,10 @@
 //! into [`ResolvedPolicy`]. A project file may only make the policy stricter (rules that
 //! deny, ask or hide): a cloned repository must not approve its own tool calls.
 //!
+//! Servers from project files get no variable of the user's environment (no `${VAR}`, no
+//! `sandbox.env`) unless the user's own files allow it by name (`[project_servers.NAME]
+//! env`), and nothing Warden grants them on its own may reach outside the project.
+//!
 //! It may also hold `[model]` and `[agent]` tables ([`ModelConfig`], [`AgentConfig`]),
 //! merged key by key. A project file may not choose the model, its endpoint or its key, nor
 //! add instructions or always-exposed tools; its numbers and durations are only ceilings.
@@ -36,6 +40,7 @@ mod formats;
 mod jsonc;
 mod name;
 mod policy;
+mod project;
 mod read;
 mod resolved;
 pub mod spec;

@@ -8,7 +8,7 @@ use crate::agent::{AgentConfig, ModelConfig};
 use crate::error::ConfigError;
 use crate::formats::Parsed;
 use crate::policy::ResolvedPolicy;
-use crate::spec::{Origin, ServerSpec};
+use crate::spec::{EnvAllowance, Origin, Scope, ServerSpec};
 
 /// Every server Warden will know about, and where each came from.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -26,6 +26,9 @@ pub struct ResolvedConfig {
     pub model: ModelConfig,
     /// The `[agent]` of every file, merged key by key (see [`AgentConfig`]).
     pub agent: AgentConfig,
+    /// The variables of your environment that servers from project files may read, from
+    /// `[project_servers.NAME] env` in your user, local or `--config` file.
+    pub project_env: Vec<EnvAllowance>,
 }
 
 /// A server definition hidden by another of the same name.
@@ -43,13 +46,25 @@ pub struct Shadowed {
 /// entirely (fields are never combined), and every replaced one is reported against the
 /// definition that is finally used. Policies are merged by [`ResolvedPolicy::merge`], the
 /// `[model]` and `[agent]` tables by `agent::merge` (which can refuse the merged result).
-pub(crate) fn merge(layers: Vec<(Origin, Parsed)>) -> Result<ResolvedConfig, ConfigError> {
+///
+/// A server from a project file that reads a variable of the user's environment not
+/// allowed by `[project_servers.NAME] env` in a user, local or `--config` file is an error
+/// (see [`crate::project::check_environment`]); `suggest` are the local and user files the
+/// message names.
+pub(crate) fn merge(
+    layers: Vec<(Origin, Parsed)>,
+    suggest: Option<(&std::path::Path, &std::path::Path)>,
+) -> Result<ResolvedConfig, ConfigError> {
     let mut winners: BTreeMap<String, ServerSpec> = BTreeMap::new();
     let mut hidden: BTreeMap<String, Vec<Origin>> = BTreeMap::new();
     let mut files = Vec::with_capacity(layers.len());
     let mut policies = Vec::with_capacity(layers.len());
     let mut settings = Vec::with_capacity(layers.len());
+    let mut project_env = Vec::new();
     for (origin, parsed) in layers {
+        if origin.scope != Scope::Project {
+            project_env.extend(parsed.project_env);
+        }
         policies.push((origin.clone(), parsed.policy));
         settings.push((origin.clone(), parsed.settings));
         files.push(origin);
@@ -76,6 +91,7 @@ pub(crate) fn merge(layers: Vec<(Origin, Parsed)>) -> Result<ResolvedConfig, Con
         })
         .collect();
     let servers: Vec<ServerSpec> = winners.into_values().collect();
+    crate::project::check_environment(&servers, &project_env, suggest)?;
     let policy = ResolvedPolicy::merge(policies, &servers);
     let (model, agent) = crate::agent::merge(settings)?;
     Ok(ResolvedConfig {
@@ -85,5 +101,6 @@ pub(crate) fn merge(layers: Vec<(Origin, Parsed)>) -> Result<ResolvedConfig, Con
         policy,
         model,
         agent,
+        project_env,
     })
 }

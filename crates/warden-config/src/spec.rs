@@ -33,6 +33,34 @@ pub struct ServerSpec {
     pub origin: Origin,
     /// How a local (stdio) server is confined; ignored for remote servers.
     pub sandbox: SandboxSpec,
+    /// Every variable of Warden's environment the definition reads through `${VAR}` (or VS
+    /// Code's `${env:VAR}`, `${userHome}`), and where: the value reaches the server, so a
+    /// project file may only use the names the user allowed (`[project_servers.NAME]`).
+    pub env_references: Vec<EnvReference>,
+}
+
+/// A variable of the user's environment that a server from a project file may read: one
+/// name of `[project_servers.NAME] env` in the user's own file (user, local or `--config`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EnvAllowance {
+    /// The server's name.
+    pub server: String,
+    /// The variable's name.
+    pub variable: String,
+    /// The file that allows it.
+    pub path: PathBuf,
+    /// Where in that file.
+    pub at: Option<crate::LineCol>,
+}
+
+/// One variable of Warden's environment read while expanding a server's definition.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct EnvReference {
+    /// The variable's name (`HOME` for VS Code's `${userHome}`).
+    pub variable: String,
+    /// Where it is used: `command`, `args[2]`, `env.TOKEN`, `envFile`, `cwd`, `url`,
+    /// `headers.Authorization`, `sandbox.read` or `sandbox.write`.
+    pub field: String,
 }
 
 /// How one local server is confined (Warden TOML `[servers.NAME.sandbox]` and `confine`).
@@ -54,6 +82,11 @@ pub struct SandboxSpec {
     pub network: NetworkSpec,
     /// Names of variables passed from Warden's environment, beyond the allowlist.
     pub env: Vec<String>,
+    /// For a server from a project file: the project directory (resolved). What Warden
+    /// grants on its own (the working directory, the package directories of file
+    /// arguments) must lie inside it, or inside the system directories every server reads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project: Option<PathBuf>,
 }
 
 impl Default for SandboxSpec {
@@ -64,6 +97,7 @@ impl Default for SandboxSpec {
             write: Vec::new(),
             network: NetworkSpec::None,
             env: Vec::new(),
+            project: None,
         }
     }
 }

@@ -444,6 +444,7 @@ fn spec(case: &Case) -> ServerSpec {
             path: PathBuf::from("call_overhead.rs"),
         },
         sandbox: Default::default(),
+        env_references: Vec::new(),
     }
 }
 

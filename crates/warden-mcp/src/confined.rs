@@ -4,29 +4,12 @@
 //! # What a confined server gets
 //!
 //! The sandbox's default profile for the resolved program ([`Profile::default_for`]: system
-//! directories read-only, the program's install prefix, a private scratch directory as
-//! `HOME`, `TMPDIR` and working directory, no network), plus:
-//!
-//! - the configured `read` and `write` paths and `network`;
-//! - for a program inside a virtualenv (`pyvenv.cfg` above its `bin/`), the venv root and
-//!   the interpreter installation it was made from (`home =` in `pyvenv.cfg`);
-//! - for a script whose first line is `#!/absolute/interpreter`, that interpreter's prefix
-//!   (and its venv, as above);
-//! - for every argument that is an absolute path to an existing **file**, read access to the
-//!   file's *package directory*:
-//!   1. under a `node_modules` directory: the outermost `node_modules` directory (so the
-//!      package's hoisted dependencies come with it);
-//!   2. else inside a virtualenv (an ancestor holding `pyvenv.cfg`): the venv root;
-//!   3. else the nearest ancestor holding `package.json`;
-//!   4. else the file's own directory.
-//!
-//!   A candidate that is `/`, `/tmp`, `/var/tmp`, the user's home or one of its ancestors is
-//!   skipped for the next rule; when every rule gives such a directory, the file alone is
-//!   granted. Directories named as arguments are never granted automatically: name them in
-//!   `read` or `write`;
-//! - the configured working directory (`cwd`), read-only;
-//! - the environment: `PATH`, `LANG`, `TZ`, `TERM` from Warden's, the variables named in
-//!   `sandbox.env` (when Warden has them), and the server's own `env` table.
+//! directories read-only, the program's installation, a private scratch directory as
+//! `HOME`, `TMPDIR` and working directory, no network), plus what [`Grants::compute`]
+//! decides (the configured `read`, `write` and `network`, the `#!` interpreter's
+//! installation, the package directories of file arguments, the working directory), and
+//! the environment: `PATH`, `LANG`, `TZ`, `TERM` from Warden's, the variables named in
+//! `sandbox.env` (when Warden has them), and the server's own `env` table.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -35,9 +18,10 @@ use std::process::Stdio;
 
 use tokio::process::Command;
 use warden_config::NetworkSpec;
-use warden_sandbox::{Network, Profile, Scratch, confine, home_dirs, scrubbed_env};
+use warden_sandbox::{Network, Profile, Scratch, confine, scrubbed_env};
 
 use crate::error::LaunchError;
+use crate::grants::{Access, Grants, Reason};
 use crate::launcher::{DirectLauncher, LaunchRequest, Launched, Launcher, resolve_program};
 
 /// Starts servers confined; a request with `confine = false` goes to a [`DirectLauncher`]
@@ -79,39 +63,42 @@ impl ConfinedLauncher {
         crate::fingerprint(request, &self.search_path)
     }
 
+    /// What `request` would be granted: its effective profile, without the scratch
+    /// directory (see [`Grants`]). Computed exactly as [`launch`](Launcher::launch) does.
+    pub fn grants(&self, request: &LaunchRequest) -> Result<Grants, LaunchError> {
+        let program = resolve_program(&request.command, &self.search_path)?;
+        Grants::compute(request, &program, None)
+    }
+
     /// The profile `request` would run under, with its scratch directory (kept alive by the
-    /// caller for as long as the server runs).
+    /// caller for as long as the server runs), and the grants it was built from.
     pub fn profile(
         &self,
         request: &LaunchRequest,
         program: &Path,
-    ) -> Result<(Profile, Scratch), LaunchError> {
+    ) -> Result<(Profile, Scratch, Grants), LaunchError> {
         let failed = |source| LaunchError::Confinement {
             program: program.to_path_buf(),
             source,
         };
         let scratch = Scratch::create(&self.scratch_base, &request.server).map_err(failed)?;
+        let grants = Grants::compute(request, program, Some(scratch.path()))?;
+        // The system directories and the program's installation come with the default.
         let mut profile = Profile::default_for(program, scratch.path()).map_err(failed)?;
-        let homes = home_dirs();
-
-        for interpreter in interpreters(program) {
-            for prefix in install_prefixes(&interpreter, &homes) {
-                profile.read.push(prefix.clone());
-                profile.exec.push(prefix);
+        for grant in &grants.paths {
+            if matches!(grant.reason, Reason::System | Reason::Program { .. }) {
+                continue;
+            }
+            match grant.access {
+                Access::Read => profile.read.push(grant.path.clone()),
+                Access::Execute => {
+                    profile.read.push(grant.path.clone());
+                    profile.exec.push(grant.path.clone());
+                }
+                Access::Write => profile.write.push(grant.path.clone()),
             }
         }
-        for arg in &request.args {
-            let path = Path::new(arg);
-            if path.is_absolute() && path.is_file() {
-                profile.read.push(package_dir(path, &homes));
-            }
-        }
-        if let Some(cwd) = &request.cwd {
-            profile.read.push(cwd.clone());
-        }
-        profile.read.extend(request.sandbox.read.iter().cloned());
-        profile.write.extend(request.sandbox.write.iter().cloned());
-        profile.network = match request.sandbox.network {
+        profile.network = match grants.network {
             NetworkSpec::None => Network::None,
             NetworkSpec::Host => Network::Host,
         };
@@ -127,7 +114,7 @@ impl ConfinedLauncher {
         }
         extra.extend(request.env.iter().map(|(k, v)| (k.clone(), v.clone())));
         profile.set_env(scrubbed_env(std::env::vars(), &extra));
-        Ok((profile, scratch))
+        Ok((profile, scratch, grants))
     }
 }
 
@@ -143,6 +130,8 @@ pub struct Substituted {
     /// The paths the substitute may write (the server's write grants; empty when
     /// unconfined, where nothing is granted because nothing is withheld).
     pub write_grants: Vec<PathBuf>,
+    /// Everything the substitute (and so the server) was granted.
+    pub grants: Option<Grants>,
     /// Where the substitute ran from when the server's grants do not cover it: a copy in
     /// the server's own private scratch directory (which every confined server may read,
     /// write and execute in), so that no grant has to be added for it. `None` when it ran
@@ -179,6 +168,7 @@ impl ConfinedLauncher {
                 server_program,
                 confined: false,
                 write_grants: Vec::new(),
+                grants: None,
                 substitute_copy: None,
             });
         }
@@ -188,7 +178,7 @@ impl ConfinedLauncher {
             return Err(LaunchError::BadWorkingDirectory { cwd: cwd.clone() });
         }
         let mut program = resolve_program(&swapped.command, &self.search_path)?;
-        let (profile, scratch) = self.profile(request, &server_program)?;
+        let (profile, scratch, grants) = self.profile(request, &server_program)?;
         let resolved = std::fs::canonicalize(&program).unwrap_or_else(|_| program.clone());
         let covered = |grants: &[PathBuf]| {
             grants.iter().any(|grant| {
@@ -217,6 +207,7 @@ impl ConfinedLauncher {
             server_program,
             confined: true,
             write_grants,
+            grants: Some(grants),
             substitute_copy,
         })
     }
@@ -301,7 +292,7 @@ impl ConfinedLauncher {
         {
             return Err(LaunchError::BadWorkingDirectory { cwd: cwd.clone() });
         }
-        let (mut profile, scratch) = self.profile(request, &program)?;
+        let (mut profile, scratch, _) = self.profile(request, &program)?;
         profile.pinned = pinned;
         self.spawn_confined(request, program, profile, scratch)
     }
@@ -348,105 +339,6 @@ fn check_reachable(program: &Path, profile: &Profile) -> Result<(), LaunchError>
     Ok(())
 }
 
-/// The programs that will actually interpret `program`: itself, and the interpreter its
-/// `#!` line names when that is an absolute path.
-fn interpreters(program: &Path) -> Vec<PathBuf> {
-    use std::io::Read;
-    let mut found = vec![program.to_path_buf()];
-    let mut head = [0u8; 256];
-    let read = std::fs::File::open(program)
-        .and_then(|mut file| file.read(&mut head))
-        .unwrap_or(0);
-    if let Some(line) = head[..read].strip_prefix(b"#!") {
-        let line = line.split(|&b| b == b'\n').next().unwrap_or_default();
-        let line = String::from_utf8_lossy(line);
-        if let Some(interpreter) = line.split_whitespace().next()
-            && interpreter.starts_with('/')
-            && Path::new(interpreter).exists()
-        {
-            found.push(PathBuf::from(interpreter));
-        }
-    }
-    found
-}
-
-/// Install prefixes to grant for an interpreter (read and exec): the directory above its
-/// `bin/` (as named and resolved), and for a virtualenv the installation named by
-/// `home =` in `pyvenv.cfg`.
-fn install_prefixes(interpreter: &Path, homes: &[PathBuf]) -> Vec<PathBuf> {
-    let mut prefixes = Vec::new();
-    let mut bins = Vec::new();
-    if let Some(dir) = interpreter.parent() {
-        bins.push(dir.to_path_buf());
-    }
-    if let Ok(resolved) = std::fs::canonicalize(interpreter)
-        && let Some(dir) = resolved.parent()
-    {
-        bins.push(dir.to_path_buf());
-    }
-    for bin in bins {
-        let prefix = if bin.file_name().is_some_and(|n| n == "bin" || n == "sbin") {
-            bin.parent().map(Path::to_path_buf).unwrap_or(bin)
-        } else {
-            bin
-        };
-        if !too_broad(&prefix, homes) {
-            prefixes.push(prefix.clone());
-        }
-        if let Some(home) = venv_home(&prefix) {
-            let base = if home.file_name().is_some_and(|n| n == "bin") {
-                home.parent().map(Path::to_path_buf).unwrap_or(home)
-            } else {
-                home
-            };
-            if base.exists() && !too_broad(&base, homes) {
-                prefixes.push(base);
-            }
-        }
-    }
-    prefixes
-}
-
-/// `home =` from `ROOT/pyvenv.cfg`, when `root` is a virtualenv.
-fn venv_home(root: &Path) -> Option<PathBuf> {
-    let text = std::fs::read_to_string(root.join("pyvenv.cfg")).ok()?;
-    text.lines().find_map(|line| {
-        let (key, value) = line.split_once('=')?;
-        (key.trim() == "home").then(|| PathBuf::from(value.trim()))
-    })
-}
-
-/// The directory to grant (read-only) for a file named as an argument; see the module docs.
-pub fn package_dir(file: &Path, homes: &[PathBuf]) -> PathBuf {
-    let file = std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf());
-    let ancestors: Vec<&Path> = file.ancestors().skip(1).collect();
-    let outermost_node_modules = ancestors
-        .iter()
-        .rev()
-        .find(|dir| dir.file_name().is_some_and(|n| n == "node_modules"));
-    let venv = ancestors
-        .iter()
-        .find(|dir| dir.join("pyvenv.cfg").is_file());
-    let package = ancestors
-        .iter()
-        .find(|dir| dir.join("package.json").is_file());
-    let parent = ancestors.first();
-    [outermost_node_modules, venv, package, parent]
-        .into_iter()
-        .flatten()
-        .find(|dir| !too_broad(dir, homes))
-        .map_or(file.clone(), |dir| dir.to_path_buf())
-}
-
-/// Directories never granted as a whole: `/`, shared temporary directories, and the home
-/// directories and their ancestors.
-fn too_broad(dir: &Path, homes: &[PathBuf]) -> bool {
-    dir.parent().is_none()
-        || dir == Path::new("/tmp")
-        || dir == Path::new("/var/tmp")
-        || homes.iter().any(|home| home.starts_with(dir))
-}
-
 fn dedup(paths: &mut Vec<PathBuf>) {
     let mut seen = Vec::with_capacity(paths.len());
     for path in paths.drain(..) {
@@ -455,81 +347,4 @@ fn dedup(paths: &mut Vec<PathBuf>) {
         }
     }
     *paths = seen;
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn homes() -> Vec<PathBuf> {
-        vec![PathBuf::from("/home/dana"), PathBuf::from("/root")]
-    }
-
-    #[test]
-    fn a_node_script_grants_the_outermost_node_modules() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
-        let package = root.join("app/node_modules/@scope/server");
-        std::fs::create_dir_all(package.join("dist")).unwrap();
-        std::fs::write(package.join("package.json"), "{}").unwrap();
-        std::fs::write(package.join("dist/index.js"), "").unwrap();
-        assert_eq!(
-            package_dir(&package.join("dist/index.js"), &homes()),
-            root.join("app/node_modules")
-        );
-    }
-
-    #[test]
-    fn a_file_in_a_venv_grants_the_venv_and_a_package_json_its_directory() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
-        let venv = root.join("venv");
-        let site = venv.join("lib/python3.11/site-packages/pkg");
-        std::fs::create_dir_all(&site).unwrap();
-        std::fs::write(venv.join("pyvenv.cfg"), "home = /usr/bin\n").unwrap();
-        std::fs::write(site.join("main.py"), "").unwrap();
-        assert_eq!(package_dir(&site.join("main.py"), &homes()), venv);
-
-        let project = root.join("project");
-        std::fs::create_dir_all(project.join("src")).unwrap();
-        std::fs::write(project.join("package.json"), "{}").unwrap();
-        std::fs::write(project.join("src/server.js"), "").unwrap();
-        assert_eq!(
-            package_dir(&project.join("src/server.js"), &homes()),
-            project
-        );
-
-        let loose = root.join("loose");
-        std::fs::create_dir_all(&loose).unwrap();
-        std::fs::write(loose.join("server.py"), "").unwrap();
-        assert_eq!(package_dir(&loose.join("server.py"), &homes()), loose);
-    }
-
-    #[test]
-    fn home_and_root_are_never_granted_whole() {
-        assert!(too_broad(Path::new("/"), &homes()));
-        assert!(too_broad(Path::new("/home"), &homes()));
-        assert!(too_broad(Path::new("/home/dana"), &homes()));
-        assert!(too_broad(Path::new("/tmp"), &homes()));
-        assert!(!too_broad(Path::new("/home/dana/project"), &homes()));
-    }
-
-    #[test]
-    fn a_venv_interpreter_brings_its_base_installation() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
-        let base = root.join("python-3.11");
-        std::fs::create_dir_all(base.join("bin")).unwrap();
-        let venv = root.join("venv");
-        std::fs::create_dir_all(venv.join("bin")).unwrap();
-        std::fs::write(
-            venv.join("pyvenv.cfg"),
-            format!("home = {}\n", base.join("bin").display()),
-        )
-        .unwrap();
-        std::fs::write(venv.join("bin/python"), "").unwrap();
-        let prefixes = install_prefixes(&venv.join("bin/python"), &homes());
-        assert!(prefixes.contains(&venv), "{prefixes:?}");
-        assert!(prefixes.contains(&base), "{prefixes:?}");
-    }
 }

@@ -87,6 +87,25 @@ pub enum LaunchError {
         /// The path the server would have used.
         path: PathBuf,
     },
+    /// A server from a project file would be granted, by Warden's own rules (its working
+    /// directory, the package directory of a file argument), a path outside the project and
+    /// outside the system directories: a repository may only confine its servers more.
+    #[error(
+        "could not start `{}` confined: {what} would grant {}, which is outside the project {} \
+         (a project file may not make Warden grant your files); define the server in your \
+         local or user file to grant it (docs/config.md, \"Project files\")",
+        program.display(), path.display(), project.display()
+    )]
+    ProjectGrant {
+        /// The resolved program.
+        program: PathBuf,
+        /// What asked for the grant (`argument 2 (/home/me/.aws/credentials)`).
+        what: String,
+        /// The path that would be granted.
+        path: PathBuf,
+        /// The project directory.
+        project: PathBuf,
+    },
     /// The launcher does not handle this kind of server.
     #[error("{0}")]
     Unsupported(String),

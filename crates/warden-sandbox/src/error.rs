@@ -181,6 +181,23 @@ pub enum SandboxError {
         /// Why it could not be used (it does not exist, most often).
         source: io::Error,
     },
+    /// A granted path (or the program, or the working directory) goes through a symlink
+    /// that lies inside one of the profile's write grants and points out of it: the server
+    /// could have planted it there to point the grant at something else (`~/.ssh`).
+    #[error(
+        "path {path} in the sandbox profile goes through the symlink {link}, which lies \
+         inside the writable path {grant} and points out of it: the server could have \
+         planted it to redirect the grant, so it is not followed (remove the symlink, or \
+         grant its target by its own path)"
+    )]
+    PlantedSymlink {
+        /// The path as given.
+        path: PathBuf,
+        /// The symlink on its way.
+        link: PathBuf,
+        /// The write grant (resolved) the symlink lies in.
+        grant: PathBuf,
+    },
     /// The profile is inconsistent.
     #[error("sandbox profile: {reason}")]
     InvalidProfile {

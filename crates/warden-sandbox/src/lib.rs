@@ -72,6 +72,7 @@ mod error;
 #[cfg(target_os = "linux")]
 mod linux;
 mod profile;
+mod resolve;
 mod scratch;
 
 use std::path::PathBuf;
@@ -80,8 +81,9 @@ use std::process::Command;
 pub use error::{Namespace, SandboxError, Step};
 pub use profile::{
     DEFAULT_PATH, ENV_ALLOWLIST, Limits, Network, PinnedFile, Profile, SANDBOX_GID, SANDBOX_UID,
-    home_dirs, scrubbed_env,
+    home_dirs, program_grants, scrubbed_env, system_exec_dirs, system_read_dirs,
 };
+pub use resolve::resolve_grant;
 pub use scratch::Scratch;
 
 /// Prepares `command` to start confined by `profile`.

@@ -155,50 +155,27 @@ pub struct PinnedFile {
 impl Profile {
     /// The default profile for running `program` with `scratch` as its private directory.
     ///
-    /// - `read`: the system directories an interpreter needs (`/usr`, `/lib*`, `/bin`,
-    ///   `/sbin`, `/etc`, `/sys/devices/system/cpu`), the target of `/etc/resolv.conf`,
-    ///   and the program's install prefix; nothing under the user's home unless the program
-    ///   itself is installed there.
-    /// - `exec`: the system binary and library directories, the program's prefix, scratch.
+    /// - `read`: the system directories an interpreter needs ([`system_read_dirs`]: `/usr`,
+    ///   `/lib*`, `/bin`, `/sbin`, `/etc`, `/sys/devices/system/cpu`, the target of
+    ///   `/etc/resolv.conf`), and the program's installation ([`program_grants`]); nothing
+    ///   under the user's home unless the program itself is installed there.
+    /// - `exec`: the system binary and library directories, the program's installation,
+    ///   scratch.
     /// - `write`: `scratch` only.
     /// - network `none`; `env` = `PATH`, `HOME` and `TMPDIR` (the latter two = `scratch`);
     ///   default [`Limits`].
-    ///
-    /// The program's prefix is the directory above `bin/` or `sbin/` when the program lives
-    /// in one (so an interpreter's libraries come with it), else the program's directory;
-    /// both the path as given (a virtualenv's `bin/python` is a symlink, and Python finds
-    /// its packages from the unresolved path) and the resolved one are granted. A prefix
-    /// that is `/`, or the home directory or one of its ancestors, is never granted: the
-    /// program file alone is.
     ///
     /// `/etc` is granted whole. Landlock cannot carve one file out of a granted directory,
     /// so secrets there (`/etc/shadow`, host keys) stay protected by ordinary permissions:
     /// when Warden runs as root the server runs as uid 65534, which cannot read them.
     pub fn default_for(program: &Path, scratch: &Path) -> Result<Self, SandboxError> {
-        let program = absolute(program)?;
-        let resolved = canonical(&program)?;
+        let prefixes = program_grants(program)?;
         let scratch = canonical(&absolute(scratch)?)?;
-        let homes = home_dirs();
 
-        let mut prefixes = Vec::new();
-        // The unresolved location's directory, resolved (a venv's bin/ is a real dir).
-        if let Some(dir) = program.parent() {
-            let dir = canonical(dir)?;
-            prefixes.push(program_prefix(&dir, &resolved, &homes));
-        }
-        if let Some(dir) = resolved.parent() {
-            prefixes.push(program_prefix(dir, &resolved, &homes));
-        }
-
-        let mut read = existing(&SYSTEM_READ);
-        if let Ok(target) = std::fs::canonicalize("/etc/resolv.conf")
-            && !target.starts_with("/etc")
-        {
-            read.push(target);
-        }
+        let mut read = system_read_dirs();
         read.extend(prefixes.iter().cloned());
 
-        let mut exec = existing(&SYSTEM_EXEC);
+        let mut exec = system_exec_dirs();
         exec.extend(prefixes);
         exec.push(scratch.clone());
 
@@ -263,25 +240,139 @@ where
     env
 }
 
-/// Chooses what to grant for a program living in `dir`.
-fn program_prefix(dir: &Path, program: &Path, homes: &[PathBuf]) -> PathBuf {
+/// The system directories every confined server may read (those that exist, resolved),
+/// and the target of `/etc/resolv.conf` when it lies outside `/etc`.
+pub fn system_read_dirs() -> Vec<PathBuf> {
+    let mut read = existing(&SYSTEM_READ);
+    if let Ok(target) = std::fs::canonicalize("/etc/resolv.conf")
+        && !target.starts_with("/etc")
+    {
+        read.push(target);
+    }
+    read
+}
+
+/// The system directories every confined server may execute from (those that exist).
+pub fn system_exec_dirs() -> Vec<PathBuf> {
+    existing(&SYSTEM_EXEC)
+}
+
+/// What to grant (read and execute) so that `program` (absolute) can run: its
+/// installation, judged both where it is named (its directory resolved: a virtualenv's
+/// `bin/python` is a symlink, and Python finds its packages from the unresolved path) and
+/// where it resolves to.
+///
+/// The installation is the directory above `bin/` or `sbin/` when the program lives in
+/// one (so an interpreter's libraries come with it), else the program's directory. Never
+/// granted whole: `/`, `/tmp`, `/var/tmp`, a home directory or one of its ancestors. Under
+/// a home directory only a directory that is clearly one program's installation is
+/// granted whole: a virtualenv (`pyvenv.cfg`: a `uv tool` or `pipx` venv, a project's
+/// `.venv`), or, at least two levels down and not holding data or settings (`~/.config`,
+/// `~/.cache`, `~/.local/share`, `~/.local/state`), a directory with both `bin/` and `lib/`
+/// (`~/.nvm/versions/node/v20`, `~/.pyenv/versions/3.12.4`, a rustup toolchain, uv's
+/// Pythons) or a `package.json`. Otherwise only the program file is granted, plus, for a
+/// program in `~/.X/bin/` (`~/.local/bin`, a conda base), that layout's library directory
+/// `~/.X/lib`: never all of `~/.local` (shell history, keyrings) or `~/.cargo`
+/// (`credentials.toml`).
+pub fn program_grants(program: &Path) -> Result<Vec<PathBuf>, SandboxError> {
+    let program = absolute(program)?;
+    let resolved = canonical(&program)?;
+    let homes = home_dirs();
+    let mut grants = Vec::new();
+    if let Some(dir) = program.parent() {
+        grants.extend(install_grants(&canonical(dir)?, &resolved, &homes));
+    }
+    if let Some(dir) = resolved.parent() {
+        grants.extend(install_grants(dir, &resolved, &homes));
+    }
+    Ok(dedup(grants))
+}
+
+/// Directories under a home that hold data or settings: never an installation, nor is any
+/// directory above them.
+const HOME_DATA: [&str; 6] = [
+    ".config",
+    ".cache",
+    ".local/share",
+    ".local/state",
+    ".local/lib",
+    ".local/bin",
+];
+
+/// What to grant for a program (resolved: `program`) that lives in `dir`; see
+/// [`program_grants`].
+pub(crate) fn install_grants(dir: &Path, program: &Path, homes: &[PathBuf]) -> Vec<PathBuf> {
     let in_bin = matches!(
         dir.file_name().and_then(|n| n.to_str()),
         Some("bin" | "sbin")
     );
+    let prefix = if in_bin { dir.parent() } else { Some(dir) };
     let candidates = if in_bin {
-        vec![dir.parent().map(Path::to_path_buf), Some(dir.to_path_buf())]
+        vec![prefix, Some(dir)]
     } else {
-        vec![Some(dir.to_path_buf())]
+        vec![Some(dir)]
     };
     for candidate in candidates.into_iter().flatten() {
-        let too_broad =
-            candidate.parent().is_none() || homes.iter().any(|home| home.starts_with(&candidate));
-        if !too_broad {
-            return candidate;
+        if too_broad(candidate, homes) {
+            continue;
+        }
+        match home_of(candidate, homes) {
+            None => return vec![candidate.to_path_buf()],
+            Some(home) if is_installation(candidate, home) => return vec![candidate.to_path_buf()],
+            Some(_) => {}
         }
     }
-    program.to_path_buf()
+    let mut grants = vec![program.to_path_buf()];
+    // `~/.X/bin/NAME`: the layout's libraries (`~/.local/lib`: Python's user site and
+    // npm's global packages; a conda base's `lib`), not the rest of `~/.X`.
+    if in_bin
+        && let Some(prefix) = prefix
+        && let Some(home) = home_of(prefix, homes)
+        && prefix.parent() == Some(home)
+        && prefix.join("lib").is_dir()
+    {
+        grants.push(prefix.join("lib"));
+    }
+    grants
+}
+
+/// Never granted whole: `/`, the shared temporary directories, a home directory or one of
+/// its ancestors.
+fn too_broad(dir: &Path, homes: &[PathBuf]) -> bool {
+    dir.parent().is_none()
+        || dir == Path::new("/tmp")
+        || dir == Path::new("/var/tmp")
+        || homes.iter().any(|home| home.starts_with(dir))
+}
+
+/// The home directory `dir` lies strictly inside, if any.
+fn home_of<'a>(dir: &Path, homes: &'a [PathBuf]) -> Option<&'a Path> {
+    homes
+        .iter()
+        .find(|home| dir.starts_with(home) && dir != home.as_path())
+        .map(PathBuf::as_path)
+}
+
+/// Whether `dir`, strictly inside `home`, is clearly one program's installation; see
+/// [`program_grants`].
+fn is_installation(dir: &Path, home: &Path) -> bool {
+    if dir.join("pyvenv.cfg").is_file() {
+        return true;
+    }
+    let named_bin = matches!(
+        dir.file_name().and_then(|n| n.to_str()),
+        Some("bin" | "sbin")
+    );
+    let depth = dir
+        .strip_prefix(home)
+        .map_or(0, |rest| rest.components().count());
+    let holds_data = HOME_DATA
+        .iter()
+        .any(|data| home.join(data).starts_with(dir));
+    if named_bin || depth < 2 || holds_data {
+        return false;
+    }
+    (dir.join("bin").is_dir() && dir.join("lib").is_dir()) || dir.join("package.json").is_file()
 }
 
 /// The user's home directories, resolved: `$HOME`, and `/root` for root. No grant made
@@ -433,21 +524,112 @@ mod tests {
 
     #[test]
     fn a_program_in_home_is_granted_alone_not_the_home() {
-        let home = home_dirs();
+        let home = vec![PathBuf::from("/root"), PathBuf::from("/home/dana")];
         let dir = Path::new("/root");
         let program = Path::new("/root/server");
-        assert_eq!(program_prefix(dir, program, &home), program);
+        assert_eq!(install_grants(dir, program, &home), [program]);
         // In a bin/ directory, the prefix above it is granted.
         let bin = Path::new("/opt/node/bin");
         assert_eq!(
-            program_prefix(bin, &bin.join("node"), &home),
-            Path::new("/opt/node")
+            install_grants(bin, &bin.join("node"), &home),
+            [Path::new("/opt/node")]
         );
-        // Never `/`.
+        // Never `/`, nor /tmp.
         assert_eq!(
-            program_prefix(Path::new("/"), Path::new("/init"), &home),
-            Path::new("/init")
+            install_grants(Path::new("/"), Path::new("/init"), &home),
+            [Path::new("/init")]
         );
+        assert_eq!(
+            install_grants(Path::new("/tmp"), Path::new("/tmp/x"), &home),
+            [Path::new("/tmp/x")]
+        );
+        // `~/bin/x`: neither the home nor `~/bin`.
+        assert_eq!(
+            install_grants(
+                Path::new("/home/dana/bin"),
+                Path::new("/home/dana/bin/x"),
+                &home
+            ),
+            [Path::new("/home/dana/bin/x")]
+        );
+    }
+
+    /// Issue 10, section 5: the `uv tool`, `pipx` and `cargo install` layouts under a home
+    /// directory grant the tool, never `~/.local` or `~/.cargo`.
+    #[test]
+    fn home_layouts_grant_the_tool_not_the_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = std::fs::canonicalize(dir.path()).unwrap();
+        let homes = vec![home.clone()];
+        let mkdir = |rel: &str| {
+            std::fs::create_dir_all(home.join(rel)).unwrap();
+            home.join(rel)
+        };
+        let touch = |rel: &str| {
+            std::fs::write(home.join(rel), "").unwrap();
+            home.join(rel)
+        };
+        mkdir(".local/bin");
+        mkdir(".local/lib/python3.12/site-packages");
+        mkdir(".local/share/fish");
+        touch(".local/share/fish/fish_history");
+        mkdir(".cargo/bin");
+        touch(".cargo/credentials.toml");
+        // uv: ~/.local/bin/NAME -> ~/.local/share/uv/tools/NAME/bin/NAME, a venv.
+        let tool = mkdir(".local/share/uv/tools/mcp-x");
+        mkdir(".local/share/uv/tools/mcp-x/bin");
+        touch(".local/share/uv/tools/mcp-x/pyvenv.cfg");
+        let entry = touch(".local/share/uv/tools/mcp-x/bin/mcp-x");
+        // pipx: ~/.local/pipx/venvs/NAME.
+        let pipx = mkdir(".local/pipx/venvs/mcp-y/bin");
+        touch(".local/pipx/venvs/mcp-y/pyvenv.cfg");
+        let pipx_entry = touch(".local/pipx/venvs/mcp-y/bin/mcp-y");
+        // uv's own Python: an installation with bin/ and lib/.
+        let python = mkdir(".local/share/uv/python/cpython-3.12.4-linux/bin");
+        mkdir(".local/share/uv/python/cpython-3.12.4-linux/lib");
+        let cargo_tool = touch(".cargo/bin/mcp-z");
+
+        let local_bin = home.join(".local/bin");
+        // As named (~/.local/bin): the program and the layout's libraries, not ~/.local.
+        let named = install_grants(&local_bin, &entry, &homes);
+        assert_eq!(named, [entry.clone(), home.join(".local/lib")]);
+        // As resolved: the tool's own venv.
+        assert_eq!(
+            install_grants(entry.parent().unwrap(), &entry, &homes),
+            std::slice::from_ref(&tool)
+        );
+        assert_eq!(
+            install_grants(pipx_entry.parent().unwrap(), &pipx_entry, &homes),
+            [pipx.parent().unwrap().to_path_buf()]
+        );
+        assert_eq!(
+            install_grants(&python, &python.join("python3.12"), &homes),
+            [python.parent().unwrap().to_path_buf()]
+        );
+        // ~/.cargo/bin/NAME: the program alone.
+        assert_eq!(
+            install_grants(cargo_tool.parent().unwrap(), &cargo_tool, &homes),
+            std::slice::from_ref(&cargo_tool)
+        );
+        // Nothing granted reaches the history or the credentials.
+        for grants in [
+            named,
+            install_grants(cargo_tool.parent().unwrap(), &cargo_tool, &homes),
+        ] {
+            for grant in grants {
+                for secret in [
+                    home.join(".local/share/fish/fish_history"),
+                    home.join(".cargo/credentials.toml"),
+                ] {
+                    assert!(!secret.starts_with(&grant), "{grant:?} covers {secret:?}");
+                }
+            }
+        }
+        // A directory holding data is not an installation even with bin/ and lib/.
+        mkdir(".local/share/bin");
+        mkdir(".local/share/lib");
+        assert!(!is_installation(&home.join(".local/share"), &home));
+        assert!(!is_installation(&home.join(".local"), &home));
     }
 
     #[test]

@@ -107,7 +107,7 @@ impl Config {
 pub(crate) fn usage() -> String {
     let names: Vec<&str> = MODES.iter().map(|(name, _)| *name).collect();
     format!(
-        "usage: warden-testserver [MODE] [--page-size N] [--delay-ms N] [--count N] [--bytes N]\n\
+        "usage: warden-testserver [MODE] [--page-size N] [--delay-ms N] [--count N] [--bytes N] [--data-file PATH]\n\
          modes: {}",
         names.join(", ")
     )
@@ -142,6 +142,9 @@ pub(crate) fn parse_args<I: IntoIterator<Item = String>>(args: I) -> Result<Conf
                 }
                 config.page_size = Some(usize::try_from(n).map_err(|e| e.to_string())?);
             }
+            // A file named in the arguments and not otherwise used: Warden grants read access
+            // to its package directory, which is what the tests naming it look at.
+            "--data-file" => {}
             "--delay-ms" => config.delay_ms = number(&value)?,
             "--count" => config.count = number(&value)?,
             "--bytes" => {

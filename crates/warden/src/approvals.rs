@@ -3,8 +3,9 @@
 //! - A server from the project scope (a file in the working tree, possibly a cloned
 //!   repository) is not started until the user approves its resolved definition with
 //!   `warden approve NAME`. The approval is stored in the user's state store under the
-//!   sha256 of that definition ([`definition_sha256`]), so a repository cannot approve
-//!   itself and a changed definition needs a new approval.
+//!   sha256 of that definition and of its effective profile ([`definition_sha256`]), so a
+//!   repository cannot approve itself, and a changed definition, or a change on disk that
+//!   changes what the server would be granted, needs a new approval.
 //! - Each tool's definition (name, title, description, schemas, annotations) is pinned: on
 //!   a server's first connect (user, local and `--config` servers: trust on first use; a
 //!   project server connects only after its approval) and again by `warden approve`. A
@@ -20,7 +21,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use warden_config::{RemoteTransport, Scope, ServerSpec, TransportSpec};
-use warden_mcp::ToolDef;
+use warden_mcp::{ConfinedLauncher, Grants, LaunchRequest, ToolDef};
 use warden_policy::scan::Flag;
 use warden_store::{Store, ToolPin};
 
@@ -55,9 +56,13 @@ pub fn canonical(value: &Value) -> String {
 }
 
 /// What an approval covers: the server's name, transport (command, arguments, working
-/// directory; variable and header values only as their sha256), sandbox, and origin
-/// (scope, format and file). Timeouts and protocol preferences are left out.
-pub fn approved_definition(spec: &ServerSpec) -> Value {
+/// directory; variable and header values only as their sha256), the variables of your
+/// environment it reads (by name, and where), sandbox, origin (scope, format and file),
+/// and, for a confined local server, its effective profile ([`Grants`]: every path it may
+/// read, write or execute and why), so that a change of anything that decides a grant (a
+/// `#!` line, a symlink, a file argument) is a different definition. Timeouts and protocol
+/// preferences are left out.
+pub fn approved_definition(spec: &ServerSpec, grants: Option<&Grants>) -> Value {
     let hashed = |map: &BTreeMap<String, String>| -> BTreeMap<String, String> {
         map.iter()
             .map(|(key, value)| (key.clone(), sha256_hex(value.as_bytes())))
@@ -88,17 +93,38 @@ pub fn approved_definition(spec: &ServerSpec) -> Value {
             value
         }
     };
-    json!({
+    let mut value = json!({
         "name": spec.name,
         "transport": transport,
+        "env_references": spec.env_references,
         "sandbox": spec.sandbox,
         "origin": spec.origin,
-    })
+    });
+    if let Some(grants) = grants {
+        value["grants"] = json!({ "program": grants.program, "paths": grants.paths });
+    }
+    value
 }
 
 /// The key an approval is stored under: sha256 of the canonical [`approved_definition`].
-pub fn definition_sha256(spec: &ServerSpec) -> String {
-    sha256_hex(canonical(&approved_definition(spec)).as_bytes())
+pub fn definition_sha256(spec: &ServerSpec, grants: Option<&Grants>) -> String {
+    sha256_hex(canonical(&approved_definition(spec, grants)).as_bytes())
+}
+
+/// The effective profile of a confined local server, computed as its launch will compute
+/// it; `None` for a remote or unconfined server. The error says why it could not start.
+pub fn effective_grants(spec: &ServerSpec) -> Result<Option<Grants>, String> {
+    let Some(request) = LaunchRequest::for_spec(spec) else {
+        return Ok(None);
+    };
+    if !request.sandbox.confine {
+        return Ok(None);
+    }
+    // The scratch base plays no part in the grants.
+    ConfinedLauncher::from_env(std::path::PathBuf::new())
+        .grants(&request)
+        .map(Some)
+        .map_err(|error| error.to_string())
 }
 
 /// Whether `spec` needs an approval to start: servers from project files do.
@@ -106,7 +132,8 @@ pub fn needs_approval(spec: &ServerSpec) -> bool {
     spec.origin.scope == Scope::Project
 }
 
-/// The reason an unapproved project server is not started.
+/// The reason an unapproved project server is not started (never approved, or its
+/// definition or effective profile changed since).
 pub fn not_approved_reason(spec: &ServerSpec) -> String {
     format!(
         "not approved: project server from {}; review it with `warden config` and run \
@@ -433,7 +460,11 @@ impl warden_host::Review for Reviewer {
         if !needs_approval(spec) {
             return Ok(());
         }
-        match self.store().is_approved(&definition_sha256(spec)) {
+        let grants = effective_grants(spec).map_err(|error| format!("not started: {error}"))?;
+        match self
+            .store()
+            .is_approved(&definition_sha256(spec, grants.as_ref()))
+        {
             Ok(true) => Ok(()),
             Ok(false) => Err(not_approved_reason(spec)),
             Err(error) => Err(format!("not started: cannot check its approval: {error}")),
@@ -549,6 +580,61 @@ mod tests {
         assert!(reviewer.first_warning("srv", "echo", "flagged", "aa"));
         assert!(reviewer.first_warning("srv", "add", "changed", "aa"));
         assert!(reviewer.first_warning("other", "echo", "changed", "aa"));
+    }
+
+    #[test]
+    fn the_approval_covers_the_effective_profile_and_the_environment_it_reads() {
+        use std::path::PathBuf;
+        use warden_config::{
+            EnvReference, Format, Origin, SandboxSpec, Scope, ServerSpec, TransportSpec,
+        };
+        use warden_mcp::{Access, Grant, Reason};
+        let spec = ServerSpec {
+            name: "s".into(),
+            transport: TransportSpec::Stdio {
+                command: "/opt/s/bin/s".into(),
+                args: Vec::new(),
+                env: BTreeMap::from([("T".to_owned(), "v".to_owned())]),
+                cwd: None,
+            },
+            timeouts: Default::default(),
+            era: Default::default(),
+            max_message_bytes: 1024,
+            origin: Origin {
+                scope: Scope::Project,
+                format: Format::WardenToml,
+                path: PathBuf::from("/p/warden.toml"),
+            },
+            sandbox: SandboxSpec::default(),
+            env_references: Vec::new(),
+        };
+        let grants = |path: &str| Grants {
+            program: PathBuf::from("/opt/s/bin/s"),
+            paths: vec![Grant {
+                path: PathBuf::from(path),
+                access: Access::Read,
+                reason: Reason::WorkingDirectory,
+            }],
+            network: warden_config::NetworkSpec::None,
+            passed: vec!["PATH".into()],
+            set: vec!["T".into()],
+        };
+        let base = definition_sha256(&spec, Some(&grants("/p/data")));
+        assert_eq!(base, definition_sha256(&spec, Some(&grants("/p/data"))));
+        // A grant that changed on disk is a different definition.
+        assert_ne!(base, definition_sha256(&spec, Some(&grants("/home/me"))));
+        assert_ne!(base, definition_sha256(&spec, None));
+        // What comes from Warden's environment as every server gets it is not part of it.
+        let mut other_env = grants("/p/data");
+        other_env.passed.push("TERM".into());
+        assert_eq!(base, definition_sha256(&spec, Some(&other_env)));
+        // Reading a variable of your environment is.
+        let mut reading = spec.clone();
+        reading.env_references.push(EnvReference {
+            variable: "GITHUB_TOKEN".into(),
+            field: "env.T".into(),
+        });
+        assert_ne!(base, definition_sha256(&reading, Some(&grants("/p/data"))));
     }
 
     #[test]

@@ -56,7 +56,7 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> Result<exit::Code, Failure> {
     match cli.command {
-        Command::Tools(args) => commands::tools::run(&cli.global, args).await,
+        Command::Tools(args) => commands::tools::run(&cli.global, args, cli.verbose).await,
         Command::Call(args) => commands::call::run(&cli.global, args).await,
         Command::Scan(args) => commands::scan::run(&cli.global, args).await,
         Command::Config(args) => commands::config::run(&cli.global, args),

@@ -87,8 +87,13 @@ fn a_project_server_starts_only_once_its_current_definition_is_approved() {
     let scratch = Scratch::new();
     let program = copied_server(&scratch);
     let calls = calls_log(&scratch);
-    // `warden.toml` in the working directory: the project file, found by discovery.
+    // `warden.toml` in the working directory: the project file, found by discovery. It
+    // hands the server the test's tag from Warden's environment, which the user's own
+    // file allows by name.
     let path = scratch.config(&config_text(&program, &["good"], &calls, ""));
+    let user = scratch.path().join("config-home/warden/warden.toml");
+    std::fs::create_dir_all(user.parent().unwrap()).unwrap();
+    std::fs::write(&user, support::project_tag_allowance(&["s"])).unwrap();
     let reason = format!(
         "not approved: project server from {}; review it with `warden config` and run \
          `warden approve s`",

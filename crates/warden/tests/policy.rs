@@ -355,6 +355,9 @@ fn a_project_deny_rule_applies() {
         "good",
         "[[policy.rules]]\ntools = \"good__add\"\neffect = \"deny\"\nnote = \"from the repo\"\n",
     );
+    let user_file = scratch.path().join("config-home/warden/warden.toml");
+    std::fs::create_dir_all(user_file.parent().unwrap()).unwrap();
+    std::fs::write(&user_file, support::project_tag_allowance(&["good"])).unwrap();
     // A project server starts only once approved (docs/policy.md, approvals).
     assert_exit(&scratch.run(&["approve", "good", "--yes"], LIMIT), 0);
     let output = scratch.run(
@@ -397,6 +400,10 @@ fn trust_from_the_user_file_does_not_pass_to_a_server_the_project_defines() {
         let path = scratch.config(&config_text("good", &calls, ""));
         (path, calls)
     };
+    // It gets the test's tag from Warden's environment, which the user allows by name.
+    let mut text = std::fs::read_to_string(&user_file).unwrap();
+    text.push_str(&support::project_tag_allowance(&["good"]));
+    std::fs::write(&user_file, text).unwrap();
     // A project server starts only once approved (docs/policy.md, approvals).
     assert_exit(&scratch.run(&["approve", "good", "--yes"], LIMIT), 0);
     let output = scratch.run(&ECHO, LIMIT);

@@ -56,11 +56,7 @@ pub(crate) fn parse(
         },
         _ => Expander::Literal,
     };
-    let cx = Context {
-        origin,
-        expander,
-        base_dir: directory_of(&origin.path),
-    };
+    let cx = Context::new(origin, expander, directory_of(&origin.path));
     let drafts = entries
         .into_iter()
         .zip(positions)

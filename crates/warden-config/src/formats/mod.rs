@@ -10,6 +10,7 @@ mod json;
 pub(crate) mod vscode;
 pub(crate) mod warden_toml;
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -22,8 +23,8 @@ use crate::expand::{ExpandError, Expander};
 use crate::name::validate_server_name;
 use crate::policy::FilePolicy;
 use crate::spec::{
-    DEFAULT_MAX_MESSAGE_BYTES, EraPreference, Format, HttpSettings, NetworkSpec, Origin,
-    RemoteTransport, SandboxSpec, ServerSpec, Timeouts, TransportSpec,
+    DEFAULT_MAX_MESSAGE_BYTES, EnvReference, EraPreference, Format, HttpSettings, NetworkSpec,
+    Origin, RemoteTransport, SandboxSpec, Scope, ServerSpec, Timeouts, TransportSpec,
 };
 
 /// What one file says: its servers and, for Warden's own format, its `[policy]`, `[model]`
@@ -35,6 +36,8 @@ pub(crate) struct Parsed {
     pub policy: FilePolicy,
     /// Empty for the Claude and VS Code formats.
     pub settings: FileSettings,
+    /// `[project_servers.NAME] env`; empty for the Claude and VS Code formats.
+    pub project_env: Vec<crate::spec::EnvAllowance>,
 }
 
 /// Parses the text of one file in a known format.
@@ -55,6 +58,7 @@ pub(crate) fn parse(
         servers,
         policy: FilePolicy::default(),
         settings: FileSettings::default(),
+        project_env: Vec::new(),
     })
 }
 
@@ -162,8 +166,11 @@ pub(crate) struct SandboxDraft {
 pub(crate) struct Context<'a> {
     pub origin: &'a Origin,
     pub expander: Expander<'a>,
-    /// Relative `cwd` and relative command paths are resolved against this directory.
+    /// Relative `cwd` and relative command paths are resolved against this directory (for
+    /// a project file, the project root).
     pub base_dir: &'a Path,
+    /// The environment variables each server's values read, by server name.
+    pub noted: RefCell<BTreeMap<String, Vec<EnvReference>>>,
 }
 
 enum Kind {
@@ -173,7 +180,17 @@ enum Kind {
     Sse,
 }
 
-impl Context<'_> {
+impl<'a> Context<'a> {
+    /// The context for the servers of one file.
+    pub(crate) fn new(origin: &'a Origin, expander: Expander<'a>, base_dir: &'a Path) -> Self {
+        Self {
+            origin,
+            expander,
+            base_dir,
+            noted: RefCell::new(BTreeMap::new()),
+        }
+    }
+
     pub(crate) fn invalid(&self, draft: &Draft, message: impl Into<String>) -> ConfigError {
         ConfigError::InvalidServer {
             path: self.origin.path.clone(),
@@ -183,12 +200,33 @@ impl Context<'_> {
         }
     }
 
-    /// Expands references in one value of `draft`, attributing failures to it.
-    pub(crate) fn expand(&self, draft: &Draft, value: &str) -> Result<String, ConfigError> {
+    /// Expands references in one value of `draft` (its `field`, for messages), attributing
+    /// failures to it and noting every environment variable it reads.
+    pub(crate) fn expand(
+        &self,
+        draft: &Draft,
+        field: &str,
+        value: &str,
+    ) -> Result<String, ConfigError> {
         let path = self.origin.path.clone();
         let server = draft.name.clone();
         let at = draft.at;
-        self.expander.expand(value).map_err(|e| match e {
+        let mut used = Vec::new();
+        let expanded = self.expander.expand_noting(value, &mut used);
+        if !used.is_empty() {
+            let mut noted = self.noted.borrow_mut();
+            let list = noted.entry(draft.name.clone()).or_default();
+            for variable in used {
+                let reference = EnvReference {
+                    variable,
+                    field: field.to_owned(),
+                };
+                if !list.contains(&reference) {
+                    list.push(reference);
+                }
+            }
+        }
+        expanded.map_err(|e| match e {
             ExpandError::Unset(variable) => ConfigError::UnsetVariable {
                 path,
                 at,
@@ -213,11 +251,12 @@ impl Context<'_> {
     fn expand_map(
         &self,
         draft: &Draft,
+        field: &str,
         map: Option<&BTreeMap<String, String>>,
     ) -> Result<BTreeMap<String, String>, ConfigError> {
         map.into_iter()
             .flatten()
-            .map(|(k, v)| Ok((k.clone(), self.expand(draft, v)?)))
+            .map(|(k, v)| Ok((k.clone(), self.expand(draft, &format!("{field}.{k}"), v)?)))
             .collect()
     }
 
@@ -276,7 +315,14 @@ impl Draft {
                 transport
             }
         };
-        let sandbox = self.sandbox(cx)?;
+        let mut sandbox = self.sandbox(cx)?;
+        if cx.origin.scope == Scope::Project {
+            let project = crate::project::resolve(cx.base_dir);
+            crate::project::check_server(&self.name, &transport, &sandbox, &project, cx.origin)?;
+            sandbox.project = Some(project);
+        }
+        let mut env_references = cx.noted.borrow_mut().remove(&self.name).unwrap_or_default();
+        env_references.sort();
         Ok(ServerSpec {
             name: self.name,
             transport,
@@ -285,6 +331,7 @@ impl Draft {
             max_message_bytes: self.max_message_bytes.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES),
             origin: cx.origin.clone(),
             sandbox,
+            env_references,
         })
     }
 
@@ -298,7 +345,7 @@ impl Draft {
             values
                 .iter()
                 .map(|value| {
-                    let value = cx.expand(self, value)?;
+                    let value = cx.expand(self, &format!("sandbox.{key}"), value)?;
                     if value.is_empty() {
                         return Err(cx.invalid(self, format!("an empty path in `sandbox.{key}`")));
                     }
@@ -333,6 +380,7 @@ impl Draft {
             write,
             network: draft.network.unwrap_or_default(),
             env: draft.env.clone(),
+            project: None,
         })
     }
 
@@ -379,13 +427,13 @@ impl Draft {
         if self.headers.as_ref().is_some_and(|h| !h.is_empty()) {
             return Err(cx.invalid(self, "`headers` only applies to remote (`url`) servers"));
         }
-        let command = cx.expand(self, command)?;
+        let command = cx.expand(self, "command", command)?;
         if command.trim().is_empty() {
             return Err(cx.invalid(self, "`command` is empty"));
         }
         let cwd = match &self.cwd {
             Some(cwd) => {
-                let cwd = cx.expand(self, cwd)?;
+                let cwd = cx.expand(self, "cwd", cwd)?;
                 if cwd.is_empty() {
                     return Err(cx.invalid(self, "`cwd` is empty"));
                 }
@@ -405,10 +453,11 @@ impl Draft {
             .args
             .iter()
             .flatten()
-            .map(|arg| cx.expand(self, arg))
+            .enumerate()
+            .map(|(index, arg)| cx.expand(self, &format!("args[{index}]"), arg))
             .collect::<Result<Vec<_>, _>>()?;
         let mut env = self.env_file_vars.clone();
-        env.extend(cx.expand_map(self, self.env.as_ref())?);
+        env.extend(cx.expand_map(self, "env", self.env.as_ref())?);
         if let Some(bad) = env.keys().find(|k| k.is_empty() || k.contains(['=', '\0'])) {
             return Err(cx.invalid(
                 self,
@@ -445,7 +494,7 @@ impl Draft {
                 ));
             }
         }
-        let url = cx.expand(self, url)?;
+        let url = cx.expand(self, "url", url)?;
         let scheme_ok = url.split_once("://").is_some_and(|(scheme, rest)| {
             (scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https"))
                 && !rest.is_empty()
@@ -456,7 +505,7 @@ impl Draft {
                 format!("`url` must be an http:// or https:// URL, not {url:?}"),
             ));
         }
-        let headers = cx.expand_map(self, self.headers.as_ref())?;
+        let headers = cx.expand_map(self, "headers", self.headers.as_ref())?;
         for (name, value) in &headers {
             if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic() && b != b':') {
                 return Err(cx.invalid(self, format!("{name:?} is not a valid header name")));

@@ -14,7 +14,7 @@ use crate::envfile;
 use crate::error::ConfigError;
 use crate::expand::Expander;
 use crate::read::read_required;
-use crate::spec::{Origin, ServerSpec};
+use crate::spec::{Origin, Scope, ServerSpec};
 
 #[derive(Deserialize)]
 #[serde(expecting = "a JSON object")]
@@ -53,15 +53,15 @@ pub(crate) fn parse(
         "servers",
         entries.iter().map(|(name, _)| name.as_str()),
     );
-    let cx = Context {
+    let cx = Context::new(
         origin,
-        expander: Expander::VsCode {
+        Expander::VsCode {
             vars: &env.vars,
             workspace,
             home: env.home.as_deref(),
         },
-        base_dir: workspace,
-    };
+        workspace,
+    );
     let drafts = entries
         .into_iter()
         .zip(positions)
@@ -81,8 +81,11 @@ pub(crate) fn parse(
                 draft.env = Some(json::env_strings(vars).map_err(|m| cx.invalid(&draft, m))?);
             }
             if let Some(env_file) = &server.env_file {
-                let expanded = cx.expand(&draft, env_file)?;
+                let expanded = cx.expand(&draft, "envFile", env_file)?;
                 let path: PathBuf = workspace.join(expanded);
+                if origin.scope == Scope::Project {
+                    crate::project::check_env_file(&draft.name, &path, workspace, origin)?;
+                }
                 let text = read_required(&path)?;
                 draft.env_file_vars = envfile::parse(&text, &path)?;
             }

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 use std::num::{NonZeroU32, NonZeroUsize};
-use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -19,7 +18,7 @@ use crate::expand::Expander;
 use crate::name::validate_server_name;
 use crate::policy::FilePolicy;
 use crate::spec::{
-    EraPreference, HttpSettings, NetworkSpec, Origin, ReconnectSpec, Scope, ServerSpec, Timeouts,
+    EnvAllowance, EraPreference, HttpSettings, NetworkSpec, Origin, ReconnectSpec, Scope, Timeouts,
 };
 
 #[derive(Deserialize)]
@@ -33,6 +32,16 @@ struct WardenFile {
     model: Option<ModelTable>,
     #[serde(default)]
     agent: Option<AgentTable>,
+    #[serde(default)]
+    project_servers: Entries<Spanned<String>, ProjectServerTable>,
+}
+
+/// `[project_servers.NAME]` (user, local and `--config` files only).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table with `env`")]
+struct ProjectServerTable {
+    #[serde(default)]
+    env: Vec<Spanned<String>>,
 }
 
 /// `[policy]`: `warden_policy::PolicyConfig`'s shape, with positions kept for messages.
@@ -128,14 +137,14 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
         at: e.span().map(|span| LineCol::at_offset(text, span.start)),
         message: e.message().to_owned(),
     })?;
-    let cx = Context {
+    let cx = Context::new(
         origin,
-        expander: Expander::Shell {
+        Expander::Shell {
             vars: &env.vars,
             escape: true,
         },
-        base_dir: directory_of(&origin.path),
-    };
+        directory_of(&origin.path),
+    );
     let drafts = file
         .servers
         .0
@@ -193,11 +202,7 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
         })
         .collect();
     let servers = build_all(drafts, &cx)?;
-    if origin.scope == Scope::Project {
-        for server in &servers {
-            check_project_sandbox(server, origin)?;
-        }
-    }
+    let project_env = project_servers(file.project_servers, text, origin)?;
     let policy = file.policy.map_or_else(
         || Ok(FilePolicy::default()),
         |table| policy(table, text, origin),
@@ -207,61 +212,57 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
         servers,
         policy,
         settings,
+        project_env,
     })
 }
 
-/// A project file (perhaps a cloned repository) may confine its servers more, never less:
-/// no `confine = false`, no host network, no variables passed from Warden's environment,
-/// and grants only inside the project. Paths are resolved (symlinks, `..`) before they are
-/// compared, as the sandbox will resolve them.
-fn check_project_sandbox(server: &ServerSpec, origin: &Origin) -> Result<(), ConfigError> {
-    let refuse = |what: String| ConfigError::ProjectSandbox {
-        path: origin.path.clone(),
-        server: server.name.clone(),
-        what,
-    };
-    let sandbox = &server.sandbox;
-    if !sandbox.confine {
-        return Err(refuse("it sets `confine = false`".into()));
-    }
-    if sandbox.network != NetworkSpec::None {
-        return Err(refuse("it grants the host network".into()));
-    }
-    if let Some(name) = sandbox.env.first() {
-        return Err(refuse(format!(
-            "it passes `{name}` from Warden's environment"
-        )));
-    }
-    let project = resolve(directory_of(&origin.path));
-    for path in sandbox.read.iter().chain(&sandbox.write) {
-        if !resolve(path).starts_with(&project) {
-            return Err(refuse(format!(
-                "it grants `{}`, which is outside the project `{}`",
-                path.display(),
-                project.display()
-            )));
+/// Reads `[project_servers.NAME]`: the variables of the user's environment a server from a
+/// project file may read. Only the user's own files (user, local, `--config`) may say so.
+fn project_servers(
+    table: Entries<Spanned<String>, ProjectServerTable>,
+    text: &str,
+    origin: &Origin,
+) -> Result<Vec<EnvAllowance>, ConfigError> {
+    let mut out = Vec::new();
+    for (name, settings) in table.0 {
+        let at = Some(LineCol::at_offset(text, name.span().start));
+        let name = name.into_inner();
+        if origin.scope == Scope::Project {
+            return Err(ConfigError::ProjectSetting {
+                path: origin.path.clone(),
+                at,
+                key: format!("project_servers.{name}"),
+                reason: "a project file cannot let servers read your environment".to_owned(),
+            });
         }
-    }
-    Ok(())
-}
-
-/// The path with symlinks resolved where it exists, and `.`/`..` removed lexically where it
-/// does not.
-fn resolve(path: &Path) -> PathBuf {
-    if let Ok(real) = std::fs::canonicalize(path) {
-        return real;
-    }
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            std::path::Component::ParentDir => {
-                out.pop();
+        validate_server_name(&name).map_err(|reason| ConfigError::InvalidName {
+            path: origin.path.clone(),
+            at,
+            name: name.clone(),
+            reason,
+        })?;
+        for variable in settings.env {
+            let at = Some(LineCol::at_offset(text, variable.span().start));
+            let variable = variable.into_inner();
+            if !crate::project::is_variable_name(&variable) {
+                return Err(ConfigError::Parse {
+                    path: origin.path.clone(),
+                    at,
+                    message: format!(
+                        "`project_servers.{name}.env`: {variable:?} is not a variable name \
+                         (letters, digits and `_`, not starting with a digit)"
+                    ),
+                });
             }
-            std::path::Component::CurDir => {}
-            other => out.push(other.as_os_str()),
+            out.push(EnvAllowance {
+                server: name.clone(),
+                variable,
+                path: origin.path.clone(),
+                at,
+            });
         }
     }
-    out
+    Ok(out)
 }
 
 /// Reads `[policy]` with positions, then checks it (scope restriction, rule compilation).

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use super::{Fixture, map, strings};
 use crate::{
-    ConfigError, EraPreference, Format, HttpSettings, LineCol, NetworkSpec, Origin,
+    ConfigError, EnvReference, EraPreference, Format, HttpSettings, LineCol, NetworkSpec, Origin,
     RemoteTransport, SandboxSpec, Scope, ServerSpec, Timeouts, TransportSpec, load_file,
 };
 
@@ -63,6 +63,10 @@ headers = { Authorization = "Bearer ${API_TOKEN}" }
                 max_message_bytes: crate::DEFAULT_MAX_MESSAGE_BYTES,
                 origin: origin.clone(),
                 sandbox: SandboxSpec::default(),
+                env_references: vec![
+                    reference("API_TOKEN", "headers.Authorization"),
+                    reference("REGION", "url"),
+                ],
             },
             ServerSpec {
                 name: "time".into(),
@@ -80,9 +84,20 @@ headers = { Authorization = "Bearer ${API_TOKEN}" }
                 max_message_bytes: 1_048_576,
                 origin,
                 sandbox: SandboxSpec::default(),
+                env_references: vec![
+                    reference("API_TOKEN", "env.TOKEN"),
+                    reference("REGION", "args[1]"),
+                ],
             },
         ]
     );
+}
+
+fn reference(variable: &str, field: &str) -> EnvReference {
+    EnvReference {
+        variable: variable.into(),
+        field: field.into(),
+    }
 }
 
 #[test]
@@ -115,6 +130,7 @@ command = "server"
             write: vec![project.join("eu/out")],
             network: NetworkSpec::Host,
             env: strings(&["GITHUB_TOKEN"]),
+            project: None,
         }
     );
     assert!(!by_name("loose").sandbox.confine);

@@ -4,6 +4,7 @@ mod agent;
 mod discovery;
 mod formats;
 mod policy;
+mod project;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -419,7 +419,6 @@ fn a_project_file_may_not_widen_a_servers_confinement() {
     };
     refused("confine = false", "confine = false");
     refused("sandbox = { network = \"host\" }", "host network");
-    refused("sandbox = { env = [\"GITHUB_TOKEN\"] }", "`GITHUB_TOKEN`");
     refused(
         &format!(
             "sandbox = {{ read = [{:?}] }}",

@@ -15,6 +15,7 @@ use std::sync::{Arc, OnceLock};
 
 use crate::error::{Namespace, SandboxError, Step};
 use crate::profile::{absolute, canonical, check_env, is_within};
+use crate::resolve::resolve_grant;
 use crate::{Confinement, Limits, Network, Profile, SANDBOX_GID, SANDBOX_UID};
 
 use self::landlock::fs;
@@ -195,13 +196,21 @@ pub(crate) fn confine(
         reason: e.to_string(),
     })?;
 
+    // Every path is resolved without following a symlink inside a writable path: the
+    // server could have planted it there to redirect a grant (see `resolve_grant`).
+    let scratch = canonical(&absolute(&profile.scratch)?)?;
+    let mut writable = profile
+        .write
+        .iter()
+        .map(|p| canonical(&absolute(p)?))
+        .collect::<Result<Vec<_>, _>>()?;
+    writable.push(scratch.clone());
     let resolve = |list: &[PathBuf]| -> Result<Vec<PathBuf>, SandboxError> {
-        list.iter().map(|p| canonical(&absolute(p)?)).collect()
+        list.iter().map(|p| resolve_grant(p, &writable)).collect()
     };
     let read = resolve(&profile.read)?;
     let write = resolve(&profile.write)?;
     let exec = resolve(&profile.exec)?;
-    let scratch = canonical(&absolute(&profile.scratch)?)?;
     let plan = landlock::plan(!write.is_empty(), network_off)?;
 
     let given = Path::new(command.get_program());
@@ -210,6 +219,13 @@ pub(crate) fn confine(
             reason: format!("the program {} must be an absolute path", given.display()),
         });
     }
+    // The program's directory must not be reached through a planted link; the program
+    // itself may be a link out of a write grant (a virtualenv's `bin/python`): it only
+    // runs what it points to, whose installation the profile had to grant.
+    let program_dir = given
+        .parent()
+        .map(|dir| resolve_grant(dir, &writable))
+        .transpose()?;
     let program = canonical(given)?;
     if !exec.iter().any(|root| is_within(&program, root)) {
         return Err(SandboxError::InvalidProfile {
@@ -222,7 +238,10 @@ pub(crate) fn confine(
     // The path as given must exist in the new root too (a virtualenv's bin/python is
     // executed by that name, and its directory must be granted).
     root::check_reachable(given)?;
-    let program_dir = given.parent().map(canonical).transpose()?;
+    // A program granted alone (`~/.cargo/bin/NAME`, whose directory is not granted) gets a
+    // mount point at its own path; one named through a symlink there (`~/.local/bin/NAME`
+    // of a `uv tool`) gets that symlink recreated in the new root.
+    let mut program_link = None;
     if let Some(dir) = program_dir
         && !read
             .iter()
@@ -230,19 +249,25 @@ pub(crate) fn confine(
             .chain(&exec)
             .any(|root| is_within(&dir, root))
     {
-        return Err(SandboxError::InvalidProfile {
-            reason: format!(
-                "the program's directory {} is not granted, so {} would not exist in the sandbox",
-                dir.display(),
-                given.display()
-            ),
-        });
+        let named = dir.join(given.file_name().unwrap_or_default());
+        if named != program {
+            program_link = Some((program.clone(), named));
+        } else if !exec.contains(&program) {
+            return Err(SandboxError::InvalidProfile {
+                reason: format!(
+                    "the program's directory {} is not granted, so {} would not exist in the \
+                     sandbox",
+                    dir.display(),
+                    given.display()
+                ),
+            });
+        }
     }
     // The working directory: the command's, else the scratch directory; either way it must
     // exist inside the new root.
     let cwd = match command.get_current_dir() {
         None => scratch.clone(),
-        Some(cwd) => canonical(&absolute(cwd)?)?,
+        Some(cwd) => resolve_grant(&absolute(cwd)?, &writable)?,
     };
     if !read.iter().chain(&write).any(|root| is_within(&cwd, root)) {
         return Err(SandboxError::InvalidProfile {
@@ -252,7 +277,10 @@ pub(crate) fn confine(
             ),
         });
     }
-    let layout = root::plan(&read, &write, &exec, &cwd)?;
+    let mut layout = root::plan(&read, &write, &exec, &cwd)?;
+    if let Some((target, link)) = &program_link {
+        root::add_link(&mut layout, target, link)?;
+    }
     check_env(&profile.env)?;
     let rlimits = rlimits(&profile.limits)?;
 

@@ -160,6 +160,29 @@ pub(crate) fn plan(
     Ok(layout)
 }
 
+/// Recreates the symlink `link` -> `target` in the new root, with the directories above it
+/// (for a program named through a symlink whose directory is not granted: the target is).
+pub(crate) fn add_link(
+    layout: &mut Layout,
+    target: &Path,
+    link: &Path,
+) -> Result<(), SandboxError> {
+    let mut ancestors: Vec<&Path> = link
+        .ancestors()
+        .skip(1)
+        .filter(|a| a.parent().is_some())
+        .collect();
+    ancestors.reverse();
+    for dir in ancestors {
+        let dir = c_path(dir)?;
+        if !layout.dirs.contains(&dir) {
+            layout.dirs.push(dir);
+        }
+    }
+    layout.links.push((c_path(target)?, c_path(link)?));
+    Ok(())
+}
+
 /// Refuses a program path the new root cannot show: one that passes through a symlinked
 /// directory below the top level (the resolved directory is what gets bound).
 pub(crate) fn check_reachable(given: &Path) -> Result<(), SandboxError> {

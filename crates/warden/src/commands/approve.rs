@@ -5,9 +5,9 @@
 use std::io::{BufRead, IsTerminal, Read, Write};
 use std::sync::Mutex;
 
-use warden_config::{NetworkSpec, ServerSpec, TransportSpec};
+use warden_config::{EnvAllowance, NetworkSpec, ServerSpec, TransportSpec};
 use warden_host::ServerStatus;
-use warden_mcp::ToolDef;
+use warden_mcp::{Grants, ToolDef};
 
 use crate::approvals::{self, Change, Drift};
 use crate::cli::{ApproveArgs, GlobalArgs};
@@ -33,12 +33,21 @@ pub async fn run(global: &GlobalArgs, args: ApproveArgs) -> Result<Code, Failure
         )));
     };
     let name = spec.name.clone();
-    for line in definition_lines(&spec) {
+    let grants = approvals::effective_grants(&spec);
+    for line in definition_lines(
+        &spec,
+        grants.as_ref().ok().and_then(Option::as_ref),
+        &config.project_env,
+    ) {
         println!("{line}");
     }
+    let grants = grants.map_err(|error| Failure {
+        code: Code::Unavailable,
+        error: anyhow::anyhow!("server `{name}` cannot start, so nothing was approved: {error}"),
+    })?;
     let mut store = super::open_store(&env)?;
     if approvals::needs_approval(&spec) {
-        let hash = approvals::definition_sha256(&spec);
+        let hash = approvals::definition_sha256(&spec, grants.as_ref());
         if store.is_approved(&hash).map_err(unavailable)? {
             println!("{name}: this definition is approved");
         } else {
@@ -235,8 +244,14 @@ pub fn drift_lines(found: &[Drift]) -> Vec<String> {
     out
 }
 
-/// The resolved definition, as the approval covers it.
-fn definition_lines(spec: &ServerSpec) -> Vec<String> {
+/// The resolved definition, as the approval covers it, and what it amounts to: the
+/// effective profile (`grants`, for a confined local server) and every variable of your
+/// environment it gets, by name, with the file that allows it for a project server.
+fn definition_lines(
+    spec: &ServerSpec,
+    grants: Option<&Grants>,
+    allowances: &[EnvAllowance],
+) -> Vec<String> {
     let origin = &spec.origin;
     let format = serde_json::to_value(origin.format).unwrap_or_default();
     let mut out = vec![format!(
@@ -246,6 +261,7 @@ fn definition_lines(spec: &ServerSpec) -> Vec<String> {
         crate::render::scope(origin.scope),
         format.as_str().unwrap_or("?")
     )];
+    let from_environment = environment_lines(spec, allowances);
     match &spec.transport {
         TransportSpec::Stdio {
             command,
@@ -254,9 +270,17 @@ fn definition_lines(spec: &ServerSpec) -> Vec<String> {
             cwd,
         } => {
             let mut line = shell_word(command);
-            for arg in args {
+            for (index, arg) in args.iter().enumerate() {
                 line.push(' ');
-                line.push_str(&shell_word(arg));
+                // An argument built from your environment may hold a secret: not shown.
+                let field = format!("args[{index}]");
+                match spec.env_references.iter().find(|r| r.field == field) {
+                    Some(reference) => line.push_str(&format!(
+                        "<argument {index}: reads ${{{}}}, not shown>",
+                        reference.variable
+                    )),
+                    None => line.push_str(&shell_word(arg)),
+                }
             }
             out.push(format!("  runs:      {line}"));
             if let Some(cwd) = cwd {
@@ -285,15 +309,38 @@ fn definition_lines(spec: &ServerSpec) -> Vec<String> {
                         NetworkSpec::Host => "the host's network",
                     }
                 ));
-                let passed: Vec<&str> = sandbox.env.iter().map(String::as_str).collect();
                 out.push(format!(
                     "    passed from your environment: {}",
-                    list_or_none(&passed)
+                    if from_environment.is_empty() {
+                        "(none)".to_owned()
+                    } else {
+                        from_environment.join("; ")
+                    }
                 ));
             } else {
                 out.push(
                     "  sandbox:   NONE (confine = false: runs with your full rights)".to_owned(),
                 );
+                if !from_environment.is_empty() {
+                    out.push(format!(
+                        "  from your environment: {}",
+                        from_environment.join("; ")
+                    ));
+                }
+            }
+            if let Some(grants) = grants {
+                out.push(
+                    "  in effect, everything it may reach (paths resolved, as of now):".to_owned(),
+                );
+                out.push(format!("    program:   {}", grants.program.display()));
+                for line in grants.lines() {
+                    out.push(format!("    {line}"));
+                }
+                let passed: Vec<&str> = grants.passed.iter().map(String::as_str).collect();
+                out.push(format!(
+                    "    variables from your environment, as every server gets them: {}",
+                    list_or_none(&passed)
+                ));
             }
         }
         TransportSpec::Http { url, headers, .. } => {
@@ -303,9 +350,55 @@ fn definition_lines(spec: &ServerSpec) -> Vec<String> {
                 "  headers:   {} (values not shown)",
                 list_or_none(&keys)
             ));
+            if !from_environment.is_empty() {
+                out.push(format!(
+                    "  from your environment: {}",
+                    from_environment.join("; ")
+                ));
+            }
         }
     }
     out
+}
+
+/// Each variable of your environment the definition reads (`NAME (${NAME} in env.X)`) or
+/// passes on (`sandbox.env`), with the file that allows it when one does.
+fn environment_lines(spec: &ServerSpec, allowances: &[EnvAllowance]) -> Vec<String> {
+    let mut uses: Vec<(String, String)> = spec
+        .env_references
+        .iter()
+        .map(|r| {
+            (
+                r.variable.clone(),
+                format!("${{{}}} in {}", r.variable, r.field),
+            )
+        })
+        .collect();
+    uses.extend(
+        spec.sandbox
+            .env
+            .iter()
+            .map(|name| (name.clone(), "sandbox.env".to_owned())),
+    );
+    let mut names: Vec<&String> = uses.iter().map(|(name, _)| name).collect();
+    names.sort();
+    names.dedup();
+    names
+        .into_iter()
+        .map(|name| {
+            let wheres: Vec<&str> = uses
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, place)| place.as_str())
+                .collect();
+            let allowed = allowances
+                .iter()
+                .find(|a| a.server == spec.name && &a.variable == name)
+                .map(|a| format!(", allowed by {}", a.path.display()))
+                .unwrap_or_default();
+            format!("{name} ({}{allowed})", wheres.join(", "))
+        })
+        .collect()
 }
 
 fn list_or_none(items: &[&str]) -> String {
@@ -369,6 +462,58 @@ fn unavailable(error: warden_store::StoreError) -> Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_definition_names_what_it_reads_from_your_environment_but_not_the_values() {
+        use std::path::PathBuf;
+        use warden_config::{EnvReference, Format, Origin, SandboxSpec, Scope};
+        let spec = ServerSpec {
+            name: "gh".into(),
+            transport: TransportSpec::Stdio {
+                command: "gh-mcp".into(),
+                args: vec!["--token".into(), "ghp_secret".into()],
+                env: Default::default(),
+                cwd: None,
+            },
+            timeouts: Default::default(),
+            era: Default::default(),
+            max_message_bytes: 1024,
+            origin: Origin {
+                scope: Scope::Project,
+                format: Format::ClaudeCode,
+                path: PathBuf::from("/p/.mcp.json"),
+            },
+            sandbox: SandboxSpec {
+                env: vec!["LANGUAGE".into()],
+                ..SandboxSpec::default()
+            },
+            env_references: vec![EnvReference {
+                variable: "GITHUB_TOKEN".into(),
+                field: "args[1]".into(),
+            }],
+        };
+        let allowances = [EnvAllowance {
+            server: "gh".into(),
+            variable: "GITHUB_TOKEN".into(),
+            path: PathBuf::from("/u/warden.toml"),
+            at: None,
+        }];
+        let text = definition_lines(&spec, None, &allowances).join("\n");
+        assert!(!text.contains("ghp_secret"), "{text}");
+        assert!(
+            text.contains(
+                "runs:      gh-mcp --token <argument 1: reads ${GITHUB_TOKEN}, not shown>"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "passed from your environment: GITHUB_TOKEN (${GITHUB_TOKEN} in args[1], allowed \
+                 by /u/warden.toml); LANGUAGE (sandbox.env)"
+            ),
+            "{text}"
+        );
+    }
 
     #[test]
     fn shell_words_are_quoted_when_needed() {

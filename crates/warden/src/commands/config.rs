@@ -17,11 +17,21 @@ const HIDDEN: &str = "<hidden>";
 
 /// Runs `warden config`.
 pub fn run(global: &GlobalArgs, args: ConfigArgs) -> Result<Code, Failure> {
-    let (config, _env) = super::load_config(global)?;
+    let (config, env) = super::load_config(global)?;
     if args.json {
         println!("{}", render::pretty(&redacted(&config)));
     } else {
         print!("{}", text(&config));
+        // Where per-project settings go (`[project_servers.NAME] env`, private servers).
+        if global.config.is_none()
+            && let Ok(local) = warden_config::local_config_path(&env)
+        {
+            println!(
+                "\nLocal file for this project{}: {}",
+                if local.exists() { "" } else { " (not created)" },
+                local.display()
+            );
+        }
     }
     Ok(Code::Ok)
 }
@@ -30,7 +40,23 @@ pub fn run(global: &GlobalArgs, args: ConfigArgs) -> Result<Code, Failure> {
 fn redacted(config: &ResolvedConfig) -> Value {
     let mut value = json!(config);
     if let Some(servers) = value["servers"].as_array_mut() {
-        for server in servers {
+        for (server, spec) in servers.iter_mut().zip(&config.servers) {
+            // An argument built from a variable of the environment may hold a secret.
+            for reference in &spec.env_references {
+                let index = reference
+                    .field
+                    .strip_prefix("args[")
+                    .and_then(|rest| rest.strip_suffix(']'))
+                    .and_then(|index| index.parse::<usize>().ok());
+                if let Some(index) = index
+                    && let Some(arg) = server
+                        .get_mut("transport")
+                        .and_then(|transport| transport.get_mut("args"))
+                        .and_then(|args| args.get_mut(index))
+                {
+                    *arg = json!(HIDDEN);
+                }
+            }
             for key in ["env", "headers"] {
                 let secrets = server
                     .get_mut("transport")
@@ -69,9 +95,14 @@ fn text(config: &ResolvedConfig) -> String {
                 command, args, env, ..
             } => {
                 let mut line = format!("stdio  {command}");
-                for arg in args {
+                for (index, arg) in args.iter().enumerate() {
                     line.push(' ');
-                    line.push_str(arg);
+                    let field = format!("args[{index}]");
+                    if spec.env_references.iter().any(|r| r.field == field) {
+                        line.push_str(HIDDEN);
+                    } else {
+                        line.push_str(arg);
+                    }
                 }
                 if !env.is_empty() {
                     let keys: Vec<&str> = env.keys().map(String::as_str).collect();
@@ -108,6 +139,29 @@ fn text(config: &ResolvedConfig) -> String {
             spec.origin.path.display(),
             render::scope(spec.origin.scope)
         ));
+        if !spec.env_references.is_empty() {
+            let uses: Vec<String> = spec
+                .env_references
+                .iter()
+                .map(|r| format!("{} ({})", r.variable, r.field))
+                .collect();
+            out.push_str(&format!(
+                "    reads from your environment: {}\n",
+                uses.join(", ")
+            ));
+        }
+    }
+    if !config.project_env.is_empty() {
+        out.push_str("\nProject servers may read from your environment ([project_servers]):\n");
+        for allowance in &config.project_env {
+            let at = allowance.at.map(|at| format!(":{at}")).unwrap_or_default();
+            out.push_str(&format!(
+                "  {}: {}  ({}{at})\n",
+                allowance.server,
+                allowance.variable,
+                allowance.path.display()
+            ));
+        }
     }
     let policy = &config.policy;
     if !policy.config.rules.is_empty()

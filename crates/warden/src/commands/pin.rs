@@ -14,6 +14,7 @@ use warden_store::Store;
 use crate::cli::{GlobalArgs, PinArgs};
 use crate::exit::{Code, Failure};
 use crate::pins;
+use crate::untrusted::{Shape, inert};
 
 /// Longest answer read at the prompt.
 const MAX_ANSWER_BYTES: u64 = 64;
@@ -41,7 +42,7 @@ pub fn run(global: &GlobalArgs, args: PinArgs) -> Result<Code, Failure> {
     let mut store = super::open_store(&env)?;
     let key = pins::key_for(spec);
     let stored = store.pin_for(&key).map_err(unavailable)?;
-    let name = crate::render::printable(&args.server);
+    let name = inert(&args.server, Shape::Line);
     let changed = match &stored {
         None => {
             println!("{name}: not pinned yet; it runs:");
@@ -54,7 +55,7 @@ pub fn run(global: &GlobalArgs, args: PinArgs) -> Result<Code, Failure> {
             } else {
                 println!("{name}: changed since it was pinned:");
                 for line in &lines {
-                    println!("  - {}", crate::render::printable(line));
+                    println!("  - {}", inert(line, Shape::Line));
                 }
                 println!("it now runs:");
             }
@@ -66,17 +67,14 @@ pub fn run(global: &GlobalArgs, args: PinArgs) -> Result<Code, Failure> {
                      them:"
                 );
                 for path in dropped {
-                    println!(
-                        "  - {}",
-                        crate::render::printable(&path.display().to_string())
-                    );
+                    println!("  - {}", inert(&path.display().to_string(), Shape::Line));
                 }
             }
             !lines.is_empty()
         }
     };
     for line in pins::describe(&current) {
-        println!("  {}", crate::render::printable(&line));
+        println!("  {}", inert(&line, Shape::Line));
     }
     let grants = pins::write_grants(&config.servers, launcher.scratch_base());
     let exposed = pins::exposed(&current, &grants);
@@ -86,7 +84,7 @@ pub fn run(global: &GlobalArgs, args: PinArgs) -> Result<Code, Failure> {
              no pin can vouch for it:"
         );
         for line in &exposed {
-            println!("  - {}", crate::render::printable(line));
+            println!("  - {}", inert(line, Shape::Line));
         }
     }
     if args.show || !changed {

@@ -24,6 +24,7 @@ use crate::cli::{GlobalArgs, ProbeArgs};
 use crate::exit::{Code, Failure};
 use crate::probe_report::{PathCheck, ProbeInput, ProbeReport};
 use crate::render;
+use crate::untrusted::{Shape, inert};
 
 /// The hidden subcommand that runs the probe.
 pub const PROBE_SUBCOMMAND: &str = "__probe-report";
@@ -125,6 +126,7 @@ pub async fn run(global: &GlobalArgs, args: ProbeArgs) -> Result<Code, Failure> 
             "server_program": substituted.server_program,
             "probe_binary": probe_binary,
             "write_grants": substituted.write_grants,
+            "grants": substituted.grants,
             "report": report,
             "summary": summary.json(),
             "pins": pins,
@@ -139,6 +141,7 @@ pub async fn run(global: &GlobalArgs, args: ProbeArgs) -> Result<Code, Failure> 
                 &substituted.server_program,
                 &exe,
                 substituted.substitute_copy.as_deref(),
+                substituted.grants.as_ref(),
                 &report,
             )
         );
@@ -176,7 +179,7 @@ fn pin_text(pins: &Value) -> String {
                 items
                     .iter()
                     .filter_map(Value::as_str)
-                    .map(render::printable)
+                    .map(|item| inert(item, Shape::Line).into_owned())
                     .collect()
             })
             .unwrap_or_default()
@@ -184,7 +187,7 @@ fn pin_text(pins: &Value) -> String {
     if let Some(error) = pins["error"].as_str() {
         return format!(
             "pinned files: cannot hash them: {}\n",
-            render::printable(error)
+            inert(error, Shape::Line)
         );
     }
     let mut out = String::from("pinned files (what its pin covers):\n");
@@ -430,6 +433,7 @@ fn text(
     server_program: &Path,
     exe: &Path,
     copy: Option<&Path>,
+    grants: Option<&warden_mcp::Grants>,
     report: &ProbeReport,
 ) -> String {
     let mut out = String::new();
@@ -451,6 +455,12 @@ fn text(
                 None => "already covered by the server's grants; no grant was added".to_owned(),
             }
         ));
+    }
+    if let Some(grants) = grants {
+        out.push_str("granted (the server's profile, which the probe ran under):\n");
+        for line in grants.lines() {
+            out.push_str(&format!("  {line}\n"));
+        }
     }
     out.push_str(&format!(
         "identity: uid {} ({}), gid {}, HOME {}, cwd {}\n",

@@ -16,8 +16,8 @@ use crate::exit::{Code, Failure};
 use crate::render;
 use crate::untrusted::{Shape, inert};
 
-/// Runs `warden tools`.
-pub async fn run(global: &GlobalArgs, args: ToolsArgs) -> Result<Code, Failure> {
+/// Runs `warden tools`; with `-v` (`verbose` > 0) every local server's grants are listed.
+pub async fn run(global: &GlobalArgs, args: ToolsArgs, verbose: u8) -> Result<Code, Failure> {
     let (config, env) = super::load_config(global)?;
     if config.servers.is_empty() {
         return Err(Failure::usage(anyhow::anyhow!(
@@ -30,9 +30,19 @@ pub async fn run(global: &GlobalArgs, args: ToolsArgs) -> Result<Code, Failure> 
         let limit = args.limit.unwrap_or(DEFAULT_SEARCH_LIMIT);
         search(&host, query, limit, args.json);
     } else if args.json {
-        println!("{}", render::pretty(&listing(&host, &drift, &scans)));
+        let mut value = listing(&host, &drift, &scans);
+        if verbose > 0
+            && let Some(servers) = value["servers"].as_array_mut()
+        {
+            for (server, entry) in servers.iter_mut().zip(host.servers()) {
+                if let Some(grants) = grants_json(&entry.spec) {
+                    server["grants"] = grants;
+                }
+            }
+        }
+        println!("{}", render::pretty(&value));
     } else {
-        print!("{}", text(&host, &drift, &scans));
+        print!("{}", text(&host, &drift, &scans, verbose > 0));
     }
     host.shutdown().await;
     Ok(Code::Ok)
@@ -269,10 +279,52 @@ fn held_back(drift: &DriftByServer, server: &str) -> usize {
         .map_or(0, |found| found.iter().filter(|d| d.held_back()).count())
 }
 
-fn text(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> String {
+/// What a confined local server is granted, as `warden approve` shows it (`None` for a
+/// remote or unconfined server).
+fn grant_lines(spec: &warden_config::ServerSpec) -> Option<Vec<String>> {
+    match crate::approvals::effective_grants(spec) {
+        Ok(None) => None,
+        Ok(Some(grants)) => {
+            let mut out = vec![format!("  grants (program {}):", grants.program.display())];
+            out.extend(grants.lines().into_iter().map(|line| format!("    {line}")));
+            let passed: Vec<&str> = grants.passed.iter().map(String::as_str).collect();
+            let set: Vec<&str> = grants.set.iter().map(String::as_str).collect();
+            out.push(format!(
+                "    variables: from your environment {}; set by the definition {}",
+                if passed.is_empty() {
+                    "(none)".to_owned()
+                } else {
+                    passed.join(", ")
+                },
+                if set.is_empty() {
+                    "(none)".to_owned()
+                } else {
+                    set.join(", ")
+                },
+            ));
+            Some(out)
+        }
+        Err(error) => Some(vec![format!("  grants: cannot be computed: {error}")]),
+    }
+}
+
+/// [`grant_lines`] as JSON: the effective profile, or `{"error": ...}`.
+fn grants_json(spec: &warden_config::ServerSpec) -> Option<Value> {
+    match crate::approvals::effective_grants(spec) {
+        Ok(grants) => grants.map(|g| json!(g)),
+        Err(error) => Some(json!({ "error": error })),
+    }
+}
+
+fn text(host: &Host, drift: &DriftByServer, scans: &ScansByServer, verbose: bool) -> String {
     let mut out = String::new();
     for entry in host.servers() {
         let name = &entry.spec.name;
+        let grants = if verbose {
+            grant_lines(&entry.spec)
+        } else {
+            None
+        };
         match &entry.status {
             ServerStatus::Connected { info } => {
                 let tools: Vec<_> = host.catalogue().tools_of(name).collect();
@@ -312,6 +364,9 @@ fn text(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> String {
                     tools.len(),
                     if tools.len() == 1 { "" } else { "s" }
                 ));
+                for line in grants.iter().flatten() {
+                    out.push_str(&format!("{line}\n"));
+                }
                 let rows: Vec<(&CatalogueTool, String, String)> = tools
                     .iter()
                     .map(|tool| {
@@ -386,6 +441,9 @@ fn text(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> String {
                 ));
                 for line in stderr_tail {
                     out.push_str(&format!("  | {}\n", inert(line, Shape::Line)));
+                }
+                for line in grants.iter().flatten() {
+                    out.push_str(&format!("{line}\n"));
                 }
             }
         }

@@ -283,6 +283,16 @@ pub fn server_toml(name: &str, command: &Path, args: &[&str], extra: &str) -> St
     )
 }
 
+/// The user's permission for project servers named `servers` to get the test's tag from
+/// Warden's environment (`[project_servers.NAME] env`, docs/config.md "Project files"):
+/// [`server_toml`] passes it with `${WARDEN_TEST_TAG}`. Text for the user file.
+pub fn project_tag_allowance(servers: &[&str]) -> String {
+    servers
+        .iter()
+        .map(|name| format!("[project_servers.{name}]\nenv = [{TAG_VAR:?}]\n"))
+        .collect()
+}
+
 /// `sandbox = { write = [...] }` granting `dirs` for writing.
 pub fn write_grant(dirs: &[&Path]) -> String {
     let dirs: Vec<String> = dirs
