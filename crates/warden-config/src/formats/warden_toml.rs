@@ -18,8 +18,10 @@ use crate::error::{ConfigError, LineCol};
 use crate::expand::Expander;
 use crate::name::validate_server_name;
 use crate::policy::FilePolicy;
+use crate::size::{SizeText, format_size};
 use crate::spec::{
-    EraPreference, HttpSettings, NetworkSpec, Origin, ReconnectSpec, Scope, ServerSpec, Timeouts,
+    DEFAULT_DISK, DEFAULT_MEMORY, DEFAULT_PROCESSES, EraPreference, HttpSettings, NetworkSpec,
+    Origin, ReconnectSpec, Scope, ServerSpec, Timeouts,
 };
 
 #[derive(Deserialize)]
@@ -72,7 +74,7 @@ struct WardenServer {
 #[derive(Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a table with `read`, `write`, `network` and/or `env`"
+    expecting = "a table with `read`, `write`, `network`, `env`, `memory`, `processes` and/or `disk`"
 )]
 struct WardenSandbox {
     #[serde(default)]
@@ -82,6 +84,9 @@ struct WardenSandbox {
     network: Option<NetworkSpec>,
     #[serde(default)]
     env: Vec<String>,
+    memory: Option<SizeText>,
+    processes: Option<u64>,
+    disk: Option<SizeText>,
 }
 
 /// `[servers.NAME.reconnect]`.
@@ -155,6 +160,9 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
                         write: Vec::new(),
                         network: None,
                         env: Vec::new(),
+                        memory: None,
+                        processes: None,
+                        disk: None,
                     });
                     Some(SandboxDraft {
                         confine,
@@ -162,6 +170,9 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
                         write: table.write,
                         network: table.network,
                         env: table.env,
+                        memory: table.memory,
+                        processes: table.processes,
+                        disk: table.disk,
                     })
                 }
             };
@@ -231,6 +242,21 @@ fn check_project_sandbox(server: &ServerSpec, origin: &Origin) -> Result<(), Con
         return Err(refuse(format!(
             "it passes `{name}` from Warden's environment"
         )));
+    }
+    // Resource limits: lower than the defaults, never higher.
+    for (key, value, default, size) in [
+        ("memory", sandbox.memory, DEFAULT_MEMORY, true),
+        ("disk", sandbox.disk, DEFAULT_DISK, true),
+        ("processes", sandbox.processes, DEFAULT_PROCESSES, false),
+    ] {
+        if let Some(value) = value.filter(|v| *v > default) {
+            let shown = |v| if size { format_size(v) } else { v.to_string() };
+            return Err(refuse(format!(
+                "it raises `sandbox.{key}` to {} (above the default, {})",
+                shown(value),
+                shown(default)
+            )));
+        }
     }
     let project = resolve(directory_of(&origin.path));
     for path in sandbox.read.iter().chain(&sandbox.write) {
