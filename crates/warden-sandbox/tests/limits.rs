@@ -182,9 +182,7 @@ fn a_fork_bomb_hits_its_limit_with_and_without_a_cgroup() {
             .unwrap();
         assert!(count < 24, "cgroup {cgroup}: {count} processes started");
         assert!(
-            ran.reached
-                .iter()
-                .any(|r| *r == LimitReached::Processes { limit: 24 }),
+            ran.reached.contains(&LimitReached::Processes { limit: 24 }),
             "cgroup {cgroup}: not named: {:?}",
             ran.reached
         );

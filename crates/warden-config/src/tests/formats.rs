@@ -896,7 +896,7 @@ command = "server"
         )
     );
     // Absent limits leave the serialized spec (and so existing approvals) unchanged.
-    let json = serde_json::to_value(&plain).unwrap();
+    let json = serde_json::to_value(plain).unwrap();
     assert!(json.get("memory").is_none(), "{json}");
 }
 

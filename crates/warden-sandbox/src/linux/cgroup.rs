@@ -507,15 +507,14 @@ fn v2_place(
         return None;
     }
     let enabled = read_small(&dir.join("cgroup.subtree_control")).unwrap_or_default();
-    if !enabled.split_whitespace().any(|c| c == controller) {
-        if let Err(error) = fs::write(dir.join("cgroup.subtree_control"), format!("+{controller}"))
-        {
-            notes.push(format!(
-                "cgroups: cannot enable `{controller}` for children of v2 {}: {error}",
-                dir.display()
-            ));
-            return None;
-        }
+    if !enabled.split_whitespace().any(|c| c == controller)
+        && let Err(error) = fs::write(dir.join("cgroup.subtree_control"), format!("+{controller}"))
+    {
+        notes.push(format!(
+            "cgroups: cannot enable `{controller}` for children of v2 {}: {error}",
+            dir.display()
+        ));
+        return None;
     }
     Some(Place {
         parent: dir,
