@@ -72,9 +72,9 @@ pub struct Limits {
     /// The size of the scratch tmpfs in bytes (default 1 GiB); also bounds its inodes (one
     /// per 16 KiB, at least 4096). Writes and `fallocate` beyond it fail with `ENOSPC`.
     pub disk: u64,
-    /// Processes and threads (default 512): `pids.max` of the sandbox's cgroup (which also
-    /// counts the sandbox's waiter and init), else `RLIMIT_NPROC` of the server's uid in its
-    /// user namespace, which is per sandbox.
+    /// Processes and threads (default 512): `pids.max` of the server's cgroup leaf, else
+    /// `RLIMIT_NPROC` of the server's uid in its user namespace, which is per sandbox (and
+    /// also counts the sandbox's waiter and init).
     pub processes: u64,
     /// `RLIMIT_AS` in bytes; `None` leaves it unlimited (the default). V8 reserves address
     /// space far beyond what it uses: Node 20 alone maps about 0.7 GiB, and one WebAssembly

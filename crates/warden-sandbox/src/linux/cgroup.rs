@@ -1,17 +1,21 @@
 //! Memory and process limits for one sandbox, through a cgroup leaf of its own.
 //!
-//! An rlimit binds one process; a server that forks binds nothing. A cgroup binds the whole
-//! sandbox (the waiter, init, the server and everything it starts, threads included) and
-//! counts what rlimits cannot: page cache, and the server's scratch tmpfs, which is memory.
+//! An rlimit binds one process; a server that forks multiplies it. A cgroup binds the
+//! server and everything it starts (threads included) together, and counts what rlimits
+//! cannot: page cache, and the server's scratch tmpfs, which is memory.
 //! So each confined server gets a leaf `warden-PID-RANDOM` under Warden's own cgroup, with
 //!
 //! - `memory.max` (cgroup v2) or `memory.limit_in_bytes` (v1): the server is OOM-killed when
-//!   it cannot stay under it (v2 also sets `memory.oom.group`, so the whole sandbox goes at
+//!   it cannot stay under it (v2 also sets `memory.oom.group`, so all of the server goes at
 //!   once, and `memory.swap.max = 0`, so the limit is not met by swapping);
-//! - `pids.max`: `fork` and `clone` fail with `EAGAIN` beyond it.
+//! - `pids.max`: `fork` and `clone` fail with `EAGAIN` beyond it (the server's processes and
+//!   threads; the sandbox's two helpers are outside the leaf).
 //!
-//! The waiter moves itself into the leaf (writing `0` to `cgroup.procs`, opened here in the
-//! parent) before it creates any namespace, so nothing of the sandbox ever runs outside it.
+//! The server process moves itself into the leaf (writing `0` to `tasks` on v1, which
+//! moves the calling thread without waiting for an RCU grace period, or to `cgroup.procs`
+//! on v2; the file is opened here, in the parent) before it does anything else, so all it
+//! starts is born inside. The sandbox's waiter and init stay outside: the limits are the
+//! server's, and init survives an OOM kill to report it.
 //!
 //! Where a leaf can be made depends on the machine. Each controller is looked up on its own:
 //! cgroup v2 when Warden's cgroup lists it in `cgroup.controllers` and it is (or can be)
@@ -118,10 +122,12 @@ impl Cgroup {
                 tracing::debug!(dir = %dir.display(), %error, "cannot create a cgroup leaf");
                 continue;
             }
-            let procs = match open_write(&dir.join("cgroup.procs")) {
+            // v1: `tasks` (see `super::join_cgroup` for why); v2: `cgroup.procs`.
+            let file = if place.v2 { "cgroup.procs" } else { "tasks" };
+            let procs = match open_write(&dir.join(file)) {
                 Ok(fd) => fd,
                 Err(error) => {
-                    tracing::debug!(dir = %dir.display(), %error, "cannot open cgroup.procs");
+                    tracing::debug!(dir = %dir.display(), %error, "cannot open {file}");
                     let _ = fs::remove_dir(&dir);
                     continue;
                 }
@@ -161,7 +167,7 @@ impl Cgroup {
         self.leaves.iter().any(|l| l.pids)
     }
 
-    /// The `cgroup.procs` descriptors the waiter writes itself into.
+    /// The descriptors (`tasks` on v1, `cgroup.procs` on v2) the server writes itself into.
     pub(crate) fn procs_fds(&self) -> Vec<RawFd> {
         self.leaves.iter().map(|l| l.procs.as_raw_fd()).collect()
     }
