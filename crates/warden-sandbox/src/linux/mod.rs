@@ -756,8 +756,16 @@ pub(crate) struct Report {
     paths: Vec<PathBuf>,
     /// The path of each bind into the new root, by index.
     binds: Vec<PathBuf>,
-    /// The most recent exit facts read from the channel.
-    facts: std::sync::Mutex<Option<ExitFacts>>,
+    /// What was read from the channel and not yet taken: the newest failure (with its
+    /// errno) and the newest exit facts.
+    seen: std::sync::Mutex<Seen>,
+}
+
+/// See [`Report::seen`].
+#[derive(Debug, Default)]
+struct Seen {
+    failure: Option<(Failure, i32)>,
+    facts: Option<ExitFacts>,
 }
 
 /// One record: code, errno, detail (u32 each), then a u32 and a u64 of extra data.
@@ -805,7 +813,7 @@ impl Report {
             write,
             paths,
             binds,
-            facts: std::sync::Mutex::new(None),
+            seen: std::sync::Mutex::new(Seen::default()),
         })
     }
 
@@ -825,9 +833,12 @@ impl Report {
         unsafe { libc::write(self.write.as_raw_fd(), record.as_ptr().cast(), RECORD) };
     }
 
-    /// Reads every record waiting: keeps the newest exit facts, returns the newest failure.
-    fn drain(&self) -> Option<(Failure, i32)> {
-        let mut last = None;
+    /// Reads every record waiting into [`Report::seen`] (newest failure, newest facts).
+    fn drain(&self) -> std::sync::MutexGuard<'_, Seen> {
+        let mut seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut record = [0u8; RECORD];
         loop {
             // SAFETY: record is a live buffer of RECORD bytes; the descriptor is non-blocking.
@@ -841,38 +852,30 @@ impl Report {
             if code == FACTS_CODE {
                 let mut rss = [0u8; 8];
                 rss.copy_from_slice(&record[16..24]);
-                let facts = ExitFacts {
+                seen.facts = Some(ExitFacts {
                     scratch_full: u32::from_ne_bytes(word(4)) != 0,
                     processes: u64::from(u32::from_ne_bytes(word(8))),
                     max_rss_kib: u64::from_ne_bytes(rss),
-                };
-                match self.facts.lock() {
-                    Ok(mut slot) => *slot = Some(facts),
-                    Err(poisoned) => *poisoned.into_inner() = Some(facts),
-                }
+                });
                 continue;
             }
             let errno = i32::from_ne_bytes(word(4));
             let detail = u32::from_ne_bytes(word(8));
             if let Some(what) = Failure::decode(code, detail) {
-                last = Some((what, errno));
+                seen.failure = Some((what, errno));
             }
         }
-        last
+        seen
     }
 
     /// What init saw when the server last exited, if it told.
     pub(crate) fn facts(&self) -> Option<ExitFacts> {
-        let _ = self.drain();
-        match self.facts.lock() {
-            Ok(slot) => *slot,
-            Err(poisoned) => *poisoned.into_inner(),
-        }
+        self.drain().facts
     }
 
     /// The most recent failure recorded, if any, consuming the records.
     pub(crate) fn take(&self) -> Option<SandboxError> {
-        let (what, errno) = self.drain()?;
+        let (what, errno) = self.drain().failure.take()?;
         let source = io::Error::from_raw_os_error(errno);
         Some(match what {
             Failure::Step(step) => SandboxError::Setup { step, source },
