@@ -15,8 +15,10 @@
 use std::path::{Path, PathBuf};
 
 use crate::error::ConfigError;
+use crate::size::format_size;
 use crate::spec::{
-    EnvAllowance, EnvReference, NetworkSpec, Origin, SandboxSpec, Scope, ServerSpec, TransportSpec,
+    DEFAULT_DISK, DEFAULT_MEMORY, DEFAULT_PROCESSES, EnvAllowance, EnvReference, NetworkSpec,
+    Origin, SandboxSpec, Scope, ServerSpec, TransportSpec,
 };
 
 /// The path with symlinks resolved where it exists, and `.`/`..` removed lexically where it
@@ -80,6 +82,21 @@ pub(crate) fn check_server(
     }
     if sandbox.network != NetworkSpec::None {
         return Err(refuse("it grants the host network".into()));
+    }
+    // Resource limits: lower than the defaults, never higher.
+    for (key, value, default, size) in [
+        ("memory", sandbox.memory, DEFAULT_MEMORY, true),
+        ("disk", sandbox.disk, DEFAULT_DISK, true),
+        ("processes", sandbox.processes, DEFAULT_PROCESSES, false),
+    ] {
+        if let Some(value) = value.filter(|v| *v > default) {
+            let shown = |v| if size { format_size(v) } else { v.to_string() };
+            return Err(refuse(format!(
+                "it raises `sandbox.{key}` to {} (above the default, {})",
+                shown(value),
+                shown(default)
+            )));
+        }
     }
     for path in sandbox.read.iter().chain(&sandbox.write) {
         if !resolve(path).starts_with(project) {

@@ -16,6 +16,20 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default cap on one message read from a server (one stdio line).
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
+/// Default `sandbox.memory`: the most memory a confined server (everything it starts, and
+/// what it keeps in its scratch directory, which is memory-backed) may use.
+pub const DEFAULT_MEMORY: u64 = 2 << 30;
+/// Default `sandbox.processes`: the most processes and threads a confined server may run.
+pub const DEFAULT_PROCESSES: u64 = 512;
+/// Default `sandbox.disk`: the size of a confined server's scratch directory.
+pub const DEFAULT_DISK: u64 = 1 << 30;
+/// The smallest `sandbox.memory` accepted (below it no interpreter starts).
+pub const MIN_MEMORY: u64 = 16 << 20;
+/// The smallest `sandbox.disk` accepted.
+pub const MIN_DISK: u64 = 1 << 20;
+/// The smallest `sandbox.processes` accepted (the sandbox's own two helpers count too).
+pub const MIN_PROCESSES: u64 = 4;
+
 /// One configured server, fully resolved (variables expanded, scopes merged).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ServerSpec {
@@ -87,6 +101,32 @@ pub struct SandboxSpec {
     /// arguments) must lie inside it, or inside the system directories every server reads.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub project: Option<PathBuf>,
+    /// `memory`, in bytes; `None` means [`DEFAULT_MEMORY`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<u64>,
+    /// `processes`; `None` means [`DEFAULT_PROCESSES`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u64>,
+    /// `disk`, in bytes; `None` means [`DEFAULT_DISK`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub disk: Option<u64>,
+}
+
+impl SandboxSpec {
+    /// The memory limit in force: `memory`, or [`DEFAULT_MEMORY`].
+    pub fn memory_limit(&self) -> u64 {
+        self.memory.unwrap_or(DEFAULT_MEMORY)
+    }
+
+    /// The process limit in force: `processes`, or [`DEFAULT_PROCESSES`].
+    pub fn process_limit(&self) -> u64 {
+        self.processes.unwrap_or(DEFAULT_PROCESSES)
+    }
+
+    /// The scratch size in force: `disk`, or [`DEFAULT_DISK`].
+    pub fn disk_limit(&self) -> u64 {
+        self.disk.unwrap_or(DEFAULT_DISK)
+    }
 }
 
 impl Default for SandboxSpec {
@@ -98,6 +138,9 @@ impl Default for SandboxSpec {
             network: NetworkSpec::None,
             env: Vec::new(),
             project: None,
+            memory: None,
+            processes: None,
+            disk: None,
         }
     }
 }

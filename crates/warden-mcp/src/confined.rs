@@ -102,6 +102,9 @@ impl ConfinedLauncher {
             NetworkSpec::None => Network::None,
             NetworkSpec::Host => Network::Host,
         };
+        profile.limits.memory = request.sandbox.memory_limit();
+        profile.limits.processes = request.sandbox.process_limit();
+        profile.limits.disk = request.sandbox.disk_limit();
         dedup(&mut profile.read);
         dedup(&mut profile.write);
         dedup(&mut profile.exec);
@@ -134,8 +137,8 @@ pub struct Substituted {
     pub grants: Option<Grants>,
     /// Where the substitute ran from when the server's grants do not cover it: a copy in
     /// the server's own private scratch directory (which every confined server may read,
-    /// write and execute in), so that no grant has to be added for it. `None` when it ran
-    /// in place.
+    /// write and execute in; the copy is made inside the sandbox's scratch tmpfs), so that
+    /// no grant has to be added for it. `None` when it ran in place.
     pub substitute_copy: Option<PathBuf>,
 }
 
@@ -188,15 +191,14 @@ impl ConfinedLauncher {
         };
         let in_place = covered(&profile.read) && covered(&profile.exec);
         let mut substitute_copy = None;
+        let mut profile = profile;
         if !in_place {
-            let name = program
-                .file_name()
-                .map_or_else(|| OsString::from("substitute"), |n| n.to_os_string());
-            let copy = scratch.path().join(name);
-            std::fs::copy(&program, &copy).map_err(|source| LaunchError::Spawn {
-                program: program.clone(),
-                source,
-            })?;
+            let name = program.file_name().map_or_else(
+                || "substitute".to_owned(),
+                |n| n.to_string_lossy().into_owned(),
+            );
+            let copy = scratch.path().join(&name);
+            profile.scratch_files.push((name, resolved.clone()));
             substitute_copy = Some(copy.clone());
             program = copy;
         }
@@ -241,7 +243,36 @@ impl ConfinedLauncher {
             .spawn()
             .map_err(|error| failed(confinement.spawn_error(error)))?;
         tracing::debug!(server = %request.server, program = %program.display(), "started confined");
-        Launched::from_child(program, child, Some(Box::new(scratch)))
+        let keep = Sandboxed {
+            confinement,
+            _scratch: scratch,
+        };
+        Launched::from_child(program, child, Some(Box::new(keep)))
+    }
+}
+
+/// What a confined server keeps alive: its confinement (the cgroup leaf, and what tells
+/// which limit it reached) and its scratch directory.
+#[derive(Debug)]
+struct Sandboxed {
+    confinement: warden_sandbox::Confinement,
+    _scratch: Scratch,
+}
+
+impl crate::launcher::Keep for Sandboxed {
+    fn exit_note(&self) -> Option<String> {
+        let notes: Vec<String> = self
+            .confinement
+            .limits_reached()
+            .iter()
+            .map(|reached| {
+                format!(
+                    "{reached}; raise `sandbox.{}` if it needs more",
+                    reached.name()
+                )
+            })
+            .collect();
+        (!notes.is_empty()).then(|| notes.join("; "))
     }
 }
 
@@ -317,6 +348,8 @@ fn check_reachable(program: &Path, profile: &Profile) -> Result<(), LaunchError>
         .iter()
         .chain(&profile.write)
         .chain(&profile.exec)
+        // The scratch directory is a tmpfs of the sandbox's own, not the host's directory.
+        .filter(|path| **path != profile.scratch)
     {
         let Ok(resolved) = std::fs::canonicalize(path) else {
             continue; // the sandbox reports a missing path itself

@@ -83,8 +83,18 @@ pub struct Launched {
     pub group: ProcessGroup,
 }
 
-/// What a launcher keeps alive for as long as the process runs (a scratch directory, say).
-pub type KeepAlive = Box<dyn std::fmt::Debug + Send + Sync>;
+/// What a launcher keeps alive for as long as the process runs (a scratch directory, say),
+/// and what it can add to the description of how the process ended.
+pub trait Keep: std::fmt::Debug + Send + Sync {
+    /// What is known about the end beyond the exit status (a resource limit the process
+    /// reached), in words; `None` by default.
+    fn exit_note(&self) -> Option<String> {
+        None
+    }
+}
+
+/// A boxed [`Keep`].
+pub type KeepAlive = Box<dyn Keep>;
 
 impl Launched {
     /// Wraps a child spawned with piped stdio in its own process group; `keep` is dropped
@@ -330,17 +340,28 @@ impl ProcessGroup {
         self.pgid
     }
 
-    /// The leader's exit status, if it has exited.
+    /// The leader's exit status, if it has exited, with what the launcher knows about the
+    /// end (a resource limit reached).
     pub fn try_status(&mut self) -> Option<String> {
-        self.child.try_wait().ok().flatten().map(describe_status)
+        let status = self.child.try_wait().ok().flatten()?;
+        Some(self.describe(status))
     }
 
     /// Waits up to `limit` for the leader to exit.
     pub async fn wait_exit(&mut self, limit: Duration) -> Option<String> {
         match tokio::time::timeout(limit, self.child.wait()).await {
-            Ok(Ok(status)) => Some(describe_status(status)),
+            Ok(Ok(status)) => Some(self.describe(status)),
             Ok(Err(_)) | Err(_) => None,
         }
+    }
+
+    fn describe(&self, status: ExitStatus) -> String {
+        let mut text = describe_status(status);
+        if let Some(note) = self.guard.as_ref().and_then(|guard| guard.exit_note()) {
+            text.push_str("; ");
+            text.push_str(&note);
+        }
+        text
     }
 
     /// Stops the group the way the MCP specification asks, assuming the caller has already

@@ -1,6 +1,8 @@
-//! Spawn-to-exit time of `/bin/true`, plain and confined (network off, and `host`), and of
-//! `confine()`'s preparation alone. Medians of many runs, printed as a table; run with
-//! `cargo bench -p warden-sandbox --bench spawn`.
+//! Spawn-to-exit time of `/bin/true`, plain and confined (network off with the default
+//! limits, in a cgroup leaf where the machine offers one; network off with rlimits only;
+//! network `host`), of `confine()`'s preparation alone (which creates the cgroup leaf), and
+//! of dropping a `Confinement` after its process exited (which removes the leaf). Medians
+//! of many runs, printed as a table; run with `cargo bench -p warden-sandbox --bench spawn`.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -15,12 +17,16 @@ use warden_sandbox::{Network, Profile, Scratch, confine};
 
 const RUNS: usize = 200;
 
+/// The pause before a "cold" start.
+const PAUSE: Duration = Duration::from_millis(50);
+
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort_unstable();
     samples[samples.len() / 2]
 }
 
-fn confined_run(profile: &Profile) -> Duration {
+/// Spawn to exit, and then the time to drop the command and its `Confinement`.
+fn confined_run(profile: &Profile) -> (Duration, Duration) {
     let mut command = Command::new("/bin/true");
     let started = Instant::now();
     let confinement = confine(&mut command, profile).unwrap();
@@ -29,28 +35,39 @@ fn confined_run(profile: &Profile) -> Duration {
         .map_err(|e| confinement.spawn_error(e))
         .unwrap();
     assert!(status.success());
-    started.elapsed()
+    let elapsed = started.elapsed();
+    let dropping = Instant::now();
+    drop(command);
+    drop(confinement);
+    (elapsed, dropping.elapsed())
 }
 
 fn main() {
     let base = tempfile::tempdir().unwrap();
-    // The sandbox uid must be able to reach the scratch directory's parent.
-    std::fs::set_permissions(
-        base.path(),
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
     let scratch = Scratch::create(base.path(), "bench").unwrap();
     let profile = Profile::default_for(Path::new("/bin/true"), scratch.path()).unwrap();
+    let mut rlimits_only = profile.clone();
+    rlimits_only.limits.cgroup = false;
     let mut host = profile.clone();
     host.network = Network::Host;
-    let (mut plain, mut confined, mut with_host, mut prepare) = (vec![], vec![], vec![], vec![]);
+    let (mut plain, mut confined, mut no_cgroup, mut with_host) = (vec![], vec![], vec![], vec![]);
+    let (mut prepare, mut teardown) = (vec![], vec![]);
+    let (mut cold, mut cold_no_cgroup) = (vec![], vec![]);
     for _ in 0..RUNS {
+        // After a pause, as a server usually starts: moving a process into a cgroup waits
+        // for an RCU grace period unless another move happened just before.
+        std::thread::sleep(PAUSE);
+        cold.push(confined_run(&profile).0);
+        std::thread::sleep(PAUSE);
+        cold_no_cgroup.push(confined_run(&rlimits_only).0);
         let started = Instant::now();
         assert!(Command::new("/bin/true").status().unwrap().success());
         plain.push(started.elapsed());
-        confined.push(confined_run(&profile));
-        with_host.push(confined_run(&host));
+        let (run, dropped) = confined_run(&profile);
+        confined.push(run);
+        teardown.push(dropped);
+        no_cgroup.push(confined_run(&rlimits_only).0);
+        with_host.push(confined_run(&host).0);
         let mut command = Command::new("/bin/true");
         let started = Instant::now();
         let _confinement = confine(&mut command, &profile).unwrap();
@@ -62,9 +79,28 @@ fn main() {
     println!("| case | median |");
     println!("|---|---|");
     println!("| plain | {plain:?} |");
-    println!("| confined, network none | {confined:?} |");
+    println!("| confined, network none, default limits | {confined:?} |");
+    println!(
+        "| confined, network none, rlimits only (no cgroup) | {:?} |",
+        median(no_cgroup)
+    );
     println!("| confined, network host | {:?} |", median(with_host));
-    println!("| confine() preparation alone | {:?} |", median(prepare));
+    println!(
+        "| confined, network none, default limits, after {PAUSE:?} idle | {:?} |",
+        median(cold)
+    );
+    println!(
+        "| confined, network none, rlimits only, after {PAUSE:?} idle | {:?} |",
+        median(cold_no_cgroup)
+    );
+    println!(
+        "| confine() preparation alone (cgroup leaf included) | {:?} |",
+        median(prepare)
+    );
+    println!(
+        "| dropping the Confinement after exit (leaf removed) | {:?} |",
+        median(teardown)
+    );
     println!(
         "added by confinement: {:?} per start",
         confined.saturating_sub(plain)

@@ -111,6 +111,12 @@ pub enum Step {
     NewRoot,
     /// Entering the working directory inside the new root.
     Chdir,
+    /// Moving the sandbox into its cgroup leaf.
+    JoinCgroup,
+    /// Mounting the scratch tmpfs.
+    MountScratch,
+    /// Copying a file into the scratch tmpfs.
+    CopyIntoScratch,
 }
 
 impl fmt::Display for Step {
@@ -143,6 +149,9 @@ impl fmt::Display for Step {
             Self::RestoreSignals => f.write_str("restoring the signal mask"),
             Self::NewRoot => f.write_str("building the sandbox's root directory"),
             Self::Chdir => f.write_str("entering the working directory"),
+            Self::JoinCgroup => f.write_str("moving into the sandbox's cgroup"),
+            Self::MountScratch => f.write_str("mounting the scratch tmpfs"),
+            Self::CopyIntoScratch => f.write_str("copying a file into the scratch directory"),
         }
     }
 }

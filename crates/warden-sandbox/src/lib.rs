@@ -20,8 +20,12 @@
 //!   writable), a fresh `/proc` and a minimal `/dev`: what is not granted does not exist,
 //!   which also covers what Landlock does not mediate (connecting to a UNIX socket by path,
 //!   `stat`, `chmod`);
-//! - with `no_new_privs`, resource limits, core dumps off, every descriptor above 2 closed,
-//!   and an environment built from scratch;
+//! - with `no_new_privs`, core dumps off, every descriptor above 2 closed, and an
+//!   environment built from scratch;
+//! - under memory and process limits for the whole sandbox (a cgroup leaf of its own where
+//!   the machine offers one, per-process rlimits otherwise), with a private scratch
+//!   directory that is a size-capped tmpfs and vanishes with the sandbox ([`Limits`],
+//!   [`Scratch`]);
 //! - inside a process tree that dies with Warden, even when Warden is killed with SIGKILL.
 //!
 //! # Process tree
@@ -43,7 +47,9 @@
 //! daemons included. The waiter holds the read end of a pipe whose write end only Warden
 //! holds; when Warden dies, however it dies, the waiter sees the hang-up and kills init. The
 //! waiter and init keep a copy of Warden's memory (they never exec), so both are made
-//! non-dumpable and the server cannot read them.
+//! non-dumpable and the server cannot read them; init, the one of the two the server can
+//! see (as its `/proc/1`), also overwrites Warden's argument and environment strings, which
+//! `/proc/1/cmdline` would show to anyone.
 //!
 //! # Use
 //!
@@ -52,7 +58,7 @@
 //! use std::process::{Command, Stdio};
 //! use warden_sandbox::{Profile, Scratch, confine, scrubbed_env};
 //!
-//! let scratch = Scratch::create(std::path::Path::new("/tmp"), "time")?;
+//! let scratch = Scratch::create(std::path::Path::new("/run/warden/scratch"), "time")?;
 //! let mut profile = Profile::default_for("/usr/bin/python3".as_ref(), scratch.path())?;
 //! profile.set_env(scrubbed_env(std::env::vars(), &Default::default()));
 //!
@@ -132,12 +138,103 @@ pub fn landlock_abi() -> Option<u32> {
     }
 }
 
-/// What [`confine`] set up; explains a failed spawn.
+/// What [`confine`] set up; explains a failed spawn, and which limit a server that ended
+/// had reached.
+///
+/// Keep it for as long as the process runs: it holds the sandbox's cgroup leaf, which is
+/// removed when both this and the command are dropped and the sandbox is empty.
 #[derive(Debug)]
 pub struct Confinement {
     program: PathBuf,
     #[cfg(target_os = "linux")]
     report: std::sync::Arc<linux::Report>,
+    #[cfg(target_os = "linux")]
+    watch: linux::Watch,
+}
+
+/// A resource limit a confined server reached, as far as the sandbox can tell once it
+/// ended ([`Confinement::limits_reached`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LimitReached {
+    /// [`Limits::memory`], in bytes. `peak` is the server's peak resident size where the
+    /// limit was a per-process rlimit (without a cgroup, that is the evidence); `None` when
+    /// the cgroup's OOM killer acted.
+    Memory {
+        /// The limit.
+        limit: u64,
+        /// The peak resident size, in bytes.
+        peak: Option<u64>,
+    },
+    /// [`Limits::processes`]: a fork was refused (cgroup), or the sandbox held about that
+    /// many processes when the server ended (rlimit).
+    Processes {
+        /// The limit.
+        limit: u64,
+    },
+    /// [`Limits::disk`]: the scratch tmpfs was full when the server ended.
+    Disk {
+        /// The limit, in bytes.
+        limit: u64,
+    },
+}
+
+impl LimitReached {
+    /// The name of the limit, as in [`Limits`] and in Warden's configuration
+    /// (`memory`, `processes`, `disk`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Memory { .. } => "memory",
+            Self::Processes { .. } => "processes",
+            Self::Disk { .. } => "disk",
+        }
+    }
+}
+
+impl std::fmt::Display for LimitReached {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Memory { limit, peak: None } => write!(
+                f,
+                "it reached its memory limit of {}, and the kernel's OOM killer stopped it",
+                format_bytes(*limit)
+            ),
+            Self::Memory {
+                limit,
+                peak: Some(peak),
+            } => write!(
+                f,
+                "it reached its memory limit of {} per process (peak {})",
+                format_bytes(*limit),
+                format_bytes(*peak)
+            ),
+            Self::Processes { limit } => write!(
+                f,
+                "it reached its process limit of {limit} processes and threads, so forks were \
+                 refused"
+            ),
+            Self::Disk { limit } => write!(
+                f,
+                "it filled its scratch directory to its disk limit of {}",
+                format_bytes(*limit)
+            ),
+        }
+    }
+}
+
+/// `512M`, `2G`, `1536K`: the largest exact binary unit, as Warden's configuration writes
+/// sizes; otherwise MiB with one decimal.
+fn format_bytes(bytes: u64) -> String {
+    for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    if bytes >= 1 << 20 {
+        // Display only: one decimal of MiB.
+        return format!("{:.1}M", bytes as f64 / f64::from(1u32 << 20));
+    }
+    format!("{bytes} bytes")
 }
 
 impl Confinement {
@@ -154,6 +251,22 @@ impl Confinement {
         #[cfg(not(target_os = "linux"))]
         {
             None
+        }
+    }
+
+    /// The resource limits the server had reached when it ended: from the cgroup's counters
+    /// (a memory OOM kill, a refused fork) and from what the sandbox's init saw at the
+    /// server's exit (a full scratch tmpfs; without a cgroup, a peak resident size at the
+    /// memory rlimit, or as many processes as the limit). Empty while it runs, and when
+    /// nothing points at a limit.
+    pub fn limits_reached(&self) -> Vec<LimitReached> {
+        #[cfg(target_os = "linux")]
+        {
+            self.watch.reached(self.report.facts())
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            Vec::new()
         }
     }
 

@@ -52,29 +52,52 @@ pub enum Network {
     Host,
 }
 
-/// Resource limits (`setrlimit`) for the server and everything it starts.
+/// Resource limits for the server and everything it starts.
 ///
-/// `RLIMIT_CORE` is always 0 and is not configurable.
+/// `memory` and `processes` bind the whole sandbox through a cgroup leaf of its own where
+/// the machine lets Warden create one (cgroup v2 where delegated, or a v1 hierarchy as
+/// root); where it does not, they fall back to per-process rlimits (`RLIMIT_DATA` for
+/// memory, `RLIMIT_NPROC` for processes), which a server that forks can multiply.
+/// `disk` is the size of the scratch tmpfs and holds either way. `RLIMIT_CORE` is always 0
+/// and is not configurable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
+    /// The most memory the sandbox may use, in bytes (default 2 GiB): anonymous memory,
+    /// page cache and what it keeps in its scratch tmpfs, which is memory too. In a cgroup,
+    /// the server is OOM-killed when it cannot stay below it; without one, every process
+    /// gets `RLIMIT_DATA` of this size (its writable private mappings: heap, stacks,
+    /// anonymous `mmap`; address space merely reserved, as V8 does, does not count), so an
+    /// allocation beyond it fails.
+    pub memory: u64,
+    /// The size of the scratch tmpfs in bytes (default 1 GiB); also bounds its inodes (one
+    /// per 16 KiB, at least 4096). Writes and `fallocate` beyond it fail with `ENOSPC`.
+    pub disk: u64,
+    /// Processes and threads (default 512): `pids.max` of the server's cgroup leaf, else
+    /// `RLIMIT_NPROC` of the server's uid in its user namespace, which is per sandbox (and
+    /// also counts the sandbox's waiter and init).
+    pub processes: u64,
     /// `RLIMIT_AS` in bytes; `None` leaves it unlimited (the default). V8 reserves address
     /// space far beyond what it uses: Node 20 alone maps about 0.7 GiB, and one WebAssembly
     /// memory (Node's own `fetch` instantiates one) reserves about 10 GiB of guard regions,
-    /// so any cap low enough to matter breaks Node. Memory belongs in a cgroup, not here.
+    /// so any cap low enough to matter breaks Node. Memory is bounded by `memory` instead.
     pub address_space: Option<u64>,
     /// `RLIMIT_NOFILE`: open descriptors (default 4096, lowered to Warden's own hard limit
     /// when that is smaller).
     pub open_files: u64,
-    /// `RLIMIT_NPROC`: processes and threads of the server's uid in its user namespace,
-    /// which is per sandbox (default 512; Node runs about a dozen threads per process).
-    pub processes: u64,
     /// `RLIMIT_CPU` in seconds; `None` (the default) leaves it unlimited, because the limit
     /// is cumulative over a process's life and a long-running server would be killed for
     /// having been useful for hours.
     pub cpu_seconds: Option<u64>,
+    /// Whether `memory` and `processes` may use a cgroup (the default). `false` applies the
+    /// per-process rlimits only, as on a machine without a usable cgroup.
+    pub cgroup: bool,
 }
 
 impl Limits {
+    /// Default for [`Limits::memory`]: 2 GiB.
+    pub const DEFAULT_MEMORY: u64 = 2 << 30;
+    /// Default for [`Limits::disk`]: 1 GiB.
+    pub const DEFAULT_DISK: u64 = 1 << 30;
     /// Default for [`Limits::open_files`].
     pub const DEFAULT_OPEN_FILES: u64 = 4096;
     /// Default for [`Limits::processes`].
@@ -84,10 +107,13 @@ impl Limits {
 impl Default for Limits {
     fn default() -> Self {
         Self {
+            memory: Self::DEFAULT_MEMORY,
+            disk: Self::DEFAULT_DISK,
+            processes: Self::DEFAULT_PROCESSES,
             address_space: None,
             open_files: Self::DEFAULT_OPEN_FILES,
-            processes: Self::DEFAULT_PROCESSES,
             cpu_seconds: None,
+            cgroup: true,
         }
     }
 }
@@ -114,13 +140,21 @@ pub struct Profile {
     /// Resource limits.
     pub limits: Limits,
     /// The server's private scratch directory: its `HOME`, its `TMPDIR`, and its working
-    /// directory unless the command sets one. It should also be in `write`.
+    /// directory unless the command sets one. Inside the sandbox this path is a fresh tmpfs
+    /// of [`Limits::disk`] bytes that lives as long as the sandbox (nothing of the host
+    /// directory is visible there). Its rights come from whether it is listed in `read`,
+    /// `write` and `exec` ([`Profile::default_for`] lists it in `write` and `exec`); a path
+    /// inside it cannot be granted separately.
     pub scratch: PathBuf,
     /// Files the caller hashed before the start (a pinned program, interpreter or script):
     /// each is checked again inside the sandbox, as the last step before the program is
     /// executed, and the start fails with [`SandboxError::PinnedFileChanged`] when the file
     /// the server would find there is no longer the one that was hashed. Empty by default.
     pub pinned: Vec<PinnedFile>,
+    /// Files copied into the scratch tmpfs before the program starts: name in the scratch
+    /// directory, and the host file (opened by Warden, read by the sandbox through that
+    /// descriptor). Copies are mode 0700 and count towards [`Limits::disk`].
+    pub scratch_files: Vec<(String, PathBuf)>,
 }
 
 /// A file whose identity was recorded when its bytes were hashed, to be checked again
@@ -188,6 +222,7 @@ impl Profile {
             limits: Limits::default(),
             scratch,
             pinned: Vec::new(),
+            scratch_files: Vec::new(),
         };
         profile.set_env(BTreeMap::from([(
             "PATH".to_owned(),

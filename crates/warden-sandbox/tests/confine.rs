@@ -321,7 +321,12 @@ fn writes_only_inside_the_write_list() {
     assert!(out.status.success(), "{}", out.stderr);
     let scratch = s.scratch.path().display().to_string();
     assert_eq!(out.stdout, format!("hi\n{scratch}\n"));
-    assert!(s.scratch.path().join("b/g").exists());
+    // It is the sandbox's own tmpfs: nothing reached the host's directory, and the next
+    // run starts empty.
+    assert_eq!(std::fs::read_dir(s.scratch.path()).unwrap().count(), 0);
+    let out = sh(&s.profile, "ls -A \"$HOME\"");
+    assert!(out.status.success(), "{}", out.stderr);
+    assert_eq!(out.stdout, "");
 }
 
 #[test]
@@ -696,12 +701,20 @@ fn limits_are_applied() {
     s.profile.limits.processes = 16;
     s.profile.limits.cpu_seconds = Some(30);
     s.profile.limits.address_space = Some(1 << 31);
+    s.profile.limits.memory = 1 << 30;
+    // Without a cgroup, memory and processes are rlimits.
+    s.profile.limits.cgroup = false;
     let out = sh(
         &s.profile,
-        "ulimit -n; ulimit -p; ulimit -t; ulimit -v; ulimit -c",
+        "ulimit -n; ulimit -p; ulimit -t; ulimit -v; ulimit -c; ulimit -d",
     );
     let lines: Vec<&str> = out.stdout.lines().collect();
-    assert_eq!(lines, ["64", "16", "30", "2097152", "0"], "{}", out.stderr);
+    assert_eq!(
+        lines,
+        ["64", "16", "30", "2097152", "0", "1048576"],
+        "{}",
+        out.stderr
+    );
 
     // 40 forks under a limit of 16 processes, which counts the sandbox's own waiter and
     // init too (the shell gives up on its first failed fork, so Python counts).
@@ -719,17 +732,21 @@ for _ in range(40):
         refused += 1
 print(started, refused)
 "#;
-    let out = run(&s.profile, "/usr/bin/python3", &["-c", code]);
-    assert!(out.status.success(), "{}", out.stderr);
-    let counts: Vec<u32> = out
-        .stdout
-        .split_whitespace()
-        .map(|n| n.parse().unwrap())
-        .collect();
-    assert!(
-        counts[0] < 16 && counts[1] > 20,
-        "started, refused: {counts:?}"
-    );
+    // The same with the cgroup the machine may offer (pids.max then counts everything).
+    for cgroup in [false, true] {
+        s.profile.limits.cgroup = cgroup;
+        let out = run(&s.profile, "/usr/bin/python3", &["-c", code]);
+        assert!(out.status.success(), "{}", out.stderr);
+        let counts: Vec<u32> = out
+            .stdout
+            .split_whitespace()
+            .map(|n| n.parse().unwrap())
+            .collect();
+        assert!(
+            counts[0] < 16 && counts[1] > 20,
+            "cgroup {cgroup}: started, refused: {counts:?}"
+        );
+    }
 }
 
 #[test]
@@ -785,11 +802,14 @@ fn profile_errors_name_what_is_wrong() {
 
 #[test]
 fn an_exec_failure_is_reported_not_hung() {
-    let s = setup("/bin/sh");
-    // Inside the exec grant (scratch) but not executable.
-    let program = s.scratch.path().join("not-executable");
+    let mut s = setup("/bin/sh");
+    // Inside an exec grant but not executable.
+    let dir = open_dir();
+    let program = dir.path().join("not-executable");
     std::fs::write(&program, "data").unwrap();
     std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o644)).unwrap();
+    s.profile.read.push(dir.path().to_path_buf());
+    s.profile.exec.push(dir.path().to_path_buf());
     let mut command = Command::new(&program);
     let confinement = confine(&mut command, &s.profile).unwrap();
     let started = Instant::now();
@@ -849,4 +869,34 @@ fn works_through_tokio_and_outlives_the_spawning_thread() {
         let status = child.wait().await.unwrap();
         assert!(status.success(), "{status:?}");
     });
+}
+
+#[test]
+fn a_file_named_for_the_scratch_is_copied_in_and_runs_from_there() {
+    let mut s = setup("/bin/sh");
+    let source = std::fs::canonicalize("/bin/sh").unwrap();
+    s.profile
+        .scratch_files
+        .push(("copied-sh".to_owned(), source));
+    let copy = s.scratch.path().join("copied-sh");
+    let copy = copy.to_str().unwrap();
+    let out = run(
+        &s.profile,
+        copy,
+        &["-c", "echo \"$0\"; ls -l \"$0\" | cut -c1-10"],
+    );
+    assert!(out.status.success(), "{}", out.stderr);
+    assert_eq!(out.stdout, format!("{copy}\n-rwx------\n"));
+    // Only inside the sandbox.
+    assert!(!Path::new(copy).exists());
+
+    // A path inside the scratch cannot be granted on its own.
+    let mut profile = s.profile.clone();
+    profile.read.push(s.scratch.path().join("sub"));
+    std::fs::create_dir(s.scratch.path().join("sub")).unwrap();
+    let err = confine(&mut Command::new("/bin/sh"), &profile).unwrap_err();
+    assert!(
+        err.to_string().contains("inside the scratch directory"),
+        "{err}"
+    );
 }

@@ -19,7 +19,8 @@
 //!
 //! Modes: `good`, `modern`, `stdout-logs`, `stderr-jsonrpc`, `huge-line`, `silent`,
 //! `slow-start`, `hang-on-call`, `crash-mid-call`, `exit-at-start`, `grandchild`, `roots`,
-//! `bad-json-lines`, `list-change`, `input-required`, `hostile` (see [`modes::Mode`]). The
+//! `bad-json-lines`, `list-change`, `input-required`, `hostile`, `memory-hog`, `fork-bomb`,
+//! `disk-filler`, `read-proc-one` (see [`modes::Mode`]). The
 //! environment variables `WARDEN_TEST_CALL_LOG`, `WARDEN_TEST_CANCEL_LOG` and
 //! `WARDEN_TEST_PID_FILE` name files where the server records
 //! what reached it, and `WARDEN_TEST_PROBE_*` make it try, at start, what a confined server
@@ -29,6 +30,7 @@
 //! build and obviously independent of the MCP SDK that Warden itself uses.
 
 mod framing;
+mod hogs;
 mod hostile;
 mod jsonrpc;
 mod modes;

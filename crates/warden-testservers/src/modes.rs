@@ -41,9 +41,17 @@ pub(crate) enum Mode {
     /// Every string it writes carries terminal control sequences (see [`crate::hostile`]):
     /// its name, tools, results, error messages and stderr.
     Hostile,
+    /// On `tools/call`, allocates and touches `--bytes` of memory (see [`crate::hogs`]).
+    MemoryHog,
+    /// On `tools/call`, forks `--count` children that sleep.
+    ForkBomb,
+    /// On `tools/call`, writes `--bytes` into `$HOME` and `fallocate`s as many.
+    DiskFiller,
+    /// Answers `tools/call` with what it can read of `/proc/1` (cmdline, environ, exe).
+    ReadProcOne,
 }
 
-const MODES: [(&str, Mode); 16] = [
+const MODES: [(&str, Mode); 20] = [
     ("good", Mode::Good),
     ("modern", Mode::Modern),
     ("stdout-logs", Mode::StdoutLogs),
@@ -60,6 +68,10 @@ const MODES: [(&str, Mode); 16] = [
     ("list-change", Mode::ListChange),
     ("input-required", Mode::InputRequired),
     ("hostile", Mode::Hostile),
+    ("memory-hog", Mode::MemoryHog),
+    ("fork-bomb", Mode::ForkBomb),
+    ("disk-filler", Mode::DiskFiller),
+    ("read-proc-one", Mode::ReadProcOne),
 ];
 
 /// The parsed command line.
@@ -71,9 +83,10 @@ pub(crate) struct Config {
     pub(crate) page_size: Option<usize>,
     /// `--delay-ms N` for `slow-start` (default 2000).
     pub(crate) delay_ms: u64,
-    /// `--count N` for `bad-json-lines` (default 1000).
+    /// `--count N` for `bad-json-lines` and `fork-bomb` (default 1000).
     pub(crate) count: u64,
-    /// `--bytes N`: length of the text in `huge-line`'s answer (default 100 MiB).
+    /// `--bytes N`: length of the text in `huge-line`'s answer, or what `memory-hog` and
+    /// `disk-filler` use (default 100 MiB).
     pub(crate) bytes: usize,
 }
 

@@ -11,7 +11,7 @@ use crate::framing::{Line, LineReader, LineWriter, MAX_LINE_BYTES};
 use crate::jsonrpc::{self, INVALID_REQUEST, Incoming};
 use crate::modes::{Config, Mode};
 use crate::server::Server;
-use crate::{process, records};
+use crate::{hogs, process, records};
 
 /// How the process should end.
 pub(crate) type ExitStatus = u8;
@@ -150,6 +150,27 @@ impl<W: Write> Session<'_, W> {
                         diagnose(&line);
                     }
                     std::process::exit(CRASH_EXIT);
+                }
+                Mode::MemoryHog | Mode::ForkBomb | Mode::DiskFiller => {
+                    let outcome = match self.mode() {
+                        Mode::MemoryHog => hogs::memory(self.config.bytes),
+                        Mode::ForkBomb => hogs::fork(self.config.count),
+                        _ => hogs::disk(self.config.bytes),
+                    };
+                    match outcome {
+                        Ok(text) => {
+                            let result = crate::tools::text_result(&text, false);
+                            return self.reply(method, &jsonrpc::result_response(id, result));
+                        }
+                        Err(problem) => {
+                            diagnose(&problem);
+                            std::process::exit(hogs::HOG_EXIT);
+                        }
+                    }
+                }
+                Mode::ReadProcOne => {
+                    let result = crate::tools::text_result(&hogs::proc_one(), false);
+                    return self.reply(method, &jsonrpc::result_response(id, result));
                 }
                 Mode::Roots if !self.server.client_answered() => {
                     self.deferred = Some((id.clone(), params.clone()));

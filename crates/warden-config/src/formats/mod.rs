@@ -22,9 +22,11 @@ use crate::error::{ConfigError, LineCol};
 use crate::expand::{ExpandError, Expander};
 use crate::name::validate_server_name;
 use crate::policy::FilePolicy;
+use crate::size::{SizeText, format_size, parse_size};
 use crate::spec::{
-    DEFAULT_MAX_MESSAGE_BYTES, EnvReference, EraPreference, Format, HttpSettings, NetworkSpec,
-    Origin, RemoteTransport, SandboxSpec, Scope, ServerSpec, Timeouts, TransportSpec,
+    DEFAULT_MAX_MESSAGE_BYTES, EnvReference, EraPreference, Format, HttpSettings, MIN_DISK,
+    MIN_MEMORY, MIN_PROCESSES, NetworkSpec, Origin, RemoteTransport, SandboxSpec, Scope,
+    ServerSpec, Timeouts, TransportSpec,
 };
 
 /// What one file says: its servers and, for Warden's own format, its `[policy]`, `[model]`
@@ -160,6 +162,10 @@ pub(crate) struct SandboxDraft {
     pub write: Vec<String>,
     pub network: Option<NetworkSpec>,
     pub env: Vec<String>,
+    /// `memory`, `processes` and `disk` as written.
+    pub memory: Option<SizeText>,
+    pub processes: Option<u64>,
+    pub disk: Option<SizeText>,
 }
 
 /// What [`Draft::build`] needs to know about the file the draft came from.
@@ -374,6 +380,36 @@ impl Draft {
                 format!("`sandbox.env`: {bad:?} is not a valid environment variable name"),
             ));
         }
+        let size = |key: &str, value: &Option<SizeText>, min: u64| {
+            let Some(SizeText(text)) = value else {
+                return Ok(None);
+            };
+            let bytes =
+                parse_size(text).map_err(|e| cx.invalid(self, format!("`sandbox.{key}`: {e}")))?;
+            if bytes < min {
+                return Err(cx.invalid(
+                    self,
+                    format!(
+                        "`sandbox.{key}` = {text:?} is below the smallest accepted, {}",
+                        format_size(min)
+                    ),
+                ));
+            }
+            Ok(Some(bytes))
+        };
+        let memory = size("memory", &draft.memory, MIN_MEMORY)?;
+        let disk = size("disk", &draft.disk, MIN_DISK)?;
+        if let Some(processes) = draft.processes
+            && processes < MIN_PROCESSES
+        {
+            return Err(cx.invalid(
+                self,
+                format!(
+                    "`sandbox.processes` = {processes} is below the smallest accepted, \
+                     {MIN_PROCESSES} (the sandbox's own two helper processes count too)"
+                ),
+            ));
+        }
         Ok(SandboxSpec {
             confine: draft.confine.unwrap_or(true),
             read,
@@ -381,6 +417,9 @@ impl Draft {
             network: draft.network.unwrap_or_default(),
             env: draft.env.clone(),
             project: None,
+            memory,
+            processes: draft.processes,
+            disk,
         })
     }
 

@@ -17,6 +17,7 @@ use crate::error::{ConfigError, LineCol};
 use crate::expand::Expander;
 use crate::name::validate_server_name;
 use crate::policy::FilePolicy;
+use crate::size::SizeText;
 use crate::spec::{
     EnvAllowance, EraPreference, HttpSettings, NetworkSpec, Origin, ReconnectSpec, Scope, Timeouts,
 };
@@ -81,7 +82,7 @@ struct WardenServer {
 #[derive(Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a table with `read`, `write`, `network` and/or `env`"
+    expecting = "a table with `read`, `write`, `network`, `env`, `memory`, `processes` and/or `disk`"
 )]
 struct WardenSandbox {
     #[serde(default)]
@@ -91,6 +92,9 @@ struct WardenSandbox {
     network: Option<NetworkSpec>,
     #[serde(default)]
     env: Vec<String>,
+    memory: Option<SizeText>,
+    processes: Option<u64>,
+    disk: Option<SizeText>,
 }
 
 /// `[servers.NAME.reconnect]`.
@@ -164,6 +168,9 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
                         write: Vec::new(),
                         network: None,
                         env: Vec::new(),
+                        memory: None,
+                        processes: None,
+                        disk: None,
                     });
                     Some(SandboxDraft {
                         confine,
@@ -171,6 +178,9 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
                         write: table.write,
                         network: table.network,
                         env: table.env,
+                        memory: table.memory,
+                        processes: table.processes,
+                        disk: table.disk,
                     })
                 }
             };

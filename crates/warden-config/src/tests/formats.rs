@@ -131,6 +131,9 @@ command = "server"
             network: NetworkSpec::Host,
             env: strings(&["GITHUB_TOKEN"]),
             project: None,
+            memory: None,
+            processes: None,
+            disk: None,
         }
     );
     assert!(!by_name("loose").sandbox.confine);
@@ -873,4 +876,86 @@ fn warden_toml_remote_settings_are_refused_on_local_servers_and_sse_is_accepted(
     assert_eq!(settings.transport, RemoteTransport::Sse);
     assert!(settings.allow_http);
     assert_eq!(settings.reconnect.attempts, 2);
+}
+
+#[test]
+fn warden_toml_sandbox_limits_parse_sizes_and_default_when_absent() {
+    let fx = Fixture::new();
+    let text = r#"
+[servers.small]
+command = "server"
+[servers.small.sandbox]
+memory = "512M"
+processes = 64
+disk = 67108864
+
+[servers.plain]
+command = "server"
+"#;
+    let servers = load_one(&fx, "warden.toml", text).unwrap();
+    let small = &servers.iter().find(|s| s.name == "small").unwrap().sandbox;
+    assert_eq!(
+        (small.memory, small.processes, small.disk),
+        (Some(512 << 20), Some(64), Some(64 << 20))
+    );
+    let plain = &servers.iter().find(|s| s.name == "plain").unwrap().sandbox;
+    assert_eq!(
+        (
+            plain.memory_limit(),
+            plain.process_limit(),
+            plain.disk_limit()
+        ),
+        (
+            crate::DEFAULT_MEMORY,
+            crate::DEFAULT_PROCESSES,
+            crate::DEFAULT_DISK
+        )
+    );
+    // Absent limits leave the serialized spec (and so existing approvals) unchanged.
+    let json = serde_json::to_value(plain).unwrap();
+    assert!(json.get("memory").is_none(), "{json}");
+}
+
+#[test]
+fn warden_toml_sandbox_limit_errors_name_the_file_and_the_key() {
+    let fx = Fixture::new();
+    for (table, key, what) in [
+        (
+            "memory = \"2 GB\"",
+            "sandbox.memory",
+            "invalid size \"2 GB\"",
+        ),
+        (
+            "memory = \"1M\"",
+            "sandbox.memory",
+            "below the smallest accepted, 16M",
+        ),
+        ("disk = \"lots\"", "sandbox.disk", "invalid size \"lots\""),
+        ("disk = -1", "sandbox.disk", "invalid size \"-1\""),
+        (
+            "processes = 1",
+            "sandbox.processes",
+            "below the smallest accepted, 4",
+        ),
+    ] {
+        let (path, err) = load_err(
+            &fx,
+            "warden.toml",
+            &format!("[servers.a]\ncommand = \"a\"\nsandbox = {{ {table} }}\n"),
+        );
+        let message = err.to_string();
+        assert!(
+            message.starts_with(&format!("{}:1:", path.display())),
+            "{message}"
+        );
+        assert!(message.contains("server `a`"), "{message}");
+        assert!(message.contains(&format!("`{key}`")), "{message}");
+        assert!(message.contains(what), "{message}\nexpected: {what}");
+    }
+    let (_, err) = load_err(
+        &fx,
+        "warden.toml",
+        "[servers.a]\ncommand = \"a\"\nsandbox = { processes = \"many\" }\n",
+    );
+    assert!(matches!(err, ConfigError::Parse { .. }), "{err}");
 }

@@ -452,3 +452,35 @@ fn a_project_file_may_not_widen_a_servers_confinement() {
     let config = discover(&fx.env).unwrap();
     assert!(!config.servers[0].sandbox.confine);
 }
+
+#[test]
+fn a_project_file_may_lower_resource_limits_but_not_raise_them() {
+    let fx = Fixture::new();
+    let path = fx.project().join("warden.toml");
+    for (extra, what) in [
+        (
+            "sandbox = { memory = \"64G\" }",
+            "raises `sandbox.memory` to 64G",
+        ),
+        ("sandbox = { disk = \"2G\" }", "raises `sandbox.disk` to 2G"),
+        (
+            "sandbox = { processes = 100000 }",
+            "raises `sandbox.processes` to 100000",
+        ),
+    ] {
+        fx.write(&path, &format!("{SERVER}{extra}\n"));
+        let err = discover(&fx.env).unwrap_err();
+        assert!(matches!(err, ConfigError::ProjectSandbox { .. }), "{err}");
+        assert!(err.to_string().contains(what), "{err}\nexpected: {what}");
+    }
+    fx.write(
+        &path,
+        &format!("{SERVER}sandbox = {{ memory = \"256M\", disk = \"16M\", processes = 32 }}\n"),
+    );
+    let config = discover(&fx.env).unwrap();
+    let sandbox = &config.servers[0].sandbox;
+    assert_eq!(
+        (sandbox.memory, sandbox.disk, sandbox.processes),
+        (Some(256 << 20), Some(16 << 20), Some(32))
+    );
+}

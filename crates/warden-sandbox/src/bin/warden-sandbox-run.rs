@@ -3,12 +3,14 @@
 //!
 //! ```text
 //! warden-sandbox-run [--network host] [--read PATH]... [--write PATH]... [--env KEY=VALUE]...
-//!                    [--ready] -- PROGRAM [ARGS...]
+//!                    [--memory BYTES] [--processes N] [--disk BYTES] [--ready]
+//!                    -- PROGRAM [ARGS...]
 //! ```
 //!
 //! The program's stdio is Warden's stdio. With `--ready` the runner prints `ready` on its
 //! stderr once the program has started. It exits with the program's exit code (128 + the
-//! signal number when the program was killed), or 125 when confinement failed.
+//! signal number when the program was killed), or 125 when confinement failed; a limit the
+//! program reached is named on stderr.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -23,6 +25,7 @@ struct Options {
     read: Vec<PathBuf>,
     write: Vec<PathBuf>,
     env: BTreeMap<String, String>,
+    limits: warden_sandbox::Limits,
     ready: bool,
     program: PathBuf,
     args: Vec<String>,
@@ -34,6 +37,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
         read: Vec::new(),
         write: Vec::new(),
         env: BTreeMap::new(),
+        limits: warden_sandbox::Limits::default(),
         ready: false,
         program: PathBuf::new(),
         args: Vec::new(),
@@ -54,6 +58,17 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Options, String> {
                     .split_once('=')
                     .ok_or(format!("--env takes KEY=VALUE, not `{pair}`"))?;
                 options.env.insert(key.to_owned(), val.to_owned());
+            }
+            "--memory" | "--processes" | "--disk" => {
+                let text = value(&arg)?;
+                let number: u64 = text
+                    .parse()
+                    .map_err(|_| format!("{arg} takes a whole number, not `{text}`"))?;
+                match arg.as_str() {
+                    "--memory" => options.limits.memory = number,
+                    "--processes" => options.limits.processes = number,
+                    _ => options.limits.disk = number,
+                }
             }
             "--ready" => options.ready = true,
             "--" => {
@@ -87,11 +102,16 @@ fn main() -> ExitCode {
 
 fn run(options: Options) -> Result<ExitCode, String> {
     use std::os::unix::process::ExitStatusExt;
-    let base = std::env::temp_dir();
+    // A private base of this user's below the temporary directory (refused if someone
+    // else made it first).
+    // SAFETY: geteuid cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let base = std::env::temp_dir().join(format!("warden-sandbox-run-{uid}"));
     let scratch = Scratch::create(&base, "sandbox-run").map_err(|e| e.to_string())?;
     let mut profile =
         Profile::default_for(&options.program, scratch.path()).map_err(|e| e.to_string())?;
     profile.network = options.network;
+    profile.limits = options.limits;
     profile.read.extend(options.read);
     profile.write.extend(options.write);
     let mut env = profile.env.clone();
@@ -107,6 +127,9 @@ fn run(options: Options) -> Result<ExitCode, String> {
         eprintln!("ready");
     }
     let status = child.wait().map_err(|e| e.to_string())?;
+    for reached in confinement.limits_reached() {
+        eprintln!("warden-sandbox-run: {reached}");
+    }
     let code = match (status.code(), status.signal()) {
         (Some(code), _) => code,
         (None, Some(signal)) => 128 + signal,

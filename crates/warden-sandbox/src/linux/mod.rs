@@ -1,5 +1,6 @@
 //! The Linux implementation: preparation in the parent, system calls in the child.
 
+mod cgroup;
 pub(crate) mod landlock;
 mod root;
 mod seccomp;
@@ -16,7 +17,7 @@ use std::sync::{Arc, OnceLock};
 use crate::error::{Namespace, SandboxError, Step};
 use crate::profile::{absolute, canonical, check_env, is_within};
 use crate::resolve::resolve_grant;
-use crate::{Confinement, Limits, Network, Profile, SANDBOX_GID, SANDBOX_UID};
+use crate::{Confinement, LimitReached, Limits, Network, Profile, SANDBOX_GID, SANDBOX_UID};
 
 use self::landlock::fs;
 use self::sys::{check, close_all_except, errno, exit, fork_raw, sigset, write_file};
@@ -44,6 +45,9 @@ const INNER_RULES: [(&CStr, u64, &str); 3] = [
     (c"/dev", fs::READ | fs::WRITE_FILE, "/dev"),
     (c"/dev/shm", fs::WRITE, "/dev/shm"),
 ];
+
+/// Names of the Landlock rules the child adds itself, for error reports.
+const INNER_RULE_NAMES: [&str; 4] = ["/proc", "/dev", "/dev/shm", "scratch"];
 
 /// The tmpfs behind `/dev` (its only sizeable content is `/dev/shm`).
 const DEV_TMPFS_OPTIONS: &CStr = c"mode=0755,size=64m";
@@ -122,6 +126,27 @@ struct Prepared {
     helper_blocked: libc::sigset_t,
     sigchld: libc::sigset_t,
     pinned: Vec<PreparedPin>,
+    /// The cgroup leaf the waiter joins (its `cgroup.procs` descriptors), kept open for as
+    /// long as the command can be spawned.
+    _cgroup: Option<Arc<cgroup::Cgroup>>,
+    cgroup_procs: Vec<RawFd>,
+    scratch: ScratchMount,
+    /// Warden's argument and environment strings, which init (a fork that never execs, and
+    /// the one helper a server can see in its `/proc`) overwrites.
+    wipe: [(usize, usize); 2],
+}
+
+/// The scratch tmpfs, as the child mounts it.
+#[derive(Debug)]
+struct ScratchMount {
+    path: CString,
+    options: CString,
+    /// Landlock rights on it (read, write, execute, as the profile lists it).
+    rights: u64,
+    /// Below this many free bytes at the server's exit, the scratch counts as full.
+    full_below: u64,
+    /// Files copied in: (path inside, source descriptor, size).
+    files: Vec<(CString, OwnedFd)>,
 }
 
 /// A [`crate::PinnedFile`] as the child checks it.
@@ -212,6 +237,42 @@ pub(crate) fn confine(
     let write = resolve(&profile.write)?;
     let exec = resolve(&profile.exec)?;
     let plan = landlock::plan(!write.is_empty(), network_off)?;
+    // The scratch path is a tmpfs of its own inside the sandbox: it is not bound from the
+    // host, and its rights come from the lists that name it.
+    let mut scratch_rights = 0;
+    for (list, rights) in [(&read, fs::READ), (&write, fs::WRITE), (&exec, fs::EXECUTE)] {
+        if list.contains(&scratch) {
+            scratch_rights |= rights;
+        }
+        if let Some(inside) = list
+            .iter()
+            .find(|p| **p != scratch && is_within(p, &scratch))
+        {
+            return Err(SandboxError::InvalidProfile {
+                reason: format!(
+                    "{} is inside the scratch directory {}, which the sandbox replaces with a \
+                     private tmpfs; it cannot be granted on its own",
+                    inside.display(),
+                    scratch.display()
+                ),
+            });
+        }
+    }
+    let without_scratch = |list: Vec<PathBuf>| -> Vec<PathBuf> {
+        list.into_iter().filter(|p| *p != scratch).collect()
+    };
+    let (read, write, exec) = (
+        without_scratch(read),
+        without_scratch(write),
+        without_scratch(exec),
+    );
+    let limits = &profile.limits;
+    if limits.memory == 0 || limits.disk == 0 || limits.processes == 0 {
+        return Err(SandboxError::InvalidProfile {
+            reason: "the memory, disk and process limits must be greater than zero".to_owned(),
+        });
+    }
+    let files = scratch_files(&profile.scratch_files, &scratch)?;
 
     let given = Path::new(command.get_program());
     if !given.is_absolute() {
@@ -219,57 +280,76 @@ pub(crate) fn confine(
             reason: format!("the program {} must be an absolute path", given.display()),
         });
     }
-    // The program's directory must not be reached through a planted link; the program
-    // itself may be a link out of a write grant (a virtualenv's `bin/python`): it only
-    // runs what it points to, whose installation the profile had to grant.
-    let program_dir = given
-        .parent()
-        .map(|dir| resolve_grant(dir, &writable))
-        .transpose()?;
-    let program = canonical(given)?;
-    if !exec.iter().any(|root| is_within(&program, root)) {
-        return Err(SandboxError::InvalidProfile {
-            reason: format!(
-                "the program {} is not inside any exec path of the profile",
-                program.display()
-            ),
-        });
-    }
-    // The path as given must exist in the new root too (a virtualenv's bin/python is
-    // executed by that name, and its directory must be granted).
-    root::check_reachable(given)?;
-    // A program granted alone (`~/.cargo/bin/NAME`, whose directory is not granted) gets a
-    // mount point at its own path; one named through a symlink there (`~/.local/bin/NAME`
-    // of a `uv tool`) gets that symlink recreated in the new root.
-    let mut program_link = None;
-    if let Some(dir) = program_dir
-        && !read
+    let copied = given.parent() == Some(scratch.as_path())
+        && profile
+            .scratch_files
             .iter()
-            .chain(&write)
-            .chain(&exec)
-            .any(|root| is_within(&dir, root))
-    {
-        let named = dir.join(given.file_name().unwrap_or_default());
-        if named != program {
-            program_link = Some((program.clone(), named));
-        } else if !exec.contains(&program) {
+            .any(|(name, _)| given.file_name() == Some(std::ffi::OsStr::new(name)));
+    let mut program_link = None;
+    let program = if copied {
+        // A file copied into the scratch tmpfs: it exists only inside the sandbox.
+        if scratch_rights & fs::EXECUTE == 0 {
             return Err(SandboxError::InvalidProfile {
                 reason: format!(
-                    "the program's directory {} is not granted, so {} would not exist in the \
-                     sandbox",
-                    dir.display(),
+                    "the program {} is in the scratch directory, which is not an exec path",
                     given.display()
                 ),
             });
         }
-    }
+        given.to_path_buf()
+    } else {
+        // The program's directory must not be reached through a planted link; the program
+        // itself may be a link out of a write grant (a virtualenv's `bin/python`): it only
+        // runs what it points to, whose installation the profile had to grant.
+        let program_dir = given
+            .parent()
+            .map(|dir| resolve_grant(dir, &writable))
+            .transpose()?;
+        let program = canonical(given)?;
+        if !exec.iter().any(|root| is_within(&program, root)) {
+            return Err(SandboxError::InvalidProfile {
+                reason: format!(
+                    "the program {} is not inside any exec path of the profile",
+                    program.display()
+                ),
+            });
+        }
+        // The path as given must exist in the new root too (a virtualenv's bin/python is
+        // executed by that name, and its directory must be granted).
+        root::check_reachable(given)?;
+        // A program granted alone (`~/.cargo/bin/NAME`, whose directory is not granted) gets
+        // a mount point at its own path; one named through a symlink there
+        // (`~/.local/bin/NAME` of a `uv tool`) gets that symlink recreated in the new root.
+        if let Some(dir) = program_dir
+            && !read
+                .iter()
+                .chain(&write)
+                .chain(&exec)
+                .any(|root| is_within(&dir, root))
+        {
+            let named = dir.join(given.file_name().unwrap_or_default());
+            if named != program {
+                program_link = Some((program.clone(), named));
+            } else if !exec.contains(&program) {
+                return Err(SandboxError::InvalidProfile {
+                    reason: format!(
+                        "the program's directory {} is not granted, so {} would not exist in \
+                         the sandbox",
+                        dir.display(),
+                        given.display()
+                    ),
+                });
+            }
+        }
+        program
+    };
     // The working directory: the command's, else the scratch directory; either way it must
     // exist inside the new root.
     let cwd = match command.get_current_dir() {
         None => scratch.clone(),
         Some(cwd) => resolve_grant(&absolute(cwd)?, &writable)?,
     };
-    if !read.iter().chain(&write).any(|root| is_within(&cwd, root)) {
+    if !is_within(&cwd, &scratch) && !read.iter().chain(&write).any(|root| is_within(&cwd, root)) {
         return Err(SandboxError::InvalidProfile {
             reason: format!(
                 "the working directory {} is not inside a read or write path",
@@ -277,12 +357,21 @@ pub(crate) fn confine(
             ),
         });
     }
-    let mut layout = root::plan(&read, &write, &exec, &cwd)?;
+    let mut layout = root::plan(&read, &write, &exec, &cwd, &scratch)?;
     if let Some((target, link)) = &program_link {
         root::add_link(&mut layout, target, link)?;
     }
     check_env(&profile.env)?;
-    let rlimits = rlimits(&profile.limits)?;
+    let cgroup = if limits.cgroup {
+        cgroup::Cgroup::create(limits.memory, limits.processes).map(Arc::new)
+    } else {
+        None
+    };
+    let by_cgroup = Enforced {
+        memory: cgroup.as_ref().is_some_and(|c| c.has_memory()),
+        processes: cgroup.as_ref().is_some_and(|c| c.has_pids()),
+    };
+    let rlimits = rlimits(limits, by_cgroup)?;
 
     let (drop_to, uid, gid) = if crate::running_as_root() {
         (Some((SANDBOX_UID, SANDBOX_GID)), SANDBOX_UID, SANDBOX_GID)
@@ -306,6 +395,13 @@ pub(crate) fn confine(
 
     let pinned = prepare_pins(&profile.pinned)?;
     let pinned_paths = profile.pinned.iter().map(|p| p.paths.clone()).collect();
+    let scratch_mount = ScratchMount {
+        path: root::c_path(&scratch)?,
+        options: tmpfs_options(limits.disk),
+        rights: scratch_rights & plan.attr_fs(),
+        full_below: (limits.disk / 100).max(64 * 1024),
+        files,
+    };
     let report = Arc::new(Report::new(paths, layout.bind_paths.clone(), pinned_paths)?);
     let prepared = Arc::new(Prepared {
         drop_to,
@@ -322,12 +418,18 @@ pub(crate) fn confine(
         helper_blocked: sigset(&HELPER_BLOCKED),
         sigchld: sigset(&[libc::SIGCHLD]),
         pinned,
+        cgroup_procs: cgroup.as_ref().map(|c| c.procs_fds()).unwrap_or_default(),
+        _cgroup: cgroup.clone(),
+        scratch: scratch_mount,
+        wipe: argument_areas(),
     });
 
     tracing::debug!(
         program = %program.display(),
         landlock_abi = prepared.landlock.abi,
         rules = prepared.rules.len(),
+        cgroup_memory = by_cgroup.memory,
+        cgroup_pids = by_cgroup.processes,
         "confining a server"
     );
     if profile.network == Network::Host {
@@ -348,13 +450,147 @@ pub(crate) fn confine(
     unsafe {
         command.pre_exec(move || child_main(&hook));
     }
-    Ok(Confinement { program, report })
+    Ok(Confinement {
+        program,
+        report,
+        watch: Watch {
+            cgroup,
+            limits: *limits,
+            by_cgroup,
+        },
+    })
 }
 
-/// Resource limits for the child, checked against Warden's own hard limits.
+/// Which limits the cgroup enforces (the others are rlimits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Enforced {
+    pub memory: bool,
+    pub processes: bool,
+}
+
+/// What tells, after a server ended, which limit it reached.
+#[derive(Debug)]
+pub(crate) struct Watch {
+    cgroup: Option<Arc<cgroup::Cgroup>>,
+    limits: Limits,
+    by_cgroup: Enforced,
+}
+
+impl Watch {
+    /// The limits reached, from the cgroup's counters and what init saw at the server's
+    /// exit (`facts`, when it could tell).
+    pub(crate) fn reached(&self, facts: Option<ExitFacts>) -> Vec<LimitReached> {
+        let mut reached = Vec::new();
+        let events = self.cgroup.as_ref().map(|c| c.events()).unwrap_or_default();
+        let limits = &self.limits;
+        if self.by_cgroup.memory && events.oom_kills > 0 {
+            reached.push(LimitReached::Memory {
+                limit: limits.memory,
+                peak: None,
+            });
+        }
+        if self.by_cgroup.processes && events.pids_refused > 0 {
+            reached.push(LimitReached::Processes {
+                limit: limits.processes,
+            });
+        }
+        if let Some(facts) = facts {
+            // Without a cgroup, RLIMIT_DATA makes allocations fail near the limit; a peak
+            // resident size within a tenth of it is the sign.
+            let peak = facts.max_rss_kib.saturating_mul(1024);
+            if !self.by_cgroup.memory && peak >= limits.memory / 10 * 9 {
+                reached.push(LimitReached::Memory {
+                    limit: limits.memory,
+                    peak: Some(peak),
+                });
+            }
+            // RLIMIT_NPROC counts the waiter and init too, and threads: within three.
+            if !self.by_cgroup.processes && facts.processes.saturating_add(3) >= limits.processes {
+                reached.push(LimitReached::Processes {
+                    limit: limits.processes,
+                });
+            }
+            if facts.scratch_full {
+                reached.push(LimitReached::Disk { limit: limits.disk });
+            }
+        }
+        reached
+    }
+}
+
+/// `mount(2)` data for the scratch tmpfs: its size, an inode cap (one per 16 KiB, 4096 at
+/// least, a million at most: empty files cost memory but no blocks) and mode 0700.
+fn tmpfs_options(disk: u64) -> CString {
+    let inodes = (disk / (16 * 1024)).clamp(4096, 1 << 20);
+    let text = format!("size={disk},nr_inodes={inodes},mode=0700");
+    // Digits and ASCII letters only: no NUL possible.
+    CString::new(text).unwrap_or_default()
+}
+
+/// Opens the files to copy into the scratch tmpfs, and names their copies.
+fn scratch_files(
+    files: &[(String, PathBuf)],
+    scratch: &Path,
+) -> Result<Vec<(CString, OwnedFd)>, SandboxError> {
+    let mut out = Vec::with_capacity(files.len());
+    for (name, source) in files {
+        let single = matches!(
+            Path::new(name).components().collect::<Vec<_>>().as_slice(),
+            [std::path::Component::Normal(_)]
+        );
+        if !single {
+            return Err(SandboxError::InvalidProfile {
+                reason: format!("{name:?} cannot name a file in the scratch directory"),
+            });
+        }
+        let path_error = |source_error| SandboxError::Path {
+            path: source.clone(),
+            source: source_error,
+        };
+        let file = std::fs::File::open(source).map_err(path_error)?;
+        let meta = file.metadata().map_err(path_error)?;
+        if !meta.is_file() {
+            return Err(path_error(io::Error::other("not a regular file")));
+        }
+        out.push((root::c_path(&scratch.join(name))?, OwnedFd::from(file)));
+    }
+    Ok(out)
+}
+
+/// The bounds of this process's argument and environment strings (fields 48 to 51 of
+/// `/proc/self/stat`), or empty ranges when they cannot be read.
+fn argument_areas() -> [(usize, usize); 2] {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The command name (field 2) may hold spaces; fields are counted after its `)`.
+    let fields: Vec<usize> = stat
+        .rsplit_once(") ")
+        .map(|(_, rest)| {
+            rest.split_whitespace()
+                .map(|f| f.parse().unwrap_or(0))
+                .collect()
+        })
+        .unwrap_or_default();
+    // Field 3 is rest[0], so field N is rest[N - 3].
+    let field = |n: usize| fields.get(n - 3).copied().unwrap_or(0);
+    let area = |start: usize, end: usize| {
+        if start != 0 && end > start && end - start <= MAX_WIPE {
+            (start, end)
+        } else {
+            (0, 0)
+        }
+    };
+    [area(field(48), field(49)), area(field(50), field(51))]
+}
+
+/// The largest argument or environment area init overwrites (the kernel caps `execve`'s
+/// strings at a quarter of the stack limit; this is a sanity bound).
+const MAX_WIPE: usize = 64 << 20;
+
+/// Resource limits for the child, checked against Warden's own hard limits. Memory and
+/// processes become rlimits only where the cgroup does not enforce them (`by_cgroup`).
 // The RLIMIT_* constants are `u32` on glibc and `i32` on musl.
 #[allow(clippy::unnecessary_cast)]
-fn rlimits(limits: &Limits) -> Result<Vec<RlimitSet>, SandboxError> {
+fn rlimits(limits: &Limits, by_cgroup: Enforced) -> Result<Vec<RlimitSet>, SandboxError> {
     let defaults = Limits::default();
     let mut out = vec![RlimitSet {
         resource: libc::RLIMIT_CORE as u32,
@@ -371,8 +607,14 @@ fn rlimits(limits: &Limits) -> Result<Vec<RlimitSet>, SandboxError> {
         (
             libc::RLIMIT_NPROC as u32,
             "RLIMIT_NPROC",
-            Some(limits.processes),
+            (!by_cgroup.processes).then_some(limits.processes),
             Some(defaults.processes),
+        ),
+        (
+            libc::RLIMIT_DATA as u32,
+            "RLIMIT_DATA",
+            (!by_cgroup.memory).then_some(limits.memory),
+            Some(defaults.memory),
         ),
         (
             libc::RLIMIT_AS as u32,
@@ -501,12 +743,15 @@ impl Failure {
                 Step::Rlimit(name) => (19, index(&RLIMIT_NAMES, name)),
                 Step::CloseDescriptors => (20, 0),
                 Step::LandlockRuleset => (21, 0),
-                Step::LandlockInnerRule(name) => (22, index(&INNER_RULES.map(|r| r.2), name)),
+                Step::LandlockInnerRule(name) => (22, index(&INNER_RULE_NAMES, name)),
                 Step::LandlockRestrict => (23, 0),
                 Step::Seccomp => (24, 0),
                 Step::RestoreSignals => (25, 0),
                 Step::NewRoot => (26, 0),
                 Step::Chdir => (27, 0),
+                Step::JoinCgroup => (28, 0),
+                Step::MountScratch => (29, 0),
+                Step::CopyIntoScratch => (30, 0),
             },
             Self::Namespace(ns) => (
                 100,
@@ -542,12 +787,15 @@ impl Failure {
             19 => Step::Rlimit(RLIMIT_NAMES.get(at(detail))?),
             20 => Step::CloseDescriptors,
             21 => Step::LandlockRuleset,
-            22 => Step::LandlockInnerRule(INNER_RULES.get(at(detail))?.2),
+            22 => Step::LandlockInnerRule(INNER_RULE_NAMES.get(at(detail))?),
             23 => Step::LandlockRestrict,
             24 => Step::Seccomp,
             25 => Step::RestoreSignals,
             26 => Step::NewRoot,
             27 => Step::Chdir,
+            28 => Step::JoinCgroup,
+            29 => Step::MountScratch,
+            30 => Step::CopyIntoScratch,
             100 => {
                 return ALL_NAMESPACES
                     .get(at(detail))
@@ -562,10 +810,11 @@ impl Failure {
     }
 }
 
-const RLIMIT_NAMES: [&str; 5] = [
+const RLIMIT_NAMES: [&str; 6] = [
     "RLIMIT_CORE",
     "RLIMIT_NOFILE",
     "RLIMIT_NPROC",
+    "RLIMIT_DATA",
     "RLIMIT_AS",
     "RLIMIT_CPU",
 ];
@@ -595,7 +844,8 @@ fn step(step: Step) -> impl FnOnce(i32) -> Fail {
     fail(Failure::Step(step))
 }
 
-/// The channel on which the child records which step failed (std only carries an errno).
+/// The channel on which the child records which step failed (std only carries an errno),
+/// and on which the waiter passes on what init saw when the server exited.
 #[derive(Debug)]
 pub(crate) struct Report {
     read: OwnedFd,
@@ -606,9 +856,46 @@ pub(crate) struct Report {
     binds: Vec<PathBuf>,
     /// The candidate paths of each pinned file, by index.
     pinned: Vec<Vec<PathBuf>>,
+    /// What was read from the channel and not yet taken: the newest failure (with its
+    /// errno) and the newest exit facts.
+    seen: std::sync::Mutex<Seen>,
 }
 
-const RECORD: usize = 12;
+/// See [`Report::seen`].
+#[derive(Debug, Default)]
+struct Seen {
+    failure: Option<(Failure, i32)>,
+    facts: Option<ExitFacts>,
+}
+
+/// One record: code, errno, detail (u32 each), then a u32 and a u64 of extra data.
+const RECORD: usize = 24;
+
+/// The record code of [`ExitFacts`] (failures use codes below 200).
+const FACTS_CODE: u32 = 200;
+
+/// What init saw when the server exited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct ExitFacts {
+    /// The server's peak resident size (with the descendants it waited for), in KiB.
+    pub max_rss_kib: u64,
+    /// Processes left in the sandbox besides init.
+    pub processes: u64,
+    /// Whether the scratch tmpfs was (nearly) full.
+    pub scratch_full: bool,
+}
+
+impl ExitFacts {
+    fn encode(self) -> [u8; RECORD] {
+        let mut record = [0u8; RECORD];
+        record[0..4].copy_from_slice(&FACTS_CODE.to_ne_bytes());
+        record[4..8].copy_from_slice(&u32::from(self.scratch_full).to_ne_bytes());
+        let processes = u32::try_from(self.processes).unwrap_or(u32::MAX);
+        record[8..12].copy_from_slice(&processes.to_ne_bytes());
+        record[16..24].copy_from_slice(&self.max_rss_kib.to_ne_bytes());
+        record
+    }
+}
 
 impl Report {
     fn new(
@@ -622,29 +909,41 @@ impl Report {
         })?;
         // SAFETY: F_SETFL on a descriptor we own.
         unsafe { libc::fcntl(read.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+        // The waiter writes with MSG_DONTWAIT semantics: never block on a full pipe.
+        // SAFETY: F_SETFL on a descriptor we own.
+        unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
         Ok(Self {
             read,
             write,
             paths,
             binds,
             pinned,
+            seen: std::sync::Mutex::new(Seen::default()),
         })
     }
 
-    /// Records a failure. Async-signal-safe; a write of 12 bytes to a pipe is atomic.
+    /// Records a failure. Async-signal-safe; a write of 24 bytes to a pipe is atomic.
     fn record(&self, fail: Fail) {
         let (code, detail) = fail.what.encode();
         let mut record = [0u8; RECORD];
         record[0..4].copy_from_slice(&code.to_ne_bytes());
         record[4..8].copy_from_slice(&fail.errno.to_ne_bytes());
         record[8..12].copy_from_slice(&detail.to_ne_bytes());
-        // SAFETY: record is a live buffer; a failed write is ignored (best effort).
+        self.send(&record);
+    }
+
+    /// Writes one record. Async-signal-safe; a failed write is ignored (best effort).
+    fn send(&self, record: &[u8; RECORD]) {
+        // SAFETY: record is a live buffer of RECORD bytes.
         unsafe { libc::write(self.write.as_raw_fd(), record.as_ptr().cast(), RECORD) };
     }
 
-    /// The most recent failure recorded, if any, consuming the records.
-    pub(crate) fn take(&self) -> Option<SandboxError> {
-        let mut last = None;
+    /// Reads every record waiting into [`Report::seen`] (newest failure, newest facts).
+    fn drain(&self) -> std::sync::MutexGuard<'_, Seen> {
+        let mut seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut record = [0u8; RECORD];
         loop {
             // SAFETY: record is a live buffer of RECORD bytes; the descriptor is non-blocking.
@@ -655,11 +954,33 @@ impl Report {
             }
             let word = |i: usize| [record[i], record[i + 1], record[i + 2], record[i + 3]];
             let code = u32::from_ne_bytes(word(0));
+            if code == FACTS_CODE {
+                let mut rss = [0u8; 8];
+                rss.copy_from_slice(&record[16..24]);
+                seen.facts = Some(ExitFacts {
+                    scratch_full: u32::from_ne_bytes(word(4)) != 0,
+                    processes: u64::from(u32::from_ne_bytes(word(8))),
+                    max_rss_kib: u64::from_ne_bytes(rss),
+                });
+                continue;
+            }
             let errno = i32::from_ne_bytes(word(4));
             let detail = u32::from_ne_bytes(word(8));
-            last = Failure::decode(code, detail).map(|what| (what, errno));
+            if let Some(what) = Failure::decode(code, detail) {
+                seen.failure = Some((what, errno));
+            }
         }
-        let (what, errno) = last?;
+        seen
+    }
+
+    /// What init saw when the server last exited, if it told.
+    pub(crate) fn facts(&self) -> Option<ExitFacts> {
+        self.drain().facts
+    }
+
+    /// The most recent failure recorded, if any, consuming the records.
+    pub(crate) fn take(&self) -> Option<SandboxError> {
+        let (what, errno) = self.drain().failure.take()?;
         let source = io::Error::from_raw_os_error(errno);
         Some(match what {
             Failure::Step(step) => SandboxError::Setup { step, source },
@@ -783,6 +1104,11 @@ unsafe fn child(p: &Prepared) -> Result<(), Fail> {
 
         // ---- init: pid 1 of the new pid namespace.
         libc::close(link[0]);
+        // The server can read init's /proc/1/cmdline (a non-dumpable process hides its
+        // environ, exe and memory, not its command line): init holds Warden's argument and
+        // environment strings, as a fork that never execs. Overwrite them, and the name.
+        wipe_arguments(&p.wipe);
+        libc::prctl(libc::PR_SET_NAME, c"warden-init".as_ptr(), 0, 0, 0);
         let server = match fork_raw() {
             Ok(pid) => pid,
             Err(errno) => {
@@ -794,14 +1120,34 @@ unsafe fn child(p: &Prepared) -> Result<(), Fail> {
             }
         };
         if server > 0 {
-            init_loop(link[1], sigchld, server);
+            init_loop(p, link[1], sigchld, server);
         }
 
-        // ---- The server: pid 2.
+        // ---- The server: pid 2. Into its cgroup leaf before anything else, so that all it
+        // starts is born inside; the waiter and init stay outside (the limits are the
+        // server's, and init outlives an OOM kill to report it).
         libc::close(link[1]);
         libc::close(sigchld);
+        join_cgroup(p)?;
         server_setup(p, &original)
     }
+}
+
+/// Moves the calling process (the server, single-threaded) into its cgroup leaf by writing
+/// `0` to the descriptors the parent opened: `tasks` on cgroup v1, which moves only the
+/// calling thread and so skips the global lock whose writer waits for an RCU grace period
+/// (about 10 ms on a busy machine); `cgroup.procs` on v2, where that wait is paid.
+///
+/// # Safety
+/// Child context, single-threaded.
+unsafe fn join_cgroup(p: &Prepared) -> Result<(), Fail> {
+    for &procs in &p.cgroup_procs {
+        // SAFETY: a write of a constant to an inherited descriptor.
+        if unsafe { libc::write(procs, b"0".as_ptr().cast(), 1) } != 1 {
+            return Err(step(Step::JoinCgroup)(errno()));
+        }
+    }
+    Ok(())
 }
 
 /// The waiter: waits for init, kills it if Warden dies, then mirrors the server's status.
@@ -813,7 +1159,7 @@ unsafe fn waiter(p: &Prepared, init: libc::pid_t, link: RawFd, sigchld: RawFd) -
     unsafe {
         // Nothing but these three: in particular not Warden's end of the stdio pipes (so
         // Warden sees end-of-file when the server closes them) nor std's error channel.
-        close_all_except(&mut [p.lifeline, link, sigchld]);
+        close_all_except(&mut [p.lifeline, link, sigchld, p.report.write.as_raw_fd()]);
         let mut lifeline_open = true;
         let mut init_status = 0;
         loop {
@@ -849,13 +1195,23 @@ unsafe fn waiter(p: &Prepared, init: libc::pid_t, link: RawFd, sigchld: RawFd) -
                 exit(HELPER_FAILED);
             }
         }
-        let mut buf = [0u8; 4];
-        let got = libc::recv(link, buf.as_mut_ptr().cast(), 4, libc::MSG_DONTWAIT);
-        let status = if got == 4 {
-            libc::c_int::from_ne_bytes(buf)
+        // init's message: the server's status, then the exit facts as a report record.
+        let mut buf = [0u8; 4 + RECORD];
+        let got = libc::recv(link, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT);
+        let status = if got >= 4 {
+            libc::c_int::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]])
         } else {
             init_status
         };
+        if got == buf.len() as isize {
+            let mut record = [0u8; RECORD];
+            record.copy_from_slice(&buf[4..]);
+            // Whoever confined may have dropped the read end already: no SIGPIPE for that.
+            let mut ignore: libc::sigaction = std::mem::zeroed();
+            ignore.sa_sigaction = libc::SIG_IGN;
+            libc::sigaction(libc::SIGPIPE, &ignore, std::ptr::null_mut());
+            p.report.send(&record);
+        }
         mirror(status)
     }
 }
@@ -885,12 +1241,13 @@ unsafe fn mirror(status: libc::c_int) -> ! {
     exit(HELPER_FAILED)
 }
 
-/// Init: reaps every process of the namespace; when the server exits, passes its status to
-/// the waiter and exits, which makes the kernel kill whatever is left in the namespace.
+/// Init: reaps every process of the namespace; when the server exits, passes its status and
+/// what it can see of the limits (peak memory, processes left, scratch space) to the waiter
+/// and exits, which makes the kernel kill whatever is left in the namespace.
 ///
 /// # Safety
 /// Child context; `server` is our child.
-unsafe fn init_loop(link: RawFd, sigchld: RawFd, server: libc::pid_t) -> ! {
+unsafe fn init_loop(p: &Prepared, link: RawFd, sigchld: RawFd, server: libc::pid_t) -> ! {
     // SAFETY: system calls on stack buffers and inherited descriptors, nothing else.
     unsafe {
         close_all_except(&mut [link, sigchld]);
@@ -920,13 +1277,21 @@ unsafe fn init_loop(link: RawFd, sigchld: RawFd, server: libc::pid_t) -> ! {
             drain(sigchld);
             loop {
                 let mut status = 0;
-                let pid = libc::waitpid(-1, &mut status, libc::WNOHANG);
+                let mut usage: libc::rusage = std::mem::zeroed();
+                let pid = libc::wait4(-1, &mut status, libc::WNOHANG, &mut usage);
                 if pid == server {
-                    let bytes = status.to_ne_bytes();
+                    let facts = ExitFacts {
+                        max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
+                        processes: count_processes(),
+                        scratch_full: scratch_full(&p.scratch),
+                    };
+                    let mut message = [0u8; 4 + RECORD];
+                    message[..4].copy_from_slice(&status.to_ne_bytes());
+                    message[4..].copy_from_slice(&facts.encode());
                     libc::send(
                         link,
-                        bytes.as_ptr().cast(),
-                        bytes.len(),
+                        message.as_ptr().cast(),
+                        message.len(),
                         libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
                     );
                     exit(0);
@@ -936,6 +1301,90 @@ unsafe fn init_loop(link: RawFd, sigchld: RawFd, server: libc::pid_t) -> ! {
                 }
             }
         }
+    }
+}
+
+/// Overwrites Warden's argument and environment strings in this process's memory: the
+/// first with a short name, the rest with zeros.
+///
+/// # Safety
+/// Child context (init), which never reads its arguments or environment again; the areas
+/// come from this process's `/proc/self/stat`, inherited through `fork`.
+unsafe fn wipe_arguments(areas: &[(usize, usize); 2]) {
+    const NAME: &[u8] = b"warden-init\0";
+    for (index, &(start, end)) in areas.iter().enumerate() {
+        if start == 0 || end <= start {
+            continue;
+        }
+        let len = end - start;
+        let area = start as *mut u8;
+        // SAFETY: the range is this process's own argument or environment area (on the
+        // initial stack, writable), inherited from Warden through fork.
+        unsafe {
+            std::ptr::write_bytes(area, 0, len);
+            if index == 0 && len >= NAME.len() {
+                std::ptr::copy_nonoverlapping(NAME.as_ptr(), area, NAME.len());
+            }
+        }
+    }
+}
+
+/// Processes in the sandbox's pid namespace besides init (entries of its `/proc`).
+///
+/// # Safety
+/// Child context (init), after the server built the root (its `/proc` is the sandbox's).
+unsafe fn count_processes() -> u64 {
+    let mut count = 0u64;
+    // SAFETY: system calls on a constant path and a stack buffer.
+    unsafe {
+        let fd = libc::open(
+            c"/proc".as_ptr(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        );
+        if fd < 0 {
+            return 0;
+        }
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len());
+            let Ok(n) = usize::try_from(n) else { break };
+            if n == 0 {
+                break;
+            }
+            // struct linux_dirent64: u64 ino, i64 off, u16 reclen, u8 type, name.
+            let mut at = 0;
+            while at + 19 < n {
+                let reclen = usize::from(u16::from_ne_bytes([buf[at + 16], buf[at + 17]]));
+                if reclen == 0 || at + reclen > n {
+                    break;
+                }
+                let name = &buf[at + 19..at + reclen];
+                let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+                let name = &name[..end];
+                if !name.is_empty() && name != b"1" && name.iter().all(u8::is_ascii_digit) {
+                    count += 1;
+                }
+                at += reclen;
+            }
+        }
+        libc::close(fd);
+    }
+    count
+}
+
+/// Whether the scratch tmpfs has (nearly) no space left.
+///
+/// # Safety
+/// Child context (init), in the sandbox's mount namespace and root.
+unsafe fn scratch_full(scratch: &ScratchMount) -> bool {
+    // SAFETY: statfs writes into a stack value; the path is NUL-terminated.
+    unsafe {
+        let mut stat: libc::statfs = std::mem::zeroed();
+        if libc::statfs(scratch.path.as_ptr(), &mut stat) != 0 {
+            return false;
+        }
+        let free = (stat.f_bavail as u64).saturating_mul(stat.f_bsize as u64);
+        free < scratch.full_below
     }
 }
 
@@ -1076,6 +1525,10 @@ unsafe fn build_root(p: &Prepared) -> Result<(), Fail> {
             libc::close(*tree);
         }
 
+        // 4b. The scratch directory: a private tmpfs of bounded size, on top of whatever
+        //     is at that path, with the files copied in that the profile names.
+        mount_scratch(&p.scratch)?;
+
         // 5. A minimal /dev: a small tmpfs with the host's harmless nodes bound in.
         check(libc::mkdir(c"/dev".as_ptr(), 0o755)).map_err(step(Step::MountDev))?;
         check(libc::mount(
@@ -1120,6 +1573,51 @@ unsafe fn build_root(p: &Prepared) -> Result<(), Fail> {
         ))
         .map_err(step(Step::NewRoot))?;
         check(libc::chdir(layout.cwd.as_ptr())).map_err(step(Step::Chdir))?;
+    }
+    Ok(())
+}
+
+/// Mounts the scratch tmpfs and copies the profile's files into it.
+///
+/// # Safety
+/// Child context, in the new root, with the capabilities of the new user namespace.
+unsafe fn mount_scratch(scratch: &ScratchMount) -> Result<(), Fail> {
+    // SAFETY: system calls on parent-prepared NUL-terminated strings, inherited
+    // descriptors and stack values.
+    unsafe {
+        check(libc::mount(
+            c"tmpfs".as_ptr(),
+            scratch.path.as_ptr(),
+            c"tmpfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            scratch.options.as_ptr().cast(),
+        ))
+        .map_err(step(Step::MountScratch))?;
+        for (path, source) in &scratch.files {
+            let copy = step(Step::CopyIntoScratch);
+            let target = check(libc::open(
+                path.as_ptr(),
+                libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY | libc::O_CLOEXEC,
+                0o700,
+            ))
+            .map_err(copy)?;
+            let mut offset: libc::off_t = 0;
+            let result = loop {
+                let sent = libc::sendfile(target, source.as_raw_fd(), &mut offset, 1 << 30);
+                if sent == 0 {
+                    break Ok(());
+                }
+                if sent < 0 {
+                    let error = errno();
+                    if error == libc::EINTR {
+                        continue;
+                    }
+                    break Err(error);
+                }
+            };
+            libc::close(target);
+            result.map_err(step(Step::CopyIntoScratch))?;
+        }
     }
     Ok(())
 }
@@ -1192,6 +1690,17 @@ unsafe fn server_setup(p: &Prepared, original: &libc::sigset_t) -> Result<(), Fa
                 .map_err(fail(Failure::Rule(index as u32)))?;
         }
         let handled = p.landlock.attr_fs();
+        if p.scratch.rights != 0 {
+            let inner = step(Step::LandlockInnerRule("scratch"));
+            let fd = check(libc::open(
+                p.scratch.path.as_ptr(),
+                libc::O_PATH | libc::O_CLOEXEC,
+            ))
+            .map_err(inner)?;
+            let added = landlock::add_rule(ruleset, fd, p.scratch.rights & handled);
+            libc::close(fd);
+            added.map_err(step(Step::LandlockInnerRule("scratch")))?;
+        }
         for (path, access, name) in INNER_RULES {
             let inner = step(Step::LandlockInnerRule(name));
             let fd =
@@ -1276,10 +1785,42 @@ mod tests {
 
     #[test]
     fn default_limits_fit_under_the_hard_limits() {
-        let sets = rlimits(&Limits::default()).unwrap();
+        let sets = rlimits(&Limits::default(), Enforced::default()).unwrap();
         assert_eq!(sets[0].name, "RLIMIT_CORE");
         assert_eq!(sets[0].limit.max, 0);
         let names: Vec<&str> = sets.iter().map(|s| s.name).collect();
-        assert_eq!(names, ["RLIMIT_CORE", "RLIMIT_NOFILE", "RLIMIT_NPROC"]);
+        assert_eq!(
+            names,
+            [
+                "RLIMIT_CORE",
+                "RLIMIT_NOFILE",
+                "RLIMIT_NPROC",
+                "RLIMIT_DATA"
+            ]
+        );
+        // What the cgroup enforces is not also an rlimit.
+        let both = Enforced {
+            memory: true,
+            processes: true,
+        };
+        let names: Vec<&str> = rlimits(&Limits::default(), both)
+            .unwrap()
+            .iter()
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(names, ["RLIMIT_CORE", "RLIMIT_NOFILE"]);
+    }
+
+    #[test]
+    fn the_argument_areas_are_found_in_proc_self_stat() {
+        let [args, env] = argument_areas();
+        assert!(args.0 != 0 && args.1 > args.0, "{args:?}");
+        assert!(env.0 != 0 && env.1 > env.0, "{env:?}");
+        // The first argument (this test binary's path) is at the start of the area.
+        let first = std::env::args_os().next().unwrap();
+        // SAFETY: the area is this process's own argument strings, alive and readable.
+        let bytes = unsafe { std::slice::from_raw_parts(args.0 as *const u8, args.1 - args.0) };
+        use std::os::unix::ffi::OsStrExt;
+        assert!(bytes.starts_with(first.as_bytes()));
     }
 }

@@ -44,7 +44,7 @@ pub(crate) struct Layout {
     pub cwd: CString,
 }
 
-fn c_path(path: &Path) -> Result<CString, SandboxError> {
+pub(crate) fn c_path(path: &Path) -> Result<CString, SandboxError> {
     CString::new(path.as_os_str().as_bytes()).map_err(|_| SandboxError::Path {
         path: path.to_path_buf(),
         source: std::io::Error::new(
@@ -57,12 +57,14 @@ fn c_path(path: &Path) -> Result<CString, SandboxError> {
 /// Plans the root from resolved grants.
 ///
 /// A path inside an already-bound path with the same writability is not bound again; a
-/// writable path inside a read-only one is bound on top of it.
+/// writable path inside a read-only one is bound on top of it. `scratch` gets a directory
+/// in the skeleton (unless a bind already shows its place) for its own tmpfs.
 pub(crate) fn plan(
     read: &[PathBuf],
     write: &[PathBuf],
     exec: &[PathBuf],
     cwd: &Path,
+    scratch: &Path,
 ) -> Result<Layout, SandboxError> {
     let mut all: Vec<&PathBuf> = read.iter().chain(write).chain(exec).collect();
     all.sort_by(|a, b| {
@@ -137,6 +139,24 @@ pub(crate) fn plan(
             writable: *rw,
         });
         layout.bind_paths.push(path.clone());
+    }
+    // The scratch mount point, when no bind shows it: its directories in the skeleton.
+    if scratch.parent().is_none() {
+        return Err(SandboxError::InvalidProfile {
+            reason: "the scratch directory cannot be /".to_owned(),
+        });
+    }
+    if !selected.iter().any(|(b, _)| scratch.starts_with(b)) {
+        let mut ancestors: Vec<&Path> = scratch
+            .ancestors()
+            .filter(|a| a.parent().is_some())
+            .collect();
+        ancestors.reverse();
+        for ancestor in ancestors {
+            if !dirs.iter().any(|d| d == ancestor) {
+                dirs.push(ancestor.to_path_buf());
+            }
+        }
     }
     for dir in &dirs {
         layout.dirs.push(c_path(dir)?);
@@ -233,7 +253,7 @@ mod tests {
         let read = [p("/usr"), p("/usr/lib"), work.clone(), work.join("src")];
         let write = [out.clone()];
         let exec = [p("/usr")];
-        let layout = plan(&read, &write, &exec, &work).unwrap();
+        let layout = plan(&read, &write, &exec, &work, &work.join("scratch")).unwrap();
         let binds: Vec<(&str, bool)> = layout
             .binds
             .iter()
@@ -267,7 +287,14 @@ mod tests {
         let dir = std::fs::canonicalize(dir.path()).unwrap();
         let file = dir.join("resolv.conf");
         std::fs::write(&file, "").unwrap();
-        let layout = plan(std::slice::from_ref(&file), &[], &[], Path::new("/")).unwrap();
+        let layout = plan(
+            std::slice::from_ref(&file),
+            &[],
+            &[],
+            Path::new("/"),
+            &dir.join("s"),
+        )
+        .unwrap();
         assert_eq!(strings(&layout.files), [file.to_str().unwrap()]);
         assert!(!strings(&layout.dirs).contains(&file.to_str().unwrap()));
     }
@@ -275,7 +302,7 @@ mod tests {
     #[test]
     fn root_proc_and_dev_cannot_be_granted() {
         for bad in ["/", "/proc", "/dev/shm"] {
-            let err = plan(&[p(bad)], &[], &[], Path::new("/")).unwrap_err();
+            let err = plan(&[p(bad)], &[], &[], Path::new("/"), Path::new("/s")).unwrap_err();
             assert!(
                 matches!(err, SandboxError::InvalidProfile { .. }),
                 "{bad}: {err}"

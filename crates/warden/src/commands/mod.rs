@@ -12,7 +12,7 @@ pub mod run;
 pub mod scan;
 pub mod tools;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use warden_config::{Environment, ResolvedConfig, ResolvedPolicy};
@@ -85,15 +85,32 @@ pub fn log_dir(env: &Environment) -> PathBuf {
     env.state_home.join("warden").join("logs")
 }
 
-/// Where confined servers get their private scratch directories.
+/// Where confined servers get their private scratch directories (the base; each server's
+/// is `BASE/warden-SERVER-PID-RANDOM`, see `warden_sandbox::Scratch`).
 ///
-/// Running as root, servers run as an unprivileged uid that cannot enter root's home
-/// (mode 700), so the scratch directories go to `/var/tmp/warden-scratch` instead; each one
-/// is created with a random name, mode 700, owned by the sandbox's uid, and removed at exit.
+/// The base must be a directory no other user can control: `warden_sandbox::Scratch`
+/// checks that, and refuses one that is not. So it is never a shared temporary directory:
+/// - root: `/run/warden/scratch` (`/var/lib/warden/scratch` where there is no `/run`);
+/// - anyone else: `$XDG_RUNTIME_DIR/warden/scratch` (a private per-user directory), else
+///   `$XDG_STATE_HOME/warden/scratch`.
+///
+/// On the host each one stays an empty directory: inside the sandbox a size-capped tmpfs
+/// covers it, and what the server writes vanishes with the sandbox.
 pub fn scratch_dir(env: &Environment) -> PathBuf {
     // SAFETY: geteuid has no preconditions and cannot fail.
     if unsafe { libc::geteuid() } == 0 {
-        PathBuf::from("/var/tmp/warden-scratch")
+        if Path::new("/run").is_dir() {
+            PathBuf::from("/run/warden/scratch")
+        } else {
+            PathBuf::from("/var/lib/warden/scratch")
+        }
+    } else if let Some(runtime) = env
+        .vars
+        .get("XDG_RUNTIME_DIR")
+        .map(PathBuf::from)
+        .filter(|dir| dir.is_absolute() && dir.is_dir())
+    {
+        runtime.join("warden").join("scratch")
     } else {
         env.state_home.join("warden").join("scratch")
     }

@@ -76,14 +76,9 @@ impl Scratch {
     pub fn new() -> Self {
         let dir = tempfile::tempdir().unwrap();
         // Confined servers run as uid 65534 when the tests run as root: they must be able
-        // to reach their scratch directories under `state/`, and write the record files
-        // tests put here (the folder is granted to them explicitly where needed). Sticky,
-        // like /tmp: what the test itself puts here (a server's program or script) cannot
-        // be renamed by anyone else, which Warden checks before it starts a pinned file.
-        {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
-        }
+        // to write the record files tests put here (the folder is granted to them
+        // explicitly where needed).
+        open_to_servers(dir.path());
         let tag = format!(
             "{}-{}",
             std::process::id(),
@@ -251,10 +246,12 @@ pub fn json(output: &Output) -> serde_json::Value {
 
 /// Makes `path` (a directory) usable by a confined server: when the tests run as root,
 /// servers run as uid 65534 and can neither enter nor write a root-owned 0700 directory.
-/// Test folders only: everyone may then write there.
+/// Test folders only: everyone may then write there. Sticky, like `/tmp`, so that what lies
+/// below (a non-root run's state and scratch base) cannot be replaced by another user, which
+/// Warden checks.
 pub fn open_to_servers(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o1777)).unwrap();
 }
 
 /// Creates `dir` for a confined server to write in (see [`open_to_servers`]).
