@@ -81,16 +81,19 @@ impl Fetcher {
         form: &[(&str, &str)],
         basic: Basic<'_>,
     ) -> Result<(StatusCode, Value), OAuthError> {
-        let mut body = url::form_urlencoded::Serializer::new(String::new());
-        for (name, value) in form {
-            body.append_pair(name, value);
-        }
+        let body = {
+            let mut body = url::form_urlencoded::Serializer::new(String::new());
+            for (name, value) in form {
+                body.append_pair(name, value);
+            }
+            body.finish()
+        };
         let mut request = self
             .http
             .post(url.clone())
             .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
             .header(header::ACCEPT, "application/json")
-            .body(body.finish());
+            .body(body);
         if let Basic::Credentials { id, secret } = basic {
             // RFC 6749 §2.3.1: each part form-urlencoded before the Basic encoding.
             let encode = |text: &str| {
