@@ -146,7 +146,11 @@ impl Endpoint {
                 .await
                 .map_err(NetError::from_reqwest)?;
             let status = response.status().as_u16();
-            let Some(auth) = self.auth.as_ref().filter(|_| status == 401 || status == 403) else {
+            let Some(auth) = self
+                .auth
+                .as_ref()
+                .filter(|_| status == 401 || status == 403)
+            else {
                 break response;
             };
             // The server did not process the request: sign in (or refresh, or step up)
