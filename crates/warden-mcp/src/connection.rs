@@ -88,6 +88,9 @@ pub struct ConnectOptions {
     /// capability (form and URL) is declared; without, it is not. Only stdio connections
     /// over rmcp use it so far.
     pub elicitor: Option<std::sync::Arc<dyn crate::elicit::Elicitor>>,
+    /// Gives a remote server its OAuth client (store, user agent); without one a 401 ends
+    /// the connection with "needs authorization".
+    pub oauth: Option<std::sync::Arc<dyn crate::http::OAuthProvider>>,
 }
 
 /// Tools accepted from one server by default.

@@ -13,6 +13,8 @@
 //!   `iss`), the token requests (with RFC 8707 `resource`);
 //! - [`agent`]: who takes the user to consent ([`agent::Headless`] for tests and the
 //!   conformance client, [`agent::NoUserAgent`] without a terminal);
+//! - [`loopback`]: `warden login`'s agent, a loopback redirect on an ephemeral port with
+//!   a paste-back fallback;
 //! - [`store`]: grants keyed by issuer and resource, registrations keyed by issuer;
 //!   memory or an opt-in 0600 file;
 //! - [`client`]: [`OAuthClient`], one server's credentials, refresh and step-up with one
@@ -30,6 +32,7 @@ mod error;
 mod fetch;
 pub mod flow;
 pub mod identity;
+pub mod loopback;
 pub mod pkce;
 pub mod store;
 
@@ -39,4 +42,5 @@ pub use client::{AuthState, OAuthClient};
 pub use error::OAuthError;
 pub use fetch::{Fetcher, check_url};
 pub use identity::{ClientSettings, Preregistered};
+pub use loopback::Loopback;
 pub use store::{AuthMethod, FileStore, MemoryStore, Secret, Store};

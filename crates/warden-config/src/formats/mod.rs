@@ -373,7 +373,7 @@ impl Draft {
         if self.http_settings.is_some() {
             return Err(cx.invalid(
                 self,
-                "`allow_http` and `reconnect` only apply to remote (`url`) servers",
+                "`allow_http`, `reconnect` and `oauth` only apply to remote (`url`) servers",
             ));
         }
         if self.headers.as_ref().is_some_and(|h| !h.is_empty()) {
@@ -468,10 +468,17 @@ impl Draft {
                 ));
             }
         }
+        let mut settings = self.http_settings.clone().unwrap_or_default();
+        if let Some(secret) = &settings.oauth.client_secret {
+            settings.oauth.client_secret = Some(cx.expand(self, secret)?);
+        }
+        if let Some(id) = &settings.oauth.client_id {
+            settings.oauth.client_id = Some(cx.expand(self, id)?);
+        }
         Ok(TransportSpec::Http {
             url,
             headers,
-            settings: self.http_settings.clone().unwrap_or_default(),
+            settings,
         })
     }
 }
