@@ -44,3 +44,4 @@ pub use fetch::{Fetcher, check_url};
 pub use identity::{ClientSettings, Preregistered};
 pub use loopback::Loopback;
 pub use store::{AuthMethod, FileStore, MemoryStore, Secret, Store};
+pub use url::Url;

@@ -280,3 +280,141 @@ async fn a_hundred_concurrent_refusals_lead_to_one_refresh() {
     assert_eq!(stats["code_grants"], 1, "{stats}");
     assert_eq!(stats["authorizations"], 1, "{stats}");
 }
+
+/// A raw `GET` (the test acting as the user's browser): the status line and `Location`.
+fn browser_get(url: &str) -> (String, Option<String>) {
+    let rest = url.trim_start_matches("http://");
+    let (address, target) = match rest.find('/') {
+        Some(at) => (&rest[..at], &rest[at..]),
+        None => (rest, "/"),
+    };
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(LIMIT)).unwrap();
+    write!(
+        stream,
+        "GET {target} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let status = text.lines().next().unwrap_or_default().to_owned();
+    let location = text
+        .lines()
+        .find_map(|line| {
+            line.strip_prefix("location: ")
+                .or(line.strip_prefix("Location: "))
+        })
+        .map(str::to_owned);
+    (status, location)
+}
+
+/// Runs `warden login docs`, plays the browser, and either lets the browser's redirect
+/// reach Warden's loopback listener or pastes it on standard input.
+fn login(scratch: &support::Scratch, config: &str, paste: bool) -> std::process::Output {
+    let mut child = scratch
+        .warden(&["login", "docs", "--no-browser", "--config", config])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut url = String::new();
+    stdout.read_line(&mut url).unwrap();
+    let url = url.trim().to_owned();
+    assert!(url.contains("code_challenge_method=S256"), "{url}");
+    let (status, location) = browser_get(&url);
+    assert!(status.contains("302"), "{status}");
+    let location = location.unwrap();
+    assert!(location.starts_with("http://127.0.0.1:"), "{location}");
+    if paste {
+        let mut stdin = child.stdin.take().unwrap();
+        writeln!(stdin, "{location}").unwrap();
+    } else {
+        let (status, _) = browser_get(&location);
+        assert!(status.contains("200"), "{status}");
+    }
+    let output = support::wait_with_limit(child, LIMIT);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        support::describe(&output)
+    );
+    output
+}
+
+#[test]
+fn login_keeps_tokens_in_a_0600_file_only_when_opted_in_and_logout_forgets_them() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let server = AuthServer::start("good");
+    let scratch = support::Scratch::new();
+    let config = scratch.config(&format!(
+        "[servers.docs]\nurl = \"{}\"\n\n[servers.docs.oauth]\ntoken_store = \"file\"\n",
+        server.url()
+    ));
+    let config = config.to_str().unwrap();
+    let tokens = scratch.path().join("state/warden/oauth-tokens.json");
+    // Not signed in: `warden tools` (no user agent) says so and goes on.
+    let output = scratch.run(&["tools", "--config", config], LIMIT);
+    let text = support::stdout(&output);
+    assert!(
+        text.contains("docs: NEEDS AUTHORIZATION") && text.contains("warden login docs"),
+        "{}",
+        support::describe(&output)
+    );
+    assert_eq!(server.stats()["authorizations"], 0);
+    // Signed in through the loopback redirect: the tokens land in a 0600 file, said loudly.
+    let output = login(&scratch, config, false);
+    assert!(
+        support::stderr(&output).contains("mode 0600"),
+        "{}",
+        support::describe(&output)
+    );
+    let mode = std::fs::metadata(&tokens).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    // A later command uses them without asking, and shows the sign-in.
+    let output = scratch.run(&["tools", "--config", config], LIMIT);
+    let text = support::stdout(&output);
+    assert!(
+        text.contains("docs: connected") && text.contains("sign-in: signed in with"),
+        "{}",
+        support::describe(&output)
+    );
+    assert!(
+        !text.contains("at-") && !support::stderr(&output).contains("at-"),
+        "a token was printed: {}",
+        support::describe(&output)
+    );
+    assert_eq!(server.stats()["code_grants"], 1);
+    // Logged out: forgotten; the next command needs a sign-in again.
+    let output = scratch.run(&["logout", "docs", "--config", config], LIMIT);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        support::describe(&output)
+    );
+    let stored: Value = serde_json::from_slice(&std::fs::read(&tokens).unwrap()).unwrap();
+    assert!(stored.get("docs").is_none(), "{stored}");
+    let output = scratch.run(&["tools", "--config", config], LIMIT);
+    assert!(support::stdout(&output).contains("docs: NEEDS AUTHORIZATION"));
+}
+
+#[test]
+fn login_accepts_a_pasted_redirect_and_keeps_nothing_without_the_opt_in() {
+    let server = AuthServer::start("good");
+    let scratch = support::Scratch::new();
+    let config = scratch.config(&format!("[servers.docs]\nurl = \"{}\"\n", server.url()));
+    let output = login(&scratch, config.to_str().unwrap(), true);
+    assert!(
+        support::stderr(&output).contains("NOT kept"),
+        "{}",
+        support::describe(&output)
+    );
+    assert_eq!(server.stats()["code_grants"], 1);
+    assert!(
+        !scratch
+            .path()
+            .join("state/warden/oauth-tokens.json")
+            .exists()
+    );
+}

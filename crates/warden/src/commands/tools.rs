@@ -103,6 +103,9 @@ fn listing(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> Value {
             if let Some(confined) = confined(&entry.spec) {
                 server["confined"] = json!(confined);
             }
+            if let Some(auth) = super::login::auth_state(name) {
+                server["auth"] = json!(super::login::describe(&auth));
+            }
             match &entry.status {
                 ServerStatus::Connected { info } => {
                     server["state"] = json!("connected");
@@ -298,6 +301,11 @@ fn text(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> String {
                     tools.len(),
                     if tools.len() == 1 { "" } else { "s" }
                 ));
+                if let Some(auth) = super::login::auth_state(name)
+                    .filter(|auth| !matches!(auth, warden_oauth::AuthState::NeedsSignIn))
+                {
+                    out.push_str(&format!("  sign-in: {}\n", super::login::describe(&auth)));
+                }
                 let rows: Vec<(&CatalogueTool, String, String)> = tools
                     .iter()
                     .map(|tool| {
@@ -366,6 +374,9 @@ fn text(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> String {
                     _ => "FAILED",
                 };
                 out.push_str(&format!("{name}: {label}: {reason}\n"));
+                if let Some(auth) = super::login::auth_state(name) {
+                    out.push_str(&format!("  sign-in: {}\n", super::login::describe(&auth)));
+                }
                 for line in stderr_tail {
                     out.push_str(&format!("  | {line}\n"));
                 }
