@@ -186,10 +186,10 @@ impl OAuthClient {
         };
         if due {
             let _flight = self.flight.lock().await;
-            if self.current_token().as_ref() == Some(&token) {
-                if let Err(error) = self.refresh().await {
-                    tracing::info!(server = %self.name, "refreshing the access token failed: {error}");
-                }
+            if self.current_token().as_ref() == Some(&token)
+                && let Err(error) = self.refresh().await
+            {
+                tracing::info!(server = %self.name, "refreshing the access token failed: {error}");
             }
         }
         self.current_token()
