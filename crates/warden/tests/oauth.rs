@@ -418,3 +418,17 @@ fn login_accepts_a_pasted_redirect_and_keeps_nothing_without_the_opt_in() {
             .exists()
     );
 }
+
+#[tokio::test]
+async fn a_token_about_to_expire_is_refreshed_before_it_is_sent() {
+    let server = AuthServer::start("short-lived");
+    let session = connect(&server).await.unwrap();
+    list(&session).await;
+    list(&session).await;
+    let stats = server.stats();
+    // The sign-in's own first request went without a token (the 401 that started it);
+    // every later one carried a valid token, refreshed ahead of its 30 s expiry.
+    assert_eq!(stats["missing"], 1, "{stats}");
+    assert!(stats["refresh_grants"].as_u64().unwrap() >= 1, "{stats}");
+    assert_eq!(stats["code_grants"], 1, "{stats}");
+}

@@ -64,7 +64,12 @@ pub async fn connect(
         .headers
         .keys()
         .any(|name| name.eq_ignore_ascii_case("authorization"));
-    if !own_credential && let Some(provider) = &options.oauth {
+    // The deprecated HTTP+SSE transport does not sign in (its event stream would carry no
+    // token); only Streamable HTTP does.
+    if !own_credential
+        && remote.settings.transport != RemoteTransport::Sse
+        && let Some(provider) = &options.oauth
+    {
         remote.oauth = provider.client(&remote);
     }
     if remote.settings.transport == RemoteTransport::Sse {

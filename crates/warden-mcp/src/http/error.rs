@@ -58,8 +58,18 @@ pub enum HttpError {
     },
     /// Signing in (or refreshing, or stepping up) failed; the server was not sent a token
     /// it should not see. The reason names the step.
-    #[error("needs authorization: {0}")]
-    Auth(#[from] warden_oauth::OAuthError),
+    #[error(
+        "needs authorization: the server answered HTTP {status}{}; {error}",
+        challenge_text(.challenge)
+    )]
+    Auth {
+        /// 401 or 403.
+        status: u16,
+        /// The `WWW-Authenticate` header, if any (sanitised).
+        challenge: Option<String>,
+        /// Why signing in (or refreshing, or stepping up) did not help.
+        error: warden_oauth::OAuthError,
+    },
     /// Any other unexpected status.
     #[error("the server answered HTTP {status}{}", excerpt_text(.excerpt))]
     Status {
@@ -146,7 +156,7 @@ impl HttpError {
     pub fn needs_authorization(&self) -> bool {
         matches!(
             self,
-            HttpError::NeedsAuthorization { .. } | HttpError::Auth(_)
+            HttpError::NeedsAuthorization { .. } | HttpError::Auth { .. }
         )
     }
 }

@@ -157,19 +157,26 @@ impl Endpoint {
             // and send it again, a bounded number of times.
             let header = header_text(response.headers(), &WWW_AUTHENTICATE);
             let challenge = warden_oauth::parse_challenge(&header);
+            let failed = |error| HttpError::Auth {
+                status,
+                challenge: (!header.is_empty()).then(|| excerpt(header.as_bytes())),
+                error,
+            };
             if round == MAX_AUTH_ROUNDS {
-                return Err(warden_oauth::OAuthError::RetriesSpent {
+                return Err(failed(warden_oauth::OAuthError::RetriesSpent {
                     attempts: round,
-                    detail: excerpt(header.as_bytes()),
-                }
-                .into());
+                    detail: String::new(),
+                }));
             }
             round += 1;
             if status == 401 {
                 auth.unauthorized(token.as_ref(), challenge.as_ref(), round)
-                    .await?;
+                    .await
+                    .map_err(failed)?;
             } else if let Some(challenge) = challenge.filter(|c| c.is_insufficient_scope()) {
-                auth.insufficient_scope(token.as_ref(), &challenge).await?;
+                auth.insufficient_scope(token.as_ref(), &challenge)
+                    .await
+                    .map_err(failed)?;
             } else {
                 break response; // a 403 that is not about scope: reported as it is
             }

@@ -16,7 +16,8 @@
 //! another server), `token-redirect` (the token endpoint redirects to another host),
 //! `authorize-elsewhere` (the authorization endpoint redirects to another host, not to the
 //! client), `state` (the redirect carries another `state`), `plain-pkce` (only `plain` is
-//! advertised).
+//! advertised); `short-lived` is `good` with access tokens that expire in 30 s (a client
+//! refreshes them before they do).
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -35,8 +36,9 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-const MODES: [&str; 8] = [
+const MODES: [&str; 9] = [
     "good",
+    "short-lived",
     "mixup",
     "iss-wrong",
     "resource-mismatch",
@@ -360,7 +362,11 @@ impl Server {
         state.refresh.insert(refresh.clone(), scope.clone());
         respond(
             StatusCode::OK,
-            json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600, "refresh_token": refresh, "scope": scope}),
+            json!({
+                "access_token": access, "token_type": "Bearer",
+                "expires_in": if self.mode == "short-lived" { 30 } else { 3600 },
+                "refresh_token": refresh, "scope": scope,
+            }),
         )
     }
 
