@@ -193,6 +193,50 @@ pub struct HttpSettings {
     /// Which HTTP transport: Streamable HTTP unless the configuration names the deprecated
     /// HTTP+SSE transport (`transport = "sse"`); never a fallback from one to the other.
     pub transport: RemoteTransport,
+    /// How Warden signs in to it (`[servers.NAME.oauth]`).
+    pub oauth: OAuthSpec,
+}
+
+/// `[servers.NAME.oauth]`: how Warden signs in to a remote server (docs/remote-servers.md).
+/// Everything is optional: without it Warden uses dynamic client registration.
+#[derive(Clone, PartialEq, Eq, Default, Serialize)]
+pub struct OAuthSpec {
+    /// A pre-registered `client_id`.
+    pub client_id: Option<String>,
+    /// Its secret (after `${VAR}` expansion; never serialised, never shown).
+    #[serde(skip_serializing)]
+    pub client_secret: Option<String>,
+    /// The issuer the credentials belong to; they are never sent to another.
+    pub issuer: Option<String>,
+    /// The https URL of a Client ID Metadata Document describing Warden, where one is
+    /// published; used where the authorization server accepts them.
+    pub client_metadata_url: Option<String>,
+    /// Where tokens are kept.
+    pub token_store: TokenStoreChoice,
+}
+
+impl std::fmt::Debug for OAuthSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuthSpec")
+            .field("client_id", &self.client_id)
+            .field("client_secret", &self.client_secret.as_ref().map(|_| ".."))
+            .field("issuer", &self.issuer)
+            .field("client_metadata_url", &self.client_metadata_url)
+            .field("token_store", &self.token_store)
+            .finish()
+    }
+}
+
+/// Where a remote server's OAuth tokens are kept (`token_store`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TokenStoreChoice {
+    /// In memory only: forgotten when Warden exits (the default).
+    #[default]
+    Memory,
+    /// A file of mode 0600 under the state directory: an explicit opt-in, since anything
+    /// running as the same user can read it.
+    File,
 }
 
 /// The HTTP transport of a remote server.

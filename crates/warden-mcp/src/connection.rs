@@ -89,6 +89,9 @@ pub struct ConnectOptions {
     /// so a server lists the same tools to every front end. Only stdio connections over
     /// rmcp use it so far; remote servers' requests are declined.
     pub elicitor: Option<std::sync::Arc<dyn crate::elicit::Elicitor>>,
+    /// Gives a remote server its OAuth client (store, user agent); without one a 401 ends
+    /// the connection with "needs authorization".
+    pub oauth: Option<std::sync::Arc<dyn crate::http::OAuthProvider>>,
 }
 
 /// Tools accepted from one server by default.

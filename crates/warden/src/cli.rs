@@ -57,9 +57,38 @@ pub enum Command {
     /// The probe itself, run by `warden probe` inside a server's confinement.
     #[command(name = "__probe-report", hide = true)]
     ProbeReport(ProbeReportArgs),
+    /// Sign in to a remote server (OAuth): opens the browser, or prints the address.
+    Login(LoginArgs),
+    /// Forget a remote server's stored tokens and registrations.
+    Logout(LogoutArgs),
     /// A client for the official MCP conformance suite (scripts/conformance).
     #[command(name = "conformance-client", hide = true)]
     ConformanceClient(ConformanceArgs),
+}
+
+/// `warden login SERVER`
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Warden discovers the server's authorization server, registers (or uses the \
+client_id of [servers.NAME.oauth]), and sends you to its consent page with a redirect back to \
+a port of 127.0.0.1. On a machine without a browser, open the printed address elsewhere and \
+paste here the whole address the browser ends up at. Tokens are kept only with \
+token_store = \"file\" (a 0600 file under the state directory).\n\n\
+Examples:\n  warden login docs\n  warden login docs --no-browser"
+)]
+pub struct LoginArgs {
+    /// The server's name in the configuration.
+    pub server: String,
+    /// Print the address only; do not open a browser.
+    #[arg(long)]
+    pub no_browser: bool,
+}
+
+/// `warden logout SERVER`
+#[derive(Debug, Args)]
+pub struct LogoutArgs {
+    /// The server's name in the configuration.
+    pub server: String,
 }
 
 /// `warden conformance-client URL`: the scenario comes from `MCP_CONFORMANCE_SCENARIO`,

@@ -1,7 +1,7 @@
 //! The official MCP conformance suite's client scenarios, both revisions, run through
 //! `scripts/conformance` against `warden conformance-client`. The script installs the suite
-//! and Node 22 on first use (stamp-checked) and fails unless exactly the authorization
-//! scenarios listed in tests/conformance/expected-failures-*.yaml fail.
+//! and Node 22 on first use (stamp-checked) and fails unless exactly the scenarios listed
+//! in tests/conformance/expected-failures-*.yaml (none: authorization included) fail.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -12,7 +12,7 @@ use std::time::Duration;
 use support::{describe, repo_root, run_with_limit};
 
 #[test]
-fn the_conformance_suite_passes_every_non_auth_client_scenario_of_both_revisions() {
+fn the_conformance_suite_passes_every_client_scenario_of_both_revisions() {
     let mut command = Command::new(repo_root().join("scripts/conformance"));
     command
         .env("WARDEN_BIN", support::warden_bin())

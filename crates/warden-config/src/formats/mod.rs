@@ -460,7 +460,7 @@ impl Draft {
         if self.http_settings.is_some() {
             return Err(cx.invalid(
                 self,
-                "`allow_http` and `reconnect` only apply to remote (`url`) servers",
+                "`allow_http`, `reconnect` and `oauth` only apply to remote (`url`) servers",
             ));
         }
         if self.headers.as_ref().is_some_and(|h| !h.is_empty()) {
@@ -556,10 +556,17 @@ impl Draft {
                 ));
             }
         }
+        let mut settings = self.http_settings.clone().unwrap_or_default();
+        if let Some(secret) = &settings.oauth.client_secret {
+            settings.oauth.client_secret = Some(cx.expand(self, "oauth.client_secret", secret)?);
+        }
+        if let Some(id) = &settings.oauth.client_id {
+            settings.oauth.client_id = Some(cx.expand(self, "oauth.client_id", id)?);
+        }
         Ok(TransportSpec::Http {
             url,
             headers,
-            settings: self.http_settings.clone().unwrap_or_default(),
+            settings,
         })
     }
 }

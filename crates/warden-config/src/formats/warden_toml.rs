@@ -19,7 +19,8 @@ use crate::name::validate_server_name;
 use crate::policy::FilePolicy;
 use crate::size::SizeText;
 use crate::spec::{
-    EnvAllowance, EraPreference, HttpSettings, NetworkSpec, Origin, ReconnectSpec, Scope, Timeouts,
+    EnvAllowance, EraPreference, HttpSettings, NetworkSpec, OAuthSpec, Origin, ReconnectSpec,
+    Scope, Timeouts, TokenStoreChoice,
 };
 
 #[derive(Deserialize)]
@@ -71,6 +72,7 @@ struct WardenServer {
     transport: Option<String>,
     allow_http: Option<bool>,
     reconnect: Option<WardenReconnect>,
+    oauth: Option<WardenOAuth>,
     era: Option<EraPreference>,
     max_message_bytes: Option<NonZeroUsize>,
     timeout: Option<WardenTimeouts>,
@@ -95,6 +97,20 @@ struct WardenSandbox {
     memory: Option<SizeText>,
     processes: Option<u64>,
     disk: Option<SizeText>,
+}
+
+/// `[servers.NAME.oauth]`.
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table with `client_id`, `client_secret`, `issuer`, `client_metadata_url` and/or `token_store`"
+)]
+struct WardenOAuth {
+    client_id: Option<String>,
+    client_secret: Option<String>,
+    issuer: Option<String>,
+    client_metadata_url: Option<String>,
+    token_store: Option<TokenStoreChoice>,
 }
 
 /// `[servers.NAME.reconnect]`.
@@ -184,11 +200,20 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
                     })
                 }
             };
-            let http_settings = match (server.allow_http, server.reconnect) {
-                (None, None) => None,
-                (allow_http, reconnect) => Some(HttpSettings {
+            let http_settings = match (server.allow_http, server.reconnect, server.oauth) {
+                (None, None, None) => None,
+                (allow_http, reconnect, oauth) => Some(HttpSettings {
                     allow_http: allow_http.unwrap_or(false),
                     reconnect: reconnect.map(WardenReconnect::resolve).unwrap_or_default(),
+                    oauth: oauth
+                        .map(|o| OAuthSpec {
+                            client_id: o.client_id,
+                            client_secret: o.client_secret,
+                            issuer: o.issuer,
+                            client_metadata_url: o.client_metadata_url,
+                            token_store: o.token_store.unwrap_or_default(),
+                        })
+                        .unwrap_or_default(),
                     ..HttpSettings::default()
                 }),
             };

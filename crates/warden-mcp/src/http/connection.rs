@@ -54,11 +54,24 @@ pub async fn connect(
         error,
         stderr_tail: Vec::new(),
     };
-    let Some(remote) = Remote::from_spec(spec) else {
+    let Some(mut remote) = Remote::from_spec(spec) else {
         return Err(failure(ConnectError::Unsupported(
             "not a remote server".into(),
         )));
     };
+    // A configured `Authorization` header is the user's own credential: OAuth stays out.
+    let own_credential = remote
+        .headers
+        .keys()
+        .any(|name| name.eq_ignore_ascii_case("authorization"));
+    // The deprecated HTTP+SSE transport does not sign in (its event stream would carry no
+    // token); only Streamable HTTP does.
+    if !own_credential
+        && remote.settings.transport != RemoteTransport::Sse
+        && let Some(provider) = &options.oauth
+    {
+        remote.oauth = provider.client(&remote);
+    }
     if remote.settings.transport == RemoteTransport::Sse {
         // Only ever because the configuration names it: never a fallback.
         return super::sse_legacy::connect(spec, remote, options).await;

@@ -5,13 +5,14 @@
 //! `era = "modern"` or `"legacy"` pins it, with no fallback either way.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use warden_config::{EraPreference, HttpSettings, ServerSpec, TransportSpec};
 use warden_net::reqwest::Url;
 use warden_net::reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use warden_net::{HttpOptions, is_loopback_url};
+use warden_oauth::OAuthClient;
 
 use super::error::HttpError;
 use super::exchange::Endpoint;
@@ -42,6 +43,9 @@ pub struct Remote {
     pub connect_timeout: Duration,
     /// Longest silence while reading an answer.
     pub idle_timeout: Duration,
+    /// Signs in when the server answers 401 (and sends the token it got); `None` means
+    /// a 401 or 403 ends the request with "needs authorization".
+    pub oauth: Option<Arc<OAuthClient>>,
 }
 
 impl Remote {
@@ -66,6 +70,7 @@ impl Remote {
             // A little longer than a call may take, so the call's own timeout fires first
             // and the request is cancelled as its era says.
             idle_timeout: spec.timeouts.call + IDLE_MARGIN,
+            oauth: None,
         })
     }
 
@@ -114,6 +119,7 @@ impl Remote {
             headers,
             max_bytes: self.max_bytes,
             server: self.name.clone(),
+            auth: self.oauth.clone(),
         })
     }
 

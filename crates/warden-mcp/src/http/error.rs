@@ -56,6 +56,20 @@ pub enum HttpError {
         /// The `WWW-Authenticate` header, if any (a challenge, never a secret).
         challenge: Option<String>,
     },
+    /// Signing in (or refreshing, or stepping up) failed; the server was not sent a token
+    /// it should not see. The reason names the step.
+    #[error(
+        "needs authorization: the server answered HTTP {status}{}; {error}",
+        challenge_text(.challenge)
+    )]
+    Auth {
+        /// 401 or 403.
+        status: u16,
+        /// The `WWW-Authenticate` header, if any (sanitised).
+        challenge: Option<String>,
+        /// Why signing in (or refreshing, or stepping up) did not help.
+        error: warden_oauth::OAuthError,
+    },
     /// Any other unexpected status.
     #[error("the server answered HTTP {status}{}", excerpt_text(.excerpt))]
     Status {
@@ -140,7 +154,10 @@ impl HttpError {
 
     /// True for 401 / 403: the server is up but wants (other) credentials.
     pub fn needs_authorization(&self) -> bool {
-        matches!(self, HttpError::NeedsAuthorization { .. })
+        matches!(
+            self,
+            HttpError::NeedsAuthorization { .. } | HttpError::Auth { .. }
+        )
     }
 }
 

@@ -3,15 +3,18 @@
 //! stream with `GET` + `Last-Event-ID`. Every read is size-capped and status codes and
 //! content types are checked before a byte of the body is trusted.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::Value;
 use warden_net::reqwest::header::{
-    ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, LOCATION, WWW_AUTHENTICATE,
+    ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, LOCATION,
+    WWW_AUTHENTICATE,
 };
 use warden_net::reqwest::{self, Method, StatusCode, Url};
 use warden_net::{NetError, read_capped, sse_events};
+use warden_oauth::{OAuthClient, Secret};
 
 use super::error::{HttpError, excerpt};
 
@@ -25,6 +28,9 @@ const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
 const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(1000);
 /// Server requests answered within one exchange, at most.
 const MAX_SERVER_REQUESTS: usize = 64;
+/// Authorization rounds (sign-in, refresh, step-up) for one request, at most: a server
+/// that keeps refusing does not get an endless loop of consent screens.
+pub(crate) const MAX_AUTH_ROUNDS: u32 = 3;
 
 /// Answers requests a server sends on a response stream (legacy era: `ping`,
 /// `elicitation/create`, `roots/list`, ...), and input requests (2026-07-28 era).
@@ -59,6 +65,8 @@ pub(crate) struct Endpoint {
     pub max_bytes: usize,
     /// Server name, for logs.
     pub server: String,
+    /// Signs in on a 401 and steps up on a 403 `insufficient_scope`, if configured.
+    pub auth: Option<Arc<OAuthClient>>,
 }
 
 /// The answer to one POST.
@@ -86,12 +94,30 @@ impl Endpoint {
         method: Method,
         extra: &[(HeaderName, HeaderValue)],
     ) -> reqwest::RequestBuilder {
+        let token = self.auth.as_ref().and_then(|auth| auth.current_token());
+        self.request_with(method, extra, token.as_ref())
+    }
+
+    /// A request carrying `token` as `Authorization: Bearer` (never in the URL, never
+    /// logged: the header value is marked sensitive).
+    fn request_with(
+        &self,
+        method: Method,
+        extra: &[(HeaderName, HeaderValue)],
+        token: Option<&Secret>,
+    ) -> reqwest::RequestBuilder {
         let mut builder = self
             .http
             .request(method, self.url.clone())
             .headers(self.headers.clone());
         for (name, value) in extra {
             builder = builder.header(name, value);
+        }
+        if let Some(token) = token
+            && let Ok(mut value) = HeaderValue::from_str(&format!("Bearer {}", token.expose()))
+        {
+            value.set_sensitive(true);
+            builder = builder.header(AUTHORIZATION, value);
         }
         builder
     }
@@ -108,14 +134,57 @@ impl Endpoint {
         let body = serde_json::to_vec(message).map_err(|error| {
             HttpError::Malformed(format!("could not encode the request: {error}"))
         })?;
-        let response = self
-            .request(Method::POST, extra)
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .body(body)
-            .send()
-            .await
-            .map_err(NetError::from_reqwest)?;
+        let mut round = 0u32;
+        let response = loop {
+            let token = match &self.auth {
+                Some(auth) => auth.bearer().await,
+                None => None,
+            };
+            let response = self
+                .request_with(Method::POST, extra, token.as_ref())
+                .header(ACCEPT, "application/json, text/event-stream")
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.clone())
+                .send()
+                .await
+                .map_err(NetError::from_reqwest)?;
+            let status = response.status().as_u16();
+            let Some(auth) = self
+                .auth
+                .as_ref()
+                .filter(|_| status == 401 || status == 403)
+            else {
+                break response;
+            };
+            // The server did not process the request: sign in (or refresh, or step up)
+            // and send it again, a bounded number of times.
+            let header = header_text(response.headers(), &WWW_AUTHENTICATE);
+            let challenge = warden_oauth::parse_challenge(&header);
+            let failed = |error| HttpError::Auth {
+                status,
+                challenge: (!header.is_empty()).then(|| excerpt(header.as_bytes())),
+                error,
+            };
+            if round == MAX_AUTH_ROUNDS {
+                return Err(failed(warden_oauth::OAuthError::RetriesSpent {
+                    attempts: round,
+                    detail: String::new(),
+                }));
+            }
+            round += 1;
+            if status == 401 {
+                auth.unauthorized(token.as_ref(), challenge.as_ref(), round)
+                    .await
+                    .map_err(failed)?;
+            } else if let Some(challenge) = challenge.filter(|c| c.is_insufficient_scope()) {
+                auth.insufficient_scope(token.as_ref(), &challenge)
+                    .await
+                    .map_err(failed)?;
+            } else {
+                break response; // a 403 that is not about scope: reported as it is
+            }
+            tracing::debug!(server = %self.server, round, "sending the request again with a new token");
+        };
         let headers = response.headers().clone();
         let response = check_status(response).await?;
         let reply = self.read_reply(response, expect, context).await?;

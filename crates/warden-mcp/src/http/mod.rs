@@ -28,3 +28,10 @@ pub use detect::{Remote, open};
 pub use error::HttpError;
 pub use exchange::{DeclineRequests, ServerRequests};
 pub use session::{ClientProfile, LEGACY_VERSIONS, MODERN_VERSION, Session};
+
+/// Builds the OAuth client of a remote server: the binary decides where tokens are kept
+/// and who takes the user to consent. `None` leaves the server without sign-in.
+pub trait OAuthProvider: Send + Sync + std::fmt::Debug {
+    /// The client for `remote` (called once per connection).
+    fn client(&self, remote: &Remote) -> Option<std::sync::Arc<warden_oauth::OAuthClient>>;
+}

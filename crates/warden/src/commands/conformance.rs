@@ -94,6 +94,7 @@ pub async fn run(args: &ConformanceArgs) -> Result<Code, Failure> {
         max_bytes: warden_config::DEFAULT_MAX_MESSAGE_BYTES,
         connect_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(20),
+        oauth: Some(oauth_client(&args.url, &context)?),
     };
     // The capabilities every Warden connection declares (the default profile's).
     let profile = ClientProfile {
@@ -230,6 +231,50 @@ async fn exercise(session: &Session, context: &Value, capabilities: &Value) {
             }
         }
     }
+}
+
+/// The suite's Client ID Metadata Document URL (its mock authorization servers accept it
+/// as a `client_id` where they advertise CIMD support).
+const CONFORMANCE_CLIENT_METADATA: &str = "https://conformance-test.local/client-metadata.json";
+/// The redirect URI the headless user agent registers; nothing listens there: the
+/// redirect is read from the authorization endpoint's `Location`.
+const CONFORMANCE_REDIRECT: &str = "http://localhost:3000/callback";
+
+/// The OAuth client of the run: tokens in memory, a headless user agent (the suite's
+/// authorization servers approve at once), the pre-registered credentials of the context
+/// when it has them.
+fn oauth_client(
+    url: &str,
+    context: &Value,
+) -> Result<std::sync::Arc<warden_oauth::OAuthClient>, Failure> {
+    let text = |key: &str| context.get(key).and_then(Value::as_str).map(str::to_owned);
+    let preregistered = text("client_id").map(|client_id| warden_oauth::Preregistered {
+        client_id,
+        client_secret: text("client_secret").map(warden_oauth::Secret::new),
+        issuer: text("issuer"),
+        auth_method: None,
+    });
+    let settings = warden_oauth::ClientSettings {
+        client_name: "Warden conformance client".into(),
+        metadata_url: Some(CONFORMANCE_CLIENT_METADATA.into()),
+        preregistered,
+    };
+    let failure = |error: warden_oauth::OAuthError| Failure {
+        code: Code::Unavailable,
+        error: anyhow::anyhow!("{error}"),
+    };
+    let fetcher = warden_oauth::Fetcher::new(false).map_err(failure)?;
+    let agent = warden_oauth::Headless::new(fetcher, CONFORMANCE_REDIRECT);
+    let client = warden_oauth::OAuthClient::new(
+        "conformance",
+        url,
+        false,
+        settings,
+        std::sync::Arc::new(warden_oauth::MemoryStore::default()),
+        std::sync::Arc::new(agent),
+    )
+    .map_err(failure)?;
+    Ok(std::sync::Arc::new(client))
 }
 
 /// Sends one request, reporting (not failing on) an error.

@@ -6,6 +6,7 @@ pub mod call;
 pub mod chat;
 pub mod config;
 pub mod conformance;
+pub mod login;
 pub mod pin;
 pub mod probe;
 pub mod run;
@@ -206,6 +207,7 @@ async fn connect_inner(
     let options = ConnectOptions {
         log_dir: Some(log_dir(env)),
         elicitor,
+        oauth: Some(login::provider(env)),
         ..ConnectOptions::default()
     };
     tokio::select! {

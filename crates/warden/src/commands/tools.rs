@@ -124,6 +124,9 @@ fn listing(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> Value {
             if let Some(confined) = confined(&entry.spec) {
                 server["confined"] = json!(confined);
             }
+            if let Some(auth) = super::login::auth_state(name) {
+                server["auth"] = json!(super::login::describe(&auth));
+            }
             match &entry.status {
                 ServerStatus::Connected { info } => {
                     server["state"] = json!("connected");
@@ -367,6 +370,14 @@ fn text(host: &Host, drift: &DriftByServer, scans: &ScansByServer, verbose: bool
                 for line in grants.iter().flatten() {
                     out.push_str(&format!("{line}\n"));
                 }
+                if let Some(auth) = super::login::auth_state(name)
+                    .filter(|auth| !matches!(auth, warden_oauth::AuthState::NeedsSignIn))
+                {
+                    out.push_str(&format!(
+                        "  sign-in: {}\n",
+                        inert(&super::login::describe(&auth), Shape::Line)
+                    ));
+                }
                 let rows: Vec<(&CatalogueTool, String, String)> = tools
                     .iter()
                     .map(|tool| {
@@ -439,6 +450,12 @@ fn text(host: &Host, drift: &DriftByServer, scans: &ScansByServer, verbose: bool
                     "{name}: {label}: {}\n",
                     inert(reason, Shape::Block)
                 ));
+                if let Some(auth) = super::login::auth_state(name) {
+                    out.push_str(&format!(
+                        "  sign-in: {}\n",
+                        inert(&super::login::describe(&auth), Shape::Line)
+                    ));
+                }
                 for line in stderr_tail {
                     out.push_str(&format!("  | {}\n", inert(line, Shape::Line)));
                 }

@@ -1,0 +1,312 @@
+//! The few HTTP exchanges of a sign-in (metadata `GET`s, form `POST`s to the token and
+//! registration endpoints), on warden-net's client: every body read within a cap, every
+//! exchange within a time limit, redirects refused with their target named, and only
+//! `https://` URLs (plain `http://` only to a loopback host, or where the server's
+//! configuration allows it).
+
+use std::time::Duration;
+
+use serde_json::Value;
+use url::Url;
+use warden_net::reqwest::{self, StatusCode, header};
+use warden_net::{NetError, read_capped};
+
+use crate::error::{OAuthError, excerpt};
+
+/// Cap on a metadata document, a registration or a token response.
+pub const DOCUMENT_CAP: usize = 64 * 1024;
+/// Time allowed for one exchange, from connect to the last byte.
+pub const EXCHANGE_LIMIT: Duration = Duration::from_secs(15);
+
+/// The HTTP side of a sign-in.
+#[derive(Clone)]
+pub struct Fetcher {
+    http: reqwest::Client,
+    allow_http: bool,
+}
+
+/// How a `POST` authenticates the client (token endpoint only).
+pub(crate) enum Basic<'a> {
+    None,
+    Credentials { id: &'a str, secret: &'a str },
+}
+
+impl Fetcher {
+    /// A fetcher on a fresh warden-net client. `allow_http` permits plain `http://` to
+    /// hosts that are not loopback (the server's `allow_http`).
+    pub fn new(allow_http: bool) -> Result<Fetcher, OAuthError> {
+        let options = warden_net::HttpOptions {
+            connect_timeout: Duration::from_secs(10),
+            read_idle_timeout: EXCHANGE_LIMIT,
+            request_timeout: Some(EXCHANGE_LIMIT),
+            ..warden_net::HttpOptions::default()
+        };
+        let http = warden_net::client(&options).map_err(|source| OAuthError::Net {
+            what: "HTTP client",
+            source,
+        })?;
+        Ok(Fetcher { http, allow_http })
+    }
+
+    /// Parses `url` and checks it may be used for `what`.
+    pub fn check_url(&self, what: &'static str, url: &str) -> Result<Url, OAuthError> {
+        check_url(what, url, self.allow_http)
+    }
+
+    /// `GET url` for a JSON document. `Ok(None)` on 404 (and other 4xx), so discovery can
+    /// try the next location; `Err` on anything that must stop the flow.
+    pub async fn get_json(
+        &self,
+        what: &'static str,
+        url: &Url,
+    ) -> Result<Result<Value, u16>, OAuthError> {
+        let request = self
+            .http
+            .get(url.clone())
+            .header(header::ACCEPT, "application/json");
+        let response = send(what, request).await?;
+        let status = response.status();
+        if status.is_client_error() {
+            return Ok(Err(status.as_u16()));
+        }
+        let body = expect_success(what, response).await?;
+        parse_json(what, &body).map(Ok)
+    }
+
+    /// `POST` a form; returns the status and the JSON body (an OAuth error body on 4xx).
+    pub(crate) async fn post_form(
+        &self,
+        what: &'static str,
+        url: &Url,
+        form: &[(&str, &str)],
+        basic: Basic<'_>,
+    ) -> Result<(StatusCode, Value), OAuthError> {
+        let body = {
+            let mut body = url::form_urlencoded::Serializer::new(String::new());
+            for (name, value) in form {
+                body.append_pair(name, value);
+            }
+            body.finish()
+        };
+        let mut request = self
+            .http
+            .post(url.clone())
+            .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(header::ACCEPT, "application/json")
+            .body(body);
+        if let Basic::Credentials { id, secret } = basic {
+            // RFC 6749 §2.3.1: each part form-urlencoded before the Basic encoding.
+            let encode = |text: &str| {
+                url::form_urlencoded::byte_serialize(text.as_bytes()).collect::<String>()
+            };
+            let pair = format!("{}:{}", encode(id), encode(secret));
+            let mut value = header::HeaderValue::from_str(&format!(
+                "Basic {}",
+                base64::Engine::encode(&base64::engine::general_purpose::STANDARD, pair)
+            ))
+            .map_err(|_| OAuthError::Malformed {
+                what: "the client credentials",
+                reason: "they cannot be sent in a header".into(),
+            })?;
+            value.set_sensitive(true);
+            request = request.header(header::AUTHORIZATION, value);
+        }
+        self.finish_post(what, request).await
+    }
+
+    /// `POST` JSON (dynamic client registration).
+    pub async fn post_json(
+        &self,
+        what: &'static str,
+        url: &Url,
+        body: &Value,
+    ) -> Result<(StatusCode, Value), OAuthError> {
+        let request = self
+            .http
+            .post(url.clone())
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, "application/json")
+            .body(body.to_string());
+        self.finish_post(what, request).await
+    }
+
+    async fn finish_post(
+        &self,
+        what: &'static str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<(StatusCode, Value), OAuthError> {
+        let response = send(what, request).await?;
+        let status = response.status();
+        if status.is_redirection() {
+            return Err(redirect(what, &response));
+        }
+        let body = read_capped(response, DOCUMENT_CAP)
+            .await
+            .map_err(|source| OAuthError::Net { what, source })?;
+        if status.is_success() {
+            return parse_json(what, &body).map(|value| (status, value));
+        }
+        Err(OAuthError::Status {
+            what,
+            status: status.as_u16(),
+            detail: oauth_error_text(&body),
+        })
+    }
+
+    /// `GET url` without following redirects; returns the status and `Location` (the
+    /// headless user agent of the tests and the conformance client).
+    pub async fn get_location(
+        &self,
+        what: &'static str,
+        url: &Url,
+    ) -> Result<(StatusCode, Option<String>), OAuthError> {
+        let response = send(what, self.http.get(url.clone())).await?;
+        let location = response
+            .headers()
+            .get(header::LOCATION)
+            .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
+        Ok((response.status(), location))
+    }
+}
+
+async fn send(
+    what: &'static str,
+    request: reqwest::RequestBuilder,
+) -> Result<reqwest::Response, OAuthError> {
+    match tokio::time::timeout(EXCHANGE_LIMIT, request.send()).await {
+        Ok(Ok(response)) => Ok(response),
+        Ok(Err(error)) => Err(OAuthError::Net {
+            what,
+            source: NetError::from_reqwest(error),
+        }),
+        Err(_) => Err(OAuthError::Timeout {
+            what,
+            secs: EXCHANGE_LIMIT.as_secs(),
+        }),
+    }
+}
+
+fn redirect(what: &'static str, response: &reqwest::Response) -> OAuthError {
+    OAuthError::Redirect {
+        what,
+        status: response.status().as_u16(),
+        location: response
+            .headers()
+            .get(header::LOCATION)
+            .map(|value| excerpt(value.as_bytes()))
+            .unwrap_or_else(|| "(no Location)".into()),
+    }
+}
+
+async fn expect_success(
+    what: &'static str,
+    response: reqwest::Response,
+) -> Result<bytes::Bytes, OAuthError> {
+    let status = response.status();
+    if status.is_redirection() {
+        return Err(redirect(what, &response));
+    }
+    if !status.is_success() {
+        let body = read_capped(response, 4096).await.unwrap_or_default();
+        return Err(OAuthError::Status {
+            what,
+            status: status.as_u16(),
+            detail: excerpt(&body),
+        });
+    }
+    read_capped(response, DOCUMENT_CAP)
+        .await
+        .map_err(|source| OAuthError::Net { what, source })
+}
+
+fn parse_json(what: &'static str, body: &[u8]) -> Result<Value, OAuthError> {
+    let value: Value = serde_json::from_slice(body).map_err(|error| OAuthError::Malformed {
+        what,
+        reason: format!("not JSON: {error}"),
+    })?;
+    if !value.is_object() {
+        return Err(OAuthError::Malformed {
+            what,
+            reason: "not a JSON object".into(),
+        });
+    }
+    Ok(value)
+}
+
+/// `error` and `error_description` of an OAuth error body, sanitised; else its start.
+fn oauth_error_text(body: &[u8]) -> String {
+    if let Ok(value) = serde_json::from_slice::<Value>(body)
+        && let Some(error) = value.get("error").and_then(Value::as_str)
+    {
+        let description = value
+            .get("error_description")
+            .and_then(Value::as_str)
+            .map(|text| format!(" ({})", excerpt(text.as_bytes())))
+            .unwrap_or_default();
+        return format!("{}{description}", excerpt(error.as_bytes()));
+    }
+    excerpt(body)
+}
+
+/// Parses `url` and checks that it is `https://`, or plain `http://` to a loopback host
+/// (or anywhere when `allow_http`).
+pub fn check_url(what: &'static str, url: &str, allow_http: bool) -> Result<Url, OAuthError> {
+    let refuse = |reason: String| OAuthError::BadUrl {
+        what,
+        url: excerpt(url.as_bytes()),
+        reason,
+    };
+    let parsed = Url::parse(url).map_err(|error| refuse(error.to_string()))?;
+    match parsed.scheme() {
+        "https" => {}
+        "http" if allow_http || warden_net::is_loopback_url(&parsed) => {}
+        "http" => {
+            return Err(refuse(
+                "plain http:// to a host that is not loopback (credentials would cross the \
+                 network unencrypted)"
+                    .into(),
+            ));
+        }
+        other => return Err(refuse(format!("scheme {other:?} is not https"))),
+    }
+    if parsed.fragment().is_some() {
+        return Err(refuse("it has a fragment".into()));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(refuse("it carries user information".into()));
+    }
+    Ok(parsed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_https_or_loopback_http_is_accepted() {
+        assert!(check_url("x", "https://as.example/token", false).is_ok());
+        assert!(check_url("x", "http://localhost:3000/token", false).is_ok());
+        assert!(check_url("x", "http://127.0.0.1/token", false).is_ok());
+        assert!(check_url("x", "http://as.example/token", false).is_err());
+        assert!(check_url("x", "http://as.example/token", true).is_ok());
+        for bad in [
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+            "data:text/html,x",
+            "https://as.example/#frag",
+            "https://user:pw@as.example/",
+            "not a url",
+        ] {
+            assert!(check_url("x", bad, true).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn oauth_error_bodies_are_quoted_safely() {
+        assert_eq!(
+            oauth_error_text(br#"{"error":"invalid_grant","error_description":"bad\ncode"}"#),
+            "invalid_grant (bad code)"
+        );
+        assert_eq!(oauth_error_text(b"plain"), "plain");
+    }
+}

@@ -1,0 +1,47 @@
+//! Warden signing in to remote MCP servers: the client half of the MCP authorization
+//! specification (2025-11-25 and 2026-07-28), OAuth 2.1 authorization code with PKCE.
+//!
+//! One job per module:
+//! - [`challenge`]: the `Bearer` challenge of a 401 / 403 (`resource_metadata`, `scope`,
+//!   `error`);
+//! - [`discovery`]: protected-resource metadata (RFC 9728) and authorization-server
+//!   metadata (RFC 8414, OpenID Connect discovery), with the resource and issuer checks;
+//! - [`identity`]: who Warden is to an authorization server (configured credentials,
+//!   Client ID Metadata Document, dynamic registration), bound to its issuer;
+//! - [`pkce`]: PKCE S256 and `state`;
+//! - [`flow`]: the authorization request, the checks on the response (`state`, RFC 9207
+//!   `iss`), the token requests (with RFC 8707 `resource`);
+//! - [`agent`]: who takes the user to consent ([`agent::Headless`] for tests and the
+//!   conformance client, [`agent::NoUserAgent`] without a terminal);
+//! - [`loopback`]: `warden login`'s agent, a loopback redirect on an ephemeral port with
+//!   a paste-back fallback;
+//! - [`store`]: grants keyed by issuer and resource, registrations keyed by issuer;
+//!   memory or an opt-in 0600 file;
+//! - [`client`]: [`OAuthClient`], one server's credentials, refresh and step-up with one
+//!   refresh in flight per credential;
+//! - `fetch`: the HTTP exchanges, capped, timed out, never following a redirect.
+//!
+//! Tokens and secrets are [`store::Secret`]s: their `Debug` shows nothing, and no error
+//! message carries one.
+
+pub mod agent;
+pub mod challenge;
+pub mod client;
+pub mod discovery;
+mod error;
+mod fetch;
+pub mod flow;
+pub mod identity;
+pub mod loopback;
+pub mod pkce;
+pub mod store;
+
+pub use agent::{Headless, NoUserAgent, UserAgent};
+pub use challenge::{Challenge, parse as parse_challenge};
+pub use client::{AuthState, OAuthClient};
+pub use error::OAuthError;
+pub use fetch::{Fetcher, check_url};
+pub use identity::{ClientSettings, Preregistered};
+pub use loopback::Loopback;
+pub use store::{AuthMethod, FileStore, MemoryStore, Secret, Store};
+pub use url::Url;
