@@ -6,9 +6,11 @@
 //! sequence in it drives the terminal: OSC 52 writes the clipboard, OSC 0 sets the title,
 //! `ESC[2J` clears the screen, a lone carriage return or a bidi override makes a line show
 //! something else than it says. Every front end prints such text only after [`inert`]; JSON
-//! output is left to serde, which escapes every control character itself. Warden's own
-//! escape codes (the status line of `warden chat`) are written around the escaped text,
-//! never through it. See docs/decisions/0021-terminal-and-capabilities.md.
+//! output is serde's (which escapes C0 controls) passed through [`inert_json`] (which
+//! escapes the rest the JSON way), and log records format their fields with
+//! [`log_fields`]. Warden's own escape codes (the status line of `warden chat`) are written
+//! around the escaped text, never through it. See
+//! docs/decisions/0021-terminal-and-capabilities.md.
 
 use std::borrow::Cow;
 use std::fmt::Write;
