@@ -1,8 +1,13 @@
-//! Spawn-to-exit time of `/bin/true`, plain and confined (network off with the default
-//! limits, in a cgroup leaf where the machine offers one; network off with rlimits only;
-//! network `host`), of `confine()`'s preparation alone (which creates the cgroup leaf), and
-//! of dropping a `Confinement` after its process exited (which removes the leaf). Medians
-//! of many runs, printed as a table; run with `cargo bench -p warden-sandbox --bench spawn`.
+//! Spawn-to-exit time of `/bin/true`, plain and confined, and of `confine()`'s preparation
+//! alone. Medians of many runs, printed as a table; run with
+//! `cargo bench -p warden-sandbox --bench spawn`.
+//!
+//! The first part interleaves, per round: plain; confined with network `none` and the
+//! default limits (in a cgroup leaf where the machine offers one); the same with rlimits
+//! only; network `host`; `confine()` alone (which creates the cgroup leaf); and it times
+//! dropping a `Confinement` after its process exited (which removes the leaf). The second
+//! part starts a confined process only after a pause, as a server usually starts, with and
+//! without the cgroup.
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -17,7 +22,8 @@ use warden_sandbox::{Network, Profile, Scratch, confine};
 
 const RUNS: usize = 200;
 
-/// The pause before a "cold" start.
+/// Runs of the second part, and the pause before each.
+const COLD_RUNS: usize = 60;
 const PAUSE: Duration = Duration::from_millis(50);
 
 fn median(mut samples: Vec<Duration>) -> Duration {
@@ -52,14 +58,7 @@ fn main() {
     host.network = Network::Host;
     let (mut plain, mut confined, mut no_cgroup, mut with_host) = (vec![], vec![], vec![], vec![]);
     let (mut prepare, mut teardown) = (vec![], vec![]);
-    let (mut cold, mut cold_no_cgroup) = (vec![], vec![]);
     for _ in 0..RUNS {
-        // After a pause, as a server usually starts: moving a process into a cgroup waits
-        // for an RCU grace period unless another move happened just before.
-        std::thread::sleep(PAUSE);
-        cold.push(confined_run(&profile).0);
-        std::thread::sleep(PAUSE);
-        cold_no_cgroup.push(confined_run(&rlimits_only).0);
         let started = Instant::now();
         assert!(Command::new("/bin/true").status().unwrap().success());
         plain.push(started.elapsed());
@@ -72,6 +71,13 @@ fn main() {
         let started = Instant::now();
         let _confinement = confine(&mut command, &profile).unwrap();
         prepare.push(started.elapsed());
+    }
+    let (mut cold, mut cold_no_cgroup) = (vec![], vec![]);
+    for _ in 0..COLD_RUNS {
+        std::thread::sleep(PAUSE);
+        cold.push(confined_run(&profile).0);
+        std::thread::sleep(PAUSE);
+        cold_no_cgroup.push(confined_run(&rlimits_only).0);
     }
     let plain = median(plain);
     let confined = median(confined);
@@ -86,20 +92,20 @@ fn main() {
     );
     println!("| confined, network host | {:?} |", median(with_host));
     println!(
-        "| confined, network none, default limits, after {PAUSE:?} idle | {:?} |",
-        median(cold)
-    );
-    println!(
-        "| confined, network none, rlimits only, after {PAUSE:?} idle | {:?} |",
-        median(cold_no_cgroup)
-    );
-    println!(
         "| confine() preparation alone (cgroup leaf included) | {:?} |",
         median(prepare)
     );
     println!(
         "| dropping the Confinement after exit (leaf removed) | {:?} |",
         median(teardown)
+    );
+    println!(
+        "| after {PAUSE:?} idle: network none, default limits ({COLD_RUNS} runs) | {:?} |",
+        median(cold)
+    );
+    println!(
+        "| after {PAUSE:?} idle: network none, rlimits only ({COLD_RUNS} runs) | {:?} |",
+        median(cold_no_cgroup)
     );
     println!(
         "added by confinement: {:?} per start",

@@ -1305,7 +1305,9 @@ unsafe fn init_loop(p: &Prepared, link: RawFd, sigchld: RawFd, server: libc::pid
 }
 
 /// Overwrites Warden's argument and environment strings in this process's memory: the
-/// first with a short name, the rest with zeros.
+/// arguments with a short name, zeros, and a non-zero last byte (so the kernel shows
+/// `/proc/1/cmdline` up to the name's NUL only, as after `setproctitle`, and not even the
+/// length of Warden's command line is left), the environment with zeros.
 ///
 /// # Safety
 /// Child context (init), which never reads its arguments or environment again; the areas
@@ -1322,8 +1324,9 @@ unsafe fn wipe_arguments(areas: &[(usize, usize); 2]) {
         // initial stack, writable), inherited from Warden through fork.
         unsafe {
             std::ptr::write_bytes(area, 0, len);
-            if index == 0 && len >= NAME.len() {
+            if index == 0 && len > NAME.len() {
                 std::ptr::copy_nonoverlapping(NAME.as_ptr(), area, NAME.len());
+                *area.add(len - 1) = b' ';
             }
         }
     }
