@@ -73,3 +73,22 @@ pub fn sse_events(
         },
     )
 }
+
+/// Longest excerpt of a peer's text that [`excerpt`] quotes.
+pub const EXCERPT_CHARS: usize = 200;
+
+/// The first [`EXCERPT_CHARS`] characters of `bytes` (a peer's error body, header or URL),
+/// every control character made a space, for quoting in a message without letting the peer
+/// forge log lines or escape sequences; `…` marks a cut.
+pub fn excerpt(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(bytes);
+    let mut out: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(EXCERPT_CHARS)
+        .collect();
+    if text.chars().count() > EXCERPT_CHARS {
+        out.push('…');
+    }
+    out.trim().to_owned()
+}

@@ -26,7 +26,7 @@ mod error;
 mod options;
 mod sse;
 
-pub use body::{read_capped, sse_events};
+pub use body::{EXCERPT_CHARS, excerpt, read_capped, sse_events};
 pub use error::NetError;
 pub use options::{HttpOptions, client, is_loopback_url};
 pub use sse::{SseDecoder, SseEvent};

@@ -171,19 +171,4 @@ fn detail_text(detail: &str) -> String {
     }
 }
 
-/// Longest excerpt of a server's text quoted in a message.
-const EXCERPT_CHARS: usize = 200;
-
-/// The first printable characters of `bytes`, so a server cannot forge log lines.
-pub(crate) fn excerpt(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    let mut out: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(EXCERPT_CHARS)
-        .collect();
-    if text.chars().count() > EXCERPT_CHARS {
-        out.push('…');
-    }
-    out.trim().to_owned()
-}
+pub(crate) use warden_net::excerpt;

@@ -75,3 +75,41 @@ pub fn width() -> Option<usize> {
     let done = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) };
     (done == 0 && size.ws_col > 0).then_some(usize::from(size.ws_col))
 }
+
+/// Longest answer read for a yes/no question of a command (`warden pin`, `warden approve`).
+const MAX_CONFIRM_BYTES: u64 = 64;
+
+/// Why [`confirm`] did not say yes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// There is no terminal to ask on (stdin or stderr is not one).
+    NoTerminal,
+    /// The person answered something other than yes.
+    Declined,
+}
+
+/// Asks `question` with `[y/N]` on the terminal of a command that records something the
+/// person must have looked at first; `yes` (the command's `--yes`) answers it without
+/// asking. Without a terminal the answer is no, never a silent yes.
+pub fn confirm(yes: bool, question: &str) -> Result<(), Refusal> {
+    use std::io::{IsTerminal, Write};
+    if yes {
+        return Ok(());
+    }
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return Err(Refusal::NoTerminal);
+    }
+    eprint!("{question} [y/N] ");
+    let _ = std::io::stderr().flush();
+    let mut line = Vec::new();
+    let _ = std::io::stdin()
+        .lock()
+        .take(MAX_CONFIRM_BYTES)
+        .read_until(b'\n', &mut line);
+    let answer = String::from_utf8_lossy(&line).trim().to_ascii_lowercase();
+    if matches!(answer.as_str(), "y" | "yes") {
+        Ok(())
+    } else {
+        Err(Refusal::Declined)
+    }
+}

@@ -3,9 +3,6 @@
 use serde_json::Value;
 use warden_net::NetError;
 
-/// Longest excerpt of a server's error body quoted in a message.
-const EXCERPT_CHARS: usize = 200;
-
 /// One failed exchange with a remote (Streamable HTTP) server.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
@@ -161,17 +158,4 @@ impl HttpError {
     }
 }
 
-/// The first [`EXCERPT_CHARS`] printable characters of `bytes`, for quoting a server's
-/// error body in a message without letting it forge lines or escape sequences.
-pub(crate) fn excerpt(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(bytes);
-    let mut out: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .take(EXCERPT_CHARS)
-        .collect();
-    if text.chars().count() > EXCERPT_CHARS {
-        out.push('…');
-    }
-    out.trim().to_owned()
-}
+pub(crate) use warden_net::excerpt;

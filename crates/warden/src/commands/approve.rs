@@ -2,7 +2,6 @@
 //! records the approval of exactly that definition; then connects it and pins the current
 //! definitions of its tools, after showing how they differ from the approved ones.
 
-use std::io::{BufRead, IsTerminal, Read, Write};
 use std::sync::Mutex;
 
 use warden_config::{EnvAllowance, NetworkSpec, ServerSpec, TransportSpec};
@@ -14,9 +13,6 @@ use crate::cli::{ApproveArgs, GlobalArgs};
 use crate::exit::{Code, Failure};
 use crate::pins;
 use crate::untrusted::{Shape, inert};
-
-/// Longest answer read at the prompt.
-const MAX_ANSWER_BYTES: u64 = 64;
 
 /// Runs `warden approve`.
 pub async fn run(global: &GlobalArgs, args: ApproveArgs) -> Result<Code, Failure> {
@@ -425,31 +421,15 @@ fn shell_word(word: &str) -> String {
 /// Asks `question` on the terminal; `--yes` answers it. Without a terminal and without
 /// `--yes`, nothing is approved.
 fn confirm(args: &ApproveArgs, question: &str) -> Result<(), Failure> {
-    if args.yes {
-        return Ok(());
-    }
-    let denied = |message: &str| Failure {
+    crate::terminal::confirm(args.yes, question).map_err(|refusal| Failure {
         code: Code::Denied,
-        error: anyhow::anyhow!("{message}"),
-    };
-    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
-        return Err(denied(
-            "nothing approved: there is no terminal to ask on (use --yes after reviewing)",
-        ));
-    }
-    eprint!("{question} [y/N] ");
-    let _ = std::io::stderr().flush();
-    let mut line = Vec::new();
-    let _ = std::io::stdin()
-        .lock()
-        .take(MAX_ANSWER_BYTES)
-        .read_until(b'\n', &mut line);
-    let answer = String::from_utf8_lossy(&line).trim().to_ascii_lowercase();
-    if matches!(answer.as_str(), "y" | "yes") {
-        Ok(())
-    } else {
-        Err(denied("nothing approved"))
-    }
+        error: match refusal {
+            crate::terminal::Refusal::NoTerminal => anyhow::anyhow!(
+                "nothing approved: there is no terminal to ask on (use --yes after reviewing)"
+            ),
+            crate::terminal::Refusal::Declined => anyhow::anyhow!("nothing approved"),
+        },
+    })
 }
 
 fn unavailable(error: warden_store::StoreError) -> Failure {

@@ -6,8 +6,6 @@
 //! It also says when a pinned file could be changed by someone other than the user (the
 //! server would be refused at start for that, whatever the pin says).
 
-use std::io::{BufRead, IsTerminal, Read, Write};
-
 use warden_mcp::{ConfinedLauncher, LaunchRequest};
 use warden_store::Store;
 
@@ -15,9 +13,6 @@ use crate::cli::{GlobalArgs, PinArgs};
 use crate::exit::{Code, Failure};
 use crate::pins;
 use crate::untrusted::{Shape, inert};
-
-/// Longest answer read at the prompt.
-const MAX_ANSWER_BYTES: u64 = 64;
 
 /// Runs `warden pin`.
 pub fn run(global: &GlobalArgs, args: PinArgs) -> Result<Code, Failure> {
@@ -97,33 +92,17 @@ pub fn run(global: &GlobalArgs, args: PinArgs) -> Result<Code, Failure> {
 }
 
 /// Asks `question` on the terminal; `--yes` answers it. Without a terminal and without
-/// `--yes`, nothing is recorded.
+/// `--yes`, nothing is pinned.
 fn confirm(args: &PinArgs, question: &str) -> Result<(), Failure> {
-    if args.yes {
-        return Ok(());
-    }
-    let denied = |message: &str| Failure {
+    crate::terminal::confirm(args.yes, question).map_err(|refusal| Failure {
         code: Code::Denied,
-        error: anyhow::anyhow!("{message}"),
-    };
-    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
-        return Err(denied(
-            "nothing pinned: there is no terminal to ask on (use --yes after reviewing)",
-        ));
-    }
-    eprint!("{question} [y/N] ");
-    let _ = std::io::stderr().flush();
-    let mut line = Vec::new();
-    let _ = std::io::stdin()
-        .lock()
-        .take(MAX_ANSWER_BYTES)
-        .read_until(b'\n', &mut line);
-    let answer = String::from_utf8_lossy(&line).trim().to_ascii_lowercase();
-    if matches!(answer.as_str(), "y" | "yes") {
-        Ok(())
-    } else {
-        Err(denied("nothing pinned"))
-    }
+        error: match refusal {
+            crate::terminal::Refusal::NoTerminal => anyhow::anyhow!(
+                "nothing pinned: there is no terminal to ask on (use --yes after reviewing)"
+            ),
+            crate::terminal::Refusal::Declined => anyhow::anyhow!("nothing pinned"),
+        },
+    })
 }
 
 fn save(store: &mut Store, key: &str, pin: &warden_store::Pin) -> Result<(), Failure> {
