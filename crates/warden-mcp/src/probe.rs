@@ -29,15 +29,16 @@ pub fn probe_limit(connect_timeout: Duration) -> Duration {
 /// answer to it is dropped by the transport.
 pub(crate) const PROBE_ID: &str = "warden-era-probe";
 /// Error codes only a modern server sends.
-const MODERN_ERRORS: [i32; 3] = [-32022, -32021, -32020];
+pub(crate) const MODERN_ERRORS: [i32; 3] = [-32022, -32021, -32020];
 
 /// What the probe concluded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verdict {
     /// Speak 2026-07-28.
     Modern,
-    /// Run `initialize`; `why` says what the server did.
-    Legacy { why: String },
+    /// Run `initialize`; `why` says what the server did, `silent` whether it said nothing
+    /// at all within the limit (a slow starter may still be a modern server).
+    Legacy { why: String, silent: bool },
 }
 
 /// Sends `server/discover` and waits at most `limit` for its answer.
@@ -58,6 +59,7 @@ where
     if let Err(error) = transport.send_value(&request).await {
         return Verdict::Legacy {
             why: format!("server/discover could not be sent: {error}"),
+            silent: false,
         };
     }
     let deadline = tokio::time::Instant::now() + limit;
@@ -69,11 +71,13 @@ where
                         "no answer to server/discover within {}",
                         crate::error::humanize(limit)
                     ),
+                    silent: true,
                 };
             }
             Ok(None) => {
                 return Verdict::Legacy {
                     why: "the server closed its output during server/discover".into(),
+                    silent: false,
                 };
             }
             Ok(Some(message)) => message,
@@ -90,6 +94,7 @@ where
                         "server/discover answered error {code}: {}",
                         error.error.message
                     ),
+                    silent: false,
                 };
             }
             other => {
@@ -173,7 +178,7 @@ mod tests {
             let mut transport = transport_with_server(move |request| error_reply(request, code));
             let verdict = probe(&mut transport, Duration::from_secs(2)).await;
             assert!(
-                matches!(&verdict, Verdict::Legacy { why } if why.contains(&code.to_string())),
+                matches!(&verdict, Verdict::Legacy { why, silent: false } if why.contains(&code.to_string())),
                 "{verdict:?}"
             );
         }
@@ -196,7 +201,7 @@ mod tests {
         });
         let verdict = probe(&mut transport, Duration::from_millis(200)).await;
         assert!(
-            matches!(&verdict, Verdict::Legacy { why } if why.contains("no answer")),
+            matches!(&verdict, Verdict::Legacy { why, silent: true } if why.contains("no answer")),
             "{verdict:?}"
         );
         transport

@@ -252,24 +252,74 @@ struct RmcpConnection {
     tools_changed: Arc<AtomicBool>,
 }
 
+/// Connects a stdio server: starts it, decides its era (`auto`: the [`probe`]) and runs the
+/// handshake, all within the connect timeout.
+///
+/// One case gets a second attempt: the probe heard nothing within its limit (a slow start,
+/// typically a Python interpreter on a loaded machine), `initialize` followed, and the server
+/// refused it with an error only a 2026-07-28 server sends, because the probe's late
+/// `server/discover` had put it in the modern era. The server has then said which era it
+/// speaks, so it is started once more with `era = "modern"` and a connect timeout of its own
+/// (logged). This is not a fallback to an older era, and it happens at most once.
 pub(crate) async fn connect(
     spec: &ServerSpec,
     launcher: &dyn Launcher,
     options: &ConnectOptions,
 ) -> Result<Box<dyn Connection>, ConnectFailure> {
+    match connect_once(spec, launcher, options).await {
+        Err(Attempt::LateModern(failure)) => {
+            tracing::info!(
+                server = %spec.name,
+                "the server answered the era probe late and refused initialize as a 2026-07-28 \
+                 server ({}); starting it again in the modern era",
+                failure.error
+            );
+            let mut modern = spec.clone();
+            modern.era = EraPreference::Modern;
+            connect_once(&modern, launcher, options)
+                .await
+                .map_err(Attempt::into_failure)
+        }
+        other => other.map_err(Attempt::into_failure),
+    }
+}
+
+/// How one connection attempt failed.
+enum Attempt {
+    /// For good.
+    Failed(ConnectFailure),
+    /// The server turned out to be modern after a silent probe (see [`connect`]).
+    LateModern(ConnectFailure),
+}
+
+impl Attempt {
+    fn into_failure(self) -> ConnectFailure {
+        match self {
+            Self::Failed(failure) | Self::LateModern(failure) => failure,
+        }
+    }
+}
+
+async fn connect_once(
+    spec: &ServerSpec,
+    launcher: &dyn Launcher,
+    options: &ConnectOptions,
+) -> Result<Box<dyn Connection>, Attempt> {
     // One budget for the whole connection: start, era probe and handshake.
     let deadline = tokio::time::Instant::now() + spec.timeouts.connect;
     let Some(request) = LaunchRequest::for_spec(spec) else {
-        return Err(ConnectFailure {
+        return Err(Attempt::Failed(ConnectFailure {
             error: ConnectError::Unsupported(
                 "remote (HTTP) servers are not supported by this version of Warden yet".into(),
             ),
             stderr_tail: Vec::new(),
-        });
+        }));
     };
-    let launched = launcher.launch(&request).map_err(|error| ConnectFailure {
-        error: error.into(),
-        stderr_tail: Vec::new(),
+    let launched = launcher.launch(&request).map_err(|error| {
+        Attempt::Failed(ConnectFailure {
+            error: error.into(),
+            stderr_tail: Vec::new(),
+        })
     })?;
     let program = launched.program.clone();
     tracing::debug!(server = %spec.name, program = %program.display(), pid = launched.group.pid(), "started");
@@ -297,12 +347,14 @@ pub(crate) async fn connect(
     };
     let handler = client.clone();
     let mut transport = transport;
+    let mut probe_was_silent = false;
     let mode = match spec.era {
         EraPreference::Auto => {
             match probe(&mut transport, probe_limit(spec.timeouts.connect)).await {
                 Verdict::Modern => lifecycle(EraPreference::Modern),
-                Verdict::Legacy { why } => {
+                Verdict::Legacy { why, silent } => {
                     tracing::info!(server = %spec.name, "{why}: falling back to initialize (2025-11-25)");
+                    probe_was_silent = silent;
                     lifecycle(EraPreference::Legacy)
                 }
             }
@@ -317,14 +369,22 @@ pub(crate) async fn connect(
     let running = match tokio::time::timeout_at(deadline, handshake).await {
         Ok(Ok(running)) => running,
         Ok(Err(error)) => {
+            let late_modern = probe_was_silent
+                && matches!(&error, ClientInitializeError::JsonRpcError(data)
+                    if crate::probe::MODERN_ERRORS.contains(&data.code.0));
             let error = classify_handshake_error(&diagnostics, error, spec.era).await;
-            return Err(fail(error, &closer, &diagnostics).await);
+            let failure = fail(error, &closer, &diagnostics).await;
+            return Err(if late_modern {
+                Attempt::LateModern(failure)
+            } else {
+                Attempt::Failed(failure)
+            });
         }
         Err(_) => {
             let error = ConnectError::Timeout {
                 after: spec.timeouts.connect,
             };
-            return Err(fail(error, &closer, &diagnostics).await);
+            return Err(Attempt::Failed(fail(error, &closer, &diagnostics).await));
         }
     };
     let peer = running.peer().clone();

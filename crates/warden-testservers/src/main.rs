@@ -18,7 +18,7 @@
 //! ```
 //!
 //! Modes: `good`, `modern`, `stdout-logs`, `stderr-jsonrpc`, `huge-line`, `silent`,
-//! `slow-start`, `hang-on-call`, `crash-mid-call`, `exit-at-start`, `grandchild`, `roots`,
+//! `slow-start`, `slow-modern`, `hang-on-call`, `crash-mid-call`, `exit-at-start`, `grandchild`, `roots`,
 //! `bad-json-lines`, `list-change`, `input-required`, `hostile`, `memory-hog`, `fork-bomb`,
 //! `disk-filler`, `read-proc-one` (see [`modes::Mode`]). The
 //! environment variables `WARDEN_TEST_CALL_LOG`, `WARDEN_TEST_CANCEL_LOG` and

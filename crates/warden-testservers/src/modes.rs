@@ -19,6 +19,10 @@ pub(crate) enum Mode {
     Silent,
     /// Sleeps `--delay-ms` before reading anything.
     SlowStart,
+    /// Like `slow-start` (sleeps `--delay-ms` first), then a modern-only server in the way of
+    /// the Python SDK: once `server/discover` was answered, `initialize` is refused with
+    /// -32022.
+    SlowModern,
     /// Never answers `tools/call`.
     HangOnCall,
     /// Exits with code 101 on `tools/call`, without answering.
@@ -51,7 +55,7 @@ pub(crate) enum Mode {
     ReadProcOne,
 }
 
-const MODES: [(&str, Mode); 20] = [
+const MODES: [(&str, Mode); 21] = [
     ("good", Mode::Good),
     ("modern", Mode::Modern),
     ("stdout-logs", Mode::StdoutLogs),
@@ -59,6 +63,7 @@ const MODES: [(&str, Mode); 20] = [
     ("huge-line", Mode::HugeLine),
     ("silent", Mode::Silent),
     ("slow-start", Mode::SlowStart),
+    ("slow-modern", Mode::SlowModern),
     ("hang-on-call", Mode::HangOnCall),
     ("crash-mid-call", Mode::CrashMidCall),
     ("exit-at-start", Mode::ExitAtStart),
@@ -81,7 +86,7 @@ pub(crate) struct Config {
     pub(crate) mode: Mode,
     /// `--page-size N`: page `tools/list` (any mode).
     pub(crate) page_size: Option<usize>,
-    /// `--delay-ms N` for `slow-start` (default 2000).
+    /// `--delay-ms N` for `slow-start` and `slow-modern` (default 2000).
     pub(crate) delay_ms: u64,
     /// `--count N` for `bad-json-lines` and `fork-bomb` (default 1000).
     pub(crate) count: u64,
@@ -106,7 +111,11 @@ impl Config {
     /// The protocol settings this configuration implies.
     pub(crate) fn settings(&self) -> Settings {
         Settings {
-            discover: matches!(self.mode, Mode::Modern | Mode::InputRequired),
+            discover: matches!(
+                self.mode,
+                Mode::Modern | Mode::InputRequired | Mode::SlowModern
+            ),
+            modern_stays_modern: self.mode == Mode::SlowModern,
             page_size: self.page_size,
             probe_client: self.mode == Mode::Roots,
             list_change: self.mode == Mode::ListChange,

@@ -40,6 +40,8 @@ pub(crate) struct Settings {
     pub(crate) ask_input: bool,
     /// Write terminal control sequences into every string (`hostile` mode).
     pub(crate) hostile: bool,
+    /// Once `server/discover` was answered, refuse `initialize` with -32022 (`slow-modern`).
+    pub(crate) modern_stays_modern: bool,
 }
 
 /// Protocol state of one connection.
@@ -117,6 +119,10 @@ impl Server {
 
     fn result_for(&mut self, method: &str, params: &Value) -> Result<Value, (i64, String)> {
         match method {
+            "initialize" if self.modern && self.settings.modern_stays_modern => Err((
+                -32022,
+                "connection is serving the 2026-07-28 protocol; initialize is not accepted".into(),
+            )),
             "initialize" => {
                 self.modern = false;
                 let mut result = initialize_result(params);

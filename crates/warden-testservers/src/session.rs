@@ -33,7 +33,7 @@ pub(crate) fn run(config: &Config) -> io::Result<ExitStatus> {
             diagnose("fatal: cannot open database /nonexistent");
             return Ok(EXIT_AT_START);
         }
-        Mode::SlowStart => thread::sleep(Duration::from_millis(config.delay_ms)),
+        Mode::SlowStart | Mode::SlowModern => thread::sleep(Duration::from_millis(config.delay_ms)),
         Mode::Grandchild => {
             process::ignore_termination_signals()?;
             let grandchild = process::fork_sleeper()?;

@@ -325,6 +325,36 @@ fn a_server_slower_than_its_connect_timeout_fails_without_delaying_others() {
     scratch.assert_no_leftovers();
 }
 
+/// A modern-only server that starts slower than the era probe's limit answers the probe
+/// late, and then refuses `initialize` as a 2026-07-28 server (as the Python SDK's servers
+/// do on a loaded machine). It has said its era: Warden starts it once more in the modern
+/// era instead of failing it.
+#[test]
+fn a_modern_server_that_answers_the_era_probe_late_is_started_again_as_modern() {
+    let scratch = Scratch::new();
+    // Probe limit: 70 % of 4 s = 2.8 s; the server sleeps 3 s before it reads anything.
+    let config = scratch.config(&testserver(
+        "late",
+        &["slow-modern", "--delay-ms", "3000"],
+        r#"timeout = { connect = "4s" }"#,
+    ));
+    let config = config.to_str().unwrap();
+    let output = scratch.run(&["--config", config, "-v", "tools"], LIMIT);
+    assert_exit(&output, 0);
+    let text = stdout(&output);
+    assert!(
+        text.contains("late: connected, modern era (2026-07-28)"),
+        "{}",
+        describe(&output)
+    );
+    assert!(
+        stderr(&output).contains("answered the era probe late"),
+        "{}",
+        describe(&output)
+    );
+    scratch.assert_no_leftovers();
+}
+
 #[test]
 fn a_call_without_an_answer_times_out_and_is_cancelled() {
     let scratch = Scratch::new();

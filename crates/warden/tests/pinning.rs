@@ -384,7 +384,11 @@ fn a_script_inside_a_write_grant_is_refused_one_beside_it_starts() {
     // The honest script back. `app` is writable by every user here: that alone exposes
     // it too.
     write_script(&app, "server.py", PY_SERVER);
-    support::open_to_servers(&app);
+    {
+        // World-writable without the sticky bit: anyone could rename the script.
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&app, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
     let config = scratch.config(&exposed(&data));
     let config = config.to_str().unwrap();
     let (state, reason) = state_of(&tools(&scratch, config));
