@@ -699,6 +699,7 @@ async fn connect_one(
             return (failed(spec, reason, tail), None);
         }
     };
+    let started = connection.retried_at().unwrap_or(started);
     let left = spec.timeouts.connect.saturating_sub(started.elapsed());
     let listed = connection.list_tools(left).await;
     match listed {

@@ -250,6 +250,8 @@ struct RmcpConnection {
     max_tools: usize,
     max_pages: usize,
     tools_changed: Arc<AtomicBool>,
+    /// See [`Connection::retried_at`].
+    retried_at: Option<std::time::Instant>,
 }
 
 /// Connects a stdio server: starts it, decides its era (`auto`: the [`probe`]) and runs the
@@ -276,11 +278,16 @@ pub(crate) async fn connect(
             );
             let mut modern = spec.clone();
             modern.era = EraPreference::Modern;
-            connect_once(&modern, launcher, options)
+            let retried_at = std::time::Instant::now();
+            let mut connection = connect_once(&modern, launcher, options)
                 .await
-                .map_err(Attempt::into_failure)
+                .map_err(Attempt::into_failure)?;
+            connection.retried_at = Some(retried_at);
+            Ok(connection)
         }
-        other => other.map_err(Attempt::into_failure),
+        other => other
+            .map(|connection| connection as Box<dyn Connection>)
+            .map_err(Attempt::into_failure),
     }
 }
 
@@ -304,7 +311,7 @@ async fn connect_once(
     spec: &ServerSpec,
     launcher: &dyn Launcher,
     options: &ConnectOptions,
-) -> Result<Box<dyn Connection>, Attempt> {
+) -> Result<Box<RmcpConnection>, Attempt> {
     // One budget for the whole connection: start, era probe and handshake.
     let deadline = tokio::time::Instant::now() + spec.timeouts.connect;
     let Some(request) = LaunchRequest::for_spec(spec) else {
@@ -408,6 +415,7 @@ async fn connect_once(
         max_tools: options.max_tools.unwrap_or(DEFAULT_MAX_TOOLS),
         max_pages: options.max_pages.unwrap_or(DEFAULT_MAX_PAGES),
         tools_changed,
+        retried_at: None,
     }))
 }
 
@@ -705,6 +713,10 @@ impl Drop for CancelOnDrop {
 impl Connection for RmcpConnection {
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn retried_at(&self) -> Option<std::time::Instant> {
+        self.retried_at
     }
 
     fn info(&self) -> &ServerInfo {
