@@ -232,11 +232,11 @@ fn is_python(name: &str) -> bool {
 
 /// The `#!` line of `file`: the interpreter and its single optional argument (Linux passes
 /// the rest of the line as one argument).
-fn shebang(file: &Path) -> Option<(PathBuf, Option<String>)> {
+pub(crate) fn shebang(file: &Path) -> Option<(PathBuf, Option<String>)> {
     use std::io::Read;
     let mut head = [0u8; SHEBANG_BYTES];
-    let read = std::fs::File::open(file)
-        .and_then(|mut f| f.read(&mut head))
+    let read = crate::fingerprint::open_regular(file, true)
+        .and_then(|(mut f, _)| f.read(&mut head))
         .ok()?;
     let line = head[..read].strip_prefix(b"#!")?;
     let line = line.split(|&b| b == b'\n').next().unwrap_or_default();
@@ -511,7 +511,7 @@ fn python_lib_dirs(interpreter: &Path) -> Vec<PathBuf> {
             for v in lib_versions(&venv.join("lib")) {
                 dirs.push(venv.join(format!("lib/python{v}/site-packages")));
             }
-            let system = std::fs::read_to_string(venv.join("pyvenv.cfg"))
+            let system = read_small_text(&venv.join("pyvenv.cfg"), MAX_PYVENV_CFG_BYTES)
                 .unwrap_or_default()
                 .lines()
                 .filter_map(|line| line.split_once('='))
@@ -711,6 +711,8 @@ fn node_preload(plan: &mut Plan, value: &str, cwd: Option<&Path>) {
 
 /// Largest `package.json` read to find a directory's `main`.
 const MAX_PACKAGE_JSON_BYTES: u64 = 1024 * 1024;
+/// Largest `pyvenv.cfg` read (a real one is a few hundred bytes).
+const MAX_PYVENV_CFG_BYTES: u64 = 64 * 1024;
 
 /// The file Node loads for a script path: the file itself, with `.js`, `.mjs` or `.cjs`
 /// added, or for a directory the `main` of its `package.json`, else its `index.js`.
@@ -728,16 +730,20 @@ fn js_file(path: &Path) -> Option<PathBuf> {
 
 /// `main` of `dir/package.json`, when there is one (relative, inside the package).
 fn package_main(dir: &Path) -> Option<String> {
-    use std::io::Read;
-    let mut text = String::new();
-    std::fs::File::open(dir.join("package.json"))
-        .ok()?
-        .take(MAX_PACKAGE_JSON_BYTES)
-        .read_to_string(&mut text)
-        .ok()?;
+    let text = read_small_text(&dir.join("package.json"), MAX_PACKAGE_JSON_BYTES)?;
     let value: serde_json::Value = serde_json::from_str(&text).ok()?;
     let main = value.get("main")?.as_str()?;
     (!main.is_empty() && !Path::new(main).is_absolute()).then(|| main.to_owned())
+}
+
+/// The text of a small regular file, at most `max` bytes of it (`None`: missing, not a
+/// regular file, unreadable or not UTF-8). Never waits on a FIFO a repository put there.
+fn read_small_text(path: &Path, max: u64) -> Option<String> {
+    use std::io::Read;
+    let (file, _) = crate::fingerprint::open_regular(path, true).ok()?;
+    let mut text = String::new();
+    file.take(max).read_to_string(&mut text).ok()?;
+    Some(text)
 }
 
 fn js_file_or_index(path: &Path) -> Option<PathBuf> {
@@ -1166,6 +1172,23 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
     use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_fifo_where_a_script_or_config_is_expected_is_skipped_without_waiting() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["server.py", "pyvenv.cfg", "package.json"] {
+            let path = std::ffi::CString::new(dir.path().join(name).as_os_str().as_encoded_bytes())
+                .unwrap();
+            // SAFETY: a valid NUL-terminated path.
+            assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o644) }, 0);
+        }
+        // Nobody ever writes to these FIFOs: a blocking open would hang the test.
+        let started = std::time::Instant::now();
+        assert_eq!(shebang(&dir.path().join("server.py")), None);
+        assert_eq!(read_small_text(&dir.path().join("pyvenv.cfg"), 1024), None);
+        assert_eq!(package_main(dir.path()), None);
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    }
 
     fn request(command: &Path, args: &[&str], cwd: Option<&Path>) -> LaunchRequest {
         LaunchRequest {

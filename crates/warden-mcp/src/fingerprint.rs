@@ -175,6 +175,34 @@ pub fn sha256_file(path: &Path) -> Result<String, FingerprintError> {
     hash_file(path).map(|(hash, _)| hash)
 }
 
+/// Opens `path` for reading if it is a regular file, and never waits doing so: a FIFO or a
+/// device that a repository or a server placed where a script is expected would otherwise
+/// block the open (and Warden's start) forever. `follow = false` refuses a symlink as the
+/// last component (`O_NOFOLLOW`). Returns the file and its metadata, taken from the opened
+/// descriptor.
+pub(crate) fn open_regular(
+    path: &Path,
+    follow: bool,
+) -> std::io::Result<(std::fs::File, std::fs::Metadata)> {
+    let mut flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    // O_NONBLOCK has no effect on reads of a regular file.
+    Ok((file, meta))
+}
+
 /// Opens `path` once (its resolved location, `O_NOFOLLOW`, close-on-exec), and hashes the
 /// bytes read from that descriptor; returns the hash and the descriptor's identity.
 fn hash_file(path: &Path) -> Result<(String, FileIdentity), FingerprintError> {
@@ -183,18 +211,7 @@ fn hash_file(path: &Path) -> Result<(String, FileIdentity), FingerprintError> {
         source,
     };
     let resolved = std::fs::canonicalize(path).map_err(failed)?;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(&resolved)
-        .map_err(failed)?;
-    let meta = file.metadata().map_err(failed)?;
-    if !meta.is_file() {
-        return Err(failed(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "not a regular file",
-        )));
-    }
+    let (file, meta) = open_regular(&resolved, false).map_err(failed)?;
     // Several servers usually share one interpreter (`node` is ~100 MB): within one Warden
     // process a file whose identity and change time are unchanged is hashed once. The
     // change time (ctime) moves on every write and cannot be set back by a user.

@@ -333,17 +333,9 @@ fn project_grant(
 /// The interpreter the `#!` line of `program` names, when that is an absolute path to an
 /// existing file.
 pub fn interpreter(program: &Path) -> Option<PathBuf> {
-    use std::io::Read;
-    let mut head = [0u8; 256];
-    let read = std::fs::File::open(program)
-        .and_then(|mut file| file.read(&mut head))
-        .unwrap_or(0);
-    let line = head[..read].strip_prefix(b"#!")?;
-    let line = line.split(|&b| b == b'\n').next().unwrap_or_default();
-    let line = String::from_utf8_lossy(line);
-    let interpreter = line.split_whitespace().next()?;
-    let path = Path::new(interpreter);
-    (path.is_absolute() && path.is_file()).then(|| path.to_path_buf())
+    crate::executed::shebang(program)
+        .map(|(interpreter, _)| interpreter)
+        .filter(|path| path.is_file())
 }
 
 /// The directory to grant (read-only) for a file (resolved) named as an argument:
