@@ -233,7 +233,17 @@ impl FileStore {
         if metadata.len() > MAX_FILE {
             return Err(fail(format!("larger than {MAX_FILE} bytes")));
         }
-        let text = std::fs::read(&self.path).map_err(|error| fail(error.to_string()))?;
+        // Read what was checked, never more than the cap (the file may have grown since).
+        let mut text = Vec::new();
+        {
+            use std::io::Read as _;
+            std::fs::File::open(&self.path)
+                .and_then(|file| file.take(MAX_FILE + 1).read_to_end(&mut text))
+                .map_err(|error| fail(error.to_string()))?;
+        }
+        if text.len() as u64 > MAX_FILE {
+            return Err(fail(format!("larger than {MAX_FILE} bytes")));
+        }
         serde_json::from_slice(&text).map_err(|error| fail(format!("not valid: {error}")))
     }
 
