@@ -136,6 +136,23 @@ impl ToolDoc {
     }
 }
 
+impl ToolDoc {
+    /// The text the semantic model embeds for this tool: its qualified name, title,
+    /// description and parameter names, within the same [`DEFINITION_CHAR_CAP`] as the
+    /// words index (read in that order, so names always count).
+    pub(crate) fn embedding_text(&self) -> String {
+        let texts = self.field_texts();
+        let mut out = String::new();
+        for field in [Field::Qualified, Field::Title, Field::Description, Field::ParamName] {
+            for piece in &texts.pieces[field.index()] {
+                out.push_str(piece);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
 /// A parameter found in the schema: its name and description.
 struct Param<'a> {
     name: &'a str,

