@@ -187,6 +187,16 @@ fn main() -> Result<(), Box<dyn Error>> {
             times.push(start.elapsed());
             let ranked: Vec<String> = hits.into_iter().map(|h| h.tool).collect();
             tally.add(&query.expected, &ranked);
+            if std::env::var_os("TOOL_EVAL_MISSES").is_some() {
+                let missed: Vec<&String> = query
+                    .expected
+                    .iter()
+                    .filter(|e| !ranked[..ranked.len().min(10)].contains(e))
+                    .collect();
+                if !missed.is_empty() {
+                    println!("MISS {name}: {:?} missed {missed:?}; top5 {:?}", query.text, &ranked[..ranked.len().min(5)]);
+                }
+            }
             if *ranking == Ranking::Hybrid {
                 by_category
                     .entry(query.category.clone())

@@ -11,6 +11,7 @@
 //! the weights and of the exact text embedded, so rebuilding the index after a refresh
 //! embeds only the definitions that changed.
 
+mod distill;
 mod model;
 mod safetensors;
 mod wordpiece;
@@ -21,8 +22,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use sha2::{Digest, Sha256};
 
+pub use distill::{ATTENTION_HEADS, SIF_A};
 pub use model::{
-    EMBEDDING_TENSOR, MODEL_NAME, Model, ModelError, ModelPin, PINNED_MODEL, TEXT_TOKEN_CAP,
+    DISTILLED_PREFIX, MODEL_NAME, Model, ModelError, ModelPin, PINNED_MODEL, TEXT_TOKEN_CAP,
     VOCAB_FILE, VOCAB_SIZE_CAP, WEIGHTS_FILE, WEIGHTS_SIZE_CAP,
 };
 pub use safetensors::write_matrix;
@@ -135,3 +137,4 @@ impl SemanticIndex {
         )
     }
 }
+

@@ -1,11 +1,13 @@
 //! The static embedding model: one vector per WordPiece token, a text's vector the
 //! normalised sum of its tokens' vectors.
 //!
-//! The vectors are the token embeddings (`embeddings.word_embeddings.weight`) of
+//! The vectors are distilled ([`super::distill`]) from the sentence encoder
 //! `sentence-transformers/all-MiniLM-L6-v2` (Apache-2.0), read from the model's own
 //! `model.safetensors` and `vocab.txt`; see `docs/decisions/0025-semantic-search.md` for
-//! why a token table rather than the whole encoder. Both files are checked against
-//! SHA-256 digests pinned here before anything in them is used.
+//! why a token table rather than the whole encoder at query time. Both files are checked
+//! against SHA-256 digests pinned here before anything in them is used. Distilling takes
+//! tens of seconds, so its result is kept in the model directory ([`DISTILLED_PREFIX`],
+//! named after the weights' digest) and read from there by later loads.
 
 use std::fs::File;
 use std::io::Read;
@@ -14,7 +16,8 @@ use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use super::safetensors::read_matrix;
+use super::distill::Encoder;
+use super::safetensors::{read_matrix, write_matrix};
 use super::wordpiece::Vocab;
 use crate::tokenize::is_stopword;
 
@@ -24,8 +27,11 @@ pub const MODEL_NAME: &str = "all-MiniLM-L6-v2";
 pub const WEIGHTS_FILE: &str = "model.safetensors";
 /// The vocabulary file in the model directory.
 pub const VOCAB_FILE: &str = "vocab.txt";
-/// The tensor read from the weights: one row per vocabulary token.
-pub const EMBEDDING_TENSOR: &str = "embeddings.word_embeddings.weight";
+/// The distilled table's file in the model directory: this prefix, the first 16 hex
+/// digits of the weights' SHA-256, `.safetensors`.
+pub const DISTILLED_PREFIX: &str = "distilled-v1-";
+/// The tensor in the distilled table's file.
+const DISTILLED_TENSOR: &str = "static";
 /// The largest weights file read, in bytes.
 pub const WEIGHTS_SIZE_CAP: u64 = 512 * 1024 * 1024;
 /// The largest vocabulary file read, in bytes.
@@ -99,7 +105,7 @@ pub enum ModelError {
 pub struct Model {
     vocab: Vocab,
     dim: usize,
-    /// `vocab.len() × dim` token vectors, row-major, centred on their mean.
+    /// `vocab.len() × dim` token vectors, row-major (see [`super::distill`]).
     table: Vec<f32>,
     /// Lowercase hex SHA-256 of the weights file: part of every cached embedding's key.
     weights_sha256: String,
@@ -124,26 +130,41 @@ impl Model {
             reason: "not UTF-8".into(),
         })?;
         let vocab = Vocab::parse(&vocab_text);
-        let matrix = read_matrix(&weights, EMBEDDING_TENSOR).map_err(|reason| {
-            ModelError::Format {
-                path: weights_path.clone(),
-                reason,
+        let cached = dir.join(format!(
+            "{DISTILLED_PREFIX}{}.safetensors",
+            &pin.weights_sha256[..16.min(pin.weights_sha256.len())]
+        ));
+        let (dim, table) = match read_cached(&cached, vocab.len()) {
+            Some(found) => found,
+            None => {
+                let format = |reason: String| ModelError::Format {
+                    path: weights_path.clone(),
+                    reason,
+                };
+                let encoder = Encoder::read(&weights).map_err(format)?;
+                drop(weights);
+                if encoder.vocab != vocab.len() {
+                    return Err(format(format!(
+                        "the encoder has {} token embeddings, the vocabulary {} tokens",
+                        encoder.vocab,
+                        vocab.len()
+                    )));
+                }
+                let (Some(cls), Some(sep)) = (vocab.id("[CLS]"), vocab.id("[SEP]")) else {
+                    return Err(ModelError::Format {
+                        path: vocab_path,
+                        reason: "no [CLS] or [SEP] token".into(),
+                    });
+                };
+                let threads = std::thread::available_parallelism().map_or(1, usize::from);
+                let table = encoder.distill(cls, sep, vocab.special(), threads);
+                let dim = encoder.dim;
+                // Best effort: a directory that cannot be written only means distilling
+                // again next time.
+                let _ = write_cached(&cached, vocab.len(), dim, &table);
+                (dim, table)
             }
-        })?;
-        if matrix.rows != vocab.len() || matrix.cols == 0 {
-            return Err(ModelError::Format {
-                path: weights_path,
-                reason: format!(
-                    "{EMBEDDING_TENSOR} has {} rows of {}, the vocabulary {} tokens",
-                    matrix.rows,
-                    matrix.cols,
-                    vocab.len()
-                ),
-            });
-        }
-        let dim = matrix.cols;
-        let mut table = matrix.data;
-        centre(&mut table, dim);
+        };
         Ok(Model {
             vocab,
             dim,
@@ -171,6 +192,30 @@ impl Model {
     /// The weights' SHA-256 (lowercase hex).
     pub fn weights_sha256(&self) -> &str {
         &self.weights_sha256
+    }
+
+    /// The `n` vocabulary tokens whose vectors are nearest (by cosine) to `text`'s, for
+    /// inspecting a model.
+    pub fn nearest_words(&self, text: &str, n: usize) -> Vec<(String, f32)> {
+        let Some(q) = self.embed(text) else {
+            return Vec::new();
+        };
+        let mut scored: Vec<(u32, f32)> = self
+            .table
+            .chunks_exact(self.dim)
+            .enumerate()
+            .map(|(id, row)| {
+                let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
+                let dot: f32 = row.iter().zip(&q).map(|(a, b)| a * b).sum();
+                (id as u32, if norm > 0.0 { dot / norm } else { 0.0 })
+            })
+            .collect();
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1));
+        scored
+            .into_iter()
+            .take(n)
+            .map(|(id, cos)| (self.vocab.token(id).to_owned(), cos))
+            .collect()
     }
 
     /// The unit vector of `text`: the sum of the vectors of its first [`TEXT_TOKEN_CAP`]
@@ -201,27 +246,26 @@ impl Model {
     }
 }
 
-/// Subtracts the mean row from every row: the direction all token vectors share says
-/// nothing about a text, and without it cosine similarity separates texts better.
-fn centre(table: &mut [f32], dim: usize) {
-    let rows = table.len() / dim.max(1);
-    if rows == 0 {
-        return;
+/// The distilled table in `path`, if it is there and fits a vocabulary of `rows` tokens.
+fn read_cached(path: &Path, rows: usize) -> Option<(usize, Vec<f32>)> {
+    let meta = std::fs::metadata(path).ok()?;
+    if meta.len() > WEIGHTS_SIZE_CAP {
+        return None;
     }
-    let mut mean = vec![0f64; dim];
-    for row in table.chunks_exact(dim) {
-        for (m, x) in mean.iter_mut().zip(row) {
-            *m += f64::from(*x);
-        }
-    }
-    for m in &mut mean {
-        *m /= rows as f64;
-    }
-    for row in table.chunks_exact_mut(dim) {
-        for (x, m) in row.iter_mut().zip(&mean) {
-            *x -= *m as f32;
-        }
-    }
+    let bytes = std::fs::read(path).ok()?;
+    let matrix = read_matrix(&bytes, DISTILLED_TENSOR).ok()?;
+    (matrix.rows == rows && matrix.cols > 0).then_some((matrix.cols, matrix.data))
+}
+
+/// Writes the distilled table to `path` through a temporary file, so a reader never sees
+/// half of it.
+fn write_cached(path: &Path, rows: usize, dim: usize, table: &[f32]) -> std::io::Result<()> {
+    let bytes = write_matrix(DISTILLED_TENSOR, rows, dim, table);
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
 }
 
 /// Reads `path` (at most `cap` bytes) and checks its SHA-256 against `expected`.

@@ -16,8 +16,18 @@ pub(crate) struct Matrix {
     pub(crate) data: Vec<f32>,
 }
 
-/// Reads the tensor `name` from the safetensors bytes `file`. The error says what is wrong.
+/// Reads the 2-dimensional tensor `name` from the safetensors bytes `file`. The error says
+/// what is wrong.
 pub(crate) fn read_matrix(file: &[u8], name: &str) -> Result<Matrix, String> {
+    let (shape, data) = read_tensor(file, name)?;
+    let [rows, cols] = shape[..] else {
+        return Err(format!("tensor {name} is not 2-dimensional"));
+    };
+    Ok(Matrix { rows, cols, data })
+}
+
+/// Reads the `F32` tensor `name` (any shape) from the safetensors bytes `file`.
+pub(crate) fn read_tensor(file: &[u8], name: &str) -> Result<(Vec<usize>, Vec<f32>), String> {
     let len_bytes: [u8; 8] = file
         .get(..8)
         .and_then(|b| b.try_into().ok())
@@ -40,9 +50,9 @@ pub(crate) fn read_matrix(file: &[u8], name: &str) -> Result<Matrix, String> {
         .and_then(Value::as_array)
         .map(|dims| dims.iter().filter_map(Value::as_u64).collect())
         .unwrap_or_default();
-    let [rows, cols] = shape[..] else {
-        return Err(format!("tensor {name} is not 2-dimensional"));
-    };
+    if shape.is_empty() || shape.len() > 4 {
+        return Err(format!("tensor {name} has {} dimensions", shape.len()));
+    }
     let offsets: Vec<u64> = entry
         .get("data_offsets")
         .and_then(Value::as_array)
@@ -51,9 +61,9 @@ pub(crate) fn read_matrix(file: &[u8], name: &str) -> Result<Matrix, String> {
     let [begin, end] = offsets[..] else {
         return Err(format!("tensor {name} has no data_offsets"));
     };
-    let expected = rows
-        .checked_mul(cols)
-        .and_then(|n| n.checked_mul(4))
+    let expected = shape
+        .iter()
+        .try_fold(4u64, |n, d| n.checked_mul(*d))
         .ok_or_else(|| format!("tensor {name} is too large"))?;
     let data_len = (file.len() - header_end) as u64;
     if begin > end || end > data_len || end - begin != expected {
@@ -64,11 +74,7 @@ pub(crate) fn read_matrix(file: &[u8], name: &str) -> Result<Matrix, String> {
         .chunks_exact(4)
         .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
         .collect();
-    Ok(Matrix {
-        rows: rows as usize,
-        cols: cols as usize,
-        data,
-    })
+    Ok((shape.iter().map(|d| *d as usize).collect(), data))
 }
 
 /// Writes a safetensors file holding one `F32` matrix (tests and tools build small models
@@ -100,6 +106,8 @@ mod tests {
         assert!(read_matrix(&file, "other").unwrap_err().contains("no tensor"));
         assert!(read_matrix(&file[..file.len() - 4], "m").unwrap_err().contains("byte range"));
         assert!(read_matrix(&file[..4], "m").is_err());
+        let (shape, data) = read_tensor(&file, "m").unwrap();
+        assert_eq!((shape, data.len()), (vec![2, 3], 6));
         let mut huge = file.clone();
         huge[..8].copy_from_slice(&u64::MAX.to_le_bytes());
         assert!(read_matrix(&huge, "m").unwrap_err().contains("header length"));

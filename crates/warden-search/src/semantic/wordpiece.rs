@@ -19,6 +19,7 @@ pub const MAX_WORD_CHARS: usize = 100;
 #[derive(Debug)]
 pub(crate) struct Vocab {
     ids: HashMap<String, u32>,
+    tokens: Vec<String>,
     /// Ids that are never embedded: `[PAD]`, `[UNK]`, `[CLS]`, `[SEP]`, `[MASK]`, `[unusedN]`.
     special: Vec<bool>,
 }
@@ -28,13 +29,34 @@ impl Vocab {
     pub(crate) fn parse(text: &str) -> Vocab {
         let mut ids = HashMap::new();
         let mut special = Vec::new();
+        let mut tokens = Vec::new();
         for (n, line) in text.lines().enumerate() {
             let token = line.trim_end_matches('\r');
+            tokens.push(token.to_owned());
             let id = u32::try_from(n).unwrap_or(u32::MAX);
             special.push(token.starts_with('[') && token.ends_with(']'));
             ids.entry(token.to_owned()).or_insert(id);
         }
-        Vocab { ids, special }
+        Vocab {
+            ids,
+            tokens,
+            special,
+        }
+    }
+
+    /// The id of `token`, if the vocabulary has it.
+    pub(crate) fn id(&self, token: &str) -> Option<u32> {
+        self.ids.get(token).copied()
+    }
+
+    /// The text of token `id` (empty when out of range).
+    pub(crate) fn token(&self, id: u32) -> &str {
+        self.tokens.get(id as usize).map_or("", String::as_str)
+    }
+
+    /// Per id: whether the token is special (never embedded).
+    pub(crate) fn special(&self) -> &[bool] {
+        &self.special
     }
 
     /// The number of tokens.
