@@ -1,11 +1,19 @@
 //! Tool search over the catalogue: the one ranking that `warden tools --search` prints and
 //! the agent loop's `warden__search_tools` tool returns, so the two cannot disagree.
 //!
+//! The ranking is hybrid (words and meaning, `warden_search::SearchIndex`) when the
+//! search model is installed (`WARDEN_SEARCH_MODEL`, see
+//! `docs/decisions/0025-semantic-search.md`), and by words alone when it is not; a missing
+//! or refused model is reported once per process, as a warning, and never stops a search.
+//!
 //! The index is built from the [`Catalogue`], which has already left out the tools the
 //! policy hides: a hidden tool is never found, whatever the query.
 
-pub use warden_search::Hit;
-use warden_search::{ToolDoc, ToolIndex};
+#[cfg(feature = "semantic-search")]
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub use warden_search::{Hit, Ranking};
+use warden_search::{SearchIndex, ToolDoc};
 
 use crate::catalogue::Catalogue;
 
@@ -36,15 +44,49 @@ pub fn tool_docs(catalogue: &Catalogue) -> Vec<ToolDoc> {
 /// a new policy) needs a new one.
 #[derive(Debug)]
 pub struct ToolSearch {
-    index: ToolIndex,
+    index: SearchIndex,
 }
 
 impl ToolSearch {
-    /// Indexes every tool of `catalogue`.
+    /// Indexes every tool of `catalogue`, with the search model when it is installed
+    /// (hybrid ranking), by words alone when it is not.
+    #[cfg(feature = "semantic-search")]
     pub fn new(catalogue: &Catalogue) -> ToolSearch {
-        ToolSearch {
-            index: ToolIndex::build(tool_docs(catalogue)),
+        match warden_search::semantic::shared_model() {
+            Ok(model) => ToolSearch {
+                index: SearchIndex::with_model(
+                    tool_docs(catalogue),
+                    model,
+                    warden_search::semantic::shared_cache(),
+                ),
+            },
+            Err(error) => {
+                static WARNED: AtomicBool = AtomicBool::new(false);
+                if !WARNED.swap(true, Ordering::Relaxed) {
+                    tracing::warn!("tool search ranks by words only: {error}");
+                }
+                ToolSearch::lexical(catalogue)
+            }
         }
+    }
+
+    /// Indexes every tool of `catalogue` (this build has no semantic search: by words).
+    #[cfg(not(feature = "semantic-search"))]
+    pub fn new(catalogue: &Catalogue) -> ToolSearch {
+        ToolSearch::lexical(catalogue)
+    }
+
+    /// Indexes every tool of `catalogue` for a search by words only, model or not.
+    pub fn lexical(catalogue: &Catalogue) -> ToolSearch {
+        ToolSearch {
+            index: SearchIndex::lexical(tool_docs(catalogue)),
+        }
+    }
+
+    /// How this search ranks: [`Ranking::Hybrid`] with the model, [`Ranking::Lexical`]
+    /// without.
+    pub fn ranking(&self) -> Ranking {
+        self.index.ranking()
     }
 
     /// The tools that best fit `query`, best first, at most `limit` of them (clamped to
@@ -114,7 +156,7 @@ mod tests {
             time.description.as_deref(),
             Some("Get the current time in a timezone.")
         );
-        let search = ToolSearch::new(&catalogue);
+        let search = ToolSearch::lexical(&catalogue);
         let hits = search.search("current time", DEFAULT_SEARCH_LIMIT);
         assert_eq!(hits[0].qualified, "time__get-current-time");
         assert_eq!(hits[0].tool, "get-current-time");
@@ -130,7 +172,7 @@ mod tests {
         let policy = Policy::compile(&config).unwrap();
         let catalogue = Catalogue::build_with_policy(lists(), SchemaLimits::default(), &policy);
         assert_eq!(catalogue.hidden().len(), 1);
-        let search = ToolSearch::new(&catalogue);
+        let search = ToolSearch::lexical(&catalogue);
         assert_eq!(search.len(), 2);
         for query in ["secret", "read a secret file", "secret_read_file", "fs"] {
             let hits = search.search(query, MAX_SEARCH_LIMIT);
@@ -140,7 +182,7 @@ mod tests {
             );
         }
         // Without the rule the same query finds it: the policy, not the words, hides it.
-        let open = ToolSearch::new(&Catalogue::build(lists(), SchemaLimits::default()));
+        let open = ToolSearch::lexical(&Catalogue::build(lists(), SchemaLimits::default()));
         assert_eq!(
             open.search("secret", 5)[0].qualified,
             "fs__secret_read_file"
@@ -153,7 +195,7 @@ mod tests {
             .map(|i| tool(&format!("file_tool_{i}"), "Works on a file."))
             .collect();
         let catalogue = Catalogue::build(vec![("s".to_owned(), tools)], SchemaLimits::default());
-        let search = ToolSearch::new(&catalogue);
+        let search = ToolSearch::lexical(&catalogue);
         assert_eq!(search.search("file", 1000).len(), MAX_SEARCH_LIMIT);
         assert_eq!(search.search("file", 3).len(), 3);
         assert!(search.search("file", 0).is_empty());

@@ -88,7 +88,11 @@ fn read_lines(path: &str) -> Result<Vec<Value>, Box<dyn Error>> {
 }
 
 fn text(value: &Value, key: &str) -> String {
-    value.get(key).and_then(Value::as_str).unwrap_or_default().to_owned()
+    value
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
 }
 
 fn percentiles(mut times: Vec<Duration>) -> (Duration, Duration) {
@@ -139,7 +143,12 @@ fn main() -> Result<(), Box<dyn Error>> {
             expected: q
                 .get("expected")
                 .and_then(Value::as_array)
-                .map(|v| v.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                .map(|v| {
+                    v.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
                 .unwrap_or_default(),
         })
         .filter(|q| !q.expected.is_empty())
@@ -166,14 +175,19 @@ fn main() -> Result<(), Box<dyn Error>> {
         Some(m) => SearchIndex::with_model(docs, Arc::clone(m), &EmbeddingCache::default()),
         None => SearchIndex::lexical(docs),
     };
-    println!("index build (embedding every tool): {:.1} ms", start.elapsed().as_secs_f64() * 1e3);
+    println!(
+        "index build (embedding every tool): {:.1} ms",
+        start.elapsed().as_secs_f64() * 1e3
+    );
 
     let mut rankings = vec![("lexical", Ranking::Lexical)];
     if model.is_some() {
         rankings.push(("semantic", Ranking::Semantic));
         rankings.push(("hybrid", Ranking::Hybrid));
     }
-    println!("\n| ranking | queries | recall@5 | recall@10 | recall@20 | all@10 | all@20 | p50 / p95 |");
+    println!(
+        "\n| ranking | queries | recall@5 | recall@10 | recall@20 | all@10 | all@20 | p50 / p95 |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let mut per_ranking: BTreeMap<&str, Vec<Vec<String>>> = BTreeMap::new();
     let mut by_category: BTreeMap<String, Tally> = BTreeMap::new();
@@ -194,7 +208,11 @@ fn main() -> Result<(), Box<dyn Error>> {
                     .filter(|e| !ranked[..ranked.len().min(10)].contains(e))
                     .collect();
                 if !missed.is_empty() {
-                    println!("MISS {name}: {:?} missed {missed:?}; top5 {:?}", query.text, &ranked[..ranked.len().min(5)]);
+                    println!(
+                        "MISS {name}: {:?} missed {missed:?}; top5 {:?}",
+                        query.text,
+                        &ranked[..ranked.len().min(5)]
+                    );
                 }
             }
             if *ranking == Ranking::Hybrid {
@@ -213,7 +231,10 @@ fn main() -> Result<(), Box<dyn Error>> {
         for (i, query) in queries.iter().enumerate() {
             tally.add(&query.expected, &rrf(&lex[i], &sem[i]));
         }
-        println!("{}", tally.row("RRF of lexical and semantic top 20 (k = 60)", None));
+        println!(
+            "{}",
+            tally.row("RRF of lexical and semantic top 20 (k = 60)", None)
+        );
     }
     if !by_category.is_empty() {
         println!("\nhybrid by category:\n");

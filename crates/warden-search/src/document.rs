@@ -143,7 +143,12 @@ impl ToolDoc {
     pub(crate) fn embedding_text(&self) -> String {
         let texts = self.field_texts();
         let mut out = String::new();
-        for field in [Field::Qualified, Field::Title, Field::Description, Field::ParamName] {
+        for field in [
+            Field::Qualified,
+            Field::Title,
+            Field::Description,
+            Field::ParamName,
+        ] {
             for piece in &texts.pieces[field.index()] {
                 out.push_str(piece);
                 out.push('\n');

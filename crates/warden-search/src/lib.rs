@@ -54,6 +54,6 @@ pub mod semantic;
 mod tokenize;
 
 pub use document::{DEFINITION_CHAR_CAP, SCHEMA_DEPTH_CAP, SCHEMA_NODE_CAP, ToolDoc};
-pub use hybrid::{LEXICAL_WEIGHT, Ranking, SearchIndex};
+pub use hybrid::{LEXICAL_WEIGHT, Ranking, SEMANTIC_ONLY_MIN_COSINE, SearchIndex};
 pub use index::{B, FIELD_WEIGHTS, Hit, K1, QUERY_CHAR_CAP, QUERY_TERM_CAP, TF_CAP, ToolIndex};
 pub use tokenize::{MAX_TERM_CHARS, is_stopword, stem, tokenize};

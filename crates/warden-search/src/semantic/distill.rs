@@ -68,7 +68,9 @@ pub(crate) struct Encoder {
 fn tensor(file: &[u8], name: &str, shape: &[usize]) -> Result<Vec<f32>, String> {
     let (found, data) = read_tensor(file, name)?;
     if found != shape {
-        return Err(format!("tensor {name} has shape {found:?}, expected {shape:?}"));
+        return Err(format!(
+            "tensor {name} has shape {found:?}, expected {shape:?}"
+        ));
     }
     Ok(data)
 }
@@ -97,21 +99,30 @@ impl Encoder {
             return Err("embeddings.word_embeddings.weight is not 2-dimensional".into());
         };
         if dim == 0 || dim % ATTENTION_HEADS != 0 {
-            return Err(format!("hidden size {dim} does not split into {ATTENTION_HEADS} heads"));
+            return Err(format!(
+                "hidden size {dim} does not split into {ATTENTION_HEADS} heads"
+            ));
         }
-        let (position_shape, position) = read_tensor(file, "embeddings.position_embeddings.weight")?;
+        let (position_shape, position) =
+            read_tensor(file, "embeddings.position_embeddings.weight")?;
         if position_shape.len() != 2 || position_shape[0] < 3 || position_shape[1] != dim {
-            return Err(format!("embeddings.position_embeddings.weight has shape {position_shape:?}"));
+            return Err(format!(
+                "embeddings.position_embeddings.weight has shape {position_shape:?}"
+            ));
         }
-        let (type_shape, token_type) = read_tensor(file, "embeddings.token_type_embeddings.weight")?;
+        let (type_shape, token_type) =
+            read_tensor(file, "embeddings.token_type_embeddings.weight")?;
         if type_shape.len() != 2 || type_shape[1] != dim {
-            return Err(format!("embeddings.token_type_embeddings.weight has shape {type_shape:?}"));
+            return Err(format!(
+                "embeddings.token_type_embeddings.weight has shape {type_shape:?}"
+            ));
         }
         let embedding_norm = norm(file, "embeddings.LayerNorm", dim)?;
         let mut layers = Vec::new();
         for l in 0..LAYER_CAP {
             let prefix = format!("encoder.layer.{l}");
-            let Ok((shape, _)) = read_tensor(file, &format!("{prefix}.intermediate.dense.bias")) else {
+            let Ok((shape, _)) = read_tensor(file, &format!("{prefix}.intermediate.dense.bias"))
+            else {
                 break;
             };
             let inner = shape.first().copied().unwrap_or(0);
@@ -155,7 +166,8 @@ impl Encoder {
                     let count = rows.len() / dim;
                     for start in (0..count).step_by(BATCH) {
                         let end = (start + BATCH).min(count);
-                        let ids: Vec<u32> = (first + start..first + end).map(|i| i as u32).collect();
+                        let ids: Vec<u32> =
+                            (first + start..first + end).map(|i| i as u32).collect();
                         let pooled = self.encode_tokens(&ids, cls, sep);
                         rows[start * dim..end * dim].copy_from_slice(&pooled);
                     }
@@ -264,7 +276,14 @@ fn assert_shapes(ok: bool) {
 }
 
 /// Multi-head self-attention over `sequences` sequences of `seq` positions each.
-fn attention(q: &[f32], k: &[f32], v: &[f32], sequences: usize, seq: usize, dim: usize) -> Vec<f32> {
+fn attention(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    sequences: usize,
+    seq: usize,
+    dim: usize,
+) -> Vec<f32> {
     let head = dim / ATTENTION_HEADS;
     let scale = 1.0 / (head as f32).sqrt();
     let mut out = vec![0f32; q.len()];
@@ -321,7 +340,8 @@ fn erf(x: f32) -> f32 {
     let t = 1.0 / (1.0 + 0.327_591_1 * x);
     let poly = t
         * (0.254_829_592
-            + t * (-0.284_496_736 + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
+            + t * (-0.284_496_736
+                + t * (1.421_413_741 + t * (-1.453_152_027 + t * 1.061_405_429))));
     sign * (1.0 - poly * (-x * x).exp()) as f32
 }
 
@@ -354,7 +374,11 @@ pub(crate) fn finish(table: &mut [f32], dim: usize, skip: &[bool]) {
         let norm = row.iter().map(|x| x * x).sum::<f32>().sqrt();
         let p = 1.0 / ((id + 1) as f64 * harmonic);
         let weight = (SIF_A / (SIF_A + p)) as f32;
-        let scale = if norm > f32::EPSILON { weight / norm } else { 0.0 };
+        let scale = if norm > f32::EPSILON {
+            weight / norm
+        } else {
+            0.0
+        };
         for x in row.iter_mut() {
             *x *= scale;
         }

@@ -24,10 +24,10 @@ use sha2::{Digest, Sha256};
 
 pub use distill::{ATTENTION_HEADS, SIF_A};
 pub use model::{
-    DISTILLED_PREFIX, MODEL_NAME, Model, ModelError, ModelPin, PINNED_MODEL, TEXT_TOKEN_CAP,
-    VOCAB_FILE, VOCAB_SIZE_CAP, WEIGHTS_FILE, WEIGHTS_SIZE_CAP,
+    DISTILL_WAIT_CAP, DISTILLED_PREFIX, MODEL_NAME, Model, ModelError, ModelPin, PINNED_MODEL,
+    TEXT_TOKEN_CAP, VOCAB_FILE, VOCAB_SIZE_CAP, WEIGHTS_FILE, WEIGHTS_SIZE_CAP,
 };
-pub use safetensors::write_matrix;
+pub use safetensors::write_tensors;
 pub use wordpiece::MAX_WORD_CHARS;
 
 /// The environment variable naming the model directory.
@@ -137,4 +137,3 @@ impl SemanticIndex {
         )
     }
 }
-

@@ -81,7 +81,9 @@ pub enum ModelError {
         cap: u64,
     },
     /// A file's digest is not the pinned one: it was changed, damaged or is another model.
-    #[error("search model file {path} has SHA-256 {actual}, expected {expected}: refusing it (reinstall with scripts/install-search-model)")]
+    #[error(
+        "search model file {path} has SHA-256 {actual}, expected {expected}: refusing it (reinstall with scripts/install-search-model)"
+    )]
     HashMismatch {
         /// The file.
         path: PathBuf,
@@ -137,34 +139,23 @@ impl Model {
         let (dim, table) = match read_cached(&cached, vocab.len()) {
             Some(found) => found,
             None => {
-                let format = |reason: String| ModelError::Format {
-                    path: weights_path.clone(),
-                    reason,
-                };
-                let encoder = Encoder::read(&weights).map_err(format)?;
-                drop(weights);
-                if encoder.vocab != vocab.len() {
-                    return Err(format(format!(
-                        "the encoder has {} token embeddings, the vocabulary {} tokens",
-                        encoder.vocab,
-                        vocab.len()
-                    )));
+                let lock = DistillLock::take(&cached);
+                // Another process may have finished it while this one waited for the lock.
+                match read_cached(&cached, vocab.len()) {
+                    Some(found) => found,
+                    None => {
+                        let distilled = distill(&weights, &weights_path, &vocab, &vocab_path)?;
+                        if lock.is_some() {
+                            // Best effort: a directory that cannot be written only means
+                            // distilling again next time.
+                            let _ = write_cached(&cached, vocab.len(), distilled.0, &distilled.1);
+                        }
+                        distilled
+                    }
                 }
-                let (Some(cls), Some(sep)) = (vocab.id("[CLS]"), vocab.id("[SEP]")) else {
-                    return Err(ModelError::Format {
-                        path: vocab_path,
-                        reason: "no [CLS] or [SEP] token".into(),
-                    });
-                };
-                let threads = std::thread::available_parallelism().map_or(1, usize::from);
-                let table = encoder.distill(cls, sep, vocab.special(), threads);
-                let dim = encoder.dim;
-                // Best effort: a directory that cannot be written only means distilling
-                // again next time.
-                let _ = write_cached(&cached, vocab.len(), dim, &table);
-                (dim, table)
             }
         };
+        drop(weights);
         Ok(Model {
             vocab,
             dim,
@@ -243,6 +234,92 @@ impl Model {
             *x /= norm;
         }
         Some(sum)
+    }
+}
+
+/// Distils the token table from the encoder in `weights`.
+fn distill(
+    weights: &[u8],
+    weights_path: &Path,
+    vocab: &Vocab,
+    vocab_path: &Path,
+) -> Result<(usize, Vec<f32>), ModelError> {
+    let format = |reason: String| ModelError::Format {
+        path: weights_path.to_owned(),
+        reason,
+    };
+    let encoder = Encoder::read(weights).map_err(format)?;
+    if encoder.vocab != vocab.len() {
+        return Err(format(format!(
+            "the encoder has {} token embeddings, the vocabulary {} tokens",
+            encoder.vocab,
+            vocab.len()
+        )));
+    }
+    let (Some(cls), Some(sep)) = (vocab.id("[CLS]"), vocab.id("[SEP]")) else {
+        return Err(ModelError::Format {
+            path: vocab_path.to_owned(),
+            reason: "no [CLS] or [SEP] token".into(),
+        });
+    };
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    Ok((
+        encoder.dim,
+        encoder.distill(cls, sep, vocab.special(), threads),
+    ))
+}
+
+/// How long a process waits for another one that is distilling the same table.
+pub const DISTILL_WAIT_CAP: Duration = Duration::from_secs(600);
+
+/// A lock file beside the distilled table (`….lock`), so that processes started together
+/// (a test run, several `warden` commands) distil once: the first takes the lock and
+/// writes the table, the others wait for the lock to go, at most [`DISTILL_WAIT_CAP`]. A
+/// lock older than that is left by a process that died and is taken over.
+struct DistillLock {
+    path: PathBuf,
+}
+
+impl DistillLock {
+    /// The lock, or `None` when it could not be had (the directory is read-only, or the
+    /// wait ran out): the caller then distils without writing.
+    fn take(table: &Path) -> Option<DistillLock> {
+        let path = table.with_extension("lock");
+        let start = Instant::now();
+        loop {
+            match std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(_) => return Some(DistillLock { path }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let stale = std::fs::metadata(&path)
+                        .and_then(|m| m.modified())
+                        .ok()
+                        .and_then(|t| t.elapsed().ok())
+                        .is_some_and(|age| age > DISTILL_WAIT_CAP);
+                    if stale {
+                        let _ = std::fs::remove_file(&path);
+                        continue;
+                    }
+                    if start.elapsed() > DISTILL_WAIT_CAP {
+                        return None;
+                    }
+                    std::thread::sleep(Duration::from_millis(250));
+                    if std::fs::metadata(table).is_ok() && std::fs::metadata(&path).is_err() {
+                        return None;
+                    }
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+}
+
+impl Drop for DistillLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 

@@ -67,7 +67,9 @@ pub(crate) fn read_tensor(file: &[u8], name: &str) -> Result<(Vec<usize>, Vec<f3
         .ok_or_else(|| format!("tensor {name} is too large"))?;
     let data_len = (file.len() - header_end) as u64;
     if begin > end || end > data_len || end - begin != expected {
-        return Err(format!("tensor {name}'s byte range does not match its shape"));
+        return Err(format!(
+            "tensor {name}'s byte range does not match its shape"
+        ));
     }
     let bytes = &file[header_end + begin as usize..header_end + end as usize];
     let data = bytes
@@ -77,18 +79,32 @@ pub(crate) fn read_tensor(file: &[u8], name: &str) -> Result<(Vec<usize>, Vec<f3
     Ok((shape.iter().map(|d| *d as usize).collect(), data))
 }
 
-/// Writes a safetensors file holding one `F32` matrix (tests and tools build small models
-/// with it).
-pub fn write_matrix(name: &str, rows: usize, cols: usize, data: &[f32]) -> Vec<u8> {
-    let header = serde_json::json!({
-        name: {"dtype": "F32", "shape": [rows, cols], "data_offsets": [0, data.len() * 4]}
-    })
-    .to_string();
-    let mut out = Vec::with_capacity(8 + header.len() + data.len() * 4);
+/// Writes a safetensors file holding one `F32` matrix (the distilled table).
+pub(crate) fn write_matrix(name: &str, rows: usize, cols: usize, data: &[f32]) -> Vec<u8> {
+    write_tensors(&[(name, &[rows, cols], data)])
+}
+
+/// Writes a safetensors file holding `F32` tensors, each `(name, shape, data)`, in order
+/// (tests build small models with it).
+pub fn write_tensors(tensors: &[(&str, &[usize], &[f32])]) -> Vec<u8> {
+    let mut header = serde_json::Map::new();
+    let mut offset = 0usize;
+    for (name, shape, data) in tensors {
+        let end = offset + data.len() * 4;
+        header.insert(
+            (*name).to_owned(),
+            serde_json::json!({"dtype": "F32", "shape": shape, "data_offsets": [offset, end]}),
+        );
+        offset = end;
+    }
+    let header = Value::Object(header).to_string();
+    let mut out = Vec::with_capacity(8 + header.len() + offset);
     out.extend_from_slice(&(header.len() as u64).to_le_bytes());
     out.extend_from_slice(header.as_bytes());
-    for x in data {
-        out.extend_from_slice(&x.to_le_bytes());
+    for (_, _, data) in tensors {
+        for x in *data {
+            out.extend_from_slice(&x.to_le_bytes());
+        }
     }
     out
 }
@@ -103,13 +119,25 @@ mod tests {
         let m = read_matrix(&file, "m").unwrap();
         assert_eq!((m.rows, m.cols), (2, 3));
         assert_eq!(m.data[5], 6.0);
-        assert!(read_matrix(&file, "other").unwrap_err().contains("no tensor"));
-        assert!(read_matrix(&file[..file.len() - 4], "m").unwrap_err().contains("byte range"));
+        assert!(
+            read_matrix(&file, "other")
+                .unwrap_err()
+                .contains("no tensor")
+        );
+        assert!(
+            read_matrix(&file[..file.len() - 4], "m")
+                .unwrap_err()
+                .contains("byte range")
+        );
         assert!(read_matrix(&file[..4], "m").is_err());
         let (shape, data) = read_tensor(&file, "m").unwrap();
         assert_eq!((shape, data.len()), (vec![2, 3], 6));
         let mut huge = file.clone();
         huge[..8].copy_from_slice(&u64::MAX.to_le_bytes());
-        assert!(read_matrix(&huge, "m").unwrap_err().contains("header length"));
+        assert!(
+            read_matrix(&huge, "m")
+                .unwrap_err()
+                .contains("header length")
+        );
     }
 }

@@ -83,7 +83,8 @@ impl Vocab {
         };
         for c in text.chars() {
             let separator = c.is_whitespace() || c == '_' || c == '-' || c.is_control();
-            let camel = prev.is_some_and(|p| p.is_lowercase() || p.is_numeric()) && c.is_uppercase();
+            let camel =
+                prev.is_some_and(|p| p.is_lowercase() || p.is_numeric()) && c.is_uppercase();
             if separator || camel {
                 if !flush(&mut word, emit) {
                     return;

@@ -1,0 +1,411 @@
+//! The semantic ranking's contract: with the real model, a request whose words differ from
+//! a tool's description finds it; without a model the search is by words, as before; a
+//! model whose files do not have the pinned digests is refused with an error that names
+//! the file; a tiny encoder is distilled once and its table reused.
+#![cfg(feature = "semantic")]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use warden_search::semantic::{
+    ATTENTION_HEADS, DISTILLED_PREFIX, EmbeddingCache, MODEL_DIR_ENV, Model, ModelError, ModelPin,
+    VOCAB_FILE, WEIGHTS_FILE, write_tensors,
+};
+use warden_search::{Ranking, SearchIndex, ToolDoc, ToolIndex};
+
+fn tool(server: &str, name: &str, description: &str, params: &[&str]) -> ToolDoc {
+    let properties: serde_json::Map<String, serde_json::Value> = params
+        .iter()
+        .map(|p| ((*p).to_owned(), json!({"type": "string"})))
+        .collect();
+    ToolDoc {
+        qualified: format!("{server}__{name}"),
+        server: server.into(),
+        tool: name.into(),
+        title: None,
+        description: Some(description.into()),
+        input_schema: json!({"type": "object", "properties": properties}),
+    }
+}
+
+fn catalogue() -> Vec<ToolDoc> {
+    vec![
+        tool(
+            "fs",
+            "read_file",
+            "Read the complete contents of a file from disk.",
+            &["path"],
+        ),
+        tool(
+            "fs",
+            "list_directory",
+            "List the entries of a directory.",
+            &["path"],
+        ),
+        tool(
+            "git",
+            "git_commit",
+            "Record changes to the repository.",
+            &["message"],
+        ),
+        tool(
+            "mail",
+            "send_email",
+            "Send an email to one or more recipients.",
+            &["to", "subject", "body"],
+        ),
+        tool(
+            "meteo",
+            "get_forecast",
+            "Meteorological conditions predicted for a city: temperature, rain, wind.",
+            &["city"],
+        ),
+        tool(
+            "travel",
+            "search_flights",
+            "Find airline connections between two airports on a date.",
+            &["origin", "destination", "date"],
+        ),
+        tool(
+            "market",
+            "get_quote",
+            "Latest share price of a listed company.",
+            &["ticker"],
+        ),
+        tool(
+            "kitchen",
+            "find_recipe",
+            "Dishes and cooking instructions for given ingredients.",
+            &["ingredients"],
+        ),
+    ]
+}
+
+/// The installed model: `WARDEN_SEARCH_MODEL` (scripts/test sets it and installs the model
+/// there with scripts/install-search-model). Its absence fails the test, with the fix.
+fn real_model() -> Arc<Model> {
+    let dir = std::env::var_os(MODEL_DIR_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(warden_search::semantic::model_dir);
+    match Model::load(&dir) {
+        Ok(model) => Arc::new(model),
+        Err(e) => panic!(
+            "the search model is needed for this test: {e}\n\
+             run scripts/install-search-model DIR and set {MODEL_DIR_ENV}=DIR"
+        ),
+    }
+}
+
+fn first(hits: &[warden_search::Hit]) -> &str {
+    hits.first().map_or("", |h| h.qualified.as_str())
+}
+
+#[test]
+fn with_the_model_a_request_in_other_words_finds_the_tool() {
+    let model = real_model();
+    let cases = [
+        (
+            "will it be stormy in Lisbon this weekend",
+            "meteo__get_forecast",
+        ),
+        (
+            "what is Apple trading at on the stock exchange",
+            "market__get_quote",
+        ),
+        ("book a plane ticket to Tokyo", "travel__search_flights"),
+        (
+            "what could I make for dinner with eggs and spinach",
+            "kitchen__find_recipe",
+        ),
+    ];
+    let lexical = ToolIndex::build(catalogue());
+    let hybrid = SearchIndex::with_model(catalogue(), model, &EmbeddingCache::default());
+    assert_eq!(hybrid.ranking(), Ranking::Hybrid);
+    for (request, wanted) in cases {
+        // The words alone do not find it (the request shares no term with the tool)...
+        let by_words = lexical.search(request, 3);
+        assert!(
+            by_words.iter().all(|h| h.qualified != wanted),
+            "{request}: the lexical search already finds {wanted}, so this case proves nothing: {by_words:?}"
+        );
+        // ...the meaning does, first.
+        let hits = hybrid.search(request, 3);
+        assert_eq!(first(&hits), wanted, "{request}: {hits:?}");
+        assert_eq!(
+            first(&hybrid.search_by(request, 3, Ranking::Semantic)),
+            wanted,
+            "{request}"
+        );
+    }
+    // A request that does share words still ranks by them too.
+    assert_eq!(first(&hybrid.search("read a file", 3)), "fs__read_file");
+    // Noise finds nothing: no shared word and no tool near enough.
+    assert!(
+        hybrid.search("zebra quasar", 5).is_empty(),
+        "{:?}",
+        hybrid.search("zebra quasar", 5)
+    );
+}
+
+#[test]
+fn the_same_tools_and_request_give_the_same_hybrid_ranking_and_vectors_are_cached() {
+    let model = real_model();
+    let cache = EmbeddingCache::default();
+    let a = SearchIndex::with_model(catalogue(), Arc::clone(&model), &cache);
+    assert_eq!(cache.len(), catalogue().len());
+    let mut more = catalogue();
+    more.push(tool(
+        "fs",
+        "write_file",
+        "Create or overwrite a file.",
+        &["path", "content"],
+    ));
+    let b = SearchIndex::with_model(more, model, &cache);
+    // Only the new definition was embedded.
+    assert_eq!(cache.len(), catalogue().len() + 1);
+    for request in ["send a note to my boss", "weather", "commit my work"] {
+        let x = a.search(request, 5);
+        assert_eq!(x, a.search(request, 5));
+        let y: Vec<_> = b
+            .search(request, 5)
+            .into_iter()
+            .filter(|h| h.tool != "write_file")
+            .collect();
+        assert_eq!(x.first(), y.first(), "{request}");
+    }
+}
+
+#[test]
+fn without_the_model_the_search_is_by_words_as_before() {
+    let index = SearchIndex::lexical(catalogue());
+    assert_eq!(index.ranking(), Ranking::Lexical);
+    let words = ToolIndex::build(catalogue());
+    for request in ["read a file", "send an email", "stormy in Lisbon", "zebra"] {
+        assert_eq!(
+            index.search(request, 5),
+            words.search(request, 5),
+            "{request}"
+        );
+        // Asking for meaning without a model falls back to words.
+        assert_eq!(
+            index.search_by(request, 5, Ranking::Hybrid),
+            words.search(request, 5)
+        );
+    }
+    assert_eq!(first(&index.search("send an email", 5)), "mail__send_email");
+}
+
+// ---- Model files: digests, absence, format, distillation ----
+
+/// A deterministic pseudo-random sequence in [-0.5, 0.5).
+fn noise(seed: u64, n: usize) -> Vec<f32> {
+    let mut x = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
+    (0..n)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((x >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        })
+        .collect()
+}
+
+const VOCAB: &str = "[PAD]\n[UNK]\n[CLS]\n[SEP]\nread\nfile\nsend\nemail\nweather\n##s\n";
+
+/// A one-layer BERT with `ATTENTION_HEADS`-wide hidden states over [`VOCAB`].
+fn tiny_encoder() -> Vec<u8> {
+    let dim = ATTENTION_HEADS;
+    let inner = 2 * dim;
+    let vocab = VOCAB.lines().count();
+    let mut tensors: Vec<(String, Vec<usize>, Vec<f32>)> = vec![
+        (
+            "embeddings.word_embeddings.weight".into(),
+            vec![vocab, dim],
+            noise(1, vocab * dim),
+        ),
+        (
+            "embeddings.position_embeddings.weight".into(),
+            vec![8, dim],
+            noise(2, 8 * dim),
+        ),
+        (
+            "embeddings.token_type_embeddings.weight".into(),
+            vec![2, dim],
+            noise(3, 2 * dim),
+        ),
+        (
+            "embeddings.LayerNorm.weight".into(),
+            vec![dim],
+            vec![1.0; dim],
+        ),
+        (
+            "embeddings.LayerNorm.bias".into(),
+            vec![dim],
+            vec![0.0; dim],
+        ),
+    ];
+    let p = "encoder.layer.0";
+    for (i, (name, outputs, inputs)) in [
+        ("attention.self.query", dim, dim),
+        ("attention.self.key", dim, dim),
+        ("attention.self.value", dim, dim),
+        ("attention.output.dense", dim, dim),
+        ("intermediate.dense", inner, dim),
+        ("output.dense", dim, inner),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let seed = 10 + i as u64;
+        tensors.push((
+            format!("{p}.{name}.weight"),
+            vec![outputs, inputs],
+            noise(seed, outputs * inputs),
+        ));
+        tensors.push((
+            format!("{p}.{name}.bias"),
+            vec![outputs],
+            noise(seed + 100, outputs),
+        ));
+    }
+    for name in ["attention.output.LayerNorm", "output.LayerNorm"] {
+        tensors.push((format!("{p}.{name}.weight"), vec![dim], vec![1.0; dim]));
+        tensors.push((format!("{p}.{name}.bias"), vec![dim], vec![0.0; dim]));
+    }
+    let refs: Vec<(&str, &[usize], &[f32])> = tensors
+        .iter()
+        .map(|(n, s, d)| (n.as_str(), s.as_slice(), d.as_slice()))
+        .collect();
+    write_tensors(&refs)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Writes the tiny model into a new directory; returns it with the pin of its files.
+fn tiny_model_dir() -> (tempfile::TempDir, ModelPin) {
+    let dir = tempfile::tempdir().unwrap();
+    let weights = tiny_encoder();
+    std::fs::write(dir.path().join(WEIGHTS_FILE), &weights).unwrap();
+    std::fs::write(dir.path().join(VOCAB_FILE), VOCAB).unwrap();
+    let pin = ModelPin {
+        weights_sha256: Box::leak(hex(&weights).into_boxed_str()),
+        vocab_sha256: Box::leak(hex(VOCAB.as_bytes()).into_boxed_str()),
+    };
+    (dir, pin)
+}
+
+fn distilled_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(DISTILLED_PREFIX)
+        })
+        .collect()
+}
+
+#[test]
+fn a_tiny_encoder_is_distilled_once_and_its_table_reused() {
+    let (dir, pin) = tiny_model_dir();
+    let model = Model::load_pinned(dir.path(), pin).unwrap();
+    assert_eq!(model.dim(), ATTENTION_HEADS);
+    let files = distilled_files(dir.path());
+    assert_eq!(files.len(), 1, "{files:?}");
+    let written = std::fs::metadata(&files[0]).unwrap().modified().unwrap();
+    let v = model.embed("read files").unwrap();
+    assert!((v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-4);
+    assert!(
+        model.embed("zebra").is_none(),
+        "unknown words have no vector"
+    );
+
+    let again = Model::load_pinned(dir.path(), pin).unwrap();
+    assert_eq!(again.embed("read files").unwrap(), v);
+    assert_eq!(
+        std::fs::metadata(&files[0]).unwrap().modified().unwrap(),
+        written
+    );
+    assert!(!dir.path().join("x.lock").exists());
+}
+
+#[test]
+fn weights_whose_digest_differs_are_refused_with_the_file_named() {
+    let (dir, pin) = tiny_model_dir();
+    // Attack: the weights are swapped for other ones after install (one byte changed).
+    let path = dir.path().join(WEIGHTS_FILE);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    let err = Model::load_pinned(dir.path(), pin).unwrap_err();
+    assert!(matches!(err, ModelError::HashMismatch { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains(&path.display().to_string()), "{message}");
+    assert!(message.contains(pin.weights_sha256), "{message}");
+    assert!(message.contains("refusing"), "{message}");
+    assert!(
+        distilled_files(dir.path()).is_empty(),
+        "nothing is derived from refused weights"
+    );
+
+    // The pinned real model's digests refuse the tiny one too: Model::load accepts only
+    // the model the install script brings.
+    let (other, _) = tiny_model_dir();
+    let err = Model::load(other.path()).unwrap_err();
+    assert!(matches!(err, ModelError::HashMismatch { .. }), "{err:?}");
+
+    // Positive control: the same files with their own digests load.
+    let (good, pin) = tiny_model_dir();
+    Model::load_pinned(good.path(), pin).unwrap();
+}
+
+#[test]
+fn a_changed_vocabulary_is_refused_too() {
+    let (dir, pin) = tiny_model_dir();
+    let path = dir.path().join(VOCAB_FILE);
+    std::fs::write(&path, VOCAB.replace("email", "attack")).unwrap();
+    let err = Model::load_pinned(dir.path(), pin).unwrap_err();
+    assert!(
+        matches!(err, ModelError::HashMismatch { ref path, .. } if path.ends_with(VOCAB_FILE)),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn a_missing_model_says_where_it_looked_and_how_to_install_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Model::load(&dir.path().join("nowhere")).unwrap_err();
+    assert!(matches!(err, ModelError::Missing { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains("nowhere"), "{message}");
+    assert!(message.contains("install-search-model"), "{message}");
+    assert!(message.contains(MODEL_DIR_ENV), "{message}");
+}
+
+#[test]
+fn a_file_that_is_not_an_encoder_is_refused_as_such() {
+    let dir = tempfile::tempdir().unwrap();
+    let weights = write_tensors(&[("something.else", &[2, 2], &[0.0; 4])]);
+    std::fs::write(dir.path().join(WEIGHTS_FILE), &weights).unwrap();
+    std::fs::write(dir.path().join(VOCAB_FILE), VOCAB).unwrap();
+    let pin = ModelPin {
+        weights_sha256: Box::leak(hex(&weights).into_boxed_str()),
+        vocab_sha256: Box::leak(hex(VOCAB.as_bytes()).into_boxed_str()),
+    };
+    let err = Model::load_pinned(dir.path(), pin).unwrap_err();
+    assert!(matches!(err, ModelError::Format { .. }), "{err:?}");
+    assert!(err.to_string().contains("word_embeddings"), "{err}");
+}
