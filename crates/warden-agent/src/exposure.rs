@@ -5,10 +5,18 @@
 //! [`SEARCH_TOOL`], the pinned favourites, and the tools its searches found, which become
 //! callable from the next step. The order never changes except by appending, so the
 //! offered list stays a stable, cacheable prefix of every request.
+//!
+//! Descriptions are cut to a budget: [`UPFRONT_DESCRIPTION_CHARS`] for tools offered from
+//! the start (the whole catalogue, or the favourites), [`DEFERRED_DESCRIPTION_CHARS`] for
+//! tools a search brought in (the model asked for them, so it gets more of each). A cut
+//! keeps the beginning, where a description says what the tool does (the words a search
+//! matches), ends on a word boundary and is marked with `…`. A search's answer lists each
+//! tool's name and first line, then what each server's instructions say, cut to
+//! [`INSTRUCTIONS_CHARS`].
 
 use serde_json::json;
 use warden_host::Host;
-use warden_host::search::ToolSearch;
+use warden_host::search::{ToolSearch, server_instructions};
 
 use crate::conversation::estimate_tokens;
 use crate::model::ToolSpec;
@@ -16,9 +24,14 @@ use crate::model::ToolSpec;
 /// The reserved name of Warden's search tool. No server tool can take it: server
 /// tools are always `server__tool`, and the server name `warden` is reserved.
 pub const SEARCH_TOOL: &str = "warden__search_tools";
-/// The longest description offered to the model, in characters (the same cut the search
-/// index makes).
-pub const DESCRIPTION_CHAR_CAP: usize = 4096;
+/// The longest description of a tool offered from the start, in characters (the same
+/// number of characters of a definition the search index reads; Claude Code's cut too).
+pub const UPFRONT_DESCRIPTION_CHARS: usize = 4096;
+/// The longest description of a tool a search brought in, in characters.
+pub const DEFERRED_DESCRIPTION_CHARS: usize = 16_384;
+/// The longest part of a server's instructions shown with search results, in characters.
+pub const INSTRUCTIONS_CHARS: usize = 1024;
+
 /// The most tools one search returns.
 pub const MAX_SEARCH_RESULTS: usize = 20;
 /// Results of a search when the model does not say.
@@ -58,7 +71,7 @@ impl Exposure {
             .cloned()
             .collect();
         Exposure {
-            search: search_mode.then(|| ToolSearch::new(host.catalogue())),
+            search: search_mode.then(|| ToolSearch::for_host(host)),
             favourites,
             found: Vec::new(),
         }
@@ -69,7 +82,7 @@ impl Exposure {
     /// pinned keep their places (a tool that is gone is simply no longer offered).
     pub fn refresh(&mut self, host: &Host) {
         if self.search.is_some() {
-            self.search = Some(ToolSearch::new(host.catalogue()));
+            self.search = Some(ToolSearch::for_host(host));
         }
     }
 
@@ -84,11 +97,13 @@ impl Exposure {
             return host.catalogue().tools().iter().map(tool_spec).collect();
         }
         let mut specs = vec![search_spec()];
-        for name in self.favourites.iter().chain(&self.found) {
+        let favourites = self.favourites.iter().map(|n| (n, UPFRONT_DESCRIPTION_CHARS));
+        let found = self.found.iter().map(|n| (n, DEFERRED_DESCRIPTION_CHARS));
+        for (name, budget) in favourites.chain(found) {
             if let Some(tool) = host.catalogue().resolve(name)
                 && !specs.iter().any(|s| s.name == tool.qualified)
             {
-                specs.push(tool_spec(tool));
+                specs.push(tool_spec_within(tool, budget));
             }
         }
         specs
@@ -124,7 +139,11 @@ impl Exposure {
             )
         };
         let mut found = Vec::new();
+        let mut servers: Vec<String> = Vec::new();
         for hit in hits {
+            if !servers.contains(&hit.server) {
+                servers.push(hit.server.clone());
+            }
             let about = host
                 .catalogue()
                 .resolve(&hit.qualified)
@@ -146,6 +165,18 @@ impl Exposure {
                 self.found.push(hit.qualified.clone());
             }
             found.push(hit.qualified);
+        }
+        let instructions = server_instructions(host);
+        let about: Vec<(&String, &String)> = servers
+            .iter()
+            .filter_map(|server| instructions.get(server).map(|text| (server, text)))
+            .collect();
+        if !about.is_empty() {
+            text.push_str("\nWhat these servers say about themselves (their own words):\n");
+            for (server, said) in about {
+                let said = budget(said.trim(), INSTRUCTIONS_CHARS);
+                text.push_str(&format!("- {server}: {}\n", said.replace('\n', " ")));
+            }
         }
         SearchOutcome { text, found }
     }
@@ -172,10 +203,16 @@ fn search_spec() -> ToolSpec {
     }
 }
 
-/// How a catalogue tool is shown to the model: its qualified name, its description (or
-/// title) cut to [`DESCRIPTION_CHAR_CAP`], and its input schema exactly as the server sent
-/// it (no keyword added, dropped or rewritten; the providers send it on as it is).
+/// How a catalogue tool offered from the start is shown to the model: its qualified name,
+/// its description (or title) within [`UPFRONT_DESCRIPTION_CHARS`], and its input schema
+/// exactly as the server sent it (no keyword added, dropped or rewritten; the providers
+/// send it on as it is).
 pub fn tool_spec(tool: &warden_host::CatalogueTool) -> ToolSpec {
+    tool_spec_within(tool, UPFRONT_DESCRIPTION_CHARS)
+}
+
+/// Like [`tool_spec`], with the description cut by [`budget`] to `chars` characters.
+pub fn tool_spec_within(tool: &warden_host::CatalogueTool, chars: usize) -> ToolSpec {
     let description = tool
         .def
         .description
@@ -184,9 +221,30 @@ pub fn tool_spec(tool: &warden_host::CatalogueTool) -> ToolSpec {
         .unwrap_or("");
     ToolSpec {
         name: tool.qualified.clone(),
-        description: cut(description, DESCRIPTION_CHAR_CAP).to_owned(),
+        description: budget(description, chars),
         input_schema: tool.def.input_schema.clone(),
     }
+}
+
+/// `text` within `chars` characters: whole when it fits; else its beginning, cut after the
+/// last whitespace that leaves at least half the budget (so no word is split, unless one
+/// word fills half the budget), with `…` appended, all within `chars`.
+pub fn budget(text: &str, chars: usize) -> String {
+    if chars == 0 {
+        return String::new();
+    }
+    if text.chars().nth(chars).is_none() {
+        return text.to_owned();
+    }
+    let head = cut(text, chars - 1);
+    let keep = head
+        .char_indices()
+        .rev()
+        .find(|(_, c)| c.is_whitespace())
+        .map(|(i, _)| i)
+        .filter(|&i| head[..i].chars().count() >= chars / 2)
+        .map_or(head, |i| head[..i].trim_end());
+    format!("{keep}…")
 }
 
 fn spec_tokens(spec: &ToolSpec) -> usize {
@@ -214,5 +272,45 @@ fn first_line(text: &str) -> String {
         format!("{short}…")
     } else {
         short.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_keeps_short_text_whole() {
+        assert_eq!(budget("Read a file.", 100), "Read a file.");
+        let exact = "x".repeat(50);
+        assert_eq!(budget(&exact, 50), exact);
+        assert_eq!(budget("anything", 0), "");
+    }
+
+    #[test]
+    fn budget_keeps_the_beginning_on_a_word_boundary_within_the_limit() {
+        let text = format!("Search flights between airports. {}", "More detail here. ".repeat(400));
+        for chars in [UPFRONT_DESCRIPTION_CHARS, DEFERRED_DESCRIPTION_CHARS, 64] {
+            let shown = budget(&text, chars);
+            if text.chars().count() <= chars {
+                assert_eq!(shown, text);
+                continue;
+            }
+            assert!(shown.chars().count() <= chars, "{chars}: {}", shown.chars().count());
+            assert!(shown.starts_with("Search flights between airports."));
+            assert!(shown.ends_with('…'));
+            let body = shown.trim_end_matches('…');
+            assert!(text.starts_with(body));
+            // Cut between words: the next character of the original is whitespace.
+            assert!(text[body.len()..].starts_with(char::is_whitespace), "{body:?}");
+        }
+    }
+
+    #[test]
+    fn budget_cuts_a_single_huge_word_on_a_char_boundary() {
+        let word = "é".repeat(10_000);
+        let shown = budget(&word, 100);
+        assert_eq!(shown.chars().count(), 100);
+        assert!(shown.ends_with('…'));
     }
 }

@@ -22,4 +22,7 @@ pub use host::{
     ServerStatus, ToolsChange,
 };
 pub use schema::{SchemaLimits, Violation};
-pub use search::{DEFAULT_SEARCH_LIMIT, Hit, MAX_SEARCH_LIMIT, ToolSearch, tool_docs};
+pub use search::{
+    DEFAULT_SEARCH_LIMIT, Hit, MAX_SEARCH_LIMIT, Ranking, ToolSearch, server_instructions, tool_docs,
+    tool_docs_with,
+};

@@ -15,7 +15,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 pub use warden_search::{Hit, Ranking};
 use warden_search::{SearchIndex, ToolDoc};
 
+use std::collections::BTreeMap;
+
 use crate::catalogue::Catalogue;
+use crate::host::{Host, ServerStatus};
 
 /// How many hits a search returns when the caller does not say.
 pub const DEFAULT_SEARCH_LIMIT: usize = 8;
@@ -26,6 +29,12 @@ pub const MAX_SEARCH_LIMIT: usize = 50;
 /// One [`ToolDoc`] per tool of the catalogue, in catalogue order: qualified name, server,
 /// the tool's raw name on its server, title, description and input schema.
 pub fn tool_docs(catalogue: &Catalogue) -> Vec<ToolDoc> {
+    tool_docs_with(catalogue, &BTreeMap::new())
+}
+
+/// Like [`tool_docs`], each tool carrying its server's instructions from `instructions`
+/// (server name to text).
+pub fn tool_docs_with(catalogue: &Catalogue, instructions: &BTreeMap<String, String>) -> Vec<ToolDoc> {
     catalogue
         .tools()
         .iter()
@@ -36,6 +45,23 @@ pub fn tool_docs(catalogue: &Catalogue) -> Vec<ToolDoc> {
             title: tool.def.title.clone(),
             description: tool.def.description.clone(),
             input_schema: tool.def.input_schema.clone(),
+            instructions: instructions.get(&tool.server).cloned(),
+        })
+        .collect()
+}
+
+/// The instructions of every connected server that gave some, by server name. They are
+/// the server's own words (untrusted, like its tool descriptions).
+pub fn server_instructions(host: &Host) -> BTreeMap<String, String> {
+    host.servers()
+        .iter()
+        .filter_map(|entry| match &entry.status {
+            ServerStatus::Connected { info } => info
+                .instructions
+                .as_ref()
+                .filter(|text| !text.trim().is_empty())
+                .map(|text| (entry.spec.name.clone(), text.clone())),
+            ServerStatus::Failed { .. } => None,
         })
         .collect()
 }
@@ -50,30 +76,40 @@ pub struct ToolSearch {
 impl ToolSearch {
     /// Indexes every tool of `catalogue`, with the search model when it is installed
     /// (hybrid ranking), by words alone when it is not.
-    #[cfg(feature = "semantic-search")]
     pub fn new(catalogue: &Catalogue) -> ToolSearch {
+        ToolSearch::build(tool_docs(catalogue))
+    }
+
+    /// Indexes every tool of `host`'s catalogue with its server's instructions, which
+    /// then take part in ranking ([`server_instructions`]).
+    pub fn for_host(host: &Host) -> ToolSearch {
+        ToolSearch::build(tool_docs_with(host.catalogue(), &server_instructions(host)))
+    }
+
+    #[cfg(feature = "semantic-search")]
+    fn build(docs: Vec<ToolDoc>) -> ToolSearch {
         match warden_search::semantic::shared_model() {
             Ok(model) => ToolSearch {
-                index: SearchIndex::with_model(
-                    tool_docs(catalogue),
-                    model,
-                    warden_search::semantic::shared_cache(),
-                ),
+                index: SearchIndex::with_model(docs, model, warden_search::semantic::shared_cache()),
             },
             Err(error) => {
                 static WARNED: AtomicBool = AtomicBool::new(false);
                 if !WARNED.swap(true, Ordering::Relaxed) {
                     tracing::warn!("tool search ranks by words only: {error}");
                 }
-                ToolSearch::lexical(catalogue)
+                ToolSearch {
+                    index: SearchIndex::lexical(docs),
+                }
             }
         }
     }
 
-    /// Indexes every tool of `catalogue` (this build has no semantic search: by words).
+    /// This build has no semantic search: by words.
     #[cfg(not(feature = "semantic-search"))]
-    pub fn new(catalogue: &Catalogue) -> ToolSearch {
-        ToolSearch::lexical(catalogue)
+    fn build(docs: Vec<ToolDoc>) -> ToolSearch {
+        ToolSearch {
+            index: SearchIndex::lexical(docs),
+        }
     }
 
     /// Indexes every tool of `catalogue` for a search by words only, model or not.

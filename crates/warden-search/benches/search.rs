@@ -1,6 +1,9 @@
-//! Search latency and index build time for catalogues of 1,000 and 10,000 tools.
+//! Search latency and index build time for catalogues of 1,000 and 10,000 tools, and of
+//! the hybrid (words and meaning) search over 5,000.
 //!
-//! Run: `cargo bench -p warden-search` (append `-- NAME` to run matching benches only).
+//! Run: `cargo bench -p warden-search` (append `-- NAME` to run matching benches only). The
+//! `hybrid_*` benches need the search model (`scripts/install-search-model`,
+//! `WARDEN_SEARCH_MODEL`).
 //! `search` runs one query per iteration, cycling through 16 queries of two to six words
 //! drawn from the same vocabulary as the tools, so most queries match many tools; `build`
 //! indexes the whole catalogue once per iteration.
@@ -18,7 +21,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use divan::Bencher;
 use serde_json::{Map, Value, json};
-use warden_search::{ToolDoc, ToolIndex};
+use warden_search::{SearchIndex, ToolDoc, ToolIndex};
 
 fn main() {
     let index = ToolIndex::build(catalogue(10_000));
@@ -213,6 +216,7 @@ fn catalogue(n: usize) -> Vec<ToolDoc> {
                 title: None,
                 description: Some(rng.sentence(8, 30)),
                 input_schema: json!({"type": "object", "properties": Value::Object(properties)}),
+                instructions: None,
             }
         })
         .collect()
@@ -232,6 +236,56 @@ fn search(bencher: Bencher, n: usize) {
         let i = next.fetch_add(1, Ordering::Relaxed) % queries.len();
         black_box(index.search(black_box(&queries[i]), 10))
     });
+}
+
+/// The catalogue size of the latency goal (5 ms with the model, 1 ms by words).
+const GOAL_SIZE: usize = 5_000;
+
+/// The installed search model (`WARDEN_SEARCH_MODEL`, or the usual place); the bench
+/// stops with the reason when it is missing.
+fn model() -> std::sync::Arc<warden_search::semantic::Model> {
+    let dir = warden_search::semantic::model_dir();
+    std::sync::Arc::new(
+        warden_search::semantic::Model::load(&dir)
+            .unwrap_or_else(|e| panic!("hybrid benches need the search model: {e}")),
+    )
+}
+
+/// One hybrid search (query embedding, cosine over every tool, BM25F, mix, top 10).
+#[divan::bench(args = [GOAL_SIZE])]
+fn hybrid_search(bencher: Bencher, n: usize) {
+    let cache = warden_search::semantic::EmbeddingCache::default();
+    let index = SearchIndex::with_model(catalogue(n), model(), &cache);
+    let queries = queries();
+    let next = AtomicUsize::new(0);
+    bencher.bench(|| {
+        let i = next.fetch_add(1, Ordering::Relaxed) % queries.len();
+        black_box(index.search(black_box(&queries[i]), 10))
+    });
+}
+
+/// One lexical search through the same index type, for comparison at the same size.
+#[divan::bench(args = [GOAL_SIZE])]
+fn lexical_search(bencher: Bencher, n: usize) {
+    let index = SearchIndex::lexical(catalogue(n));
+    let queries = queries();
+    let next = AtomicUsize::new(0);
+    bencher.bench(|| {
+        let i = next.fetch_add(1, Ordering::Relaxed) % queries.len();
+        black_box(index.search(black_box(&queries[i]), 10))
+    });
+}
+
+/// Indexing with the model: every tool embedded (an empty cache each time).
+#[divan::bench(args = [GOAL_SIZE], sample_count = 5)]
+fn hybrid_build(bencher: Bencher, n: usize) {
+    let model = model();
+    bencher
+        .with_inputs(|| catalogue(n))
+        .bench_values(|docs| {
+            let cache = warden_search::semantic::EmbeddingCache::default();
+            black_box(SearchIndex::with_model(docs, std::sync::Arc::clone(&model), &cache))
+        });
 }
 
 #[divan::bench(args = SIZES, sample_count = 20)]

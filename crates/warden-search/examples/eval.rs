@@ -107,6 +107,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                 title: None,
                 description: Some(text(f, "description")),
                 input_schema: f.get("parameters").cloned().unwrap_or(Value::Null),
+                instructions: None,
             }
         })
         .collect();

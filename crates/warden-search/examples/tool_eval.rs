@@ -132,6 +132,11 @@ fn main() -> Result<(), Box<dyn Error>> {
                 title: None,
                 description: Some(text(f, "description")),
                 input_schema: f.get("parameters").cloned().unwrap_or(Value::Null),
+                // With TOOL_EVAL_INSTRUCTIONS set, the server's catalogue description stands
+                // in for its instructions (LiveMCPBench did not record `instructions`).
+                instructions: std::env::var_os("TOOL_EVAL_INSTRUCTIONS")
+                    .map(|_| text(f, "server_description"))
+                    .filter(|d| !d.is_empty()),
             }
         })
         .collect();

@@ -3,10 +3,12 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::index::cut_chars;
+
 /// The most characters of one definition's text that are indexed, all fields together.
 ///
 /// The fields are read in the order tool name, qualified name, title, description,
-/// parameter names, parameter descriptions, and the text stops where the budget runs out,
+/// parameter names, parameter descriptions, server instructions, and the text stops where the budget runs out,
 /// cut on a character boundary. A
 /// server cannot buy weight with a giant description: past this point nothing more of its
 /// definition is read, and the length it did fill counts against it in BM25's length
@@ -36,7 +38,16 @@ pub struct ToolDoc {
     pub description: Option<String>,
     /// The tool's JSON Schema for its arguments.
     pub input_schema: Value,
+    /// Its server's instructions (the `instructions` of the server's initialize or
+    /// discover answer), if any. They rank with a low weight ([`crate::FIELD_WEIGHTS`]),
+    /// read last, so only what is left of [`DEFINITION_CHAR_CAP`] after the tool's own text
+    /// and at most [`INSTRUCTIONS_CHAR_CAP`] characters of them count.
+    #[serde(default)]
+    pub instructions: Option<String>,
 }
+
+/// The most characters of a server's instructions that take part in ranking a tool.
+pub const INSTRUCTIONS_CHAR_CAP: usize = 1024;
 
 /// The fields of a definition, each with its own weight and length normalisation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,10 +64,12 @@ pub(crate) enum Field {
     ParamName,
     /// Parameter descriptions, nested ones included.
     ParamDescription,
+    /// The server's instructions.
+    Instructions,
 }
 
 /// The number of fields.
-pub(crate) const FIELDS: usize = 6;
+pub(crate) const FIELDS: usize = 7;
 
 impl Field {
     /// Every field, in the order its text is read against the character budget.
@@ -67,6 +80,7 @@ impl Field {
         Field::Description,
         Field::ParamName,
         Field::ParamDescription,
+        Field::Instructions,
     ];
 
     /// The field's position in per-field arrays.
@@ -124,6 +138,12 @@ impl ToolDoc {
                 Field::Description => self.description.as_deref().into_iter().collect(),
                 Field::ParamName => params.iter().map(|p| p.name).collect(),
                 Field::ParamDescription => params.iter().filter_map(|p| p.description).collect(),
+                Field::Instructions => self
+                    .instructions
+                    .as_deref()
+                    .map(|text| cut_chars(text, INSTRUCTIONS_CHAR_CAP))
+                    .into_iter()
+                    .collect(),
             };
             for text in texts {
                 match budget.take(text) {
@@ -219,6 +239,7 @@ mod tests {
             title: Some("Title".into()),
             description: Some(description.into()),
             input_schema: schema,
+            instructions: None,
         }
     }
 

@@ -1,5 +1,7 @@
 //! The search the host uses: BM25F alone, or BM25F and the semantic model together.
 //!
+//! A tool's vector is that of its own text (name, title, description, parameter names),
+//! blended with its server's instructions ([`INSTRUCTIONS_WEIGHT`]) when it has them.
 //! With a model, each tool gets two scores for a query: its BM25F score `l` (0 when it
 //! shares no term with the query) and its cosine `c` with the query's vector. Their scales
 //! differ and change from query to query, so each is put on a common scale first:
@@ -24,14 +26,18 @@ use std::cmp::Ordering;
 #[cfg(feature = "semantic")]
 use std::sync::Arc;
 
-use crate::document::ToolDoc;
-use crate::index::{Hit, ToolIndex, round4};
+use crate::document::{INSTRUCTIONS_CHAR_CAP, ToolDoc};
+use crate::index::{Hit, ToolIndex, cut_chars, round4};
 #[cfg(feature = "semantic")]
 use crate::semantic::{EmbeddingCache, Model, SemanticIndex};
 
 /// The weight of the normalised BM25F score in the hybrid score; the semantic score
 /// gets the rest.
 pub const LEXICAL_WEIGHT: f64 = 0.5;
+
+/// How much of a tool's vector comes from its server's instructions: the tool's own text
+/// counts twice as much as what its server says about all of its tools.
+pub const INSTRUCTIONS_WEIGHT: f32 = 0.5;
 
 /// The least cosine at which a tool that shares no word with the query is found by
 /// meaning alone. It is a guard against noise, not a relevance bar: a request of words
@@ -79,7 +85,18 @@ impl SearchIndex {
     ) -> SearchIndex {
         let vectors = docs
             .iter()
-            .map(|doc| cache.embed(&model, &doc.embedding_text()))
+            .map(|doc| {
+                let own = cache.embed(&model, &doc.embedding_text());
+                let server = doc
+                    .instructions
+                    .as_deref()
+                    .map(|text| cut_chars(text, INSTRUCTIONS_CHAR_CAP))
+                    .and_then(|text| cache.embed(&model, text));
+                match (own, server) {
+                    (Some(own), Some(server)) => Some(blend(&own, &server)),
+                    (own, _) => own,
+                }
+            })
             .collect();
         SearchIndex {
             lexical: ToolIndex::build(docs),
@@ -151,6 +168,24 @@ impl SearchIndex {
             .map(|(score, doc)| self.lexical.hit(doc, score))
             .collect()
     }
+}
+
+/// A tool's vector with its server's instructions mixed in:
+/// `normalise(tool + INSTRUCTIONS_WEIGHT · instructions)`, both unit vectors.
+#[cfg(feature = "semantic")]
+fn blend(own: &[f32], server: &[f32]) -> Arc<[f32]> {
+    let mut sum: Vec<f32> = own
+        .iter()
+        .zip(server)
+        .map(|(a, b)| a + INSTRUCTIONS_WEIGHT * b)
+        .collect();
+    let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > f32::EPSILON {
+        for x in &mut sum {
+            *x /= norm;
+        }
+    }
+    Arc::from(sum)
 }
 
 /// The per-tool scores of `ranking` from the BM25F scores of the tools that matched and

@@ -29,7 +29,8 @@ pub const QUERY_TERM_CAP: usize = 64;
 pub const QUERY_CHAR_CAP: usize = 1024;
 
 /// Per-field weights: a word in a tool's name says more about what the tool does than the
-/// same word in its description, and a parameter's description says least. The qualified
+/// same word in its description, and a parameter's description says less; the server's
+/// instructions, shared by all its tools, say least about any one tool. The qualified
 /// name repeats the tool name with the server's name, so a tool-name word counts
 /// `3.0 + 1.0` and a server-name word `1.0`.
 pub const FIELD_WEIGHTS: [(&str, f64); FIELDS] = [
@@ -39,6 +40,7 @@ pub const FIELD_WEIGHTS: [(&str, f64); FIELDS] = [
     ("description", 1.0),
     ("param_name", 1.0),
     ("param_description", 0.5),
+    ("instructions", 0.25),
 ];
 
 /// One search result.

@@ -4,12 +4,15 @@
 //! `warden__search_tools` tool instead of every definition; the model searches by words and
 //! gets back the tools to use. `warden tools --search QUERY` prints the same ranking. This
 //! crate is that ranking: BM25F over the fields of each definition (tool name, qualified
-//! name, title, description, parameter names and parameter descriptions), with name words
-//! weighted above description words.
+//! name, title, description, parameter names and parameter descriptions, and the server's
+//! instructions), with name words weighted above description words; and, with the
+//! `semantic` feature and its model installed, a hybrid of that and the cosine similarity
+//! of static sentence embeddings ([`SearchIndex`], [`semantic`]).
 //!
-//! It is lexical on purpose: no model to download, the same answer for the same input on
-//! every machine, and a search over 10,000 tools in well under a millisecond. See
-//! `docs/decisions/0012-tool-search-bm25.md` for the reasoning.
+//! The words ranking needs no model, gives the same answer for the same input on every
+//! machine, and searches 10,000 tools in well under a millisecond
+//! (`docs/decisions/0012-tool-search-bm25.md`); the semantic part finds tools whose
+//! descriptions use other words than the request (`docs/decisions/0025-semantic-search.md`).
 //!
 //! ```
 //! use serde_json::json;
@@ -22,6 +25,7 @@
 //!     title: None,
 //!     description: Some(description.into()),
 //!     input_schema: json!({"type": "object"}),
+//!     instructions: None,
 //! };
 //! let index = ToolIndex::build(vec![
 //!     tool("fs", "read_file", "Read the contents of a file."),
@@ -53,7 +57,11 @@ mod index;
 pub mod semantic;
 mod tokenize;
 
-pub use document::{DEFINITION_CHAR_CAP, SCHEMA_DEPTH_CAP, SCHEMA_NODE_CAP, ToolDoc};
-pub use hybrid::{LEXICAL_WEIGHT, Ranking, SEMANTIC_ONLY_MIN_COSINE, SearchIndex};
+pub use document::{
+    DEFINITION_CHAR_CAP, INSTRUCTIONS_CHAR_CAP, SCHEMA_DEPTH_CAP, SCHEMA_NODE_CAP, ToolDoc,
+};
+pub use hybrid::{
+    INSTRUCTIONS_WEIGHT, LEXICAL_WEIGHT, Ranking, SEMANTIC_ONLY_MIN_COSINE, SearchIndex,
+};
 pub use index::{B, FIELD_WEIGHTS, Hit, K1, QUERY_CHAR_CAP, QUERY_TERM_CAP, TF_CAP, ToolIndex};
 pub use tokenize::{MAX_TERM_CHARS, is_stopword, stem, tokenize};

@@ -21,6 +21,7 @@ fn doc(i: usize, name: String, description: String, param: String) -> ToolDoc {
         title: None,
         description: Some(description),
         input_schema: json!({"type": "object", "properties": {param: {"type": "string"}}}),
+        instructions: None,
     }
 }
 

@@ -203,6 +203,7 @@ fn nested_parameters_are_searchable() {
                 }
             }
         }),
+        instructions: None,
     });
     let index = ToolIndex::build(docs);
     assert_eq!(

@@ -28,6 +28,7 @@ fn tool(server: &str, name: &str, description: &str, params: &[&str]) -> ToolDoc
         title: None,
         description: Some(description.into()),
         input_schema: json!({"type": "object", "properties": properties}),
+        instructions: None,
     }
 }
 

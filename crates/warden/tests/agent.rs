@@ -356,8 +356,11 @@ fn a_large_catalogue_is_searched_and_found_tools_become_callable() {
              "expect": {"tools_include": ["warden__search_tools"], "tool_count_max": 1}},
             {"reply": {"tool_calls": [{"name": "warden__search_tools", "arguments": {"query": "echo back a message"}}]},
              "expect": {"last_tool_results_contain": ["warden__search_tools"]}},
+            // The search's answer names the tools found and, after them, what their server's
+            // instructions say (the everything server sends some).
             {"reply": {"tool_calls": [{"name": "everything__echo", "arguments": {"message": "hello"}}]},
-             "expect": {"tools_include": ["warden__search_tools", "everything__echo"], "last_tool_results_contain": ["everything__echo"]}},
+             "expect": {"tools_include": ["warden__search_tools", "everything__echo"],
+                        "last_tool_results_contain": ["everything__echo", "What these servers say about themselves", "- everything: # Everything Server"]}},
             {"reply": {"text": "It echoed."}, "expect": {"last_tool_results_contain": ["hello"]}}
         ]}),
     );

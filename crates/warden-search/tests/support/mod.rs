@@ -22,6 +22,7 @@ pub fn tool(server: &str, name: &str, description: &str, params: &[(&str, &str)]
         title: None,
         description: Some(description.to_owned()),
         input_schema: json!({"type": "object", "properties": Value::Object(properties)}),
+        instructions: None,
     }
 }
 

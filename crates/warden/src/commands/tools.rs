@@ -61,7 +61,7 @@ fn search(host: &Host, query: &str, limit: usize, json: bool) {
             );
         }
     }
-    let hits = ToolSearch::new(host.catalogue()).search(query, limit);
+    let hits = ToolSearch::for_host(host).search(query, limit);
     if hits.is_empty() {
         eprintln!("no tool matches {query:?}");
     }
