@@ -22,12 +22,17 @@
 //! knows, or there is no model, the ranking is BM25F alone, exactly as
 //! [`ToolIndex::search`] gives it.
 
+#[cfg(feature = "semantic")]
 use std::cmp::Ordering;
 #[cfg(feature = "semantic")]
 use std::sync::Arc;
 
-use crate::document::{INSTRUCTIONS_CHAR_CAP, ToolDoc};
-use crate::index::{Hit, ToolIndex, cut_chars, round4};
+use crate::document::ToolDoc;
+#[cfg(feature = "semantic")]
+use crate::document::INSTRUCTIONS_CHAR_CAP;
+use crate::index::{Hit, ToolIndex};
+#[cfg(feature = "semantic")]
+use crate::index::{cut_chars, round4};
 #[cfg(feature = "semantic")]
 use crate::semantic::{EmbeddingCache, Model, SemanticIndex};
 
@@ -83,7 +88,7 @@ impl SearchIndex {
         model: Arc<Model>,
         cache: &EmbeddingCache,
     ) -> SearchIndex {
-        let vectors = docs
+        let vectors: Vec<Option<Arc<[f32]>>> = docs
             .iter()
             .map(|doc| {
                 let own = cache.embed(&model, &doc.embedding_text());
@@ -100,7 +105,7 @@ impl SearchIndex {
             .collect();
         SearchIndex {
             lexical: ToolIndex::build(docs),
-            semantic: Some(SemanticIndex { model, vectors }),
+            semantic: Some(SemanticIndex::new(model, &vectors)),
         }
     }
 
@@ -147,6 +152,7 @@ impl SearchIndex {
         self.lexical.search(query, limit)
     }
 
+    #[cfg(feature = "semantic")]
     fn top(&self, scores: Vec<(u32, f64)>, limit: usize) -> Vec<Hit> {
         let mut ranked: Vec<(f64, u32)> = scores
             .into_iter()

@@ -116,24 +116,51 @@ impl EmbeddingCache {
 /// Unit vectors of the indexed tools, for cosine ranking.
 #[derive(Debug)]
 pub(crate) struct SemanticIndex {
-    pub(crate) model: Arc<Model>,
-    /// One per tool, in index order; `None` when no token of the tool's text is known.
-    pub(crate) vectors: Vec<Option<Arc<[f32]>>>,
+    model: Arc<Model>,
+    /// `tools × dim` unit vectors, row-major, in index order, in one block so a search
+    /// streams through memory; a tool without a vector (no known token) has a zero row.
+    matrix: Vec<f32>,
 }
 
 impl SemanticIndex {
+    /// The index of `vectors` (one per tool, in index order).
+    pub(crate) fn new(model: Arc<Model>, vectors: &[Option<Arc<[f32]>>]) -> SemanticIndex {
+        let dim = model.dim();
+        let mut matrix = vec![0f32; vectors.len() * dim];
+        for (row, vector) in matrix.chunks_exact_mut(dim).zip(vectors) {
+            if let Some(v) = vector
+                && v.len() == dim
+            {
+                row.copy_from_slice(v);
+            }
+        }
+        SemanticIndex { model, matrix }
+    }
+
     /// Cosine of `query` with every tool (0 for a tool without a vector); `None` when the
     /// query has no known token.
     pub(crate) fn scores(&self, query: &str) -> Option<Vec<f32>> {
         let q = self.model.embed(query)?;
         Some(
-            self.vectors
-                .iter()
-                .map(|v| {
-                    v.as_ref()
-                        .map_or(0.0, |v| v.iter().zip(&q).map(|(a, b)| a * b).sum())
-                })
+            self.matrix
+                .chunks_exact(self.model.dim())
+                .map(|row| dot(row, &q))
                 .collect(),
         )
     }
+}
+
+/// The dot product of two vectors of equal length, in eight independent lanes (so the
+/// compiler can use SIMD; a single running sum cannot be reordered).
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (a8.remainder(), b8.remainder());
+    for (x, y) in a8.zip(b8) {
+        for ((lane, p), q) in lanes.iter_mut().zip(x).zip(y) {
+            *lane += p * q;
+        }
+    }
+    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
+    lanes.iter().sum::<f32>() + tail
 }

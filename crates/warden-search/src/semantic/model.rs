@@ -126,7 +126,9 @@ impl Model {
         let weights_path = dir.join(WEIGHTS_FILE);
         let vocab_path = dir.join(VOCAB_FILE);
         let vocab_bytes = read_checked(&vocab_path, VOCAB_SIZE_CAP, pin.vocab_sha256)?;
-        let weights = read_checked(&weights_path, WEIGHTS_SIZE_CAP, pin.weights_sha256)?;
+        // Checked without keeping the bytes: with the distilled table cached they are not
+        // needed, and the check must not cost their 91 MB of memory on every load.
+        verify(&weights_path, WEIGHTS_SIZE_CAP, pin.weights_sha256)?;
         let vocab_text = String::from_utf8(vocab_bytes).map_err(|_| ModelError::Format {
             path: vocab_path.clone(),
             reason: "not UTF-8".into(),
@@ -144,6 +146,9 @@ impl Model {
                 match read_cached(&cached, vocab.len()) {
                     Some(found) => found,
                     None => {
+                        // Read (and checked) again: what is distilled is what was checked.
+                        let weights =
+                            read_checked(&weights_path, WEIGHTS_SIZE_CAP, pin.weights_sha256)?;
                         let distilled = distill(&weights, &weights_path, &vocab, &vocab_path)?;
                         if lock.is_some() {
                             // Best effort: a directory that cannot be written only means
@@ -155,7 +160,6 @@ impl Model {
                 }
             }
         };
-        drop(weights);
         Ok(Model {
             vocab,
             dim,
@@ -343,6 +347,47 @@ fn write_cached(path: &Path, rows: usize, dim: usize, table: &[f32]) -> std::io:
     std::fs::rename(&tmp, path).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })
+}
+
+/// Checks the SHA-256 of `path` (at most `cap` bytes) against `expected`, reading it in
+/// pieces.
+fn verify(path: &Path, cap: u64, expected: &str) -> Result<(), ModelError> {
+    let io = |source: std::io::Error| match source.kind() {
+        std::io::ErrorKind::NotFound => ModelError::Missing {
+            path: path.to_owned(),
+        },
+        _ => ModelError::Io {
+            path: path.to_owned(),
+            source,
+        },
+    };
+    let mut file = File::open(path).map_err(io)?.take(cap + 1);
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        let n = file.read(&mut buffer).map_err(io)?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        hasher.update(&buffer[..n]);
+    }
+    if total > cap {
+        return Err(ModelError::TooLarge {
+            path: path.to_owned(),
+            cap,
+        });
+    }
+    let actual = hex(&hasher.finalize());
+    if !actual.eq_ignore_ascii_case(expected) {
+        return Err(ModelError::HashMismatch {
+            path: path.to_owned(),
+            expected: expected.to_owned(),
+            actual,
+        });
+    }
+    Ok(())
 }
 
 /// Reads `path` (at most `cap` bytes) and checks its SHA-256 against `expected`.

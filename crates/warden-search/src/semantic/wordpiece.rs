@@ -85,10 +85,8 @@ impl Vocab {
             let separator = c.is_whitespace() || c == '_' || c == '-' || c.is_control();
             let camel =
                 prev.is_some_and(|p| p.is_lowercase() || p.is_numeric()) && c.is_uppercase();
-            if separator || camel {
-                if !flush(&mut word, emit) {
-                    return;
-                }
+            if (separator || camel) && !flush(&mut word, emit) {
+                return;
             }
             if !separator {
                 if is_punctuation(c) || is_cjk(c) {
