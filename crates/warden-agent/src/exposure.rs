@@ -97,7 +97,10 @@ impl Exposure {
             return host.catalogue().tools().iter().map(tool_spec).collect();
         }
         let mut specs = vec![search_spec()];
-        let favourites = self.favourites.iter().map(|n| (n, UPFRONT_DESCRIPTION_CHARS));
+        let favourites = self
+            .favourites
+            .iter()
+            .map(|n| (n, UPFRONT_DESCRIPTION_CHARS));
         let found = self.found.iter().map(|n| (n, DEFERRED_DESCRIPTION_CHARS));
         for (name, budget) in favourites.chain(found) {
             if let Some(tool) = host.catalogue().resolve(name)
@@ -289,20 +292,30 @@ mod tests {
 
     #[test]
     fn budget_keeps_the_beginning_on_a_word_boundary_within_the_limit() {
-        let text = format!("Search flights between airports. {}", "More detail here. ".repeat(400));
+        let text = format!(
+            "Search flights between airports. {}",
+            "More detail here. ".repeat(400)
+        );
         for chars in [UPFRONT_DESCRIPTION_CHARS, DEFERRED_DESCRIPTION_CHARS, 64] {
             let shown = budget(&text, chars);
             if text.chars().count() <= chars {
                 assert_eq!(shown, text);
                 continue;
             }
-            assert!(shown.chars().count() <= chars, "{chars}: {}", shown.chars().count());
+            assert!(
+                shown.chars().count() <= chars,
+                "{chars}: {}",
+                shown.chars().count()
+            );
             assert!(shown.starts_with("Search flights between airports."));
             assert!(shown.ends_with('…'));
             let body = shown.trim_end_matches('…');
             assert!(text.starts_with(body));
             // Cut between words: the next character of the original is whitespace.
-            assert!(text[body.len()..].starts_with(char::is_whitespace), "{body:?}");
+            assert!(
+                text[body.len()..].starts_with(char::is_whitespace),
+                "{body:?}"
+            );
         }
     }
 

@@ -23,6 +23,6 @@ pub use host::{
 };
 pub use schema::{SchemaLimits, Violation};
 pub use search::{
-    DEFAULT_SEARCH_LIMIT, Hit, MAX_SEARCH_LIMIT, Ranking, ToolSearch, server_instructions, tool_docs,
-    tool_docs_with,
+    DEFAULT_SEARCH_LIMIT, Hit, MAX_SEARCH_LIMIT, Ranking, ToolSearch, server_instructions,
+    tool_docs, tool_docs_with,
 };

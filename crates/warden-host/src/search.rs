@@ -34,7 +34,10 @@ pub fn tool_docs(catalogue: &Catalogue) -> Vec<ToolDoc> {
 
 /// Like [`tool_docs`], each tool carrying its server's instructions from `instructions`
 /// (server name to text).
-pub fn tool_docs_with(catalogue: &Catalogue, instructions: &BTreeMap<String, String>) -> Vec<ToolDoc> {
+pub fn tool_docs_with(
+    catalogue: &Catalogue,
+    instructions: &BTreeMap<String, String>,
+) -> Vec<ToolDoc> {
     catalogue
         .tools()
         .iter()
@@ -90,7 +93,11 @@ impl ToolSearch {
     fn build(docs: Vec<ToolDoc>) -> ToolSearch {
         match warden_search::semantic::shared_model() {
             Ok(model) => ToolSearch {
-                index: SearchIndex::with_model(docs, model, warden_search::semantic::shared_cache()),
+                index: SearchIndex::with_model(
+                    docs,
+                    model,
+                    warden_search::semantic::shared_cache(),
+                ),
             },
             Err(error) => {
                 static WARNED: AtomicBool = AtomicBool::new(false);
@@ -126,7 +133,8 @@ impl ToolSearch {
     }
 
     /// The tools that best fit `query`, best first, at most `limit` of them (clamped to
-    /// [`MAX_SEARCH_LIMIT`]). Empty when no tool shares a word with the query.
+    /// [`MAX_SEARCH_LIMIT`]). Empty when no tool shares a word with the query and, with the
+    /// model, none is near enough in meaning.
     pub fn search(&self, query: &str, limit: usize) -> Vec<Hit> {
         self.index.search(query, limit.min(MAX_SEARCH_LIMIT))
     }
@@ -223,6 +231,40 @@ mod tests {
             open.search("secret", 5)[0].qualified,
             "fs__secret_read_file"
         );
+    }
+
+    #[test]
+    fn hidden_tools_are_never_found_by_meaning_either() {
+        let config: warden_policy::PolicyConfig = serde_json::from_value(json!({
+            "rules": [{"tools": "fs__secret*", "effect": "hide"}]
+        }))
+        .unwrap();
+        let policy = Policy::compile(&config).unwrap();
+        let catalogue = Catalogue::build_with_policy(lists(), SchemaLimits::default(), &policy);
+        let search = ToolSearch::new(&catalogue);
+        assert_eq!(
+            search.ranking(),
+            Ranking::Hybrid,
+            "this test needs the search model: scripts/install-search-model DIR, then \
+             WARDEN_SEARCH_MODEL=DIR"
+        );
+        for query in [
+            "confidential document",
+            "private file contents",
+            "secret",
+            "classified",
+        ] {
+            let hits = search.search(query, MAX_SEARCH_LIMIT);
+            assert!(
+                hits.iter().all(|hit| !hit.qualified.contains("secret")),
+                "{query}: {hits:?}"
+            );
+        }
+        // Positive control: the visible tools are found.
+        let hits = search.search("what time is it in Tokyo", 3);
+        assert_eq!(hits[0].qualified, "time__get-current-time", "{hits:?}");
+        let hits = search.search("read a file", 3);
+        assert_eq!(hits[0].qualified, "fs__read_file", "{hits:?}");
     }
 
     #[test]

@@ -280,12 +280,14 @@ fn lexical_search(bencher: Bencher, n: usize) {
 #[divan::bench(args = [GOAL_SIZE], sample_count = 5)]
 fn hybrid_build(bencher: Bencher, n: usize) {
     let model = model();
-    bencher
-        .with_inputs(|| catalogue(n))
-        .bench_values(|docs| {
-            let cache = warden_search::semantic::EmbeddingCache::default();
-            black_box(SearchIndex::with_model(docs, std::sync::Arc::clone(&model), &cache))
-        });
+    bencher.with_inputs(|| catalogue(n)).bench_values(|docs| {
+        let cache = warden_search::semantic::EmbeddingCache::default();
+        black_box(SearchIndex::with_model(
+            docs,
+            std::sync::Arc::clone(&model),
+            &cache,
+        ))
+    });
 }
 
 #[divan::bench(args = SIZES, sample_count = 20)]

@@ -27,9 +27,9 @@ use std::cmp::Ordering;
 #[cfg(feature = "semantic")]
 use std::sync::Arc;
 
-use crate::document::ToolDoc;
 #[cfg(feature = "semantic")]
 use crate::document::INSTRUCTIONS_CHAR_CAP;
+use crate::document::ToolDoc;
 use crate::index::{Hit, ToolIndex};
 #[cfg(feature = "semantic")]
 use crate::index::{cut_chars, round4};

@@ -194,7 +194,8 @@ impl Encoder {
                 let out = &mut x[(s * seq + p) * dim..(s * seq + p + 1) * dim];
                 let word = &self.word[token as usize * dim..(token as usize + 1) * dim];
                 let position = &self.position[p * dim..(p + 1) * dim];
-                for (((o, w), q), t) in out.iter_mut().zip(word).zip(position).zip(&self.token_type) {
+                for (((o, w), q), t) in out.iter_mut().zip(word).zip(position).zip(&self.token_type)
+                {
                     *o = w + q + t;
                 }
             }
