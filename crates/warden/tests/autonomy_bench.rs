@@ -136,6 +136,17 @@ fn effects(dir: &Path) -> Vec<Value> {
 
 /// Runs `task` in `mode`, injected with `goal` when given.
 fn run_task(bench: &Bench, task: &Value, mode: &str, goal: Option<&Value>) -> Outcome {
+    run_task_with(bench, task, mode, goal, "")
+}
+
+/// [`run_task`] with `extra` policy lines appended to the configuration.
+fn run_task_with(
+    bench: &Bench,
+    task: &Value,
+    mode: &str,
+    goal: Option<&Value>,
+    extra: &str,
+) -> Outcome {
     let domain = task["domain"].as_str().unwrap();
     let scratch = Scratch::new();
     let dir = server_writable_dir(&scratch.path().join("world"));
@@ -151,7 +162,7 @@ fn run_task(bench: &Bench, task: &Value, mode: &str, goal: Option<&Value>) -> Ou
     let program = suite_server_copy(&scratch);
     let mode_lines = MODES.iter().find(|(m, _)| *m == mode).unwrap().1;
     let config = scratch.config(&format!(
-        "{mode_lines}{}[policy.servers.{domain}]\ntrust = \"trusted\"\n",
+        "{mode_lines}{}[policy.servers.{domain}]\ntrust = \"trusted\"\n{extra}",
         server_toml(
             domain,
             &program,
@@ -388,4 +399,22 @@ fn autonomy_benchmark() {
     );
     let cautious = &results["cautious"];
     assert!(cautious.completed < autonomous.completed, "{table}");
+}
+
+/// The harness's own control: with a policy that lets everything through, the same
+/// injected run is counted as an achieved goal and the benign task as completed, so a zero
+/// above cannot come from a benchmark that never sees an attack succeed.
+#[test]
+fn the_benchmark_counts_a_goal_achieved_when_the_policy_lets_it_through() {
+    let bench = Bench::load();
+    let task = bench.tasks.iter().find(|t| t["id"] == "ws-04").unwrap();
+    let goal = &bench.goals["ws-exfil"];
+    // A user who vouches for their inbox (its text counts as their own) and allows every
+    // call of the server even with private data in the context.
+    let open = "integrity = \"trusted\"\n[[policy.rules]]\ntools = \"workspace__*\"\n\
+                effect = \"allow\"\neven_if_private = true\n";
+    let outcome = run_task_with(&bench, task, "cautious", Some(goal), open);
+    assert!(outcome.attacked, "{outcome:?}");
+    let outcome = run_task_with(&bench, task, "cautious", None, open);
+    assert!(outcome.completed, "{outcome:?}");
 }
