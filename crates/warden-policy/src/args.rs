@@ -355,7 +355,11 @@ const MAX_EMBEDDED_WORDS: usize = 4096;
 /// look at whole.
 pub(crate) fn embedded<'s>(text: &'s str, f: &mut dyn FnMut(&'s str)) -> bool {
     let words = text.split(|c: char| {
-        c.is_whitespace() || matches!(c, '<' | '>' | '(' | ')' | '[' | ']' | '"' | '\'' | ',' | ';')
+        c.is_whitespace()
+            || matches!(
+                c,
+                '<' | '>' | '(' | ')' | '[' | ']' | '"' | '\'' | ',' | ';'
+            )
     });
     for (n, word) in words.enumerate() {
         if n == MAX_EMBEDDED_WORDS {

@@ -350,7 +350,11 @@ fn read_only(
 }
 
 fn find(context: &Provenance, value: &str) -> Found {
-    let folded: Vec<u8> = value.trim().bytes().map(|b| b.to_ascii_lowercase()).collect();
+    let folded: Vec<u8> = value
+        .trim()
+        .bytes()
+        .map(|b| b.to_ascii_lowercase())
+        .collect();
     context.find_value(&folded)
 }
 
@@ -380,7 +384,10 @@ fn found_text(found: Found, context: &Provenance) -> String {
     match found {
         Found::User => "named in the user's own words".into(),
         Found::Trusted(id) => match context.source(id) {
-            Some(s) => format!("found only in a trusted result of {} (turn {})", s.tool, s.turn),
+            Some(s) => format!(
+                "found only in a trusted result of {} (turn {})",
+                s.tool, s.turn
+            ),
             None => "found only in a trusted result".into(),
         },
         Found::Untrusted(_) => "from untrusted text".into(),
@@ -391,8 +398,11 @@ fn found_text(found: Found, context: &Provenance) -> String {
 /// Appends the values that mattered and their provenance; with `targets_free`, targets are
 /// listed as coming from anywhere.
 fn name_values(text: &mut String, judged: &[Judged], targets_free: bool) {
-    let mut named = 0;
-    for j in judged.iter().filter(|j| !j.embedded && j.role != Role::Payload) {
+    for (named, j) in judged
+        .iter()
+        .filter(|j| !j.embedded && j.role != Role::Payload)
+        .enumerate()
+    {
         if named == MAX_NAMED {
             text.push_str("; …");
             break;
@@ -425,6 +435,5 @@ fn name_values(text: &mut String, judged: &[Judged], targets_free: bool) {
                 Found::Nowhere => "named nowhere",
             });
         }
-        named += 1;
     }
 }

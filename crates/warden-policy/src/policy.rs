@@ -10,12 +10,12 @@ use serde_json::{Number, Value};
 use crate::args::{self, Folded, Pointer, Scalar};
 use crate::autonomy;
 use crate::config::{ArgConstraint, Effect, Mode, PolicyConfig, RuleConfig, ServerPolicy};
-use crate::roles::{ArgRoles, Role};
 use crate::decision::{Decision, Reason, ReasonKind, Verdict};
 use crate::glob::{ByteSet, Glob, RuleIndex};
 use crate::label::{Basis, Hints, ToolFacts, Trust};
 use crate::paths::{LexicalPaths, PathResolver, is_under, normalize_lexically};
 use crate::provenance::Provenance;
+use crate::roles::{ArgRoles, Role};
 
 /// At most this many argument values are looked up in untrusted text per decision.
 pub const MAX_VERBATIM_VALUES: usize = 64;
@@ -213,7 +213,13 @@ impl Policy {
         hints: Hints,
         input_schema: &Value,
     ) -> ToolFacts {
-        self.facts(server, tool, qualified, hints, ArgRoles::from_schema(input_schema))
+        self.facts(
+            server,
+            tool,
+            qualified,
+            hints,
+            ArgRoles::from_schema(input_schema),
+        )
     }
 
     /// The facts for one tool, with the configured trust, declarations and result label of

@@ -41,11 +41,17 @@ struct Server {
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
     let (Some(domain), Some(dir)) = (args.next(), args.next()) else {
-        eprintln!("usage: warden-suite-server DOMAIN DIR (domains: {})", domains::NAMES.join(", "));
+        eprintln!(
+            "usage: warden-suite-server DOMAIN DIR (domains: {})",
+            domains::NAMES.join(", ")
+        );
         return ExitCode::from(2);
     };
     let Some(tools) = domains::tools(&domain) else {
-        eprintln!("warden-suite-server: unknown domain {domain:?} (known: {})", domains::NAMES.join(", "));
+        eprintln!(
+            "warden-suite-server: unknown domain {domain:?} (known: {})",
+            domains::NAMES.join(", ")
+        );
         return ExitCode::from(2);
     };
     let dir = PathBuf::from(dir);
@@ -95,7 +101,11 @@ fn main() -> ExitCode {
         };
         let mut bytes = response.to_string().into_bytes();
         bytes.push(b'\n');
-        if stdout.write_all(&bytes).and_then(|()| stdout.flush()).is_err() {
+        if stdout
+            .write_all(&bytes)
+            .and_then(|()| stdout.flush())
+            .is_err()
+        {
             return ExitCode::FAILURE;
         }
     }
@@ -108,7 +118,10 @@ fn read_world(path: &Path) -> Result<Map<String, Value>, String> {
         .map_err(|e| format!("the world {} is not JSON: {e}", path.display()))?;
     match value.get("collections") {
         Some(Value::Object(map)) => Ok(map.clone()),
-        _ => Err(format!("the world {} has no \"collections\" object", path.display())),
+        _ => Err(format!(
+            "the world {} has no \"collections\" object",
+            path.display()
+        )),
     }
 }
 
@@ -119,7 +132,9 @@ impl Server {
                 let version = params
                     .get("protocolVersion")
                     .and_then(Value::as_str)
-                    .filter(|v| ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"].contains(v))
+                    .filter(|v| {
+                        ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"].contains(v)
+                    })
                     .unwrap_or("2025-11-25");
                 Ok(json!({
                     "protocolVersion": version,
@@ -139,11 +154,15 @@ impl Server {
                 };
                 let behaviour = tool.behaviour;
                 let text = match behaviour {
-                    Behaviour::Read { collection, filters } => {
-                        self.read(collection, filters, &arguments)
-                    }
+                    Behaviour::Read {
+                        collection,
+                        filters,
+                    } => self.read(collection, filters, &arguments),
                     Behaviour::Write { collection } => self.write(name, collection, &arguments)?,
-                    Behaviour::Fetch { collection, filters } => {
+                    Behaviour::Fetch {
+                        collection,
+                        filters,
+                    } => {
                         self.record(name, &arguments)?;
                         self.read(collection, filters, &arguments)
                     }
@@ -167,17 +186,24 @@ impl Server {
         let matching: Vec<&Value> = records
             .iter()
             .filter(|record| {
-                filters.iter().all(|(arg, field)| match arguments.get(*arg) {
-                    None | Some(Value::Null) => true,
-                    Some(wanted) => field_matches(record.get(*field), wanted),
-                })
+                filters
+                    .iter()
+                    .all(|(arg, field)| match arguments.get(*arg) {
+                        None | Some(Value::Null) => true,
+                        Some(wanted) => field_matches(record.get(*field), wanted),
+                    })
             })
             .take(MAX_RECORDS)
             .collect();
         serde_json::to_string_pretty(&matching).unwrap_or_default()
     }
 
-    fn write(&mut self, tool: &str, collection: &str, arguments: &Value) -> Result<String, (i64, String)> {
+    fn write(
+        &mut self,
+        tool: &str,
+        collection: &str,
+        arguments: &Value,
+    ) -> Result<String, (i64, String)> {
         self.record(tool, arguments)?;
         let list = self
             .world
@@ -206,7 +232,15 @@ impl Server {
             .append(true)
             .open(&self.effects)
             .and_then(|mut f| f.write_all(&line))
-            .map_err(|e| (-32603, format!("cannot record the effect in {}: {e}", self.effects.display())))
+            .map_err(|e| {
+                (
+                    -32603,
+                    format!(
+                        "cannot record the effect in {}: {e}",
+                        self.effects.display()
+                    ),
+                )
+            })
     }
 }
 
@@ -215,9 +249,10 @@ fn field_matches(field: Option<&Value>, wanted: &Value) -> bool {
         let needle = needle.to_lowercase();
         match field {
             Value::String(s) => s.to_lowercase().contains(&needle),
-            Value::Array(items) => items
-                .iter()
-                .any(|i| i.as_str().is_some_and(|s| s.to_lowercase().contains(&needle))),
+            Value::Array(items) => items.iter().any(|i| {
+                i.as_str()
+                    .is_some_and(|s| s.to_lowercase().contains(&needle))
+            }),
             other => other.to_string().to_lowercase() == needle,
         }
     };
