@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
-use warden_policy::{Effect, Policy, PolicyConfig, PolicyError, RuleConfig, ServerPolicy};
+use warden_policy::{Effect, Mode, Policy, PolicyConfig, PolicyError, RuleConfig, ServerPolicy};
 
 use crate::error::{ConfigError, LineCol};
 use crate::spec::{Origin, Scope, ServerSpec};
@@ -25,6 +25,8 @@ use crate::spec::{Origin, Scope, ServerSpec};
 /// The `[policy]` of one file, with the position of each part.
 #[derive(Debug, Default)]
 pub(crate) struct FilePolicy {
+    /// `[policy] mode`, with its position.
+    pub mode: Option<(Option<LineCol>, Mode)>,
     /// `[policy.servers.NAME]`, in file order, with the position of the name.
     pub servers: Vec<(String, Option<LineCol>, ServerPolicy)>,
     /// `[[policy.rules]]`, in file order, with the position of each rule.
@@ -39,6 +41,7 @@ impl FilePolicy {
             self.check_project(origin)?;
         }
         let config = PolicyConfig {
+            mode: None,
             servers: BTreeMap::new(),
             rules: self.rules.iter().map(|(_, rule)| rule.clone()).collect(),
         };
@@ -61,6 +64,17 @@ impl FilePolicy {
             at,
             what,
         };
+        if let Some((at, mode)) = self.mode
+            && mode != Mode::Cautious
+        {
+            return Err(refuse(
+                at,
+                format!(
+                    "`[policy] mode = \"{}\"` lets calls run without asking",
+                    mode.as_str()
+                ),
+            ));
+        }
         if let Some((name, at, _)) = self.servers.first() {
             return Err(refuse(
                 *at,
@@ -131,6 +145,8 @@ pub struct ResolvedPolicy {
     pub rule_sources: Vec<PolicySource>,
     /// Where each entry of `config.servers` was written.
     pub server_sources: BTreeMap<String, PolicySource>,
+    /// Where `config.mode` was written (the highest-precedence file that sets it).
+    pub mode_source: Option<PolicySource>,
     /// Server settings left out of `config`.
     pub not_applied: Vec<NotApplied>,
 }
@@ -147,6 +163,15 @@ impl ResolvedPolicy {
     pub(crate) fn merge(layers: Vec<(Origin, FilePolicy)>, servers: &[ServerSpec]) -> Self {
         let mut merged = ResolvedPolicy::default();
         for (origin, file) in layers {
+            if let Some((at, mode)) = file.mode {
+                // The highest-precedence file that says it wins; a project file can only
+                // say `cautious` (checked when it is read).
+                merged.config.mode = Some(mode);
+                merged.mode_source = Some(PolicySource {
+                    origin: origin.clone(),
+                    at,
+                });
+            }
             for (at, rule) in file.rules {
                 merged.config.rules.push(rule);
                 merged.rule_sources.push(PolicySource {

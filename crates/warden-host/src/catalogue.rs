@@ -152,7 +152,13 @@ impl Catalogue {
         };
         for ((server, def, schema), qualified) in accepted.into_iter().zip(names) {
             let hints = hints_of(def.annotations.as_ref());
-            let facts = policy.tool_facts(&server, &def.name, &qualified, hints);
+            let facts = policy.tool_facts_with_schema(
+                &server,
+                &def.name,
+                &qualified,
+                hints,
+                &def.input_schema,
+            );
             if policy.is_hidden(&qualified) {
                 // The hide rule's own reason; a hidden tool is denied whatever its arguments.
                 let verdict = policy.decide(

@@ -265,6 +265,7 @@ fn setup() -> Setup {
         );
     }
     let policy = Policy::compile(&PolicyConfig {
+        mode: None,
         servers,
         rules: rules(),
     })

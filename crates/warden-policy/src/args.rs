@@ -68,6 +68,11 @@ impl Pointer {
         })
     }
 
+    /// The number of steps.
+    pub(crate) fn len(&self) -> usize {
+        self.segments.len()
+    }
+
     pub(crate) fn get<'v>(&self, mut value: &'v Value) -> Option<&'v Value> {
         for seg in &self.segments {
             value = match value {
@@ -158,6 +163,24 @@ impl Frame<'_, '_> {
             }
         }
         out
+    }
+
+    /// The key of the top-level argument this value sits in, if the arguments are an
+    /// object.
+    pub(crate) fn top_key(&self) -> Option<&str> {
+        let mut at = self;
+        while let Some(parent) = at.parent {
+            at = parent;
+        }
+        match at.step {
+            Step::Key(k) => Some(k),
+            Step::Index(_) => None,
+        }
+    }
+
+    /// The nearest key naming this value: its own, or its list's (`/to/0` is named `to`).
+    pub(crate) fn nearest_key(&self) -> Option<&str> {
+        self.key()
     }
 
     fn key(&self) -> Option<&str> {
@@ -322,6 +345,32 @@ pub(crate) fn destinations<'s>(frame: &Frame<'_, '_>, value: &'s str, f: &mut dy
             f(destination_of(inner));
         }
     }
+}
+
+/// At most this many words of one text are looked at by [`embedded`].
+const MAX_EMBEDDED_WORDS: usize = 4096;
+
+/// Calls `f` with what each outward-looking word of a free text points at: links, hosts
+/// with a path or `www.`, email addresses. Returns `false` when the text was too long to
+/// look at whole.
+pub(crate) fn embedded<'s>(text: &'s str, f: &mut dyn FnMut(&'s str)) -> bool {
+    let words = text.split(|c: char| {
+        c.is_whitespace()
+            || matches!(
+                c,
+                '<' | '>' | '(' | ')' | '[' | ']' | '"' | '\'' | ',' | ';'
+            )
+    });
+    for (n, word) in words.enumerate() {
+        if n == MAX_EMBEDDED_WORDS {
+            return false;
+        }
+        let word = word.trim_end_matches(['.', ':', '!', '?']);
+        if !word.is_empty() && word.len() < 2048 && address(word, false) {
+            f(destination_of(word));
+        }
+    }
+    true
 }
 
 /// The host (or, for an email, the address) that an outward-looking item points at.

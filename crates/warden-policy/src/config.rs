@@ -23,6 +23,11 @@ use crate::label::{Confidentiality, Integrity, Trust};
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyConfig {
+    /// What to do with calls that would be asked about: `cautious` (the default: ask),
+    /// `assisted` (apply the autonomy rules, ask about the rest) or `autonomous` (apply the
+    /// autonomy rules, deny the rest). See [`Mode`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
     /// Trust and result labels per server name.
     #[serde(default)]
     pub servers: BTreeMap<String, ServerPolicy>,
@@ -45,6 +50,10 @@ pub struct ServerPolicy {
     pub read_only: Option<bool>,
     /// Declares every tool open-world (or closed), whatever the server says.
     pub open_world: Option<bool>,
+    /// Declares where every tool's writes land: `own` (the user's own space: their drive,
+    /// calendar, mailbox) or `shared` (may reach other people).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Scope>,
     /// Refinements for single tools, by the tool's own (raw) name as the server lists it.
     #[serde(default)]
     pub tools: BTreeMap<String, ToolPolicy>,
@@ -64,6 +73,58 @@ pub struct ToolPolicy {
     pub read_only: Option<bool>,
     /// Declares the tool open-world (or closed).
     pub open_world: Option<bool>,
+    /// Declares where the tool's writes land (see [`ServerPolicy::scope`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Scope>,
+    /// Arguments (JSON pointers, `"/to"`) that say where the effect lands or who it
+    /// reaches: an injection must never choose them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub destinations: Vec<String>,
+    /// Arguments that say what the action hits in the user's own space (an id, a path).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<String>,
+    /// Arguments that grant something (a password, a permission).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub grants: Vec<String>,
+    /// Arguments that are only carried along (a body, a subject): any value is fine.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub payload: Vec<String>,
+}
+
+/// What happens to a call the flow floors or the defaults would ask about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Ask a human (the default).
+    #[default]
+    Cautious,
+    /// Apply the autonomy rules (argument roles, value provenance, scope of effect); ask a
+    /// human about what they do not allow.
+    Assisted,
+    /// Apply the autonomy rules and deny what they do not allow: for unattended runs and
+    /// front ends that cannot show a prompt. Nothing is ever asked.
+    Autonomous,
+}
+
+impl Mode {
+    /// `"cautious"`, `"assisted"` or `"autonomous"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Cautious => "cautious",
+            Mode::Assisted => "assisted",
+            Mode::Autonomous => "autonomous",
+        }
+    }
+}
+
+/// Where a tool's writes land.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scope {
+    /// Only the user's own space.
+    Own,
+    /// May reach other people or the world.
+    Shared,
 }
 
 /// One user rule: `[[policy.rules]]`.

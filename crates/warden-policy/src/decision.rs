@@ -110,11 +110,54 @@ pub enum ReasonKind {
     /// An opt-in allow rule needed the verbatim check, and it could not be completed
     /// (too much untrusted text kept, or too many argument values).
     VerbatimUnchecked,
+    /// An autonomy rule allowed a call the cautious policy would ask about
+    /// ([`Mode::Assisted`](crate::Mode), [`Mode::Autonomous`](crate::Mode)).
+    Autonomy {
+        /// Which rule.
+        rule: AutonomyRule,
+    },
+    /// A destination, target or grant (or a link in a payload) appears in untrusted text and
+    /// not in the user's own words: an injection may have chosen it.
+    InjectedValue {
+        /// The (most recent) untrusted source whose text holds it.
+        source: SourceId,
+    },
+    /// A destination, target or grant that neither the user named nor only a trusted result
+    /// holds, or a call whose place nothing names, or arguments too large to judge.
+    UnnamedValue,
+    /// The autonomous mode denies what its rules do not allow: there is no one to ask.
+    Unattended,
+}
+
+/// The autonomy rules that can allow a call (see the `autonomy` module of this crate).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AutonomyRule {
+    /// Only the user's words in the context, and a trusted server.
+    CleanContext,
+    /// A read-only tool whose arguments reach no place the user did not choose.
+    ReadOnly,
+    /// A write that stays in the user's own space.
+    OwnSpace,
+    /// Every destination, target and grant was chosen by the user.
+    UserChosen,
+}
+
+impl AutonomyRule {
+    /// `"clean_context"`, `"read_only"`, `"own_space"`, `"user_chosen"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AutonomyRule::CleanContext => "clean_context",
+            AutonomyRule::ReadOnly => "read_only",
+            AutonomyRule::OwnSpace => "own_space",
+            AutonomyRule::UserChosen => "user_chosen",
+        }
+    }
 }
 
 impl ReasonKind {
     /// The kind as the audit log and transcripts name it: `rule:N`, `default`, `hidden:N`,
-    /// `tainted_write`, `private_egress`, `verbatim_argument`, `verbatim_unchecked`.
+    /// `tainted_write`, `private_egress`, `verbatim_argument`, `verbatim_unchecked`,
+    /// `autonomy:RULE`, `injected_value`, `unnamed_value`, `unattended`.
     pub fn tag(self) -> String {
         match self {
             ReasonKind::Rule { index } => format!("rule:{index}"),
@@ -124,6 +167,10 @@ impl ReasonKind {
             ReasonKind::PrivateEgress => "private_egress".into(),
             ReasonKind::VerbatimArgument { .. } => "verbatim_argument".into(),
             ReasonKind::VerbatimUnchecked => "verbatim_unchecked".into(),
+            ReasonKind::Autonomy { rule } => format!("autonomy:{}", rule.as_str()),
+            ReasonKind::InjectedValue { .. } => "injected_value".into(),
+            ReasonKind::UnnamedValue => "unnamed_value".into(),
+            ReasonKind::Unattended => "unattended".into(),
         }
     }
 
@@ -136,6 +183,9 @@ impl ReasonKind {
                 | ReasonKind::PrivateEgress
                 | ReasonKind::VerbatimArgument { .. }
                 | ReasonKind::VerbatimUnchecked
+                | ReasonKind::InjectedValue { .. }
+                | ReasonKind::UnnamedValue
+                | ReasonKind::Autonomy { .. }
         )
     }
 }

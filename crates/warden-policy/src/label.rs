@@ -5,6 +5,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::Scope;
+use crate::roles::ArgRoles;
+
 /// Whether Warden believes a server's own description of its tools (the MCP annotations
 /// `readOnlyHint`, `destructiveHint`, `idempotentHint`, `openWorldHint`).
 ///
@@ -97,9 +100,9 @@ impl Label {
 
 /// The MCP tool annotations, as reported by a server or as declared in the policy.
 ///
-/// `None` means "not said". Only `read_only` and `open_world` take part in decisions:
-/// `destructive` and `idempotent` refine what kind of write a tool does, and every write is
-/// treated alike, so they are carried for display and audit only.
+/// `None` means "not said". `read_only` and `open_world` take part in every decision;
+/// `destructive` only in the autonomy rules ([`crate::Mode`]), where a write that may destroy
+/// must not hit a target an injection chose; `idempotent` is carried for display and audit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Hints {
     /// `readOnlyHint`: the tool does not modify its environment.
@@ -155,6 +158,11 @@ pub struct ToolFacts {
     pub declared: Hints,
     /// The label of this tool's results.
     pub label: Label,
+    /// The roles of its arguments, from its schema and the policy's declarations (empty:
+    /// judged by name alone).
+    pub roles: Arc<ArgRoles>,
+    /// Where its writes land, when the policy declares it.
+    pub scope: Option<Scope>,
 }
 
 impl ToolFacts {
@@ -167,7 +175,15 @@ impl ToolFacts {
             hints,
             declared: Hints::default(),
             label: Label::UNVETTED_RESULT,
+            roles: Arc::new(ArgRoles::default()),
+            scope: None,
         }
+    }
+
+    /// True unless a believed `destructiveHint` says the tool's writes only add (MCP's
+    /// default for a missing `destructiveHint` is `true`).
+    pub fn destructive(&self) -> bool {
+        self.believed().destructive != Some(false)
     }
 
     /// The annotations Warden believes: the declared ones, then the server's own when the

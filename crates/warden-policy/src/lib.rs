@@ -91,6 +91,7 @@
 //! ```
 
 mod args;
+mod autonomy;
 mod config;
 mod decision;
 mod glob;
@@ -98,14 +99,16 @@ mod label;
 mod paths;
 mod policy;
 mod provenance;
+mod roles;
 pub mod scan;
 
 pub use args::{MAX_DEPTH, MAX_VISITED_VALUES, MIN_VERBATIM_CHARS};
 pub use config::{
-    ArgConstraint, Effect, Globs, PolicyConfig, RuleConfig, ServerPolicy, ToolPolicy,
+    ArgConstraint, Effect, Globs, Mode, PolicyConfig, RuleConfig, Scope, ServerPolicy, ToolPolicy,
 };
-pub use decision::{Decision, Reason, ReasonKind, Verdict};
+pub use decision::{AutonomyRule, Decision, Reason, ReasonKind, Verdict};
 pub use label::{Confidentiality, Hints, Integrity, Label, ToolFacts, Trust};
 pub use paths::{LexicalPaths, PathResolver, normalize_lexically};
 pub use policy::{MAX_VERBATIM_VALUES, Policy, PolicyError};
-pub use provenance::{MAX_KEPT_TEXT_BYTES, Provenance, Source, SourceId};
+pub use provenance::{MAX_KEPT_TEXT_BYTES, MAX_USER_TEXT_BYTES, Provenance, Source, SourceId};
+pub use roles::{ArgRoles, Role};

@@ -8,12 +8,14 @@ use std::sync::Arc;
 use serde_json::{Number, Value};
 
 use crate::args::{self, Folded, Pointer, Scalar};
-use crate::config::{ArgConstraint, Effect, PolicyConfig, RuleConfig, ServerPolicy};
+use crate::autonomy;
+use crate::config::{ArgConstraint, Effect, Mode, PolicyConfig, RuleConfig, ServerPolicy};
 use crate::decision::{Decision, Reason, ReasonKind, Verdict};
 use crate::glob::{ByteSet, Glob, RuleIndex};
 use crate::label::{Basis, Hints, ToolFacts, Trust};
 use crate::paths::{LexicalPaths, PathResolver, is_under, normalize_lexically};
 use crate::provenance::Provenance;
+use crate::roles::{ArgRoles, Role};
 
 /// At most this many argument values are looked up in untrusted text per decision.
 pub const MAX_VERBATIM_VALUES: usize = 64;
@@ -36,6 +38,16 @@ pub enum PolicyError {
         /// What is wrong, in a sentence.
         problem: String,
     },
+    /// A declaration of argument roles is malformed.
+    #[error("policy.servers.{server}.tools.{tool}: {problem}")]
+    Declaration {
+        /// The server's name.
+        server: String,
+        /// The tool's raw name.
+        tool: String,
+        /// What is wrong, in a sentence.
+        problem: String,
+    },
 }
 
 /// The compiled policy: rules with their globs, regular expressions and roots compiled
@@ -48,6 +60,7 @@ pub struct Policy {
     servers: BTreeMap<String, ServerPolicy>,
     paths: Arc<dyn PathResolver>,
     defaults: DefaultTexts,
+    mode: Mode,
 }
 
 #[derive(Debug, Clone)]
@@ -125,6 +138,7 @@ impl Default for Policy {
             servers: BTreeMap::new(),
             paths: Arc::new(LexicalPaths),
             defaults: DefaultTexts::new(),
+            mode: Mode::Cautious,
         }
     }
 }
@@ -156,21 +170,78 @@ impl Policy {
                 .enumerate()
                 .map(|(i, r)| (u32::try_from(i).unwrap_or(u32::MAX), &r.globs[..])),
         );
+        for (server, settings) in &config.servers {
+            for (tool, declared) in &settings.tools {
+                for pointer in declared
+                    .destinations
+                    .iter()
+                    .chain(&declared.targets)
+                    .chain(&declared.grants)
+                    .chain(&declared.payload)
+                {
+                    Pointer::parse(pointer).map_err(|problem| PolicyError::Declaration {
+                        server: server.clone(),
+                        tool: tool.clone(),
+                        problem,
+                    })?;
+                }
+            }
+        }
         Ok(Policy {
             rules,
             index,
             servers: config.servers.clone(),
             paths,
             defaults: DefaultTexts::new(),
+            mode: config.mode.unwrap_or_default(),
         })
+    }
+
+    /// The mode: what happens to calls the cautious policy would ask about.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Like [`tool_facts`](Policy::tool_facts), with argument roles read from the tool's
+    /// input schema too (`format` of its properties; see [`ArgRoles::from_schema`]). The
+    /// host calls this once per tool when it builds the catalogue.
+    pub fn tool_facts_with_schema(
+        &self,
+        server: &str,
+        tool: &str,
+        qualified: &str,
+        hints: Hints,
+        input_schema: &Value,
+    ) -> ToolFacts {
+        self.facts(
+            server,
+            tool,
+            qualified,
+            hints,
+            ArgRoles::from_schema(input_schema),
+        )
     }
 
     /// The facts for one tool, with the configured trust, declarations and result label of
     /// its server and of the tool itself (by its raw name) applied over the defaults
     /// (untrusted; results untrusted and private).
     pub fn tool_facts(&self, server: &str, tool: &str, qualified: &str, hints: Hints) -> ToolFacts {
+        self.facts(server, tool, qualified, hints, ArgRoles::default())
+    }
+
+    fn facts(
+        &self,
+        server: &str,
+        tool: &str,
+        qualified: &str,
+        hints: Hints,
+        mut roles: ArgRoles,
+    ) -> ToolFacts {
         let mut facts = ToolFacts::new(server, qualified, Trust::Untrusted, hints);
         let Some(srv) = self.servers.get(server) else {
+            if !roles.is_empty() {
+                facts.roles = Arc::new(roles);
+            }
             return facts;
         };
         let own = srv.tools.get(tool);
@@ -185,6 +256,16 @@ impl Policy {
             .unwrap_or_default();
         facts.declared.read_only = own.and_then(|t| t.read_only).or(srv.read_only);
         facts.declared.open_world = own.and_then(|t| t.open_world).or(srv.open_world);
+        facts.scope = own.and_then(|t| t.scope).or(srv.scope);
+        if let Some(own) = own {
+            roles.declare(&own.destinations, Role::Destination);
+            roles.declare(&own.targets, Role::Target);
+            roles.declare(&own.grants, Role::Grant);
+            roles.declare(&own.payload, Role::Payload);
+        }
+        if !roles.is_empty() {
+            facts.roles = Arc::new(roles);
+        }
         facts
     }
 
@@ -203,7 +284,55 @@ impl Policy {
 
     /// Decides one call of `tool` with `arguments` in a context with `context`'s
     /// provenance. See the crate documentation for the order of the steps.
+    ///
+    /// In [`Mode::Assisted`] and [`Mode::Autonomous`], a call that the steps above ask
+    /// about (other than by an `ask` rule) is judged by the autonomy rules (see the crate
+    /// documentation): allowed with the rule and the provenance of its values as reasons,
+    /// or else asked about (assisted) or denied (autonomous) with the values that stood in
+    /// the way. An `ask` rule asks in assisted mode and denies in autonomous mode.
     pub fn decide(&self, tool: &ToolFacts, arguments: &Value, context: &Provenance) -> Verdict {
+        let (verdict, asked_by_rule) = self.decide_cautious(tool, arguments, context);
+        if self.mode == Mode::Cautious || verdict.decision != Decision::Ask {
+            return verdict;
+        }
+        if asked_by_rule {
+            return self.unattended(verdict);
+        }
+        match autonomy::assess(tool, arguments, context) {
+            Ok(reasons) => Verdict {
+                decision: Decision::Allow,
+                reasons,
+            },
+            Err(mut refusals) => {
+                let mut verdict = verdict;
+                verdict.reasons.append(&mut refusals);
+                self.unattended(verdict)
+            }
+        }
+    }
+
+    /// In autonomous mode, an ask becomes a deny, saying so.
+    fn unattended(&self, mut verdict: Verdict) -> Verdict {
+        if self.mode == Mode::Autonomous {
+            verdict.decision = Decision::Deny;
+            verdict.reasons.push(Reason {
+                kind: ReasonKind::Unattended,
+                text: Arc::from(
+                    "policy mode \"autonomous\": no one is asked, so what the rules above would \
+                     ask about is denied",
+                ),
+            });
+        }
+        verdict
+    }
+
+    /// The cautious decision, and whether an `ask` rule made it.
+    fn decide_cautious(
+        &self,
+        tool: &ToolFacts,
+        arguments: &Value,
+        context: &Provenance,
+    ) -> (Verdict, bool) {
         let name = tool.qualified.as_bytes();
         let name_bytes = ByteSet::of(name);
         let mut best: Option<Effect> = None;
@@ -239,12 +368,16 @@ impl Policy {
                 text: Arc::clone(&rule.text),
             });
         }
+        let asked_by_rule = best == Some(Effect::Ask);
         let decision = match best {
             Some(Effect::Hide | Effect::Deny) => {
-                return Verdict {
-                    decision: Decision::Deny,
-                    reasons,
-                };
+                return (
+                    Verdict {
+                        decision: Decision::Deny,
+                        reasons,
+                    },
+                    false,
+                );
             }
             Some(Effect::Ask) => Decision::Ask,
             Some(Effect::Allow) => Decision::Allow,
@@ -259,17 +392,18 @@ impl Policy {
         };
         let label = context.label();
         if !label.is_untrusted() && !label.is_private() {
-            return Verdict { decision, reasons };
+            return (Verdict { decision, reasons }, asked_by_rule);
         }
         let by_rule = best == Some(Effect::Allow);
-        self.apply_floors(
+        let verdict = self.apply_floors(
             tool,
             arguments,
             context,
             Verdict { decision, reasons },
             by_rule && waive_tainted,
             by_rule && waive_private,
-        )
+        );
+        (verdict, asked_by_rule)
     }
 
     fn default_for(&self, tool: &ToolFacts) -> (Decision, Arc<str>) {

@@ -11,6 +11,11 @@ use crate::label::{Label, ToolFacts};
 /// incomplete from then on (see [`ReasonKind::VerbatimUnchecked`](crate::ReasonKind)).
 pub const MAX_KEPT_TEXT_BYTES: usize = 4 << 20;
 
+/// The most of the user's own text kept for the value-provenance check
+/// ([`Provenance::add_user_text`]); text past it is not kept, so values it names count as
+/// named by no one (the autonomous rules then refuse rather than allow).
+pub const MAX_USER_TEXT_BYTES: usize = 1 << 20;
+
 /// log2 of the size in bits of the filter of 4-byte substrings (512 KiB, allocated with the
 /// first untrusted text).
 const FILTER_BITS_LOG2: u32 = 22;
@@ -50,6 +55,25 @@ pub struct Provenance {
     incomplete: bool,
     untrusted: Summary,
     private: Summary,
+    /// The user's own messages, ASCII-lowercased.
+    user: Vec<Box<[u8]>>,
+    user_bytes: usize,
+    /// Text of trusted results, ASCII-lowercased, within [`MAX_KEPT_TEXT_BYTES`].
+    trusted: Vec<KeptText>,
+    trusted_bytes: usize,
+}
+
+/// Where a value of a call's arguments appears in the context, strongest evidence first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Found {
+    /// In the user's own words.
+    User,
+    /// In untrusted text (and not in the user's words): an injection may have put it there.
+    Untrusted(SourceId),
+    /// Only in the text of a trusted result.
+    Trusted(SourceId),
+    /// Nowhere in the context.
+    Nowhere,
 }
 
 /// The most recent sources of one kind, named once when they are added so that every
@@ -120,6 +144,57 @@ impl Provenance {
             incomplete: false,
             untrusted: Summary::default(),
             private: Summary::default(),
+            user: Vec::new(),
+            user_bytes: 0,
+            trusted: Vec::new(),
+            trusted_bytes: 0,
+        }
+    }
+
+    /// Records a message the user wrote (a prompt, a chat line). It does not change the
+    /// label (the user's words are trusted and public); it is kept so that a value of a later
+    /// call found in it counts as chosen by the user ([`crate::Mode::Autonomous`]). Text past
+    /// [`MAX_USER_TEXT_BYTES`] over the whole context is not kept.
+    pub fn add_user_text(&mut self, text: &str) {
+        if text.is_empty() || self.user_bytes.saturating_add(text.len()) > MAX_USER_TEXT_BYTES {
+            return;
+        }
+        self.user_bytes += text.len();
+        self.user
+            .push(text.bytes().map(|b| b.to_ascii_lowercase()).collect());
+    }
+
+    /// Where `folded` (an ASCII-lowercased value, any length) appears, standing alone: in
+    /// the user's words, else in untrusted text (most recent source), else in trusted
+    /// results.
+    pub(crate) fn find_value(&self, folded: &[u8]) -> Found {
+        if folded.is_empty() {
+            return Found::Nowhere;
+        }
+        let finder = memchr::memmem::Finder::new(folded);
+        let holds = |text: &[u8]| {
+            finder
+                .find_iter(text)
+                .any(|at| stands_alone(text, at, folded))
+        };
+        if self.user.iter().any(|t| holds(t)) {
+            return Found::User;
+        }
+        let untrusted = if folded.len() >= 4 {
+            self.find_verbatim(folded)
+        } else {
+            self.texts
+                .iter()
+                .rev()
+                .find(|kept| holds(&kept.folded))
+                .map(|kept| kept.source)
+        };
+        if let Some(source) = untrusted {
+            return Found::Untrusted(source);
+        }
+        match self.trusted.iter().rev().find(|kept| holds(&kept.folded)) {
+            Some(kept) => Found::Trusted(kept.source),
+            None => Found::Nowhere,
         }
     }
 
@@ -143,6 +218,16 @@ impl Provenance {
         self.label = self.label.join(source.label);
         if source.label.is_untrusted() && !text.is_empty() {
             self.keep(id, text.as_bytes());
+        } else if !text.is_empty()
+            && self.trusted_bytes.saturating_add(text.len()) <= MAX_KEPT_TEXT_BYTES
+        {
+            // Trusted text is only ever evidence for allowing, so text past the cap is
+            // simply not kept.
+            self.trusted_bytes += text.len();
+            self.trusted.push(KeptText {
+                source: id,
+                folded: text.bytes().map(|b| b.to_ascii_lowercase()).collect(),
+            });
         }
         let (untrusted, private) = (source.label.is_untrusted(), source.label.is_private());
         self.sources.push(source);

@@ -184,6 +184,7 @@ fn context(sources: &[(Label, &str)]) -> Provenance {
 
 fn compile(rules: Vec<RuleConfig>) -> Policy {
     Policy::compile(&PolicyConfig {
+        mode: None,
         servers: Default::default(),
         rules,
     })

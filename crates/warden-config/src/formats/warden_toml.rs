@@ -7,7 +7,7 @@ use std::num::{NonZeroU32, NonZeroUsize};
 
 use serde::Deserialize;
 use toml::Spanned;
-use warden_policy::{RuleConfig, ServerPolicy};
+use warden_policy::{Mode, RuleConfig, ServerPolicy};
 
 use super::{Context, Draft, Entries, Parsed, SandboxDraft, build_all, directory_of};
 use crate::Environment;
@@ -50,9 +50,11 @@ struct ProjectServerTable {
 #[derive(Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a policy table with `servers` and/or `rules`"
+    expecting = "a policy table with `mode`, `servers` and/or `rules`"
 )]
 struct PolicyTable {
+    #[serde(default)]
+    mode: Option<Spanned<Mode>>,
     #[serde(default)]
     servers: Entries<Spanned<String>, ServerPolicy>,
     #[serde(default)]
@@ -320,7 +322,14 @@ fn policy(table: PolicyTable, text: &str, origin: &Origin) -> Result<FilePolicy,
         .into_iter()
         .map(|rule| (at(rule.span().start), rule.into_inner()))
         .collect();
-    let policy = FilePolicy { servers, rules };
+    let mode = table
+        .mode
+        .map(|mode| (at(mode.span().start), mode.into_inner()));
+    let policy = FilePolicy {
+        mode,
+        servers,
+        rules,
+    };
     policy.check(origin)?;
     Ok(policy)
 }

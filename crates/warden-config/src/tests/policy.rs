@@ -226,6 +226,17 @@ fn a_project_file_may_only_make_the_policy_stricter() {
         "3:1",
         "policy.rules[0] sets the opt-in `even_if_tainted`",
     );
+    // A repository must not switch its user to running calls unasked.
+    refused(
+        "[policy]\nmode = \"autonomous\"\n",
+        "4:8",
+        "`[policy] mode = \"autonomous\"` lets calls run without asking",
+    );
+    refused(
+        "[policy]\nmode = \"assisted\"\n",
+        "4:8",
+        "`[policy] mode = \"assisted\"` lets calls run without asking",
+    );
 
     // Rules that deny, ask or hide are welcome.
     fx.write(
@@ -256,6 +267,29 @@ fn a_project_file_may_only_make_the_policy_stricter() {
     fx.write(&local_config_path(&fx.env).unwrap(), allow);
     let config = discover(&fx.env).unwrap();
     assert_eq!(config.policy.config.rules.len(), 5);
+    assert_eq!(config.policy.config.mode, None);
+
+    // The mode is the user's to choose; a project may only ask for the cautious one, and
+    // the highest-precedence file that says it wins.
+    fx.write(
+        &fx.env.config_home.join("warden/warden.toml"),
+        &format!("[policy]\nmode = \"autonomous\"\n{allow}"),
+    );
+    let config = discover(&fx.env).unwrap();
+    assert_eq!(
+        config.policy.config.mode,
+        Some(warden_policy::Mode::Autonomous)
+    );
+    fx.write(&path, &format!("{SERVER}[policy]\nmode = \"cautious\"\n"));
+    let config = discover(&fx.env).unwrap();
+    assert_eq!(
+        config.policy.config.mode,
+        Some(warden_policy::Mode::Cautious)
+    );
+    assert_eq!(
+        config.policy.mode_source.as_ref().map(|s| s.origin.scope),
+        Some(Scope::Project)
+    );
 }
 
 #[test]
