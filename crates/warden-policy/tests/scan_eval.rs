@@ -52,6 +52,8 @@ fn held_out_recall_and_false_positive_rates_stay_above_their_floors() {
         .collect();
     let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
     let mut misses = Vec::new();
+    // (category, poisoned, score, flagged by a rule)
+    let mut curve: Vec<(String, bool, f32, bool)> = Vec::new();
     for record in &records {
         let mut tool = ToolText::from_definition(&record["tool"]);
         if record["previous"].is_object() {
@@ -68,6 +70,11 @@ fn held_out_recall_and_false_positive_rates_stay_above_their_floors() {
         tally.total += 1;
         tally.flagged += usize::from(flagged);
         let poisoned = record["label"].as_i64() == Some(1);
+        let by_rule = found
+            .flags
+            .iter()
+            .any(|f| !f.id.starts_with("model.") && !f.id.starts_with("update."));
+        curve.push((category.clone(), poisoned, found.score, by_rule));
         if flagged != poisoned {
             let ids: Vec<String> = found.flags.iter().map(|f| format!("{}: {}", f.id, f.reason)).collect();
             misses.push(format!(
@@ -98,6 +105,31 @@ fn held_out_recall_and_false_positive_rates_stay_above_their_floors() {
     println!("recall on all poisoned: {caught} / {poisoned} = {recall:.3}");
     for miss in &misses {
         println!("  {miss}");
+    }
+    println!("threshold  recall  real-FPR  hard-FPR  min-category");
+    for t in [0.3f32, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9] {
+        let mut per: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+        for (category, _, score, rule) in &curve {
+            let e = per.entry(category.as_str()).or_default();
+            e.0 += usize::from(*rule || *score >= t);
+            e.1 += 1;
+        }
+        let r = |c: &str| per.get(c).map_or(0.0, |(f, n)| *f as f64 / (*n).max(1) as f64);
+        let (caught, total) = per
+            .iter()
+            .filter(|(c, _)| **c != "real" && **c != "hard")
+            .fold((0, 0), |a, (_, (f, n))| (a.0 + f, a.1 + n));
+        let min = per
+            .keys()
+            .filter(|c| **c != "real" && **c != "hard")
+            .map(|c| r(c))
+            .fold(1.0, f64::min);
+        println!(
+            "{t:>9.2}  {:.3}   {:.3}     {:.3}     {min:.3}",
+            caught as f64 / total.max(1) as f64,
+            r("real"),
+            r("hard")
+        );
     }
     let real = &tallies["real"];
     let hard = &tallies["hard"];

@@ -13,6 +13,8 @@
 
 use super::segment::Kind;
 
+/// Whether character 4-grams of words are features.
+const CHAR_GRAMS: bool = true;
 /// log2 of the number of hashed feature buckets.
 pub const BUCKET_BITS: u32 = 18;
 /// The number of hashed feature buckets.
@@ -222,6 +224,9 @@ const CLASSES: &[(&str, &[&str])] = &[
     ]),
 ];
 
+/// How many following tokens a class is paired with in order.
+const CLASS_WINDOW: usize = 4;
+
 /// The classes of one token, as indices into [`CLASSES`].
 fn classes_of(token: &str) -> impl Iterator<Item = usize> + '_ {
     CLASSES
@@ -250,9 +255,19 @@ pub fn feature_strings(kind: Kind, tokens: &[String]) -> Vec<String> {
         out.push(format!("f={first}"));
     }
     let mut present = [false; CLASSES.len()];
-    for token in tokens {
-        for class in classes_of(token) {
+    let per_token: Vec<Vec<usize>> = tokens.iter().map(|t| classes_of(t).collect()).collect();
+    for (i, classes) in per_token.iter().enumerate() {
+        for &class in classes {
             present[class] = true;
+            // Classes close together, in order ("send … password", "prefer … instead"):
+            // phrases, not just co-occurrence.
+            for later in per_token.iter().skip(i + 1).take(CLASS_WINDOW) {
+                for &next in later {
+                    if next != class {
+                        out.push(format!("cw={}>{}", CLASSES[class].0, CLASSES[next].0));
+                    }
+                }
+            }
         }
     }
     let found: Vec<&str> = CLASSES
@@ -272,7 +287,7 @@ pub fn feature_strings(kind: Kind, tokens: &[String]) -> Vec<String> {
         out.push(format!("w={token}"));
         out.push(format!("b={prev} {token}"));
         prev = token;
-        if token.chars().count() >= 5 && !token.starts_with('<') {
+        if CHAR_GRAMS && token.chars().count() >= 5 && !token.starts_with('<') {
             let padded: Vec<char> = format!("#{token}#").chars().collect();
             for gram in padded.windows(4) {
                 out.push(format!("c={}", gram.iter().collect::<String>()));
@@ -291,7 +306,7 @@ pub const CLASS_WEIGHT: f32 = 3.0;
 pub fn values(strings: &[String]) -> impl Iterator<Item = f32> + '_ {
     let base = 1.0 / (strings.len().max(1) as f32).sqrt();
     strings.iter().map(move |s| {
-        if s.starts_with("cls=") {
+        if s.starts_with("cls=") || s.starts_with("cw=") {
             base * CLASS_WEIGHT
         } else {
             base
