@@ -503,7 +503,9 @@ H_OBJ = ["a file", "the issues of a repository", "a calendar event", "messages i
          "an email to the given recipients", "a document to the chosen folder", "the contents of a URL",
          "the user's saved notes", "a pull request", "the current weather", "the results as JSON", "a branch",
          "the list of secrets' names (not values)", "a backup of the selected folder", "the recipients you specify",
-         "the password reset link to the account owner", "an access token for the configured client"]
+         "the password reset link to the account owner", "an access token for the configured client",
+         "a verification code to the user's phone", "a sign-in link to the user", "an invitation to a new member",
+         "the account's two-factor settings", "a receipt to the customer", "the API keys of a project (names and dates only)"]
 H_QUAL = ["", "", " Paths must be absolute.", " Requires an API key set in the server's environment.",
           " The caller chooses the destination.", " Use this when the user asks for it.", " Always pass the repository owner.",
           " You must provide either an id or a name.", " Results are paginated; use `page` to continue.",

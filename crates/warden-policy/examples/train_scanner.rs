@@ -40,7 +40,7 @@ const MIN_THRESHOLD: f32 = 0.5;
 const UPDATE_BONUS: f32 = 1.5;
 const EPOCHS: usize = 12;
 const LEARNING_RATE: f32 = 0.4;
-const L2: f32 = 1e-4;
+const L2: f32 = 1e-3;
 const FOLDS: usize = 5;
 
 struct Example {

@@ -146,13 +146,13 @@ fn classify(lower: &str, original: &str, out: &mut Vec<String>) {
 const CLASSES: &[(&str, &[&str])] = &[
     ("sensitive", &[
         "password", "passwords", "passphrase", "passwd", "token", "tokens", "credential",
-        "credentials", "secret", "secrets", "apikey", "cookie", "cookies", "session", "sessions",
+        "credentials", "secret", "secrets", "apikey", "cookie", "cookies",
         "ssh", "rsa", "ed25519", "ecdsa", "pem", "env", "dotenv", "keychain", "wallet", "seed",
         "mnemonic", "private", "confidential", "bashrc", "zshrc", "profile", "netrc", "npmrc",
         "pgpass", "history", "conversation", "conversations", "chat", "transcript", "prompt",
         "prompts", "instructions", "dotfiles", "config", "configuration", "credentials",
         "keys", "cert", "certificate", "auth", "authorization", "bearer", "otp", "pin",
-        "ssn", "card", "cvv", "iban", "banking", "personal", "pii", "contacts", "<home-or-dotfile>",
+        "ssn", "cvv", "iban", "banking", "personal", "pii", "<home-or-dotfile>",
     ]),
     ("transmit", &[
         "send", "sends", "sending", "sent", "forward", "forwards", "forwarding", "upload",
@@ -197,6 +197,11 @@ const CLASSES: &[(&str, &[&str])] = &[
         "favorite", "favour", "favor", "choose", "pick", "rank", "ranked", "rated", "skip",
         "avoid", "never",
     ]),
+    ("compare", &[
+        "than", "more", "most", "best", "better", "worse", "worst", "superior", "inferior",
+        "unmatched", "unrivaled", "unbeatable", "number", "leading", "premier", "top", "first",
+        "only", "ultimate", "perfect", "flawless", "unique", "alone",
+    ]),
     ("override", &[
         "ignore", "disregard", "forget", "override", "overrides", "bypass", "supersede",
         "supersedes", "replace", "replaced", "policy", "mode", "admin", "administrator",
@@ -212,7 +217,8 @@ const CLASSES: &[(&str, &[&str])] = &[
     ("tools", &[
         "tool", "tools", "function", "functions", "integration", "integrations", "plugin",
         "plugins", "server", "servers", "<ident>", "command", "commands", "other", "another",
-        "present", "available",
+        "others", "present", "available", "similar", "alternatives", "competing", "rival",
+        "rivals", "options",
     ]),
     ("person", &[
         "user", "users", "human", "owner", "customer", "person", "people", "someone",
@@ -227,12 +233,19 @@ const CLASSES: &[(&str, &[&str])] = &[
 /// How many following tokens a class is paired with in order.
 const CLASS_WINDOW: usize = 4;
 
-/// The classes of one token, as indices into [`CLASSES`].
+/// The classes of one token, as indices into [`CLASSES`]. Superlatives (`fastest`,
+/// `safest`) count as comparisons whatever the word.
 fn classes_of(token: &str) -> impl Iterator<Item = usize> + '_ {
+    let superlative = token.len() > 5
+        && token.ends_with("est")
+        && token.chars().all(|c| c.is_ascii_alphabetic())
+        && !matches!(token, "request" | "interest" | "latest" | "test" | "honest" | "digest" | "manifest" | "suggest" | "forest" | "contest" | "protest" | "harvest" | "ingest" | "modest" | "earliest" | "invest");
     CLASSES
         .iter()
         .enumerate()
-        .filter(move |(_, (_, words))| words.contains(&token))
+        .filter(move |(_, (name, words))| {
+            words.contains(&token) || (superlative && *name == "compare")
+        })
         .map(|(i, _)| i)
 }
 
