@@ -41,16 +41,17 @@ fn scan_catalogue(bencher: Bencher) {
             )
         })
         .collect();
-    let others: Vec<(&str, &str)> = names.iter().map(|(s, t)| (s.as_str(), t.as_str())).collect();
-    bencher
-        .counter(ItemsCount::new(records.len()))
-        .bench(|| {
-            for record in &records {
-                let mut tool = ToolText::from_definition(&record["tool"]);
-                tool.previous = record.get("previous");
-                black_box(assess(record["server"].as_str().unwrap(), &tool, &others));
-            }
-        });
+    let others: Vec<(&str, &str)> = names
+        .iter()
+        .map(|(s, t)| (s.as_str(), t.as_str()))
+        .collect();
+    bencher.counter(ItemsCount::new(records.len())).bench(|| {
+        for record in &records {
+            let mut tool = ToolText::from_definition(&record["tool"]);
+            tool.previous = record.get("previous");
+            black_box(assess(record["server"].as_str().unwrap(), &tool, &others));
+        }
+    });
 }
 
 #[divan::bench(sample_count = 50)]

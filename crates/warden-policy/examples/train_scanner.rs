@@ -96,8 +96,7 @@ fn load(path: &PathBuf) -> Vec<Record> {
             let text = normalized(&unit.text);
             let positive = label
                 && (unit.kind == Kind::Decoded
-                    || (tokens.len() >= 4
-                        && injected.iter().any(|inj| inj.contains(&text))));
+                    || (tokens.len() >= 4 && injected.iter().any(|inj| inj.contains(&text))));
             sentences.push((hashed(unit.kind, &tokens), positive, unit.added));
         }
         out.push(Record {
@@ -233,7 +232,10 @@ fn main() {
         .get(at)
         .map_or(MIN_THRESHOLD, |s| (s + 1e-4).min(0.995))
         .max(MIN_THRESHOLD);
-    println!("out-of-fold threshold {threshold:.4} ({} real definitions)", real.len());
+    println!(
+        "out-of-fold threshold {threshold:.4} ({} real definitions)",
+        real.len()
+    );
     let mut categories: Vec<&str> = scored.iter().map(|(_, r)| r.category.as_str()).collect();
     categories.sort_unstable();
     categories.dedup();

@@ -343,7 +343,7 @@ pub fn flags_approval_key(server_key: &str, def: &ToolDef) -> String {
 
 /// One listed tool's scan: its flags, and whether it is quarantined (flagged, and this
 /// exact definition was not approved with its flags shown).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolScan {
     /// The tool's raw name.
     pub tool: String,
@@ -421,7 +421,11 @@ impl Reviewer {
             .map(|(server, tool)| (server.as_str(), tool.as_str()))
             .collect();
         // Its own names, so that a mention of a sibling is not taken for another server's.
-        others.extend(tools.iter().map(|def| (spec.name.as_str(), def.name.as_str())));
+        others.extend(
+            tools
+                .iter()
+                .map(|def| (spec.name.as_str(), def.name.as_str())),
+        );
         let key = key_for(spec);
         // The pinned definitions, to weigh what a changed tool added.
         let pinned: Vec<(String, Value)> = match self.store().tool_pins(&key) {

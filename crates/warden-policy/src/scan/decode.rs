@@ -80,14 +80,7 @@ pub fn decoded(text: &str) -> Vec<(Encoding, String)> {
             }
             decoded.truncate(end);
             budget -= decoded.len();
-            out.push((
-                if hex {
-                    Encoding::Hex
-                } else {
-                    Encoding::Base64
-                },
-                decoded,
-            ));
+            out.push((if hex { Encoding::Hex } else { Encoding::Base64 }, decoded));
         }
     }
     out

@@ -297,7 +297,10 @@ mod tests {
             .into_iter()
             .map(|(a, b)| text[a..b].trim())
             .collect();
-        assert_eq!(cut, ["Adds numbers.", "Use it often!", "See e.g.", "v1.2 docs"]);
+        assert_eq!(
+            cut,
+            ["Adds numbers.", "Use it often!", "See e.g.", "v1.2 docs"]
+        );
         let long = "word ".repeat(200);
         let cut = sentences(&long, 100);
         assert!(cut.len() >= 4);

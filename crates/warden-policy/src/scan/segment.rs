@@ -210,7 +210,10 @@ fn walk<'a>(
                             kind_of_key(key, kind)
                         };
                         let props = kind != Kind::Annotation
-                            && matches!(key.as_str(), "properties" | "patternProperties" | "$defs" | "definitions");
+                            && matches!(
+                                key.as_str(),
+                                "properties" | "patternProperties" | "$defs" | "definitions"
+                            );
                         children.push((item, child, child_kind, props));
                     }
                 }
@@ -260,11 +263,27 @@ mod tests {
         assert!(has("title", Kind::Title, "T"));
         assert!(has("description", Kind::Description, "D."));
         assert!(has("annotations.title", Kind::Annotation, "Shown title"));
-        assert!(has("inputSchema.properties.mode", Kind::PropertyName, "mode"));
-        assert!(has("inputSchema.properties.mode.title", Kind::SchemaTitle, "Mode"));
+        assert!(has(
+            "inputSchema.properties.mode",
+            Kind::PropertyName,
+            "mode"
+        ));
+        assert!(has(
+            "inputSchema.properties.mode.title",
+            Kind::SchemaTitle,
+            "Mode"
+        ));
         assert!(has("inputSchema.properties.mode.enum[1]", Kind::Enum, "b"));
-        assert!(has("inputSchema.properties.mode.default", Kind::Default, "a"));
-        assert!(has("inputSchema.properties.mode.examples[0]", Kind::Example, "a"));
+        assert!(has(
+            "inputSchema.properties.mode.default",
+            Kind::Default,
+            "a"
+        ));
+        assert!(has(
+            "inputSchema.properties.mode.examples[0]",
+            Kind::Example,
+            "a"
+        ));
         assert!(has(
             "inputSchema.properties.nested.properties.x.description",
             Kind::ParamDescription,

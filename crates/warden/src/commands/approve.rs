@@ -101,7 +101,11 @@ pub async fn run(global: &GlobalArgs, args: ApproveArgs) -> Result<Code, Failure
         .iter()
         .map(|(server, tool)| (server.as_str(), tool.as_str()))
         .collect();
-    others.extend(listed.iter().map(|tool| (name.as_str(), tool.name.as_str())));
+    others.extend(
+        listed
+            .iter()
+            .map(|tool| (name.as_str(), tool.name.as_str())),
+    );
     let mut flagged = Vec::new();
     let mut unapproved = 0;
     let mut seen = std::collections::HashSet::new();

@@ -82,11 +82,7 @@ pub async fn run(global: &GlobalArgs, args: ScanArgs) -> Result<Code, Failure> {
 fn add_confusables(scans: &mut ScansByServer) {
     let names: Vec<(String, String)> = scans
         .iter()
-        .flat_map(|(server, found)| {
-            found
-                .iter()
-                .map(|scan| (server.clone(), scan.tool.clone()))
-        })
+        .flat_map(|(server, found)| found.iter().map(|scan| (server.clone(), scan.tool.clone())))
         .collect();
     let others: Vec<(&str, &str)> = names
         .iter()
