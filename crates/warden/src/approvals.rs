@@ -308,15 +308,29 @@ fn changed_keys(old: &Value, new: &Value) -> Vec<String> {
 }
 
 /// The flags of one tool's definition, by [`warden_policy::scan`]. `others` are the
-/// `(server, tool)` names of the other servers' tools.
+/// `(server, tool)` names of the catalogue (this server's own are recognised as its own).
 pub fn scan_tool(server: &str, def: &ToolDef, others: &[(&str, &str)]) -> Vec<Flag> {
+    assess_tool(server, def, others, None).flags
+}
+
+/// [`scan_tool`] with the model's score, and for a changed tool its pinned definition
+/// (`previous`, as pinned), whose new sentences weigh more.
+pub fn assess_tool(
+    server: &str,
+    def: &ToolDef,
+    others: &[(&str, &str)],
+    previous: Option<&Value>,
+) -> warden_policy::scan::Assessment {
     let text = warden_policy::scan::ToolText {
         name: &def.name,
         title: def.title.as_deref(),
         description: def.description.as_deref(),
         input_schema: Some(&def.input_schema),
+        output_schema: def.output_schema.as_ref(),
+        annotations: def.annotations.as_ref(),
+        previous,
     };
-    warden_policy::scan::scan(server, &text, others)
+    warden_policy::scan::assess(server, &text, others)
 }
 
 /// The key under which the approval of a flagged tool's exact definition is stored (in the
@@ -329,12 +343,16 @@ pub fn flags_approval_key(server_key: &str, def: &ToolDef) -> String {
 
 /// One listed tool's scan: its flags, and whether it is quarantined (flagged, and this
 /// exact definition was not approved with its flags shown).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ToolScan {
     /// The tool's raw name.
     pub tool: String,
     /// What the scan found.
     pub flags: Vec<Flag>,
+    /// The learned model's highest sentence score (0–1; flagged at or above its
+    /// threshold, docs/decisions/0027-scanner-model.md), when the model ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f32>,
     /// Held back until `warden approve`.
     pub quarantined: bool,
 }
@@ -398,11 +416,29 @@ impl Reviewer {
             );
             others
         };
-        let others: Vec<(&str, &str)> = others
+        let mut others: Vec<(&str, &str)> = others
             .iter()
             .map(|(server, tool)| (server.as_str(), tool.as_str()))
             .collect();
+        // Its own names, so that a mention of a sibling is not taken for another server's.
+        others.extend(
+            tools
+                .iter()
+                .map(|def| (spec.name.as_str(), def.name.as_str())),
+        );
         let key = key_for(spec);
+        // The pinned definitions, to weigh what a changed tool added.
+        let pinned: Vec<(String, Value)> = match self.store().tool_pins(&key) {
+            Ok(Some(pins)) => pins
+                .into_iter()
+                .filter_map(|pin| {
+                    serde_json::from_str(&pin.definition)
+                        .ok()
+                        .map(|definition| (pin.tool, definition))
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
         let mut seen = HashSet::new();
         let mut scans = Vec::new();
         let mut held = HashSet::new();
@@ -410,7 +446,12 @@ impl Reviewer {
             if !seen.insert(def.name.as_str()) {
                 continue;
             }
-            let flags = scan_tool(&spec.name, def, &others);
+            let previous = pinned
+                .iter()
+                .find(|(tool, _)| *tool == def.name)
+                .map(|(_, definition)| definition);
+            let assessment = assess_tool(&spec.name, def, &others, previous);
+            let flags = assessment.flags;
             let quarantined = !flags.is_empty()
                 && !matches!(
                     self.store().is_approved(&flags_approval_key(&key, def)),
@@ -435,6 +476,7 @@ impl Reviewer {
             scans.push(ToolScan {
                 tool: def.name.clone(),
                 flags,
+                score: Some(assessment.score),
                 quarantined,
             });
         }

@@ -360,11 +360,9 @@ fn a_flagged_tool_is_quarantined_until_approved_with_its_flags_shown() {
             })
             .collect()
     };
-    let expected = [
-        "instruction.override",
-        "instruction.other-tool",
-        "hidden.tag",
-    ];
+    // `other__send` names no configured server, so `instruction.other-tool` (qualified
+    // names of other configured servers only, decision 0027) does not fire.
+    let expected = ["instruction.override", "hidden.tag"];
 
     let listed = server(&scratch, config);
     assert_eq!(listed["state"], "connected", "{listed}");
@@ -386,7 +384,7 @@ fn a_flagged_tool_is_quarantined_until_approved_with_its_flags_shown() {
         describe(&output)
     );
     assert!(
-        out.contains("echo: flags: instruction.override, instruction.other-tool, hidden.tag"),
+        out.contains("echo: flags: instruction.override, hidden.tag"),
         "{}",
         describe(&output)
     );

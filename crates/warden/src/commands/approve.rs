@@ -97,10 +97,15 @@ pub async fn run(global: &GlobalArgs, args: ApproveArgs) -> Result<Code, Failure
             others.extend(pins.into_iter().map(|pin| (other.name.clone(), pin.tool)));
         }
     }
-    let others: Vec<(&str, &str)> = others
+    let mut others: Vec<(&str, &str)> = others
         .iter()
         .map(|(server, tool)| (server.as_str(), tool.as_str()))
         .collect();
+    others.extend(
+        listed
+            .iter()
+            .map(|tool| (name.as_str(), tool.name.as_str())),
+    );
     let mut flagged = Vec::new();
     let mut unapproved = 0;
     let mut seen = std::collections::HashSet::new();
@@ -119,6 +124,7 @@ pub async fn run(global: &GlobalArgs, args: ApproveArgs) -> Result<Code, Failure
             approvals::ToolScan {
                 tool: tool.name.clone(),
                 flags,
+                score: None,
                 quarantined: !approved,
             },
         ));

@@ -5,7 +5,8 @@
 
 use serde_json::{Value, json};
 use warden_host::ServerStatus;
-use warden_policy::scan::{FLAG_IDS, Flag, escape_non_ascii, skeleton};
+use warden_policy::scan::segment::Kind;
+use warden_policy::scan::{FLAG_IDS, Flag, assess_text, name_confusable};
 
 use super::ScansByServer;
 use crate::approvals::ToolScan;
@@ -30,13 +31,15 @@ pub async fn run(global: &GlobalArgs, args: ScanArgs) -> Result<Code, Failure> {
     for entry in host.servers() {
         let name = &entry.spec.name;
         match &entry.status {
-            ServerStatus::Connected { .. } => {
+            ServerStatus::Connected { info } => {
                 let found = scans.get(name).map_or(&[][..], Vec::as_slice);
+                let (instructions, instruction_lines) =
+                    instructions_scan(info.instructions.as_deref());
                 let flagged = found.iter().filter(|scan| !scan.flags.is_empty()).count();
                 let clean = found.len() - flagged;
                 servers.push(json!({
                     "name": name, "state": "connected", "clean": clean, "flagged": flagged,
-                    "tools": found,
+                    "tools": found, "instructions": instructions,
                 }));
                 text.push_str(&format!(
                     "{name}: {} tool{}, {clean} clean, {flagged} flagged\n",
@@ -47,6 +50,9 @@ pub async fn run(global: &GlobalArgs, args: ScanArgs) -> Result<Code, Failure> {
                     for line in flag_lines(scan) {
                         text.push_str(&format!("  {line}\n"));
                     }
+                }
+                for line in instruction_lines {
+                    text.push_str(&format!("  {line}\n"));
                 }
             }
             ServerStatus::Failed { reason, .. } => {
@@ -70,35 +76,25 @@ pub async fn run(global: &GlobalArgs, args: ScanArgs) -> Result<Code, Failure> {
     Ok(Code::Ok)
 }
 
-/// Adds `name.confusable` against every other server's names: at connect time a server is
-/// only compared with those reviewed before it.
+/// Adds `name.confusable` against every other server's names (by
+/// [`warden_policy::scan::name_confusable`]): at connect time a server is only compared
+/// with those reviewed before it.
 fn add_confusables(scans: &mut ScansByServer) {
-    let names: Vec<(String, String, String)> = scans
+    let names: Vec<(String, String)> = scans
         .iter()
-        .flat_map(|(server, found)| {
-            found
-                .iter()
-                .map(|scan| (server.clone(), scan.tool.clone(), skeleton(&scan.tool)))
-        })
+        .flat_map(|(server, found)| found.iter().map(|scan| (server.clone(), scan.tool.clone())))
+        .collect();
+    let others: Vec<(&str, &str)> = names
+        .iter()
+        .map(|(server, tool)| (server.as_str(), tool.as_str()))
         .collect();
     for (server, found) in scans.iter_mut() {
         for scan in found.iter_mut() {
             if scan.flags.iter().any(|flag| flag.id == "name.confusable") {
                 continue;
             }
-            let mine = skeleton(&scan.tool);
-            let twin = names.iter().find(|(other_server, other, sk)| {
-                other_server != server && other != &scan.tool && sk == &mine
-            });
-            if let Some((other_server, other, _)) = twin {
-                scan.flags.push(Flag {
-                    id: "name.confusable",
-                    reason: format!(
-                        "the name `{}` looks like `{other_server}__{}`, another server's tool",
-                        escape_non_ascii(&scan.tool),
-                        escape_non_ascii(other)
-                    ),
-                });
+            if let Some(reason) = name_confusable(server, &scan.tool, &others) {
+                scan.flags.push(Flag::rule("name.confusable", reason));
                 scan.flags.sort_by_key(|flag| {
                     FLAG_IDS
                         .iter()
@@ -108,6 +104,27 @@ fn add_confusables(scans: &mut ScansByServer) {
             }
         }
     }
+}
+
+/// The scan of a server's `instructions`, and its lines for the text output.
+fn instructions_scan(instructions: Option<&str>) -> (Value, Vec<String>) {
+    let Some(text) = instructions else {
+        return (Value::Null, Vec::new());
+    };
+    let found = assess_text(Kind::Instructions, "instructions", text);
+    let mut lines = Vec::new();
+    if !found.flags.is_empty() {
+        let ids: Vec<&str> = found.flags.iter().map(|flag| flag.id).collect();
+        lines.push(format!("(server instructions): flags: {}", ids.join(", ")));
+        for flag in &found.flags {
+            lines.push(format!(
+                "  {}: {}",
+                flag.id,
+                inert(&flag.reason, Shape::Line)
+            ));
+        }
+    }
+    (json!(found), lines)
 }
 
 /// `TOOL: id, id (quarantined)`, then one `id: reason` line per flag, indented.

@@ -1,0 +1,760 @@
+//! What the learned model sees of a sentence: word and character n-grams, hashed.
+//!
+//! A sentence is cut into tokens; tokens that carry a kind rather than a word (a URL, an
+//! e-mail address, a file path, an identifier, a number, a markup tag) become a class token
+//! (`<url>`, `<path>`, ...) next to their informative parts (the last path component, the
+//! words of `send_email`). Features are: the kind of field the sentence is in, alone and
+//! with the sentence's length; word unigrams and bigrams (with the sentence start); the
+//! first word; and character 4-grams of longer words, so that "mirrored" and "mirroring"
+//! share evidence. Each feature is a string, hashed (FNV-1a) into [`BUCKETS`] buckets;
+//! values are `1/sqrt(n)` for a sentence of `n` features. The trainer
+//! (`examples/train_scanner.rs`) and the scanner use this one function, so what is
+//! trained is what is scored.
+
+use super::segment::Kind;
+
+/// Whether character 4-grams of words are features.
+const CHAR_GRAMS: bool = true;
+/// log2 of the number of hashed feature buckets.
+pub const BUCKET_BITS: u32 = 18;
+/// The number of hashed feature buckets.
+pub const BUCKETS: usize = 1 << BUCKET_BITS;
+/// Most tokens of one sentence (a longer run of text is cut into windows of this size).
+pub const MAX_TOKENS: usize = 48;
+
+/// FNV-1a, 64 bits: stable across platforms and releases, unlike `std`'s hasher.
+pub fn bucket(feature: &str) -> usize {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in feature.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    // The top bits mix best.
+    (hash >> (64 - BUCKET_BITS)) as usize
+}
+
+/// Whether `c` ends a token.
+fn is_separator(c: char) -> bool {
+    c.is_whitespace()
+        || matches!(
+            c,
+            '"' | '`' | '(' | ')' | '[' | ']' | '{' | '}' | ',' | ';' | '!' | '?' | '*' | '|' | '='
+        )
+}
+
+/// The tokens of `text`, lowercase, with class tokens for URLs, addresses, paths,
+/// identifiers, numbers and tags. At most `limit` tokens.
+pub fn tokens(text: &str, limit: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for raw in text.split(is_separator) {
+        if out.len() >= limit {
+            break;
+        }
+        let piece = raw.trim_matches(|c: char| matches!(c, '.' | ':' | '\'' | '’' | '‘' | '-'));
+        if piece.is_empty() {
+            continue;
+        }
+        let lower = piece.to_lowercase();
+        classify(&lower, piece, &mut out);
+    }
+    out.truncate(limit);
+    out
+}
+
+fn push_words(text: &str, out: &mut Vec<String>) {
+    for word in text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        if word.chars().all(|c| c.is_ascii_digit()) {
+            out.push("<num>".into());
+        } else {
+            out.push(word.to_owned());
+        }
+    }
+}
+
+fn classify(lower: &str, original: &str, out: &mut Vec<String>) {
+    if lower.starts_with("http://") || lower.starts_with("https://") || lower.starts_with("www.") {
+        out.push("<url>".into());
+        let host = lower
+            .split("://")
+            .nth(1)
+            .unwrap_or(lower)
+            .split(['/', ':', '?'])
+            .next()
+            .unwrap_or("");
+        if host.chars().all(|c| c.is_ascii_digit() || c == '.') && !host.is_empty() {
+            out.push("<ip-host>".into());
+        }
+        return;
+    }
+    if let Some(at) = lower.find('@')
+        && at > 0
+        && lower[at + 1..].contains('.')
+    {
+        out.push("<email>".into());
+        return;
+    }
+    if lower.starts_with('<') && lower.ends_with('>') && lower.len() > 2 {
+        out.push("<tag>".into());
+        push_words(lower, out);
+        return;
+    }
+    let pathlike = lower.starts_with("~/")
+        || (lower.starts_with('/') && lower.len() > 1)
+        || lower.contains("/.")
+        || (lower.starts_with('.') && lower[1..].chars().next().is_some_and(char::is_alphabetic))
+        || (lower.contains('/') && lower.len() > 3);
+    if pathlike {
+        out.push("<path>".into());
+        if lower.starts_with("~/") || lower.contains("/.") || lower.starts_with('.') {
+            out.push("<home-or-dotfile>".into());
+        }
+        if let Some(last) = lower.rsplit('/').find(|p| !p.is_empty()) {
+            push_words(last, out);
+        }
+        return;
+    }
+    let inner_capital = original.chars().skip(1).any(char::is_uppercase)
+        && original.chars().any(char::is_lowercase);
+    if lower.contains('_') || inner_capital || (lower.contains('.') && !lower.ends_with('.')) {
+        out.push("<ident>".into());
+        // `sendEmail` → send, email; `mock_mail.send_email` → mock, mail, send, email.
+        let mut spaced = String::with_capacity(original.len() + 4);
+        let mut prev_lower = false;
+        for c in original.chars() {
+            if c.is_uppercase() && prev_lower {
+                spaced.push(' ');
+            }
+            prev_lower = c.is_lowercase();
+            spaced.extend(c.to_lowercase());
+        }
+        push_words(&spaced, out);
+        return;
+    }
+    push_words(lower, out);
+}
+
+/// Concept classes: broad word lists for the ideas tool poisoning is made of, so that a
+/// sentence in words the training data never used still lands near the sentences it
+/// resembles. A token may be in several classes. Each class present is a feature, and so
+/// is each pair of classes present in one sentence ("a transmitting verb with something
+/// sensitive", "an obligation with a universal"): the pairs carry most of the meaning a
+/// linear model can read. The lists are general vocabulary, not phrases of any data set.
+const CLASSES: &[(&str, &[&str])] = &[
+    (
+        "sensitive",
+        &[
+            "password",
+            "passwords",
+            "passphrase",
+            "passwd",
+            "token",
+            "tokens",
+            "credential",
+            "credentials",
+            "secret",
+            "secrets",
+            "apikey",
+            "cookie",
+            "cookies",
+            "ssh",
+            "rsa",
+            "ed25519",
+            "ecdsa",
+            "pem",
+            "env",
+            "dotenv",
+            "keychain",
+            "wallet",
+            "seed",
+            "mnemonic",
+            "private",
+            "confidential",
+            "bashrc",
+            "zshrc",
+            "profile",
+            "netrc",
+            "npmrc",
+            "pgpass",
+            "history",
+            "conversation",
+            "conversations",
+            "chat",
+            "transcript",
+            "prompt",
+            "prompts",
+            "instructions",
+            "dotfiles",
+            "config",
+            "configuration",
+            "credentials",
+            "keys",
+            "cert",
+            "certificate",
+            "auth",
+            "authorization",
+            "bearer",
+            "otp",
+            "pin",
+            "ssn",
+            "cvv",
+            "iban",
+            "banking",
+            "personal",
+            "pii",
+            "<home-or-dotfile>",
+        ],
+    ),
+    (
+        "transmit",
+        &[
+            "send",
+            "sends",
+            "sending",
+            "sent",
+            "forward",
+            "forwards",
+            "forwarding",
+            "upload",
+            "uploads",
+            "post",
+            "posts",
+            "copy",
+            "copies",
+            "cc",
+            "bcc",
+            "mirror",
+            "mirrored",
+            "mirroring",
+            "deliver",
+            "delivered",
+            "attach",
+            "attached",
+            "include",
+            "included",
+            "including",
+            "pass",
+            "passed",
+            "transmit",
+            "share",
+            "shared",
+            "submit",
+            "relay",
+            "report",
+            "leak",
+            "exfiltrate",
+            "email",
+            "emailed",
+            "append",
+            "embed",
+            "put",
+            "insert",
+            "provide",
+            "provided",
+            "supply",
+            "supplied",
+            "paste",
+            "fill",
+            "carry",
+            "accompany",
+            "accompanies",
+            "backup",
+            "sync",
+            "push",
+            "export",
+            "dump",
+            "output",
+            "print",
+            "echo",
+            "log",
+            "transfer",
+            "route",
+            "routed",
+            "redirect",
+            "redirected",
+        ],
+    ),
+    (
+        "read",
+        &[
+            "read",
+            "reads",
+            "reading",
+            "open",
+            "cat",
+            "collect",
+            "gather",
+            "fetch",
+            "retrieve",
+            "extract",
+            "access",
+            "accessed",
+            "obtain",
+            "grab",
+            "scan",
+            "harvest",
+            "load",
+            "look",
+            "list",
+            "enumerate",
+            "capture",
+        ],
+    ),
+    (
+        "conceal",
+        &[
+            "mention",
+            "mentioning",
+            "tell",
+            "telling",
+            "inform",
+            "informing",
+            "notify",
+            "reveal",
+            "disclose",
+            "hide",
+            "hidden",
+            "secretly",
+            "silently",
+            "quietly",
+            "quiet",
+            "discreet",
+            "discreetly",
+            "unaware",
+            "notice",
+            "alarm",
+            "upset",
+            "confuse",
+            "aware",
+            "invisible",
+            "conceal",
+            "stealth",
+            "privately",
+            "yourself",
+            "visible",
+            "stripped",
+            "internal",
+        ],
+    ),
+    (
+        "addressee",
+        &[
+            "you",
+            "your",
+            "assistant",
+            "model",
+            "agent",
+            "llm",
+            "ai",
+            "claude",
+            "gpt",
+            "yourself",
+            "chatbot",
+            "copilot",
+        ],
+    ),
+    (
+        "universal",
+        &[
+            "any",
+            "all",
+            "every",
+            "each",
+            "always",
+            "whenever",
+            "whatever",
+            "regardless",
+            "everything",
+            "anytime",
+            "constantly",
+            "forever",
+            "globally",
+        ],
+    ),
+    (
+        "obligation",
+        &[
+            "must",
+            "required",
+            "require",
+            "requires",
+            "mandatory",
+            "necessary",
+            "need",
+            "needs",
+            "should",
+            "shall",
+            "expected",
+            "essential",
+            "crucial",
+            "important",
+            "critical",
+            "vital",
+            "obligatory",
+            "compulsory",
+            "otherwise",
+            "unless",
+        ],
+    ),
+    (
+        "preference",
+        &[
+            "best",
+            "prefer",
+            "preferred",
+            "preferably",
+            "only",
+            "instead",
+            "trusted",
+            "recommended",
+            "reliable",
+            "superior",
+            "accurate",
+            "deprecated",
+            "outdated",
+            "obsolete",
+            "unsafe",
+            "competing",
+            "alternatives",
+            "alternative",
+            "top",
+            "endorsed",
+            "official",
+            "officially",
+            "ultimate",
+            "exclusive",
+            "exclusively",
+            "better",
+            "greatest",
+            "favorite",
+            "favour",
+            "favor",
+            "choose",
+            "pick",
+            "rank",
+            "ranked",
+            "rated",
+            "skip",
+            "avoid",
+            "never",
+        ],
+    ),
+    (
+        "compare",
+        &[
+            "than",
+            "more",
+            "most",
+            "best",
+            "better",
+            "worse",
+            "worst",
+            "superior",
+            "inferior",
+            "unmatched",
+            "unrivaled",
+            "unbeatable",
+            "number",
+            "leading",
+            "premier",
+            "top",
+            "first",
+            "only",
+            "ultimate",
+            "perfect",
+            "flawless",
+            "unique",
+            "alone",
+        ],
+    ),
+    (
+        "override",
+        &[
+            "ignore",
+            "disregard",
+            "forget",
+            "override",
+            "overrides",
+            "bypass",
+            "supersede",
+            "supersedes",
+            "replace",
+            "replaced",
+            "policy",
+            "mode",
+            "admin",
+            "administrator",
+            "system",
+            "maintenance",
+            "developer",
+            "jailbreak",
+            "earlier",
+            "previous",
+            "prior",
+            "above",
+            "original",
+            "new",
+            "now",
+            "updated",
+        ],
+    ),
+    (
+        "destination",
+        &[
+            "<url>",
+            "<email>",
+            "<ip-host>",
+            "address",
+            "endpoint",
+            "webhook",
+            "account",
+            "recipient",
+            "recipients",
+            "attendee",
+            "attendees",
+            "reviewer",
+            "destination",
+            "collector",
+            "inbox",
+            "bucket",
+            "channel",
+            "host",
+            "remote",
+            "external",
+            "third",
+            "archive",
+            "proxy",
+            "gateway",
+        ],
+    ),
+    (
+        "tools",
+        &[
+            "tool",
+            "tools",
+            "function",
+            "functions",
+            "integration",
+            "integrations",
+            "plugin",
+            "plugins",
+            "server",
+            "servers",
+            "<ident>",
+            "command",
+            "commands",
+            "other",
+            "another",
+            "others",
+            "present",
+            "available",
+            "similar",
+            "alternatives",
+            "competing",
+            "rival",
+            "rivals",
+            "options",
+        ],
+    ),
+    (
+        "person",
+        &[
+            "user", "users", "human", "owner", "customer", "person", "people", "someone",
+            "operator",
+        ],
+    ),
+    (
+        "trigger",
+        &[
+            "before",
+            "after",
+            "when",
+            "whenever",
+            "prior",
+            "once",
+            "first",
+            "then",
+            "while",
+            "during",
+            "upon",
+            "next",
+            "later",
+            "subsequently",
+        ],
+    ),
+];
+
+/// How many following tokens a class is paired with in order.
+const CLASS_WINDOW: usize = 4;
+
+/// The classes of one token, as indices into [`CLASSES`]. Superlatives (`fastest`,
+/// `safest`) count as comparisons whatever the word.
+fn classes_of(token: &str) -> impl Iterator<Item = usize> + '_ {
+    let superlative = token.len() > 5
+        && token.ends_with("est")
+        && token.chars().all(|c| c.is_ascii_alphabetic())
+        && !matches!(
+            token,
+            "request"
+                | "interest"
+                | "latest"
+                | "test"
+                | "honest"
+                | "digest"
+                | "manifest"
+                | "suggest"
+                | "forest"
+                | "contest"
+                | "protest"
+                | "harvest"
+                | "ingest"
+                | "modest"
+                | "earliest"
+                | "invest"
+        );
+    CLASSES
+        .iter()
+        .enumerate()
+        .filter(move |(_, (name, words))| {
+            words.contains(&token) || (superlative && *name == "compare")
+        })
+        .map(|(i, _)| i)
+}
+
+/// The length bucket of a sentence of `n` tokens.
+fn length_bucket(n: usize) -> &'static str {
+    match n {
+        0..=3 => "1-3",
+        4..=8 => "4-8",
+        9..=20 => "9-20",
+        _ => "21+",
+    }
+}
+
+/// The feature strings of one sentence of kind `kind`, from its tokens.
+pub fn feature_strings(kind: Kind, tokens: &[String]) -> Vec<String> {
+    let mut out = Vec::with_capacity(tokens.len() * 6 + 4);
+    out.push(format!("k={}", kind.as_str()));
+    out.push(format!(
+        "k={}|n={}",
+        kind.as_str(),
+        length_bucket(tokens.len())
+    ));
+    if let Some(first) = tokens.first() {
+        out.push(format!("f={first}"));
+    }
+    let mut present = [false; CLASSES.len()];
+    let per_token: Vec<Vec<usize>> = tokens.iter().map(|t| classes_of(t).collect()).collect();
+    for (i, classes) in per_token.iter().enumerate() {
+        for &class in classes {
+            present[class] = true;
+            // Classes close together, in order ("send … password", "prefer … instead"):
+            // phrases, not just co-occurrence.
+            for later in per_token.iter().skip(i + 1).take(CLASS_WINDOW) {
+                for &next in later {
+                    if next != class {
+                        out.push(format!("cw={}>{}", CLASSES[class].0, CLASSES[next].0));
+                    }
+                }
+            }
+        }
+    }
+    let found: Vec<&str> = CLASSES
+        .iter()
+        .zip(present)
+        .filter(|(_, p)| *p)
+        .map(|((name, _), _)| *name)
+        .collect();
+    for (i, a) in found.iter().enumerate() {
+        out.push(format!("cls={a}"));
+        for b in &found[i + 1..] {
+            out.push(format!("cls={a}+{b}"));
+        }
+    }
+    let mut prev = "^";
+    for token in tokens {
+        out.push(format!("w={token}"));
+        out.push(format!("b={prev} {token}"));
+        prev = token;
+        if CHAR_GRAMS && token.chars().count() >= 5 && !token.starts_with('<') {
+            let padded: Vec<char> = format!("#{token}#").chars().collect();
+            for gram in padded.windows(4) {
+                out.push(format!("c={}", gram.iter().collect::<String>()));
+            }
+        }
+    }
+    out
+}
+
+/// How much a class feature counts against a word or character feature: concept classes
+/// are what carries over to wordings not seen in training, so they are given more room.
+pub const CLASS_WEIGHT: f32 = 3.0;
+
+/// The values of `strings` (one sentence's features): `1/sqrt(n)`, times
+/// [`CLASS_WEIGHT`] for class features.
+pub fn values(strings: &[String]) -> impl Iterator<Item = f32> + '_ {
+    let base = 1.0 / (strings.len().max(1) as f32).sqrt();
+    strings.iter().map(move |s| {
+        if s.starts_with("cls=") || s.starts_with("cw=") {
+            base * CLASS_WEIGHT
+        } else {
+            base
+        }
+    })
+}
+
+/// Hashed features of one sentence: `(bucket, value)` pairs (see [`values`]).
+pub fn hashed(kind: Kind, tokens: &[String]) -> Vec<(usize, f32)> {
+    let strings = feature_strings(kind, tokens);
+    strings
+        .iter()
+        .zip(values(&strings))
+        .map(|(s, v)| (bucket(s), v))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn tokens_name_classes_and_keep_parts() {
+        let found = tokens(
+            "Send it to https://1.2.3.4/x, copy a@b.io, read ~/.ssh/id_rsa and call mock_mail.send_email or sendEmail (42).",
+            64,
+        );
+        for want in [
+            "send",
+            "<url>",
+            "<ip-host>",
+            "<email>",
+            "<path>",
+            "<home-or-dotfile>",
+            "id",
+            "rsa",
+            "<ident>",
+            "mock",
+            "mail",
+            "email",
+            "<num>",
+        ] {
+            assert!(found.iter().any(|t| t == want), "{want} in {found:?}");
+        }
+        assert_eq!(tokens(&"word ".repeat(100), MAX_TOKENS).len(), MAX_TOKENS);
+    }
+
+    #[test]
+    fn hashing_is_stable_and_values_are_normalised() {
+        assert_eq!(bucket("w=ignore"), bucket("w=ignore"));
+        assert_ne!(bucket("w=ignore"), bucket("w=ignores"));
+        assert!(bucket("anything") < BUCKETS);
+        let toks = tokens("Read the file.", 16);
+        let features = hashed(Kind::Description, &toks);
+        assert!(features.iter().all(|(_, v)| *v > 0.0 && *v <= CLASS_WEIGHT));
+        let strings = feature_strings(Kind::Description, &toks);
+        assert!(strings.iter().any(|s| s == "cls=read"));
+    }
+}

@@ -1,0 +1,165 @@
+//! The description scanner on its held-out evaluation set (`data/scanner/eval.jsonl`, built
+//! by bench/scan-eval/build.py; see its README for sources and the split): recall per
+//! category of poisoned definitions, false-positive rates on real public definitions and on
+//! hard-but-honest ones. The floors below are the numbers measured when the model was
+//! trained (docs/benchmarks.md: recall 0.832, lowest category 0.500, real 0.008, hard
+//! 0.083), less a small margin; a change that loses quality fails here. They are below
+//! issue 17's goals (recall 0.90, every category 0.75, real 0.01), which are not met yet.
+//! Run with `-- --nocapture` to see the table, the trade-off curve and every miss.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use warden_policy::scan::{ToolText, assess};
+
+/// Least recall on every poisoned definition of the set.
+const MIN_RECALL: f64 = 0.82;
+/// Least recall of any one category.
+const MIN_CATEGORY_RECALL: f64 = 0.47;
+/// Most false positives on real definitions.
+const MAX_REAL_FPR: f64 = 0.015;
+/// Most false positives on hard-but-honest definitions.
+const MAX_HARD_FPR: f64 = 0.13;
+
+struct Tally {
+    flagged: usize,
+    total: usize,
+}
+
+#[test]
+fn held_out_recall_and_false_positive_rates_stay_above_their_floors() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/scanner/eval.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let records: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(records.len() > 500, "{} records", records.len());
+    // The whole set is one catalogue: every tool is compared with every other server's.
+    let names: Vec<(String, String)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["server"].as_str().unwrap().to_owned(),
+                r["tool"]["name"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let others: Vec<(&str, &str)> = names
+        .iter()
+        .map(|(s, t)| (s.as_str(), t.as_str()))
+        .collect();
+    let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
+    let mut misses = Vec::new();
+    // (category, poisoned, score, flagged by a rule)
+    let mut curve: Vec<(String, bool, f32, bool)> = Vec::new();
+    for record in &records {
+        let mut tool = ToolText::from_definition(&record["tool"]);
+        if record["previous"].is_object() {
+            tool.previous = Some(&record["previous"]);
+        }
+        let server = record["server"].as_str().unwrap();
+        let found = assess(server, &tool, &others);
+        let flagged = !found.flags.is_empty();
+        let category = record["category"].as_str().unwrap().to_owned();
+        let tally = tallies.entry(category.clone()).or_insert(Tally {
+            flagged: 0,
+            total: 0,
+        });
+        tally.total += 1;
+        tally.flagged += usize::from(flagged);
+        let poisoned = record["label"].as_i64() == Some(1);
+        let by_rule = found
+            .flags
+            .iter()
+            .any(|f| !f.id.starts_with("model.") && !f.id.starts_with("update."));
+        curve.push((category.clone(), poisoned, found.score, by_rule));
+        if flagged != poisoned {
+            let ids: Vec<String> = found
+                .flags
+                .iter()
+                .map(|f| format!("{}: {}", f.id, f.reason))
+                .collect();
+            misses.push(format!(
+                "{} {} score {:.2} flags {:?}",
+                record["id"].as_str().unwrap(),
+                if poisoned { "MISSED" } else { "FALSE POSITIVE" },
+                found.score,
+                ids
+            ));
+        }
+    }
+    let rate = |t: &Tally| t.flagged as f64 / t.total.max(1) as f64;
+    let (mut caught, mut poisoned) = (0, 0);
+    println!("category        flagged / total  rate");
+    for (category, tally) in &tallies {
+        println!(
+            "{category:<15} {:>7} / {:<5}  {:.3}",
+            tally.flagged,
+            tally.total,
+            rate(tally)
+        );
+        if category != "real" && category != "hard" {
+            caught += tally.flagged;
+            poisoned += tally.total;
+        }
+    }
+    let recall = caught as f64 / poisoned.max(1) as f64;
+    println!("recall on all poisoned: {caught} / {poisoned} = {recall:.3}");
+    for miss in &misses {
+        println!("  {miss}");
+    }
+    println!("threshold  recall  real-FPR  hard-FPR  min-category");
+    for t in [0.3f32, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9] {
+        let mut per: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+        for (category, _, score, rule) in &curve {
+            let e = per.entry(category.as_str()).or_default();
+            e.0 += usize::from(*rule || *score >= t);
+            e.1 += 1;
+        }
+        let r = |c: &str| {
+            per.get(c)
+                .map_or(0.0, |(f, n)| *f as f64 / (*n).max(1) as f64)
+        };
+        let (caught, total) = per
+            .iter()
+            .filter(|(c, _)| **c != "real" && **c != "hard")
+            .fold((0, 0), |a, (_, (f, n))| (a.0 + f, a.1 + n));
+        let min = per
+            .keys()
+            .filter(|c| **c != "real" && **c != "hard")
+            .map(|c| r(c))
+            .fold(1.0, f64::min);
+        println!(
+            "{t:>9.2}  {:.3}   {:.3}     {:.3}     {min:.3}",
+            caught as f64 / total.max(1) as f64,
+            r("real"),
+            r("hard")
+        );
+    }
+    let real = &tallies["real"];
+    let hard = &tallies["hard"];
+    assert!(recall >= MIN_RECALL, "recall {recall:.3} < {MIN_RECALL}");
+    for (category, tally) in &tallies {
+        if category != "real" && category != "hard" {
+            assert!(
+                rate(tally) >= MIN_CATEGORY_RECALL,
+                "{category}: recall {:.3} < {MIN_CATEGORY_RECALL}",
+                rate(tally)
+            );
+        }
+    }
+    assert!(
+        rate(real) <= MAX_REAL_FPR,
+        "real definitions flagged: {:.3} > {MAX_REAL_FPR}",
+        rate(real)
+    );
+    assert!(
+        rate(hard) <= MAX_HARD_FPR,
+        "hard-but-honest definitions flagged: {:.3} > {MAX_HARD_FPR}",
+        rate(hard)
+    );
+}
