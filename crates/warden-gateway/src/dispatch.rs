@@ -198,7 +198,12 @@ impl Gateway {
     }
 
     fn capabilities(&self) -> Value {
-        json!({"tools": {"listChanged": false}})
+        // Resources and prompts are answered (with empty lists for now), so declared.
+        json!({
+            "tools": {"listChanged": false},
+            "resources": {"listChanged": false},
+            "prompts": {"listChanged": false},
+        })
     }
 
     /// Answers `initialize`: the session it opens and the result. `tag` names the

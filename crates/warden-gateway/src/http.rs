@@ -876,19 +876,31 @@ async fn modern_post(
         Incoming::Request { id, method, params } => (id, method, params),
     };
     if method == "initialize" {
+        // Removed in 2026-07-28: an unknown method there.
         return rpc_error(
-            StatusCode::BAD_REQUEST,
+            StatusCode::NOT_FOUND,
             &id,
-            &RpcError::new(INVALID_REQUEST, "initialize is not part of 2026-07-28"),
+            &RpcError::new(
+                METHOD_NOT_FOUND,
+                "Method not found: initialize (not part of 2026-07-28)",
+            ),
         );
+    }
+    // Headers that disagree with a body naming its version are a mismatch (-32020) before
+    // the version itself is judged; a body without its `_meta` is -32602.
+    let body_has_version = params
+        .get("_meta")
+        .and_then(|meta| meta.get(dispatch::META_VERSION))
+        .is_some();
+    if body_has_version
+        && let Err(error) = check_modern_headers(headers, &method, &params)
+    {
+        return rpc_error(StatusCode::BAD_REQUEST, &id, &error);
     }
     let checked = match state.gateway.modern_check(&params) {
         Ok(checked) => checked,
         Err(error) => return rpc_error(modern_status(&error), &id, &error),
     };
-    if let Err(error) = check_modern_headers(headers, &method, &params) {
-        return rpc_error(StatusCode::BAD_REQUEST, &id, &error);
-    }
     if method == "tools/call"
         && let Some(name) = params.get("name").and_then(Value::as_str)
         && let Some(schema) = state.gateway.backend().input_schema(name)
