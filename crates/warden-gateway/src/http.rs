@@ -91,6 +91,12 @@ impl Default for HttpLimits {
 
 type Body = BoxBody<Bytes, Infallible>;
 
+/// A stateless client's policy context and its request slots.
+type ModernClient = (Arc<ClientContext>, Arc<Semaphore>);
+
+/// A response that ends a request early (boxed: responses are large).
+type Early = Box<Response<Body>>;
+
 /// One legacy session.
 struct Session {
     legacy: LegacySession,
@@ -109,7 +115,7 @@ struct State {
     limits: HttpLimits,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     /// Per-principal policy contexts and slots of modern (stateless) clients.
-    modern: Mutex<HashMap<String, (Arc<ClientContext>, Arc<Semaphore>)>>,
+    modern: Mutex<HashMap<String, ModernClient>>,
     connections: Arc<Semaphore>,
 }
 
@@ -282,41 +288,34 @@ fn accepts(headers: &HeaderMap) -> bool {
     has("application/json") && has("text/event-stream")
 }
 
-async fn read_body(state: &State, request: Request<IncomingBody>) -> Result<Bytes, Response<Body>> {
+async fn read_body(state: &State, request: Request<IncomingBody>) -> Result<Bytes, Early> {
+    let max = state.limits.max_body_bytes;
+    let too_large = || {
+        Box::new(text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the body is larger than {max} bytes"),
+        ))
+    };
     if let Some(length) = header_str(request.headers(), "content-length")
         .and_then(|length| length.parse::<u64>().ok())
-        && length > state.limits.max_body_bytes as u64
+        && length > max as u64
     {
-        return Err(text(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &format!(
-                "the body is larger than {} bytes",
-                state.limits.max_body_bytes
-            ),
-        ));
+        return Err(too_large());
     }
-    let limited = Limited::new(request.into_body(), state.limits.max_body_bytes);
+    let limited = Limited::new(request.into_body(), max);
     match tokio::time::timeout(state.limits.body_timeout, limited.collect()).await {
-        Err(_) => Err(text(
-            StatusCode::REQUEST_TIMEOUT,
-            &format!(
-                "the body did not arrive within {}s",
-                state.limits.body_timeout.as_secs()
-            ),
-        )),
-        Ok(Err(error)) => {
-            if error.is::<http_body_util::LengthLimitError>() {
-                Err(text(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    &format!(
-                        "the body is larger than {} bytes",
-                        state.limits.max_body_bytes
-                    ),
-                ))
-            } else {
-                Err(text(StatusCode::BAD_REQUEST, "the body could not be read"))
-            }
+        Err(_) => {
+            let seconds = state.limits.body_timeout.as_secs();
+            Err(Box::new(text(
+                StatusCode::REQUEST_TIMEOUT,
+                &format!("the body did not arrive within {seconds}s"),
+            )))
         }
+        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+        Ok(Err(_)) => Err(Box::new(text(
+            StatusCode::BAD_REQUEST,
+            "the body could not be read",
+        ))),
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
     }
 }
@@ -342,7 +341,7 @@ async fn post(
     }
     let body = match read_body(state, request).await {
         Ok(body) => body,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let message: Value = match serde_json::from_slice(&body) {
         Ok(message) => message,
@@ -375,9 +374,9 @@ fn find_session(
     state: &State,
     headers: &HeaderMap,
     principal: &Principal,
-) -> Result<Arc<Session>, Response<Body>> {
+) -> Result<Arc<Session>, Early> {
     let Some(id) = header_str(headers, "mcp-session-id") else {
-        return Err(rpc_error(
+        return Err(Box::new(rpc_error(
             StatusCode::BAD_REQUEST,
             &Value::Null,
             &RpcError::new(
@@ -385,10 +384,13 @@ fn find_session(
                 "missing Mcp-Session-Id: send initialize first (2025-11-25), or a request with \
                  the 2026-07-28 `_meta`",
             ),
-        ));
+        )));
     };
     let Ok(mut sessions) = state.sessions.lock() else {
-        return Err(text(StatusCode::INTERNAL_SERVER_ERROR, "state lost"));
+        return Err(Box::new(text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "state lost",
+        )));
     };
     let now = Instant::now();
     let found = sessions.get(id).cloned();
@@ -403,14 +405,14 @@ fn find_session(
             if idle > state.limits.session_idle {
                 sessions.remove(id);
                 cancel_all(&session);
-                return Err(session_gone());
+                return Err(Box::new(session_gone()));
             }
             if let Ok(mut last) = session.last_used.lock() {
                 *last = now;
             }
             Ok(session)
         }
-        _ => Err(session_gone()),
+        _ => Err(Box::new(session_gone())),
     }
 }
 
@@ -448,7 +450,7 @@ async fn legacy_post(
     }
     let session = match find_session(state, headers, &principal) {
         Ok(session) => session,
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     // A version this session could have negotiated is accepted (clients differ in what
     // they send after `initialize`); anything else is refused.
@@ -832,7 +834,7 @@ fn modern_status(error: &RpcError) -> StatusCode {
     }
 }
 
-fn modern_client(state: &State, principal: &Principal) -> (Arc<ClientContext>, Arc<Semaphore>) {
+fn modern_client(state: &State, principal: &Principal) -> ModernClient {
     let key = principal.key();
     let Ok(mut clients) = state.modern.lock() else {
         return (
@@ -892,9 +894,7 @@ async fn modern_post(
         .get("_meta")
         .and_then(|meta| meta.get(dispatch::META_VERSION))
         .is_some();
-    if body_has_version
-        && let Err(error) = check_modern_headers(headers, &method, &params)
-    {
+    if body_has_version && let Err(error) = check_modern_headers(headers, &method, &params) {
         return rpc_error(StatusCode::BAD_REQUEST, &id, &error);
     }
     let checked = match state.gateway.modern_check(&params) {

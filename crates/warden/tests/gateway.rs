@@ -111,7 +111,7 @@ fn the_steps() -> Value {
     ])
 }
 
-fn call<'a>(out: &'a Value, index: usize) -> &'a Value {
+fn call(out: &Value, index: usize) -> &Value {
     &out["calls"][index]
 }
 
@@ -356,7 +356,7 @@ impl Reply {
             .body
             .lines()
             .filter_map(|line| line.strip_prefix("data: "))
-            .last()
+            .next_back()
             .unwrap_or(&self.body);
         serde_json::from_str(text).unwrap_or(Value::Null)
     }
