@@ -43,6 +43,7 @@ mod policy;
 mod project;
 mod read;
 mod resolved;
+mod serve;
 mod size;
 pub mod spec;
 
@@ -59,6 +60,7 @@ pub use name::{MAX_SERVER_NAME_LEN, validate_server_name};
 pub use policy::{NotApplied, PolicySource, ResolvedPolicy};
 pub use read::MAX_CONFIG_FILE_BYTES;
 pub use resolved::{ResolvedConfig, Shadowed};
+pub use serve::ServeConfig;
 pub use size::format_size;
 pub use spec::*;
 

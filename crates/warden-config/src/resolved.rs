@@ -29,6 +29,8 @@ pub struct ResolvedConfig {
     /// The variables of your environment that servers from project files may read, from
     /// `[project_servers.NAME] env` in your user, local or `--config` file.
     pub project_env: Vec<EnvAllowance>,
+    /// The `[serve]` of the user's own files, merged key by key (see [`ServeConfig`]).
+    pub serve: crate::serve::ServeConfig,
 }
 
 /// A server definition hidden by another of the same name.
@@ -61,7 +63,9 @@ pub(crate) fn merge(
     let mut policies = Vec::with_capacity(layers.len());
     let mut settings = Vec::with_capacity(layers.len());
     let mut project_env = Vec::new();
+    let mut serve = Vec::new();
     for (origin, parsed) in layers {
+        serve.extend(parsed.serve);
         if origin.scope != Scope::Project {
             project_env.extend(parsed.project_env);
         }
@@ -102,5 +106,6 @@ pub(crate) fn merge(
         model,
         agent,
         project_env,
+        serve: crate::serve::merge(serve),
     })
 }

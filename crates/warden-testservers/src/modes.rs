@@ -53,9 +53,12 @@ pub(crate) enum Mode {
     DiskFiller,
     /// Answers `tools/call` with what it can read of `/proc/1` (cmdline, environ, exe).
     ReadProcOne,
+    /// The fixture for the conformance suite's server scenarios (see
+    /// [`crate::conformance`]): its tools instead of `echo`, `add` and `fail`.
+    Conformance,
 }
 
-const MODES: [(&str, Mode); 21] = [
+const MODES: [(&str, Mode); 22] = [
     ("good", Mode::Good),
     ("modern", Mode::Modern),
     ("stdout-logs", Mode::StdoutLogs),
@@ -77,6 +80,7 @@ const MODES: [(&str, Mode); 21] = [
     ("fork-bomb", Mode::ForkBomb),
     ("disk-filler", Mode::DiskFiller),
     ("read-proc-one", Mode::ReadProcOne),
+    ("conformance", Mode::Conformance),
 ];
 
 /// The parsed command line.
@@ -121,6 +125,7 @@ impl Config {
             list_change: self.mode == Mode::ListChange,
             ask_input: self.mode == Mode::InputRequired,
             hostile: self.mode == Mode::Hostile,
+            conformance: self.mode == Mode::Conformance,
         }
     }
 }

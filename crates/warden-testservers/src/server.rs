@@ -40,6 +40,8 @@ pub(crate) struct Settings {
     pub(crate) ask_input: bool,
     /// Write terminal control sequences into every string (`hostile` mode).
     pub(crate) hostile: bool,
+    /// Serves the conformance fixture's tools ([`crate::conformance`]).
+    pub(crate) conformance: bool,
     /// Once `server/discover` was answered, refuse `initialize` with -32022 (`slow-modern`).
     pub(crate) modern_stays_modern: bool,
 }
@@ -164,6 +166,9 @@ impl Server {
         if self.settings.hostile {
             return crate::hostile::definitions();
         }
+        if self.settings.conformance {
+            return crate::conformance::definitions();
+        }
         let mut all = tools::definitions();
         if self.tools_changed {
             all.retain(|def| def["name"] != "fail");
@@ -206,6 +211,10 @@ impl Server {
         }
         if name == "echo" && self.settings.ask_input && self.modern {
             return Ok(input_required_round(params));
+        }
+        if self.settings.conformance {
+            return crate::conformance::call(name)
+                .ok_or((INVALID_PARAMS, format!("unknown tool: {name}")));
         }
         if self.settings.hostile {
             return crate::hostile::call(name)

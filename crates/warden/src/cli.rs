@@ -54,6 +54,9 @@ pub enum Command {
     Run(RunArgs),
     /// Talk with a model that works through your servers, in the terminal.
     Chat(ChatArgs),
+    /// Serve your servers to any MCP client (stdio, or Streamable HTTP with --http), under
+    /// the policy.
+    Serve(ServeArgs),
     /// The probe itself, run by `warden probe` inside a server's confinement.
     #[command(name = "__probe-report", hide = true)]
     ProbeReport(ProbeReportArgs),
@@ -327,4 +330,53 @@ pub struct ChatArgs {
     /// The model.
     #[command(flatten)]
     pub model: ModelArgs,
+}
+
+/// Which client `warden serve --print-client-config` writes for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClientKind {
+    /// Claude Code (`.mcp.json`).
+    ClaudeCode,
+    /// VS Code (`.vscode/mcp.json`).
+    Vscode,
+    /// Claude Desktop (`claude_desktop_config.json`).
+    ClaudeDesktop,
+}
+
+/// `warden serve`
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Any MCP client connects to Warden as to one server offering every configured \
+server's tools, under the names `warden tools` shows (or, with --only, one server's tools under \
+their own names). Every call is decided by the policy in that client's own context; a call the \
+policy asks about is put to the client's user as an elicitation when the client supports it, and \
+refused with an explanation otherwise. Both protocol eras are served (2025-11-25 and \
+2026-07-28). Over HTTP only loopback Host and Origin headers are accepted unless configured; a \
+non-loopback address needs bearer tokens (docs/gateway.md).\n\n\
+Examples:\n  warden serve\n  warden serve --http 127.0.0.1:8765\n  \
+warden serve --only time --print-client-config claude-code\n  \
+WARDEN_TOKEN=... warden serve --http 0.0.0.0:8765 --token-env WARDEN_TOKEN --allow-host gw.lan"
+)]
+pub struct ServeArgs {
+    /// Serve Streamable HTTP on ADDR (127.0.0.1:8765, :8765) instead of stdio; without a
+    /// value, `[serve] listen`.
+    #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
+    pub http: Option<String>,
+    /// Front one server only, under its tools' own names (no prefixes).
+    #[arg(long, value_name = "SERVER")]
+    pub only: Option<String>,
+    /// A variable holding a bearer token clients must send (repeatable; adds to `[serve]
+    /// token_env`).
+    #[arg(long = "token-env", value_name = "VAR")]
+    pub token_env: Vec<String>,
+    /// Also accept requests from this browser Origin (repeatable).
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
+    /// Also accept this Host name (repeatable), e.g. the name a non-loopback address is
+    /// reached by.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    pub allow_host: Vec<String>,
+    /// Print the configuration snippet for a client and exit.
+    #[arg(long, value_enum, value_name = "CLIENT")]
+    pub print_client_config: Option<ClientKind>,
 }

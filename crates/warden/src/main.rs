@@ -66,6 +66,7 @@ async fn run(cli: Cli) -> Result<exit::Code, Failure> {
         Command::Audit(args) => commands::audit::run(&args),
         Command::Run(args) => commands::run::run(&cli.global, args).await,
         Command::Chat(args) => commands::chat::run(&cli.global, args).await,
+        Command::Serve(args) => commands::serve::run(&cli.global, args).await,
         Command::Login(args) => commands::login::login(&cli.global, args).await,
         Command::Logout(args) => commands::login::logout(&cli.global, args),
         Command::ConformanceClient(args) => commands::conformance::run(&args).await,

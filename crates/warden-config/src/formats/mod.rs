@@ -40,6 +40,8 @@ pub(crate) struct Parsed {
     pub settings: FileSettings,
     /// `[project_servers.NAME] env`; empty for the Claude and VS Code formats.
     pub project_env: Vec<crate::spec::EnvAllowance>,
+    /// `[serve]`; `None` when the file has none (always for the Claude and VS Code formats).
+    pub serve: Option<crate::serve::ServeConfig>,
 }
 
 /// Parses the text of one file in a known format.
@@ -61,6 +63,7 @@ pub(crate) fn parse(
         policy: FilePolicy::default(),
         settings: FileSettings::default(),
         project_env: Vec::new(),
+        serve: None,
     })
 }
 

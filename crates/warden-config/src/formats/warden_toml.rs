@@ -35,6 +35,8 @@ struct WardenFile {
     #[serde(default)]
     agent: Option<AgentTable>,
     #[serde(default)]
+    serve: Option<Spanned<crate::serve::ServeTable>>,
+    #[serde(default)]
     project_servers: Entries<Spanned<String>, ProjectServerTable>,
 }
 
@@ -245,11 +247,13 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
         |table| policy(table, text, origin),
     )?;
     let settings = crate::agent::read(file.model, file.agent, text, origin)?;
+    let serve = crate::serve::read(file.serve, text, origin)?;
     Ok(Parsed {
         servers,
         policy,
         settings,
         project_env,
+        serve,
     })
 }
 

@@ -11,6 +11,7 @@ pub mod pin;
 pub mod probe;
 pub mod run;
 pub mod scan;
+pub mod serve;
 pub mod tools;
 
 use std::path::{Path, PathBuf};

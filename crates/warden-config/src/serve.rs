@@ -1,0 +1,189 @@
+//! The `[serve]` table of `warden.toml`: how `warden serve` listens (docs/gateway.md).
+//!
+//! Only the user's own files (user, local, `--config`) may set it: a project file (a cloned
+//! repository) must not open a listening socket, name the tokens that guard it, or widen the
+//! origins a browser may call it from. Files are merged key by key, a later file winning;
+//! every value is an `Option` (or an empty list): unset means the gateway's default.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+use crate::duration::TimeoutValue;
+use crate::error::{ConfigError, LineCol};
+use crate::spec::{Origin, Scope};
+
+/// `[serve]`, merged across files.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ServeConfig {
+    /// The address `warden serve --http` listens on when `--http` gives none.
+    pub listen: Option<String>,
+    /// Names of environment variables holding bearer tokens (never the tokens).
+    pub token_env: Vec<String>,
+    /// Origins allowed besides the loopback ones (`https://app.example`).
+    pub allowed_origins: Vec<String>,
+    /// `Host` names allowed besides the loopback names and the bound address.
+    pub allowed_hosts: Vec<String>,
+    /// Largest request body (HTTP) or message (stdio), bytes.
+    pub max_body_bytes: Option<u64>,
+    /// Open 2025-11-25 sessions at once.
+    pub max_sessions: Option<u64>,
+    /// Requests in flight per client.
+    pub max_in_flight_per_client: Option<u64>,
+    /// A session unused this long expires (milliseconds in JSON).
+    #[serde(serialize_with = "ms")]
+    pub session_idle: Option<Duration>,
+    /// Time allowed to send a request's headers (milliseconds in JSON).
+    #[serde(serialize_with = "ms")]
+    pub header_timeout: Option<Duration>,
+    /// Tools per `tools/list` page.
+    pub page_size: Option<usize>,
+}
+
+fn ms<S: serde::Serializer>(value: &Option<Duration>, serializer: S) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(d) => serializer.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        None => serializer.serialize_none(),
+    }
+}
+
+/// `[serve]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a serve table")]
+pub(crate) struct ServeTable {
+    listen: Option<Spanned<String>>,
+    token_env: Option<Vec<String>>,
+    allowed_origins: Option<Vec<String>>,
+    allowed_hosts: Option<Vec<String>>,
+    max_body_bytes: Option<Spanned<u64>>,
+    max_sessions: Option<Spanned<u64>>,
+    max_in_flight_per_client: Option<Spanned<u64>>,
+    session_idle: Option<TimeoutValue>,
+    header_timeout: Option<TimeoutValue>,
+    page_size: Option<Spanned<usize>>,
+}
+
+/// Reads one file's `[serve]`; `start` is where the table begins in `text`.
+pub(crate) fn read(
+    table: Option<Spanned<ServeTable>>,
+    text: &str,
+    origin: &Origin,
+) -> Result<Option<ServeConfig>, ConfigError> {
+    let Some(table) = table else {
+        return Ok(None);
+    };
+    let start = table.span().start;
+    let at = Some(LineCol::at_offset(text, start));
+    if origin.scope == Scope::Project {
+        return Err(ConfigError::ProjectSetting {
+            path: origin.path.clone(),
+            at,
+            key: "serve".into(),
+            reason: "a project file may not configure `warden serve` (a cloned repository must \
+                     not open a listening socket, choose its tokens or widen its origins)"
+                .into(),
+        });
+    }
+    let table = table.into_inner();
+    let invalid = |key: &str, offset: usize, message: String| ConfigError::InvalidSetting {
+        path: origin.path.clone(),
+        at: Some(LineCol::at_offset(text, offset)),
+        key: format!("serve.{key}"),
+        message,
+    };
+    let positive = |key: &str, value: Option<Spanned<u64>>| -> Result<Option<u64>, ConfigError> {
+        match value {
+            Some(value) if *value.get_ref() == 0 => Err(invalid(
+                key,
+                value.span().start,
+                "must be at least 1".into(),
+            )),
+            other => Ok(other.map(Spanned::into_inner)),
+        }
+    };
+    let listen = match table.listen {
+        Some(listen) => {
+            let value = listen.get_ref().trim().to_owned();
+            if value.parse::<std::net::SocketAddr>().is_err() {
+                return Err(invalid(
+                    "listen",
+                    listen.span().start,
+                    format!("{value:?} is not an address like \"127.0.0.1:8765\""),
+                ));
+            }
+            Some(value)
+        }
+        None => None,
+    };
+    let token_env = table.token_env.unwrap_or_default();
+    if let Some(bad) = token_env.iter().find(|name| !is_var_name(name)) {
+        return Err(invalid(
+            "token_env",
+            start,
+            format!(
+                "{bad:?} is not an environment variable name (write the variable's name, never \
+                 the token itself)"
+            ),
+        ));
+    }
+    let page_size = match table.page_size {
+        Some(size) if *size.get_ref() == 0 || *size.get_ref() > 10_000 => {
+            return Err(invalid(
+                "page_size",
+                size.span().start,
+                "must be between 1 and 10000".into(),
+            ));
+        }
+        other => other.map(Spanned::into_inner),
+    };
+    Ok(Some(ServeConfig {
+        listen,
+        token_env,
+        allowed_origins: table.allowed_origins.unwrap_or_default(),
+        allowed_hosts: table.allowed_hosts.unwrap_or_default(),
+        max_body_bytes: positive("max_body_bytes", table.max_body_bytes)?,
+        max_sessions: positive("max_sessions", table.max_sessions)?,
+        max_in_flight_per_client: positive(
+            "max_in_flight_per_client",
+            table.max_in_flight_per_client,
+        )?,
+        session_idle: table.session_idle.map(|t| t.0),
+        header_timeout: table.header_timeout.map(|t| t.0),
+        page_size,
+    }))
+}
+
+fn is_var_name(value: &str) -> bool {
+    !value.is_empty()
+        && !value.starts_with(|c: char| c.is_ascii_digit())
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// Merges files given lowest precedence first: a later file's keys win, one by one.
+pub(crate) fn merge(layers: Vec<ServeConfig>) -> ServeConfig {
+    let mut merged = ServeConfig::default();
+    for layer in layers {
+        merged.listen = layer.listen.or(merged.listen);
+        if !layer.token_env.is_empty() {
+            merged.token_env = layer.token_env;
+        }
+        if !layer.allowed_origins.is_empty() {
+            merged.allowed_origins = layer.allowed_origins;
+        }
+        if !layer.allowed_hosts.is_empty() {
+            merged.allowed_hosts = layer.allowed_hosts;
+        }
+        merged.max_body_bytes = layer.max_body_bytes.or(merged.max_body_bytes);
+        merged.max_sessions = layer.max_sessions.or(merged.max_sessions);
+        merged.max_in_flight_per_client = layer
+            .max_in_flight_per_client
+            .or(merged.max_in_flight_per_client);
+        merged.session_idle = layer.session_idle.or(merged.session_idle);
+        merged.header_timeout = layer.header_timeout.or(merged.header_timeout);
+        merged.page_size = layer.page_size.or(merged.page_size);
+    }
+    merged
+}

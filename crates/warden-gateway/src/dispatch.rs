@@ -1,0 +1,675 @@
+//! The protocol, independent of the transport: what each method does in each era.
+//!
+//! - 2025-11-25 ("legacy"): `initialize` opens a session ([`LegacySession`]) that fixes
+//!   the negotiated version and whether the client can answer elicitations; then `ping`,
+//!   `tools/list` (paginated), `tools/call`, and empty lists for resources and prompts.
+//! - 2026-07-28 ("modern"): stateless; every request carries its version and the client's
+//!   capabilities in `_meta` ([`ModernRequest`]); `server/discover`; every result has a
+//!   `resultType`; an approval question is an `InputRequiredResult` whose `requestState` is
+//!   signed ([`crate::secret::StateSigner`]).
+//!
+//! A client's era is set by its first message and never changes; a message of the other era
+//! is refused, never quietly served ([`era_of`]).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use base64::Engine as _;
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+use crate::backend::{AskAnswer, AskInfo, Asker, Backend, CallReply, ClientContext};
+use crate::jsonrpc::{
+    INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, MISSING_CAPABILITY, RpcError,
+    UNSUPPORTED_VERSION,
+};
+use crate::secret::StateSigner;
+
+/// The revisions served through `initialize`, newest first.
+pub const LEGACY_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+/// The stateless revision served.
+pub const MODERN_VERSION: &str = "2026-07-28";
+
+/// `_meta` key of the protocol version (2026-07-28).
+pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `_meta` key of the client's capabilities (2026-07-28).
+pub const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `_meta` key of the client's self-description (2026-07-28).
+pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+/// `_meta` key of the server's self-description (2026-07-28).
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// Tools per `tools/list` page by default.
+pub const DEFAULT_PAGE_SIZE: usize = 100;
+/// How long a person has to answer an approval elicitation.
+pub const ELICITATION_TIMEOUT: Duration = Duration::from_secs(300);
+/// Longest argument text shown in an approval question.
+const SHOWN_ARGUMENTS_CHARS: usize = 2000;
+
+/// The protocol era of a client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// 2025-11-25 and earlier: `initialize`, sessions.
+    Legacy,
+    /// 2026-07-28: stateless, `_meta` on every request.
+    Modern,
+}
+
+/// The era a first message opens: `initialize` is legacy, a request carrying the modern
+/// `_meta` version is modern; anything else opens nothing.
+pub fn era_of(method: &str, params: &Value) -> Option<Era> {
+    if method == "initialize" {
+        Some(Era::Legacy)
+    } else if params
+        .get("_meta")
+        .and_then(|meta| meta.get(META_VERSION))
+        .is_some()
+    {
+        Some(Era::Modern)
+    } else {
+        None
+    }
+}
+
+/// Lets the protocol send a request to the client and wait for its answer (legacy
+/// elicitation); the transport routes the client's response back.
+pub trait Peer: Send + Sync {
+    /// Sends `method` with `params` and waits at most `timeout` for the answer.
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value, String>>;
+}
+
+/// A peer that cannot send requests (a transport without a way back).
+pub struct NoPeer;
+
+impl Peer for NoPeer {
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        _params: Value,
+        _timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value, String>> {
+        Box::pin(async move { Err(format!("{method}: no way to reach the client")) })
+    }
+}
+
+/// What `initialize` settled for one legacy client.
+pub struct LegacySession {
+    /// The negotiated revision.
+    pub version: String,
+    /// Whether the client declared form elicitation.
+    pub elicitation: bool,
+    /// The client's policy context.
+    pub client: ClientContext,
+    initialized: AtomicBool,
+}
+
+impl LegacySession {
+    /// Whether `notifications/initialized` arrived.
+    pub fn initialized(&self) -> bool {
+        self.initialized.load(Ordering::Relaxed)
+    }
+}
+
+/// What a modern request declared about itself in `_meta`.
+#[derive(Debug, Clone)]
+pub struct ModernRequest {
+    /// The protocol version (always [`MODERN_VERSION`] once checked).
+    pub version: String,
+    /// Whether the client declared form elicitation on this request.
+    pub elicitation: bool,
+}
+
+/// The gateway's protocol state shared by every client: the backend, who it says it is,
+/// and the approval-state signer.
+pub struct Gateway {
+    backend: Backend,
+    page_size: usize,
+    signer: StateSigner,
+}
+
+/// Options of the protocol layer.
+#[derive(Debug, Clone)]
+pub struct ProtocolOptions {
+    /// Tools per `tools/list` page.
+    pub page_size: usize,
+}
+
+impl Default for ProtocolOptions {
+    fn default() -> Self {
+        ProtocolOptions {
+            page_size: DEFAULT_PAGE_SIZE,
+        }
+    }
+}
+
+fn server_info() -> Value {
+    json!({"name": "warden", "title": "Warden", "version": env!("CARGO_PKG_VERSION")})
+}
+
+fn client_name(info: Option<&Value>) -> String {
+    let name = info
+        .and_then(|info| info.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("unnamed-client");
+    // Self-reported: kept short and printable, for audit rows only.
+    name.chars()
+        .filter(|c| c.is_ascii_graphic())
+        .take(64)
+        .collect()
+}
+
+/// A client name for audit rows: what it calls itself, and a tag of its session.
+pub fn audit_name(info: Option<&Value>, tag: &str) -> String {
+    let tag: String = tag.chars().take(8).collect();
+    format!("{}#{tag}", client_name(info))
+}
+
+fn has_form_elicitation(capabilities: &Value) -> bool {
+    match capabilities.get("elicitation") {
+        // `{}` means form only; `{"url": {}}` without `form` means URL only.
+        Some(Value::Object(modes)) => modes.is_empty() || modes.contains_key("form"),
+        _ => false,
+    }
+}
+
+impl Gateway {
+    /// The protocol over `backend`.
+    pub fn new(backend: Backend, options: ProtocolOptions) -> std::io::Result<Gateway> {
+        Ok(Gateway {
+            backend,
+            page_size: options.page_size.max(1),
+            signer: StateSigner::new()?,
+        })
+    }
+
+    /// The backend.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    /// The backend, to shut the host down at exit.
+    pub fn into_backend(self) -> Backend {
+        self.backend
+    }
+
+    fn capabilities(&self) -> Value {
+        // Resources and prompts are answered (with empty lists for now), so declared.
+        json!({
+            "tools": {"listChanged": false},
+            "resources": {"listChanged": false},
+            "prompts": {"listChanged": false},
+        })
+    }
+
+    /// Answers `initialize`: the session it opens and the result. `tag` names the
+    /// session in audit rows.
+    pub fn initialize(
+        &self,
+        params: &Value,
+        tag: &str,
+    ) -> Result<(LegacySession, Value), RpcError> {
+        let requested = params
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::new(INVALID_PARAMS, "initialize needs `protocolVersion`"))?;
+        // The client's version if served, else the newest served (the client decides).
+        let version = if LEGACY_VERSIONS.contains(&requested) {
+            requested
+        } else {
+            LEGACY_VERSIONS[0]
+        };
+        let capabilities = params.get("capabilities").cloned().unwrap_or(Value::Null);
+        let session = LegacySession {
+            version: version.to_owned(),
+            elicitation: has_form_elicitation(&capabilities),
+            client: ClientContext::new(audit_name(params.get("clientInfo"), tag)),
+            initialized: AtomicBool::new(false),
+        };
+        let result = json!({
+            "protocolVersion": version,
+            "capabilities": self.capabilities(),
+            "serverInfo": server_info(),
+            "instructions": "Warden serves the tools of its configured MCP servers under one policy; \
+                some calls need a person's approval.",
+        });
+        Ok((session, result))
+    }
+
+    /// Handles a notification of a legacy client (`notifications/initialized`; the
+    /// transport handles `notifications/cancelled`).
+    pub fn legacy_notification(&self, session: &LegacySession, method: &str) {
+        if method == "notifications/initialized" {
+            session.initialized.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// Handles one request of a legacy client after `initialize`.
+    pub async fn legacy(
+        &self,
+        session: &LegacySession,
+        method: &str,
+        params: Value,
+        peer: &dyn Peer,
+    ) -> Result<Value, RpcError> {
+        match method {
+            "initialize" => Err(RpcError::new(
+                INVALID_REQUEST,
+                "this session is already initialized",
+            )),
+            "ping" => Ok(json!({})),
+            "tools/list" => self.list_tools(&params),
+            "tools/call" => {
+                let (name, arguments) = call_params(&params)?;
+                let asker = LegacyAsker {
+                    elicitation: session.elicitation,
+                    peer,
+                };
+                match self
+                    .backend
+                    .call(&session.client, &name, arguments, &asker)
+                    .await?
+                {
+                    CallReply::Result(result) => Ok(result),
+                    CallReply::Input(_) => Err(RpcError::new(
+                        crate::jsonrpc::INTERNAL_ERROR,
+                        "an input-required result cannot reach a 2025-11-25 client",
+                    )),
+                }
+            }
+            "resources/list" => Ok(json!({"resources": []})),
+            "resources/templates/list" => Ok(json!({"resourceTemplates": []})),
+            "prompts/list" => Ok(json!({"prompts": []})),
+            "logging/setLevel" => Ok(json!({})),
+            _ => Err(RpcError::new(
+                METHOD_NOT_FOUND,
+                format!("Method not found: {method}"),
+            )),
+        }
+    }
+
+    /// Checks the `_meta` a modern request must carry: the version ([`UNSUPPORTED_VERSION`]
+    /// otherwise, naming what is served) and the client's capabilities.
+    pub fn modern_check(&self, params: &Value) -> Result<ModernRequest, RpcError> {
+        let meta = params.get("_meta").unwrap_or(&Value::Null);
+        let Some(version) = meta.get(META_VERSION).and_then(Value::as_str) else {
+            return Err(RpcError::new(
+                INVALID_PARAMS,
+                format!("`_meta` must carry `{META_VERSION}`"),
+            ));
+        };
+        if version != MODERN_VERSION {
+            return Err(RpcError::new(
+                UNSUPPORTED_VERSION,
+                format!("Unsupported protocol version: {version}"),
+            )
+            .with_data(json!({"supported": [MODERN_VERSION], "requested": version})));
+        }
+        let Some(capabilities) = meta.get(META_CAPABILITIES) else {
+            return Err(RpcError::new(
+                INVALID_PARAMS,
+                format!("`_meta` must carry `{META_CAPABILITIES}`"),
+            ));
+        };
+        if !capabilities.is_object() {
+            return Err(RpcError::new(
+                INVALID_PARAMS,
+                format!("`{META_CAPABILITIES}` must be an object"),
+            ));
+        }
+        Ok(ModernRequest {
+            version: version.to_owned(),
+            elicitation: has_form_elicitation(capabilities),
+        })
+    }
+
+    /// Handles one modern request (already checked with [`modern_check`]) for `client`.
+    /// The result carries `resultType` and the server's description in `_meta`.
+    pub async fn modern(
+        &self,
+        client: &ClientContext,
+        request: &ModernRequest,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, RpcError> {
+        let mut result = match method {
+            "server/discover" => {
+                let mut result = json!({
+                    "supportedVersions": [MODERN_VERSION],
+                    "capabilities": self.capabilities(),
+                    "serverInfo": server_info(),
+                });
+                cacheable(&mut result);
+                result
+            }
+            "tools/list" => {
+                let mut result = self.list_tools(&params)?;
+                cacheable(&mut result);
+                result
+            }
+            "tools/call" => {
+                let (name, arguments) = call_params(&params)?;
+                let asker = ModernAsker {
+                    gateway: self,
+                    request,
+                    params: &params,
+                    client: client.name(),
+                };
+                match self.backend.call(client, &name, arguments, &asker).await? {
+                    CallReply::Result(result) => result,
+                    CallReply::Input(result) => result,
+                }
+            }
+            "resources/list" => {
+                let mut result = json!({"resources": []});
+                cacheable(&mut result);
+                result
+            }
+            "resources/templates/list" => {
+                let mut result = json!({"resourceTemplates": []});
+                cacheable(&mut result);
+                result
+            }
+            "prompts/list" => {
+                let mut result = json!({"prompts": []});
+                cacheable(&mut result);
+                result
+            }
+            _ => {
+                return Err(RpcError::new(
+                    METHOD_NOT_FOUND,
+                    format!("Method not found: {method}"),
+                ));
+            }
+        };
+        if result.get("resultType").is_none() {
+            result["resultType"] = json!("complete");
+        }
+        result["_meta"] = json!({META_SERVER_INFO: server_info()});
+        Ok(result)
+    }
+
+    /// One page of the tools: `cursor` is the opaque position a previous page returned.
+    fn list_tools(&self, params: &Value) -> Result<Value, RpcError> {
+        let tools = self.backend.tools();
+        let start = match params.get("cursor") {
+            None | Some(Value::Null) => 0,
+            Some(Value::String(cursor)) => decode_cursor(cursor)
+                .filter(|start| *start < tools.len().max(1))
+                .ok_or_else(|| RpcError::new(INVALID_PARAMS, "invalid cursor"))?,
+            Some(_) => return Err(RpcError::new(INVALID_PARAMS, "invalid cursor")),
+        };
+        let end = start.saturating_add(self.page_size).min(tools.len());
+        let page: Vec<Value> = tools.get(start..end).unwrap_or_default().to_vec();
+        let mut result = json!({"tools": page});
+        if end < tools.len() {
+            result["nextCursor"] = Value::String(encode_cursor(end));
+        }
+        Ok(result)
+    }
+
+    fn approval_question(info: &AskInfo) -> Value {
+        json!({
+            "mode": "form",
+            "message": question_text(info),
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "approve": {
+                        "type": "boolean",
+                        "title": "Run this call?",
+                        "description": "Yes runs the call once; no refuses it.",
+                        "default": false,
+                    }
+                },
+                "required": ["approve"],
+            }
+        })
+    }
+}
+
+fn cacheable(result: &mut Value) {
+    // The lists do not vary by connection, but do by configuration: never shared.
+    result["ttlMs"] = json!(0);
+    result["cacheScope"] = json!("private");
+}
+
+const CURSOR_PREFIX: &str = "warden-tools:";
+
+fn encode_cursor(start: usize) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{CURSOR_PREFIX}{start}"))
+}
+
+fn decode_cursor(cursor: &str) -> Option<usize> {
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    text.strip_prefix(CURSOR_PREFIX)?.parse().ok()
+}
+
+fn call_params(params: &Value) -> Result<(String, Value), RpcError> {
+    let name = params
+        .get("name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::new(INVALID_PARAMS, "tools/call needs a string `name`"))?;
+    let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
+    Ok((name.to_owned(), arguments))
+}
+
+fn shown_arguments(arguments: &Value) -> String {
+    let text = serde_json::to_string_pretty(arguments).unwrap_or_default();
+    if text.chars().count() > SHOWN_ARGUMENTS_CHARS {
+        let cut: String = text.chars().take(SHOWN_ARGUMENTS_CHARS).collect();
+        format!("{cut}\n… ({} characters in all)", text.chars().count())
+    } else {
+        text
+    }
+}
+
+fn reasons_text(info: &AskInfo) -> String {
+    info.reasons
+        .iter()
+        .map(|reason| format!("  - {reason}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn question_text(info: &AskInfo) -> String {
+    format!(
+        "Warden: the tool `{}` (server `{}`) needs your approval.\nArguments:\n{}\nWhy Warden asks:\n{}",
+        info.qualified,
+        info.server,
+        shown_arguments(&info.arguments),
+        reasons_text(info)
+    )
+}
+
+/// The result text of a call refused because nobody could be asked.
+pub fn refusal_text(info: &AskInfo, why_nobody: &str) -> String {
+    let arguments = serde_json::to_string(&info.arguments).unwrap_or_default();
+    format!(
+        "Warden did not run `{tool}` (server `{server}`); nothing was sent. Its policy asks a \
+         person to approve this call, and {why_nobody}.\nArguments:\n{shown}\nWhy Warden asks:\n\
+         {reasons}\nHow a person can allow it: run it once from a terminal with \
+         `warden call {qualified} --args '{arguments}'`, or allow the tool with a rule in \
+         Warden's policy (docs/policy.md), or connect with a client that supports elicitation \
+         so Warden can ask.",
+        tool = info.tool,
+        server = info.server,
+        shown = shown_arguments(&info.arguments),
+        reasons = reasons_text(info),
+        qualified = info.qualified,
+    )
+}
+
+/// Legacy: asks through `elicitation/create` when the client declared it.
+struct LegacyAsker<'p> {
+    elicitation: bool,
+    peer: &'p dyn Peer,
+}
+
+impl Asker for LegacyAsker<'_> {
+    fn ask<'a>(&'a self, info: &'a AskInfo) -> BoxFuture<'a, AskAnswer> {
+        Box::pin(async move {
+            if !self.elicitation {
+                return AskAnswer::Refused {
+                    text: refusal_text(
+                        info,
+                        "this client cannot ask one (it did not declare the elicitation capability)",
+                    ),
+                };
+            }
+            let answer = self
+                .peer
+                .request(
+                    "elicitation/create",
+                    Gateway::approval_question(info),
+                    ELICITATION_TIMEOUT,
+                )
+                .await;
+            elicitation_verdict(info, answer)
+        })
+    }
+}
+
+fn elicitation_verdict(info: &AskInfo, answer: Result<Value, String>) -> AskAnswer {
+    match answer {
+        Ok(result)
+            if result.get("action").and_then(Value::as_str) == Some("accept")
+                && result
+                    .get("content")
+                    .and_then(|content| content.get("approve"))
+                    == Some(&Value::Bool(true)) =>
+        {
+            AskAnswer::Approved {
+                by: "client-elicitation".into(),
+            }
+        }
+        Ok(result) => {
+            let action = result
+                .get("action")
+                .and_then(Value::as_str)
+                .unwrap_or("no answer");
+            AskAnswer::Refused {
+                text: format!(
+                    "Warden did not run `{}` (server `{}`): the person asked did not approve it \
+                     ({action}); nothing was sent.",
+                    info.tool, info.server
+                ),
+            }
+        }
+        Err(error) => AskAnswer::Refused {
+            text: refusal_text(info, &format!("asking the client failed ({error})")),
+        },
+    }
+}
+
+/// Modern: an `InputRequiredResult` with a signed `requestState`; the retry carries the
+/// answer and the state back.
+struct ModernAsker<'g> {
+    gateway: &'g Gateway,
+    request: &'g ModernRequest,
+    params: &'g Value,
+    client: &'g str,
+}
+
+const APPROVAL_KEY: &str = "warden-approval";
+
+impl Asker for ModernAsker<'_> {
+    fn ask<'a>(&'a self, info: &'a AskInfo) -> BoxFuture<'a, AskAnswer> {
+        Box::pin(async move {
+            let signer = &self.gateway.signer;
+            if let Some(state) = self.params.get("requestState") {
+                let checked = match state.as_str() {
+                    Some(state) => {
+                        signer.redeem(state, &info.qualified, &info.arguments, self.client)
+                    }
+                    None => Err(crate::secret::StateError::Tampered),
+                };
+                if let Err(error) = checked {
+                    return AskAnswer::Refused {
+                        text: format!(
+                            "Warden did not run `{}` (server `{}`): {error}; nothing was sent.",
+                            info.tool, info.server
+                        ),
+                    };
+                }
+                let answer = self
+                    .params
+                    .get("inputResponses")
+                    .and_then(|responses| responses.get(APPROVAL_KEY))
+                    .cloned()
+                    .ok_or_else(|| {
+                        "the retry carries no answer to the approval question".to_owned()
+                    });
+                return elicitation_verdict(info, answer);
+            }
+            if !self.request.elicitation {
+                return AskAnswer::Refused {
+                    text: refusal_text(
+                        info,
+                        "this request did not declare the elicitation capability, so Warden cannot ask",
+                    ),
+                };
+            }
+            match signer.issue(&info.qualified, &info.arguments, self.client) {
+                Ok(state) => AskAnswer::Input(json!({
+                    "resultType": "input_required",
+                    "inputRequests": {APPROVAL_KEY: {
+                        "method": "elicitation/create",
+                        "params": Gateway::approval_question(info),
+                    }},
+                    "requestState": state,
+                })),
+                Err(error) => AskAnswer::Refused {
+                    text: refusal_text(info, &format!("Warden cannot ask now: {error}")),
+                },
+            }
+        })
+    }
+}
+
+/// The error for a request that needs a capability the client did not declare.
+pub fn missing_capability(what: &str) -> RpcError {
+    RpcError::new(
+        MISSING_CAPABILITY,
+        format!("this request needs the `{what}` capability"),
+    )
+    .with_data(json!({"requiredCapabilities": {what: {}}}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_message_sets_the_era() {
+        assert_eq!(era_of("initialize", &Value::Null), Some(Era::Legacy));
+        let modern = json!({"_meta": {META_VERSION: "2026-07-28"}});
+        assert_eq!(era_of("server/discover", &modern), Some(Era::Modern));
+        assert_eq!(era_of("tools/list", &json!({})), None);
+    }
+
+    #[test]
+    fn cursors_round_trip_and_foreign_ones_do_not_parse() {
+        assert_eq!(decode_cursor(&encode_cursor(200)), Some(200));
+        assert_eq!(decode_cursor("not-a-cursor"), None);
+        assert_eq!(
+            decode_cursor(&base64::engine::general_purpose::URL_SAFE_NO_PAD.encode("x:1")),
+            None
+        );
+    }
+
+    #[test]
+    fn elicitation_capability_shapes() {
+        assert!(has_form_elicitation(&json!({"elicitation": {}})));
+        assert!(has_form_elicitation(&json!({"elicitation": {"form": {}}})));
+        assert!(!has_form_elicitation(&json!({"elicitation": {"url": {}}})));
+        assert!(!has_form_elicitation(&json!({})));
+    }
+}

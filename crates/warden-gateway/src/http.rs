@@ -1,0 +1,1045 @@
+//! Serving many clients over Streamable HTTP, both eras, on one endpoint (`/mcp`).
+//!
+//! Every request passes the same gate before anything runs ([`crate::guard`]): the `Host`
+//! header must name an allowed host and a present `Origin` an allowed origin (loopback
+//! only by default: a page on another site, or a DNS-rebound name, gets 403), and when
+//! tokens are configured (required on a non-loopback address) a matching bearer token,
+//! compared in constant time. Then:
+//!
+//! - 2025-11-25: `initialize` without a session opens one and answers with a random
+//!   `Mcp-Session-Id`; later requests must carry it (a missing id is 400, an unknown,
+//!   expired, deleted or another token's id is 404 so the client re-initialises). A
+//!   `tools/call` is answered on an SSE stream, so an approval elicitation can go out on
+//!   it; the client's answer arrives as a POSTed response. DELETE ends a session.
+//! - 2026-07-28: a request whose `_meta` carries the modern version is stateless: the
+//!   `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers must agree with the body
+//!   (-32020), the version must be served (-32022), and a `tools/call` is answered on a
+//!   request-scoped SSE stream: closing it cancels the call.
+//!
+//! Bounded everywhere: header read time (slow clients), header count and size, body size
+//! and read time, sessions, requests in flight per client, and idle session lifetime.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http::{HeaderMap, HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::BoxBody};
+use hyper::body::{Frame, Incoming as IncomingBody};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::Value;
+use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::task::AbortHandle;
+
+use crate::backend::ClientContext;
+use crate::dispatch::{self, Era, Gateway, LegacySession, Peer, era_of};
+use crate::guard::{Guard, Principal};
+use crate::jsonrpc::{
+    self, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND,
+    PARSE_ERROR, RpcError,
+};
+
+/// The endpoint's path.
+pub const ENDPOINT: &str = "/mcp";
+
+/// Bounds of the HTTP face.
+#[derive(Debug, Clone)]
+pub struct HttpLimits {
+    /// Largest request body.
+    pub max_body_bytes: usize,
+    /// Most headers in one request.
+    pub max_headers: usize,
+    /// Time to read a request's headers (slow-loris clients are dropped after it).
+    pub header_timeout: Duration,
+    /// Time to read a request's body.
+    pub body_timeout: Duration,
+    /// Open legacy sessions at once.
+    pub max_sessions: usize,
+    /// A legacy session unused this long expires.
+    pub session_idle: Duration,
+    /// Requests in flight per client (a legacy session, or a modern client's principal).
+    pub max_in_flight_per_client: usize,
+    /// Connections open at once.
+    pub max_connections: usize,
+    /// Gap between SSE keep-alive comments (they also reveal a closed stream).
+    pub keepalive: Duration,
+}
+
+impl Default for HttpLimits {
+    fn default() -> Self {
+        HttpLimits {
+            max_body_bytes: 4 << 20,
+            max_headers: 64,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_sessions: 1024,
+            session_idle: Duration::from_secs(30 * 60),
+            max_in_flight_per_client: 16,
+            max_connections: 512,
+            keepalive: Duration::from_secs(2),
+        }
+    }
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// A stateless client's policy context and its request slots.
+type ModernClient = (Arc<ClientContext>, Arc<Semaphore>);
+
+/// A response that ends a request early (boxed: responses are large).
+type Early = Box<Response<Body>>;
+
+/// One legacy session.
+struct Session {
+    legacy: LegacySession,
+    principal: Principal,
+    last_used: Mutex<Instant>,
+    slots: Arc<Semaphore>,
+    pending: Mutex<HashMap<String, oneshot::Sender<Result<Value, Value>>>>,
+    running: Mutex<HashMap<String, AbortHandle>>,
+    next_id: AtomicU64,
+}
+
+/// The server's shared state.
+struct State {
+    gateway: Arc<Gateway>,
+    guard: Guard,
+    limits: HttpLimits,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    /// Per-principal policy contexts and slots of modern (stateless) clients.
+    modern: Mutex<HashMap<String, ModernClient>>,
+    connections: Arc<Semaphore>,
+}
+
+/// Serves `gateway` on `listener` until `stop` completes; then stops accepting.
+pub async fn serve(
+    gateway: Arc<Gateway>,
+    listener: TcpListener,
+    guard: Guard,
+    limits: HttpLimits,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    let state = Arc::new(State {
+        gateway,
+        guard,
+        connections: Arc::new(Semaphore::new(limits.max_connections.max(1))),
+        limits,
+        sessions: Mutex::new(HashMap::new()),
+        modern: Mutex::new(HashMap::new()),
+    });
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut stop => break,
+        };
+        let (stream, peer) = match accepted {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!("accepting a connection failed: {error}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let Ok(permit) = Arc::clone(&state.connections).try_acquire_owned() else {
+            tracing::warn!(%peer, "connection refused: {} already open", state.limits.max_connections);
+            drop(stream);
+            continue;
+        };
+        let state = Arc::clone(&state);
+        tokio::spawn(async move {
+            let service_state = Arc::clone(&state);
+            let service = service_fn(move |request| {
+                let state = Arc::clone(&service_state);
+                async move { Ok::<_, Infallible>(handle(&state, request, peer).await) }
+            });
+            let mut builder = http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(state.limits.header_timeout)
+                .max_headers(state.limits.max_headers)
+                .max_buf_size(64 * 1024);
+            if let Err(error) = builder
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!(%peer, "connection ended: {error}");
+            }
+            drop(permit);
+        });
+    }
+}
+
+fn full(status: StatusCode, body: impl Into<Bytes>, content_type: &str) -> Response<Body> {
+    let mut response = Response::new(Full::new(body.into()).map_err(|e| match e {}).boxed());
+    *response.status_mut() = status;
+    if let Ok(value) = HeaderValue::from_str(content_type) {
+        response.headers_mut().insert(header::CONTENT_TYPE, value);
+    }
+    response
+}
+
+fn text(status: StatusCode, message: &str) -> Response<Body> {
+    let mut body = message.to_owned();
+    body.push('\n');
+    full(status, body, "text/plain; charset=utf-8")
+}
+
+fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
+    full(status, value.to_string(), "application/json")
+}
+
+fn rpc_error(status: StatusCode, id: &Value, error: &RpcError) -> Response<Body> {
+    json_response(status, &jsonrpc::error_response(id, error))
+}
+
+fn header_str<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|value| value.to_str().ok())
+}
+
+async fn handle(state: &State, request: Request<IncomingBody>, peer: SocketAddr) -> Response<Body> {
+    // The gate: nothing below runs for a hostile Host or Origin, or without a token.
+    let principal = match state.guard.check(request.headers()) {
+        Ok(principal) => principal,
+        Err(refusal) => {
+            tracing::info!(%peer, "refused: {}", refusal.reason);
+            let mut response = text(refusal.status, &refusal.reason);
+            if refusal.status == StatusCode::UNAUTHORIZED {
+                response.headers_mut().insert(
+                    header::WWW_AUTHENTICATE,
+                    HeaderValue::from_static("Bearer realm=\"warden\""),
+                );
+            }
+            return response;
+        }
+    };
+    if request.uri().path() != ENDPOINT {
+        return text(
+            StatusCode::NOT_FOUND,
+            &format!("not found: the MCP endpoint is {ENDPOINT}"),
+        );
+    }
+    match *request.method() {
+        Method::POST => post(state, request, principal).await,
+        Method::DELETE => delete(state, request.headers(), &principal),
+        Method::GET => {
+            // No server-initiated messages are sent outside a request's own stream.
+            let mut response = text(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "GET streams are not offered; every answer comes on its request's own stream",
+            );
+            response
+                .headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
+            response
+        }
+        _ => {
+            let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "use POST");
+            response
+                .headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
+            response
+        }
+    }
+}
+
+fn delete(state: &State, headers: &HeaderMap, principal: &Principal) -> Response<Body> {
+    let Some(id) = header_str(headers, "mcp-session-id") else {
+        return text(StatusCode::BAD_REQUEST, "DELETE needs an Mcp-Session-Id");
+    };
+    let Ok(mut sessions) = state.sessions.lock() else {
+        return text(StatusCode::INTERNAL_SERVER_ERROR, "state lost");
+    };
+    match sessions.get(id) {
+        Some(session) if session.principal == *principal => {
+            if let Some(session) = sessions.remove(id) {
+                cancel_all(&session);
+            }
+            text(StatusCode::OK, "session ended")
+        }
+        _ => text(StatusCode::NOT_FOUND, "no such session"),
+    }
+}
+
+fn cancel_all(session: &Session) {
+    if let Ok(mut running) = session.running.lock() {
+        for (_, handle) in running.drain() {
+            handle.abort();
+        }
+    }
+}
+
+fn accepts(headers: &HeaderMap) -> bool {
+    let accept = header_str(headers, "accept").unwrap_or("");
+    let has = |kind: &str| {
+        accept
+            .split(',')
+            .map(|part| part.split(';').next().unwrap_or("").trim())
+            .any(|part| part == kind || part == "*/*")
+    };
+    has("application/json") && has("text/event-stream")
+}
+
+async fn read_body(state: &State, request: Request<IncomingBody>) -> Result<Bytes, Early> {
+    let max = state.limits.max_body_bytes;
+    let too_large = || {
+        Box::new(text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the body is larger than {max} bytes"),
+        ))
+    };
+    if let Some(length) = header_str(request.headers(), "content-length")
+        .and_then(|length| length.parse::<u64>().ok())
+        && length > max as u64
+    {
+        return Err(too_large());
+    }
+    let limited = Limited::new(request.into_body(), max);
+    match tokio::time::timeout(state.limits.body_timeout, limited.collect()).await {
+        Err(_) => {
+            let seconds = state.limits.body_timeout.as_secs();
+            Err(Box::new(text(
+                StatusCode::REQUEST_TIMEOUT,
+                &format!("the body did not arrive within {seconds}s"),
+            )))
+        }
+        Ok(Err(error)) if error.is::<http_body_util::LengthLimitError>() => Err(too_large()),
+        Ok(Err(_)) => Err(Box::new(text(
+            StatusCode::BAD_REQUEST,
+            "the body could not be read",
+        ))),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}
+
+async fn post(
+    state: &State,
+    request: Request<IncomingBody>,
+    principal: Principal,
+) -> Response<Body> {
+    let headers = request.headers().clone();
+    let content_type = header_str(&headers, "content-type").unwrap_or("");
+    if content_type.split(';').next().map(str::trim) != Some("application/json") {
+        return text(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "the body must be application/json",
+        );
+    }
+    if !accepts(&headers) {
+        return text(
+            StatusCode::NOT_ACCEPTABLE,
+            "Accept must list application/json and text/event-stream",
+        );
+    }
+    let body = match read_body(state, request).await {
+        Ok(body) => body,
+        Err(response) => return *response,
+    };
+    let message: Value = match serde_json::from_slice(&body) {
+        Ok(message) => message,
+        Err(error) => {
+            let error = RpcError::new(PARSE_ERROR, format!("not JSON: {error}"));
+            return rpc_error(StatusCode::BAD_REQUEST, &Value::Null, &error);
+        }
+    };
+    let message = match jsonrpc::parse(message) {
+        Ok(message) => message,
+        Err((id, error)) => return rpc_error(StatusCode::BAD_REQUEST, &id, &error),
+    };
+    let (method, params) = match &message {
+        Incoming::Request { method, params, .. } | Incoming::Notification { method, params } => {
+            (method.as_str(), params)
+        }
+        Incoming::Response { .. } => ("", &Value::Null),
+    };
+    let modern = era_of(method, params) == Some(Era::Modern)
+        || header_str(&headers, "mcp-protocol-version") == Some(dispatch::MODERN_VERSION);
+    if modern {
+        return modern_post(state, &headers, message, principal).await;
+    }
+    legacy_post(state, &headers, message, principal).await
+}
+
+// ---- 2025-11-25 ----
+
+fn find_session(
+    state: &State,
+    headers: &HeaderMap,
+    principal: &Principal,
+) -> Result<Arc<Session>, Early> {
+    let Some(id) = header_str(headers, "mcp-session-id") else {
+        return Err(Box::new(rpc_error(
+            StatusCode::BAD_REQUEST,
+            &Value::Null,
+            &RpcError::new(
+                INVALID_REQUEST,
+                "missing Mcp-Session-Id: send initialize first (2025-11-25), or a request with \
+                 the 2026-07-28 `_meta`",
+            ),
+        )));
+    };
+    let Ok(mut sessions) = state.sessions.lock() else {
+        return Err(Box::new(text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "state lost",
+        )));
+    };
+    let now = Instant::now();
+    let found = sessions.get(id).cloned();
+    match found {
+        // Another token's session is as unknown as one that never existed.
+        Some(session) if session.principal == *principal => {
+            let idle = session
+                .last_used
+                .lock()
+                .map(|last| now.duration_since(*last))
+                .unwrap_or_default();
+            if idle > state.limits.session_idle {
+                sessions.remove(id);
+                cancel_all(&session);
+                return Err(Box::new(session_gone()));
+            }
+            if let Ok(mut last) = session.last_used.lock() {
+                *last = now;
+            }
+            Ok(session)
+        }
+        _ => Err(Box::new(session_gone())),
+    }
+}
+
+fn session_gone() -> Response<Body> {
+    rpc_error(
+        StatusCode::NOT_FOUND,
+        &Value::Null,
+        &RpcError::new(
+            INVALID_REQUEST,
+            "no such session (it expired, was deleted, or never existed): initialize again",
+        ),
+    )
+}
+
+async fn legacy_post(
+    state: &State,
+    headers: &HeaderMap,
+    message: Incoming,
+    principal: Principal,
+) -> Response<Body> {
+    if let Incoming::Request { id, method, params } = &message
+        && method == "initialize"
+    {
+        if headers.contains_key("mcp-session-id") {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                id,
+                &RpcError::new(
+                    INVALID_REQUEST,
+                    "initialize opens a session; send it without Mcp-Session-Id",
+                ),
+            );
+        }
+        return initialize(state, id, params, principal);
+    }
+    let session = match find_session(state, headers, &principal) {
+        Ok(session) => session,
+        Err(response) => return *response,
+    };
+    // A version this session could have negotiated is accepted (clients differ in what
+    // they send after `initialize`); anything else is refused.
+    if let Some(version) = header_str(headers, "mcp-protocol-version")
+        && !dispatch::LEGACY_VERSIONS.contains(&version)
+    {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            &Value::Null,
+            &RpcError::new(
+                INVALID_REQUEST,
+                format!(
+                    "MCP-Protocol-Version {version} is not served in a session (this session \
+                     negotiated {})",
+                    session.legacy.version
+                ),
+            ),
+        );
+    }
+    match message {
+        Incoming::Response { id, outcome } => {
+            let waiting = session
+                .pending
+                .lock()
+                .ok()
+                .and_then(|mut pending| pending.remove(&jsonrpc::id_key(&id)));
+            if let Some(waiting) = waiting {
+                let _ = waiting.send(outcome);
+            }
+            full(StatusCode::ACCEPTED, Bytes::new(), "application/json")
+        }
+        Incoming::Notification { method, params } => {
+            if method == "notifications/cancelled" {
+                if let Some(id) = params.get("requestId") {
+                    let handle = session
+                        .running
+                        .lock()
+                        .ok()
+                        .and_then(|mut running| running.remove(&jsonrpc::id_key(id)));
+                    if let Some(handle) = handle {
+                        handle.abort();
+                    }
+                }
+            } else {
+                state.gateway.legacy_notification(&session.legacy, &method);
+            }
+            full(StatusCode::ACCEPTED, Bytes::new(), "application/json")
+        }
+        Incoming::Request { id, method, params } => {
+            let Ok(permit) = Arc::clone(&session.slots).try_acquire_owned() else {
+                return too_many(&id, state.limits.max_in_flight_per_client);
+            };
+            if method == "tools/call" {
+                legacy_stream(state, session, id, method, params, permit)
+            } else {
+                let answer = state
+                    .gateway
+                    .legacy(&session.legacy, &method, params, &dispatch::NoPeer)
+                    .await;
+                drop(permit);
+                answer_json(&id, answer)
+            }
+        }
+    }
+}
+
+fn too_many(id: &Value, limit: usize) -> Response<Body> {
+    rpc_error(
+        StatusCode::TOO_MANY_REQUESTS,
+        id,
+        &RpcError::new(
+            INVALID_REQUEST,
+            format!("this client already has {limit} requests in flight"),
+        ),
+    )
+}
+
+fn answer_json(id: &Value, answer: Result<Value, RpcError>) -> Response<Body> {
+    match answer {
+        Ok(result) => json_response(StatusCode::OK, &jsonrpc::response(id, result)),
+        Err(error) => json_response(StatusCode::OK, &jsonrpc::error_response(id, &error)),
+    }
+}
+
+fn initialize(state: &State, id: &Value, params: &Value, principal: Principal) -> Response<Body> {
+    let session_id = match crate::secret::session_id() {
+        Ok(session_id) => session_id,
+        Err(error) => {
+            return rpc_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                id,
+                &RpcError::new(
+                    jsonrpc::INTERNAL_ERROR,
+                    format!("no random source: {error}"),
+                ),
+            );
+        }
+    };
+    let (legacy, result) = match state.gateway.initialize(params, &session_id) {
+        Ok(opened) => opened,
+        Err(error) => return rpc_error(StatusCode::BAD_REQUEST, id, &error),
+    };
+    {
+        let Ok(mut sessions) = state.sessions.lock() else {
+            return text(StatusCode::INTERNAL_SERVER_ERROR, "state lost");
+        };
+        if sessions.len() >= state.limits.max_sessions {
+            let now = Instant::now();
+            let idle = state.limits.session_idle;
+            sessions.retain(|_, session| {
+                session
+                    .last_used
+                    .lock()
+                    .map(|last| now.duration_since(*last) <= idle)
+                    .unwrap_or(false)
+            });
+        }
+        if sessions.len() >= state.limits.max_sessions {
+            return rpc_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                id,
+                &RpcError::new(
+                    INVALID_REQUEST,
+                    format!(
+                        "{} sessions are open, the most allowed; try again later",
+                        state.limits.max_sessions
+                    ),
+                ),
+            );
+        }
+        sessions.insert(
+            session_id.clone(),
+            Arc::new(Session {
+                legacy,
+                principal,
+                last_used: Mutex::new(Instant::now()),
+                slots: Arc::new(Semaphore::new(state.limits.max_in_flight_per_client.max(1))),
+                pending: Mutex::new(HashMap::new()),
+                running: Mutex::new(HashMap::new()),
+                next_id: AtomicU64::new(1),
+            }),
+        );
+    }
+    let mut response = json_response(StatusCode::OK, &jsonrpc::response(id, result));
+    if let Ok(value) = HeaderValue::from_str(&session_id) {
+        response.headers_mut().insert("mcp-session-id", value);
+    }
+    response
+}
+
+/// The peer of a legacy tools/call: requests go out on the call's SSE stream.
+struct StreamPeer {
+    session: Arc<Session>,
+    events: mpsc::Sender<Value>,
+    max_outbound: usize,
+}
+
+impl Peer for StreamPeer {
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value, String>> {
+        Box::pin(async move {
+            let id = Value::String(format!(
+                "warden-{}",
+                self.session.next_id.fetch_add(1, Ordering::Relaxed)
+            ));
+            let key = jsonrpc::id_key(&id);
+            let (tx, rx) = oneshot::channel();
+            {
+                let mut pending = self
+                    .session
+                    .pending
+                    .lock()
+                    .map_err(|_| "state lost".to_owned())?;
+                if pending.len() >= self.max_outbound {
+                    return Err("too many questions to the client are outstanding".into());
+                }
+                pending.insert(key.clone(), tx);
+            }
+            if self
+                .events
+                .send(jsonrpc::request(&id, method, params))
+                .await
+                .is_err()
+            {
+                return Err("the client closed the stream".into());
+            }
+            let answer = tokio::time::timeout(timeout, rx).await;
+            if let Ok(mut pending) = self.session.pending.lock() {
+                pending.remove(&key);
+            }
+            match answer {
+                Ok(Ok(Ok(result))) => Ok(result),
+                Ok(Ok(Err(error))) => Err(format!("the client answered with an error: {error}")),
+                Ok(Err(_)) => Err("the session ended".into()),
+                Err(_) => Err(format!("no answer within {}s", timeout.as_secs())),
+            }
+        })
+    }
+}
+
+fn sse_response(mut events: mpsc::Receiver<Value>, keepalive: Duration) -> Response<Body> {
+    let (frames, body_rx) = mpsc::channel::<Result<Frame<Bytes>, Infallible>>(16);
+    tokio::spawn(async move {
+        loop {
+            let next = tokio::time::timeout(keepalive, events.recv()).await;
+            let chunk = match next {
+                Ok(Some(message)) => format!("event: message\ndata: {message}\n\n"),
+                Ok(None) => break,
+                Err(_) => ": keep-alive\n\n".to_owned(),
+            };
+            if frames
+                .send(Ok(Frame::data(Bytes::from(chunk))))
+                .await
+                .is_err()
+            {
+                // The client closed the stream: dropping `events` tells the producer.
+                break;
+            }
+        }
+    });
+    let stream = futures::stream::unfold(body_rx, |mut rx| async move {
+        rx.recv().await.map(|frame| (frame, rx))
+    });
+    let mut response = Response::new(StreamBody::new(stream).boxed());
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+fn legacy_stream(
+    state: &State,
+    session: Arc<Session>,
+    id: Value,
+    method: String,
+    params: Value,
+    permit: OwnedSemaphorePermit,
+) -> Response<Body> {
+    let (events, events_rx) = mpsc::channel::<Value>(16);
+    let gateway = Arc::clone(&state.gateway);
+    let key = jsonrpc::id_key(&id);
+    let task_session = Arc::clone(&session);
+    let task_key = key.clone();
+    let Ok(mut running) = session.running.lock() else {
+        return text(StatusCode::INTERNAL_SERVER_ERROR, "state lost");
+    };
+    let task = tokio::spawn(async move {
+        let peer = StreamPeer {
+            session: Arc::clone(&task_session),
+            events: events.clone(),
+            max_outbound: 4,
+        };
+        // 2025-11-25: a closed stream is not a cancellation; the call runs to its end.
+        let answer = gateway
+            .legacy(&task_session.legacy, &method, params, &peer)
+            .await;
+        if let Ok(mut running) = task_session.running.lock() {
+            running.remove(&task_key);
+        }
+        let message = match answer {
+            Ok(result) => jsonrpc::response(&id, result),
+            Err(error) => jsonrpc::error_response(&id, &error),
+        };
+        let _ = events.send(message).await;
+        drop(permit);
+    });
+    running.insert(key, task.abort_handle());
+    drop(running);
+    sse_response(events_rx, state.limits.keepalive)
+}
+
+// ---- 2026-07-28 ----
+
+/// Decodes a header value in the `=?base64?…?=` form; other values as they are.
+fn decode_header_value(value: &str) -> Option<String> {
+    use base64::Engine as _;
+    match value
+        .strip_prefix("=?base64?")
+        .and_then(|rest| rest.strip_suffix("?="))
+    {
+        Some(inner) => base64::engine::general_purpose::STANDARD
+            .decode(inner)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok()),
+        None => Some(value.to_owned()),
+    }
+}
+
+/// Checks that the headers agree with the body (-32020 otherwise).
+fn check_modern_headers(headers: &HeaderMap, method: &str, params: &Value) -> Result<(), RpcError> {
+    let mismatch = |what: &str| RpcError::new(HEADER_MISMATCH, format!("Header mismatch: {what}"));
+    let body_version = params
+        .get("_meta")
+        .and_then(|meta| meta.get(dispatch::META_VERSION))
+        .and_then(Value::as_str);
+    match header_str(headers, "mcp-protocol-version") {
+        None => return Err(mismatch("MCP-Protocol-Version is missing")),
+        Some(version) if Some(version) != body_version => {
+            return Err(mismatch(
+                "MCP-Protocol-Version does not equal the body's protocol version",
+            ));
+        }
+        Some(_) => {}
+    }
+    match header_str(headers, "mcp-method") {
+        None => return Err(mismatch("Mcp-Method is missing")),
+        Some(header) if header != method => {
+            return Err(mismatch("Mcp-Method does not equal the body's method"));
+        }
+        Some(_) => {}
+    }
+    let named = match method {
+        "tools/call" | "prompts/get" => params.get("name").and_then(Value::as_str),
+        "resources/read" => params.get("uri").and_then(Value::as_str),
+        _ => return Ok(()),
+    };
+    match header_str(headers, "mcp-name").map(decode_header_value) {
+        None => Err(mismatch("Mcp-Name is missing")),
+        Some(decoded) if decoded.as_deref() != named => {
+            Err(mismatch("Mcp-Name does not equal the body's name"))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// Checks `Mcp-Param-*` headers against the arguments marked `x-mcp-header` in `schema`.
+fn check_param_headers(
+    headers: &HeaderMap,
+    schema: &Value,
+    arguments: &Value,
+) -> Result<(), RpcError> {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return Ok(());
+    };
+    for (property, definition) in properties {
+        let Some(name) = definition.get("x-mcp-header").and_then(Value::as_str) else {
+            continue;
+        };
+        let header_name = format!("mcp-param-{}", name.to_ascii_lowercase());
+        let value = arguments.get(property).filter(|value| !value.is_null());
+        let header = header_str(headers, &header_name).map(decode_header_value);
+        let expected = value.map(|value| match value {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        });
+        let agrees = match (&header, &expected) {
+            (None, None) => true,
+            (Some(Some(got)), Some(expected)) => got == expected,
+            _ => false,
+        };
+        if !agrees {
+            return Err(RpcError::new(
+                HEADER_MISMATCH,
+                format!(
+                    "Header mismatch: Mcp-Param-{name} does not agree with the argument `{property}`"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn modern_status(error: &RpcError) -> StatusCode {
+    match error.code {
+        METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+        HEADER_MISMATCH
+        | jsonrpc::UNSUPPORTED_VERSION
+        | jsonrpc::MISSING_CAPABILITY
+        | INVALID_REQUEST
+        | PARSE_ERROR => StatusCode::BAD_REQUEST,
+        INVALID_PARAMS => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
+    }
+}
+
+fn modern_client(state: &State, principal: &Principal) -> ModernClient {
+    let key = principal.key();
+    let Ok(mut clients) = state.modern.lock() else {
+        return (
+            Arc::new(ClientContext::new(key)),
+            Arc::new(Semaphore::new(1)),
+        );
+    };
+    // Bounded by the principals configured (one per token, or the one loopback principal).
+    clients
+        .entry(key.clone())
+        .or_insert_with(|| {
+            (
+                Arc::new(ClientContext::new(format!("http:{key}"))),
+                Arc::new(Semaphore::new(state.limits.max_in_flight_per_client.max(1))),
+            )
+        })
+        .clone()
+}
+
+async fn modern_post(
+    state: &State,
+    headers: &HeaderMap,
+    message: Incoming,
+    principal: Principal,
+) -> Response<Body> {
+    let (id, method, params) = match message {
+        // No client-to-server notification is defined over HTTP in 2026-07-28.
+        Incoming::Notification { .. } => {
+            return full(StatusCode::ACCEPTED, Bytes::new(), "application/json");
+        }
+        Incoming::Response { id, .. } => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                &id,
+                &RpcError::new(
+                    INVALID_REQUEST,
+                    "2026-07-28 clients send no responses: answers go in inputResponses",
+                ),
+            );
+        }
+        Incoming::Request { id, method, params } => (id, method, params),
+    };
+    if method == "initialize" {
+        // Removed in 2026-07-28: an unknown method there.
+        return rpc_error(
+            StatusCode::NOT_FOUND,
+            &id,
+            &RpcError::new(
+                METHOD_NOT_FOUND,
+                "Method not found: initialize (not part of 2026-07-28)",
+            ),
+        );
+    }
+    // Headers that disagree with a body naming its version are a mismatch (-32020) before
+    // the version itself is judged; a body without its `_meta` is -32602.
+    let body_has_version = params
+        .get("_meta")
+        .and_then(|meta| meta.get(dispatch::META_VERSION))
+        .is_some();
+    if body_has_version && let Err(error) = check_modern_headers(headers, &method, &params) {
+        return rpc_error(StatusCode::BAD_REQUEST, &id, &error);
+    }
+    let checked = match state.gateway.modern_check(&params) {
+        Ok(checked) => checked,
+        Err(error) => return rpc_error(modern_status(&error), &id, &error),
+    };
+    if method == "tools/call"
+        && let Some(name) = params.get("name").and_then(Value::as_str)
+        && let Some(schema) = state.gateway.backend().input_schema(name)
+        && let Err(error) = check_param_headers(
+            headers,
+            &schema,
+            params.get("arguments").unwrap_or(&Value::Null),
+        )
+    {
+        return rpc_error(StatusCode::BAD_REQUEST, &id, &error);
+    }
+    let (client, slots) = modern_client(state, &principal);
+    let Ok(permit) = slots.try_acquire_owned() else {
+        return too_many(&id, state.limits.max_in_flight_per_client);
+    };
+    if method != "tools/call" {
+        let answer = state
+            .gateway
+            .modern(&client, &checked, &method, params)
+            .await;
+        drop(permit);
+        return match answer {
+            Ok(result) => json_response(StatusCode::OK, &jsonrpc::response(&id, result)),
+            Err(error) => rpc_error(modern_status(&error), &id, &error),
+        };
+    }
+    // A request-scoped stream: closing it cancels the call (the task is aborted, which
+    // sends the cancellation upstream).
+    let (events, events_rx) = mpsc::channel::<Value>(4);
+    let gateway = Arc::clone(&state.gateway);
+    let task = tokio::spawn(async move {
+        let answer = gateway.modern(&client, &checked, &method, params).await;
+        let message = match answer {
+            Ok(result) => jsonrpc::response(&id, result),
+            Err(error) => jsonrpc::error_response(&id, &error),
+        };
+        let _ = events.send(message).await;
+        drop(permit);
+    });
+    let (watch_tx, watch_rx) = mpsc::channel::<Value>(4);
+    let abort = task.abort_handle();
+    tokio::spawn(relay_until_closed(events_rx, watch_tx, abort));
+    sse_response(watch_rx, state.limits.keepalive)
+}
+
+/// Passes messages from `from` to `to`; if `to` closes first (the client hung up), aborts
+/// the call.
+async fn relay_until_closed(
+    mut from: mpsc::Receiver<Value>,
+    to: mpsc::Sender<Value>,
+    call: AbortHandle,
+) {
+    loop {
+        tokio::select! {
+            message = from.recv() => match message {
+                Some(message) => {
+                    if to.send(message).await.is_err() {
+                        call.abort();
+                        return;
+                    }
+                }
+                None => return,
+            },
+            () = to.closed() => {
+                tracing::info!("the client closed a request's stream: the call is cancelled");
+                call.abort();
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(
+                http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        map
+    }
+
+    #[test]
+    fn headers_are_compared_with_the_body() {
+        let params = json!({"name": "a b", "_meta": {dispatch::META_VERSION: "2026-07-28"}});
+        let good = headers(&[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "=?base64?YSBi?="),
+        ]);
+        assert_eq!(check_modern_headers(&good, "tools/call", &params), Ok(()));
+        for bad in [
+            headers(&[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/list"),
+                ("mcp-name", "a b"),
+            ]),
+            headers(&[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "other"),
+            ]),
+            headers(&[
+                ("mcp-protocol-version", "2025-11-25"),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "a b"),
+            ]),
+            headers(&[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/call"),
+            ]),
+        ] {
+            let error = check_modern_headers(&bad, "tools/call", &params).unwrap_err();
+            assert_eq!(error.code, HEADER_MISMATCH, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn param_headers_follow_x_mcp_header_marks() {
+        let schema =
+            json!({"properties": {"region": {"type": "string", "x-mcp-header": "Region"}}});
+        let args = json!({"region": "eu"});
+        assert_eq!(
+            check_param_headers(&headers(&[("mcp-param-region", "eu")]), &schema, &args),
+            Ok(())
+        );
+        assert!(
+            check_param_headers(&headers(&[("mcp-param-region", "us")]), &schema, &args).is_err()
+        );
+        assert!(check_param_headers(&headers(&[]), &schema, &args).is_err());
+        assert_eq!(
+            check_param_headers(&headers(&[]), &schema, &json!({})),
+            Ok(())
+        );
+    }
+}

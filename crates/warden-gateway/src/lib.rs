@@ -1,0 +1,29 @@
+//! `warden serve`: Warden's second face, an MCP server that any MCP client connects to.
+//!
+//! It serves the aggregate of every configured server (or one, transparently) under the
+//! one policy, so a client such as Claude Code or an SDK gets Warden's confinement, pins,
+//! policy with provenance, approvals and audit log without Warden's own agent loop.
+//!
+//! - [`backend`]: the only module that uses the host core: the tool list, and a call made
+//!   for one client in that client's own policy context.
+//! - [`dispatch`]: the protocol, both eras (2025-11-25 sessions, 2026-07-28 stateless),
+//!   independent of the transport.
+//! - [`stdio`]: one client over stdin and stdout.
+//! - [`http`]: many clients over Streamable HTTP, with the hardening a listening socket
+//!   needs (Host and Origin checks, bearer tokens, caps and timeouts).
+//! - [`secret`]: session ids, constant-time comparison, the signed approval state.
+//! - [`jsonrpc`]: the message layer.
+
+pub mod backend;
+pub mod dispatch;
+pub mod guard;
+pub mod http;
+pub mod jsonrpc;
+pub mod secret;
+pub mod stdio;
+
+pub use backend::{AuditSink, Backend, BackendError, ClientContext, NoAudit};
+pub use dispatch::{Gateway, ProtocolOptions};
+pub use guard::{Guard, Principal};
+pub use http::HttpLimits;
+pub use stdio::StdioLimits;

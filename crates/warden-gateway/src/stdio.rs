@@ -1,0 +1,389 @@
+//! Serving one client over stdio: one JSON message per line in, one per line out.
+//!
+//! Each request runs as its own task (at most [`StdioLimits::max_in_flight`] at once; past
+//! that, reading waits), so a slow call never holds up a `ping` or a cancellation.
+//! `notifications/cancelled` aborts the named request's task, and dropping the call sends
+//! the cancellation on to the upstream server. Requests the gateway sends the client
+//! (legacy `elicitation/create`) are matched with their responses by id. A line longer than
+//! [`StdioLimits::max_message_bytes`] is refused and skipped. End of input ends the
+//! session: every request still running is cancelled.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::task::AbortHandle;
+
+use crate::backend::ClientContext;
+use crate::dispatch::{Era, Gateway, LegacySession, Peer, era_of};
+use crate::jsonrpc::{self, INVALID_REQUEST, Incoming, PARSE_ERROR, RpcError};
+
+/// Bounds of a stdio session.
+#[derive(Debug, Clone)]
+pub struct StdioLimits {
+    /// Longest message (line) accepted.
+    pub max_message_bytes: usize,
+    /// Requests handled at once.
+    pub max_in_flight: usize,
+    /// Requests the gateway may have outstanding at the client (elicitations).
+    pub max_outbound: usize,
+}
+
+impl Default for StdioLimits {
+    fn default() -> Self {
+        StdioLimits {
+            max_message_bytes: 4 << 20,
+            max_in_flight: 64,
+            max_outbound: 16,
+        }
+    }
+}
+
+/// Messages waiting to be written, at most.
+const WRITE_QUEUE: usize = 256;
+
+struct Shared {
+    gateway: Arc<Gateway>,
+    out: mpsc::Sender<Value>,
+    era: OnceLock<Era>,
+    legacy: OnceLock<Arc<LegacySession>>,
+    /// One policy context for the whole stdio client, whichever era it speaks.
+    modern_client: ClientContext,
+    running: Mutex<HashMap<String, AbortHandle>>,
+    pending: Mutex<HashMap<String, oneshot::Sender<Result<Value, Value>>>>,
+    next_id: AtomicU64,
+    max_outbound: usize,
+}
+
+impl Shared {
+    async fn send(&self, message: Value) {
+        // A closed writer means the client is gone; the reader notices too.
+        let _ = self.out.send(message).await;
+    }
+}
+
+impl Peer for Shared {
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value, String>> {
+        Box::pin(async move {
+            let id = Value::String(format!(
+                "warden-{}",
+                self.next_id.fetch_add(1, Ordering::Relaxed)
+            ));
+            let key = jsonrpc::id_key(&id);
+            let (tx, rx) = oneshot::channel();
+            {
+                let mut pending = self.pending.lock().map_err(|_| "state lost".to_owned())?;
+                if pending.len() >= self.max_outbound {
+                    return Err(format!(
+                        "{} requests to the client are already outstanding",
+                        self.max_outbound
+                    ));
+                }
+                pending.insert(key.clone(), tx);
+            }
+            self.send(jsonrpc::request(&id, method, params)).await;
+            let answer = tokio::time::timeout(timeout, rx).await;
+            if let Ok(mut pending) = self.pending.lock() {
+                pending.remove(&key);
+            }
+            match answer {
+                Ok(Ok(Ok(result))) => Ok(result),
+                Ok(Ok(Err(error))) => Err(format!("the client answered with an error: {error}")),
+                Ok(Err(_)) => Err("the client went away".into()),
+                Err(_) => Err(format!("no answer within {}s", timeout.as_secs())),
+            }
+        })
+    }
+}
+
+/// Serves one client on `input` and `output` until `input` ends.
+pub async fn serve<R, W>(gateway: Arc<Gateway>, input: R, output: W, limits: StdioLimits)
+where
+    R: AsyncBufRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (out, mut queue) = mpsc::channel::<Value>(WRITE_QUEUE);
+    let writer = tokio::spawn(async move {
+        let mut output = output;
+        while let Some(message) = queue.recv().await {
+            let mut line = message.to_string();
+            line.push('\n');
+            if output.write_all(line.as_bytes()).await.is_err() || output.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let tag = crate::secret::session_id()
+        .unwrap_or_else(|_| "stdio".into())
+        .chars()
+        .take(8)
+        .collect::<String>();
+    let shared = Arc::new(Shared {
+        gateway,
+        out,
+        era: OnceLock::new(),
+        legacy: OnceLock::new(),
+        modern_client: ClientContext::new(format!("stdio#{tag}")),
+        running: Mutex::new(HashMap::new()),
+        pending: Mutex::new(HashMap::new()),
+        next_id: AtomicU64::new(1),
+        max_outbound: limits.max_outbound,
+    });
+    let slots = Arc::new(Semaphore::new(limits.max_in_flight.max(1)));
+    let mut reader = input;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match read_line(&mut reader, &mut line, limits.max_message_bytes).await {
+            Ok(Line::End) | Err(_) => break,
+            Ok(Line::TooLong) => {
+                let error = RpcError::new(
+                    INVALID_REQUEST,
+                    format!(
+                        "message longer than {} bytes; skipped",
+                        limits.max_message_bytes
+                    ),
+                );
+                shared
+                    .send(jsonrpc::error_response(&Value::Null, &error))
+                    .await;
+                continue;
+            }
+            Ok(Line::Read) => {}
+        }
+        let text = String::from_utf8_lossy(&line);
+        if text.trim().is_empty() {
+            continue;
+        }
+        let message: Value = match serde_json::from_str(text.trim()) {
+            Ok(message) => message,
+            Err(error) => {
+                let error = RpcError::new(PARSE_ERROR, format!("not JSON: {error}"));
+                shared
+                    .send(jsonrpc::error_response(&Value::Null, &error))
+                    .await;
+                continue;
+            }
+        };
+        match jsonrpc::parse(message) {
+            Err((id, error)) => shared.send(jsonrpc::error_response(&id, &error)).await,
+            Ok(Incoming::Response { id, outcome }) => {
+                let waiting = shared
+                    .pending
+                    .lock()
+                    .ok()
+                    .and_then(|mut pending| pending.remove(&jsonrpc::id_key(&id)));
+                if let Some(waiting) = waiting {
+                    let _ = waiting.send(outcome);
+                }
+            }
+            Ok(Incoming::Notification { method, params }) => {
+                notification(&shared, &method, &params);
+            }
+            Ok(Incoming::Request { id, method, params }) => {
+                let Ok(permit) = Arc::clone(&slots).acquire_owned().await else {
+                    break;
+                };
+                let key = jsonrpc::id_key(&id);
+                let task_shared = Arc::clone(&shared);
+                let task_key = key.clone();
+                // Held while spawning, so the task cannot remove its entry before it is in.
+                let Ok(mut running) = shared.running.lock() else {
+                    break;
+                };
+                let task = tokio::spawn(async move {
+                    let answer = request(&task_shared, &method, params).await;
+                    if let Ok(mut running) = task_shared.running.lock() {
+                        running.remove(&task_key);
+                    }
+                    let message = match answer {
+                        Ok(result) => jsonrpc::response(&id, result),
+                        Err(error) => jsonrpc::error_response(&id, &error),
+                    };
+                    task_shared.send(message).await;
+                    drop(permit);
+                });
+                running.insert(key, task.abort_handle());
+                drop(running);
+            }
+        }
+    }
+    // Input ended: cancel what is still running (each call's cancellation goes upstream).
+    let handles: Vec<AbortHandle> = shared
+        .running
+        .lock()
+        .map(|mut running| running.drain().map(|(_, handle)| handle).collect())
+        .unwrap_or_default();
+    for handle in handles {
+        handle.abort();
+    }
+    drop(shared);
+    let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
+}
+
+fn notification(shared: &Shared, method: &str, params: &Value) {
+    match method {
+        "notifications/cancelled" => {
+            let Some(id) = params.get("requestId") else {
+                return;
+            };
+            let handle = shared
+                .running
+                .lock()
+                .ok()
+                .and_then(|mut running| running.remove(&jsonrpc::id_key(id)));
+            if let Some(handle) = handle {
+                tracing::info!(request = %id, "cancelled by the client");
+                handle.abort();
+            }
+        }
+        _ => {
+            if let Some(session) = shared.legacy.get() {
+                shared.gateway.legacy_notification(session, method);
+            }
+        }
+    }
+}
+
+async fn request(shared: &Shared, method: &str, params: Value) -> Result<Value, RpcError> {
+    let era = match shared.era.get() {
+        Some(era) => *era,
+        None => match era_of(method, &params) {
+            Some(era) => *shared.era.get_or_init(|| era),
+            None => {
+                return Err(RpcError::new(
+                    INVALID_REQUEST,
+                    format!(
+                        "`{method}` before the session began: send `initialize` (2025-11-25) or a \
+                         request with `_meta` `{}` (2026-07-28) first",
+                        crate::dispatch::META_VERSION
+                    ),
+                ));
+            }
+        },
+    };
+    match era {
+        Era::Legacy => {
+            if method == "initialize" && shared.legacy.get().is_none() {
+                let (session, result) = shared.gateway.initialize(&params, "stdio")?;
+                let session = Arc::new(session);
+                if shared.legacy.set(session).is_err() {
+                    return Err(RpcError::new(INVALID_REQUEST, "already initialized"));
+                }
+                return Ok(result);
+            }
+            if era_of(method, &params) == Some(Era::Modern) {
+                return Err(RpcError::new(
+                    INVALID_REQUEST,
+                    "this client began with `initialize` (2025-11-25); a 2026-07-28 request is \
+                     refused, not served in another era",
+                ));
+            }
+            let Some(session) = shared.legacy.get() else {
+                return Err(RpcError::new(INVALID_REQUEST, "not initialized"));
+            };
+            shared.gateway.legacy(session, method, params, shared).await
+        }
+        Era::Modern => {
+            if method == "initialize" {
+                return Err(RpcError::new(
+                    INVALID_REQUEST,
+                    "this client speaks 2026-07-28 (stateless); `initialize` is not part of it",
+                ));
+            }
+            let checked = shared.gateway.modern_check(&params)?;
+            shared
+                .gateway
+                .modern(&shared.modern_client, &checked, method, params)
+                .await
+        }
+    }
+}
+
+enum Line {
+    Read,
+    TooLong,
+    End,
+}
+
+/// Reads one line into `buffer` (without its newline), keeping at most `limit` bytes: a
+/// longer line is read to its end and reported as [`Line::TooLong`].
+async fn read_line<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    buffer: &mut Vec<u8>,
+    limit: usize,
+) -> std::io::Result<Line> {
+    let mut too_long = false;
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(if buffer.is_empty() && !too_long {
+                Line::End
+            } else if too_long {
+                Line::TooLong
+            } else {
+                Line::Read
+            });
+        }
+        let (chunk, done) = match available.iter().position(|b| *b == b'\n') {
+            Some(at) => (&available[..at], Some(at + 1)),
+            None => (available, None),
+        };
+        if !too_long {
+            if buffer.len() + chunk.len() > limit {
+                too_long = true;
+                buffer.clear();
+            } else {
+                buffer.extend_from_slice(chunk);
+            }
+        }
+        let used = done.unwrap_or(available.len());
+        reader.consume(used);
+        if done.is_some() {
+            return Ok(if too_long { Line::TooLong } else { Line::Read });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn long_lines_are_skipped_whole() {
+        let input = b"12345\n123456789012\nabc".to_vec();
+        let mut reader = tokio::io::BufReader::with_capacity(4, &input[..]);
+        let mut buffer = Vec::new();
+        assert!(matches!(
+            read_line(&mut reader, &mut buffer, 8).await.unwrap(),
+            Line::Read
+        ));
+        assert_eq!(buffer, b"12345");
+        buffer.clear();
+        assert!(matches!(
+            read_line(&mut reader, &mut buffer, 8).await.unwrap(),
+            Line::TooLong
+        ));
+        buffer.clear();
+        assert!(matches!(
+            read_line(&mut reader, &mut buffer, 8).await.unwrap(),
+            Line::Read
+        ));
+        assert_eq!(buffer, b"abc");
+        buffer.clear();
+        assert!(matches!(
+            read_line(&mut reader, &mut buffer, 8).await.unwrap(),
+            Line::End
+        ));
+    }
+}

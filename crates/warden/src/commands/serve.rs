@@ -1,0 +1,342 @@
+//! `warden serve`: Warden as an MCP server, for any MCP client.
+//!
+//! Connects the configured servers (or the one `--only` names) exactly as the other
+//! commands do (approvals, pins, confinement, policy), then serves them over stdio, or over
+//! Streamable HTTP with `--http ADDR`. The protocol, the HTTP hardening and the per-client
+//! policy contexts live in `warden-gateway`; this module wires configuration, the state
+//! store (audit rows) and signals to it.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use warden_gateway::{
+    AuditSink, Backend, Gateway, Guard, HttpLimits, ProtocolOptions, StdioLimits,
+};
+use warden_host::ServerStatus;
+use warden_store::{AuditEntry, Store};
+
+use crate::cli::{ClientKind, GlobalArgs, ServeArgs};
+use crate::exit::{Code, Failure};
+
+/// Runs `warden serve`.
+pub async fn run(global: &GlobalArgs, args: ServeArgs) -> Result<Code, Failure> {
+    if let Some(kind) = args.print_client_config {
+        println!("{}", client_config(kind, global, &args)?);
+        return Ok(Code::Ok);
+    }
+    let (config, env) = super::load_config(global)?;
+    let settings = &config.serve;
+    let specs: Vec<_> = match &args.only {
+        Some(name) => {
+            let found: Vec<_> = config
+                .servers
+                .iter()
+                .filter(|spec| &spec.name == name)
+                .cloned()
+                .collect();
+            if found.is_empty() {
+                let known: Vec<&str> = config.servers.iter().map(|s| s.name.as_str()).collect();
+                return Err(Failure::usage(anyhow::anyhow!(
+                    "--only {name}: no server `{name}` is configured (configured: {})",
+                    known.join(", ")
+                )));
+            }
+            found
+        }
+        None => config.servers.clone(),
+    };
+    if specs.is_empty() {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "no servers are configured (see `warden config` for the files searched)"
+        )));
+    }
+    let policy = super::compile_policy(&config.policy)?;
+    // The address and tokens are checked before any server starts.
+    // `--http` without a value takes `[serve] listen`; without `--http`, stdio.
+    let address = match args.http.as_deref() {
+        None => None,
+        Some("") => Some(settings.listen.clone().ok_or_else(|| {
+            Failure::usage(anyhow::anyhow!(
+                "--http without an address needs `listen` in [serve] (docs/gateway.md)"
+            ))
+        })?),
+        Some(address) => Some(address.to_owned()),
+    };
+    let listening = match &address {
+        Some(address) => {
+            let addr: SocketAddr = resolve_address(address).map_err(Failure::usage)?;
+            let mut token_vars = settings.token_env.clone();
+            token_vars.extend(args.token_env.iter().cloned());
+            let mut tokens = Vec::new();
+            for var in &token_vars {
+                let value = env.vars.get(var).cloned().ok_or_else(|| {
+                    Failure::usage(anyhow::anyhow!(
+                        "the token variable {var} (named in [serve] token_env or --token-env) is not set"
+                    ))
+                })?;
+                tokens.push((var.clone(), value));
+            }
+            let mut origins = settings.allowed_origins.clone();
+            origins.extend(args.allow_origin.iter().cloned());
+            let mut hosts = settings.allowed_hosts.clone();
+            hosts.extend(args.allow_host.iter().cloned());
+            let guard = Guard::new(addr, &hosts, &origins, tokens).map_err(Failure::usage)?;
+            let listener = tokio::net::TcpListener::bind(addr).await.map_err(|error| {
+                Failure::usage(anyhow::anyhow!("cannot listen on {addr}: {error}"))
+            })?;
+            let bound = listener.local_addr().unwrap_or(addr);
+            Some((listener, guard, bound))
+        }
+        None => None,
+    };
+    let host = super::connect(specs, &config.servers, policy, &env).await?;
+    for entry in host.servers() {
+        if let ServerStatus::Failed { reason, .. } = &entry.status {
+            eprintln!(
+                "warden: server `{}` is not available, its tools are not served: {}",
+                entry.spec.name,
+                crate::untrusted::inert(reason, crate::untrusted::Shape::Line)
+            );
+        }
+    }
+    let audit = Arc::new(StoreAudit::open(&env));
+    let backend = Backend::new(Arc::new(host), args.only.clone(), audit).map_err(Failure::usage)?;
+    let options = ProtocolOptions {
+        page_size: settings
+            .page_size
+            .unwrap_or(warden_gateway::dispatch::DEFAULT_PAGE_SIZE),
+    };
+    let gateway = Arc::new(Gateway::new(backend, options).map_err(|error| Failure {
+        code: Code::Unavailable,
+        error: anyhow::anyhow!("cannot start the gateway: {error}"),
+    })?);
+    match listening {
+        None => {
+            let limits = StdioLimits {
+                max_message_bytes: settings
+                    .max_body_bytes
+                    .map_or(StdioLimits::default().max_message_bytes, to_usize),
+                ..StdioLimits::default()
+            };
+            let (input, output) = std_streams().map_err(|error| Failure {
+                code: Code::Unavailable,
+                error: anyhow::anyhow!("cannot use stdin and stdout: {error}"),
+            })?;
+            let input = tokio::io::BufReader::new(input);
+            tokio::select! {
+                () = warden_gateway::stdio::serve(Arc::clone(&gateway), input, output, limits) => {}
+                () = crate::signals::interrupted() => {}
+            }
+        }
+        Some((listener, guard, bound)) => {
+            let limits = http_limits(settings);
+            eprintln!(
+                "warden: serving MCP on http://{bound}{}",
+                warden_gateway::http::ENDPOINT
+            );
+            warden_gateway::http::serve(
+                Arc::clone(&gateway),
+                listener,
+                guard,
+                limits,
+                crate::signals::interrupted(),
+            )
+            .await;
+        }
+    }
+    shutdown(gateway).await;
+    Ok(Code::Ok)
+}
+
+/// Stdin and stdout as async files (copies of the descriptors; reads and writes run on
+/// tokio's blocking threads).
+fn std_streams() -> std::io::Result<(tokio::fs::File, tokio::fs::File)> {
+    use std::os::fd::AsFd;
+    let input = std::io::stdin().as_fd().try_clone_to_owned()?;
+    let output = std::io::stdout().as_fd().try_clone_to_owned()?;
+    Ok((
+        tokio::fs::File::from_std(std::fs::File::from(input)),
+        tokio::fs::File::from_std(std::fs::File::from(output)),
+    ))
+}
+
+fn to_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
+fn http_limits(settings: &warden_config::ServeConfig) -> HttpLimits {
+    let defaults = HttpLimits::default();
+    HttpLimits {
+        max_body_bytes: settings
+            .max_body_bytes
+            .map_or(defaults.max_body_bytes, to_usize),
+        max_sessions: settings
+            .max_sessions
+            .map_or(defaults.max_sessions, to_usize),
+        max_in_flight_per_client: settings
+            .max_in_flight_per_client
+            .map_or(defaults.max_in_flight_per_client, to_usize),
+        session_idle: settings.session_idle.unwrap_or(defaults.session_idle),
+        header_timeout: settings.header_timeout.unwrap_or(defaults.header_timeout),
+        ..defaults
+    }
+}
+
+/// `127.0.0.1:8765`, `localhost:8765` or `:8765` (loopback).
+fn resolve_address(text: &str) -> anyhow::Result<SocketAddr> {
+    let text = text.trim();
+    let text = if let Some(port) = text.strip_prefix(':') {
+        format!("127.0.0.1:{port}")
+    } else if let Some(port) = text.strip_prefix("localhost:") {
+        format!("127.0.0.1:{port}")
+    } else {
+        text.to_owned()
+    };
+    text.parse().map_err(|error| {
+        anyhow::anyhow!("--http {text}: not an address like 127.0.0.1:8765 ({error})")
+    })
+}
+
+/// Stops every server once the last request let go of the host (at most 2 seconds).
+async fn shutdown(gateway: Arc<Gateway>) {
+    let mut gateway = gateway;
+    for _ in 0..200 {
+        match Arc::try_unwrap(gateway) {
+            Ok(owned) => {
+                let mut host = owned.into_backend().into_host();
+                for _ in 0..200 {
+                    match Arc::try_unwrap(host) {
+                        Ok(host) => {
+                            host.shutdown().await;
+                            return;
+                        }
+                        Err(shared) => host = shared,
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                // Still shared by a call that did not stop: dropping the last handle kills
+                // each server's process group.
+                return;
+            }
+            Err(shared) => gateway = shared,
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Audit rows go to the state store; a failure is warned about once, never fatal.
+struct StoreAudit {
+    store: Mutex<Option<Store>>,
+    warned: std::sync::atomic::AtomicBool,
+}
+
+impl StoreAudit {
+    fn open(env: &warden_config::Environment) -> StoreAudit {
+        let store = match super::open_store(env) {
+            Ok(store) => Some(store),
+            Err(failure) => {
+                eprintln!(
+                    "warden: warning: the audit log is not being written: {:#}",
+                    failure.error
+                );
+                None
+            }
+        };
+        StoreAudit {
+            store: Mutex::new(store),
+            warned: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+}
+
+impl AuditSink for StoreAudit {
+    fn record(&self, entry: AuditEntry) {
+        let Ok(mut store) = self.store.lock() else {
+            return;
+        };
+        if let Some(store) = store.as_mut()
+            && let Err(error) = store.record_audit(&entry)
+            && !self.warned.swap(true, std::sync::atomic::Ordering::Relaxed)
+        {
+            eprintln!("warden: warning: the audit log is not being written: {error}");
+        }
+    }
+}
+
+/// The snippet a user pastes into their client's configuration.
+fn client_config(
+    kind: ClientKind,
+    global: &GlobalArgs,
+    args: &ServeArgs,
+) -> Result<String, Failure> {
+    let program = std::env::current_exe().map_err(|error| {
+        Failure::usage(anyhow::anyhow!("cannot find Warden's own path: {error}"))
+    })?;
+    let mut serve_args = vec!["serve".to_owned()];
+    if let Some(config) = &global.config {
+        let absolute = std::path::absolute(config).unwrap_or_else(|_| config.clone());
+        serve_args.push("--config".into());
+        serve_args.push(absolute.display().to_string());
+    }
+    if let Some(only) = &args.only {
+        serve_args.push("--only".into());
+        serve_args.push(only.clone());
+    }
+    let command = program.display().to_string();
+    let url = match args.http.as_deref().filter(|a| !a.is_empty()) {
+        Some(address) => Some(format!(
+            "http://{}{}",
+            resolve_address(address).map_err(Failure::usage)?,
+            warden_gateway::http::ENDPOINT
+        )),
+        None => None,
+    };
+    let value = match (kind, &url) {
+        (ClientKind::ClaudeCode, Some(url)) => serde_json::json!({
+            "mcpServers": {"warden": {"type": "http", "url": url}}
+        }),
+        (ClientKind::Vscode, Some(url)) => serde_json::json!({
+            "servers": {"warden": {"type": "http", "url": url}}
+        }),
+        (ClientKind::ClaudeDesktop, Some(_)) => {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "Claude Desktop starts its servers over stdio: leave out --http"
+            )));
+        }
+        (ClientKind::ClaudeCode | ClientKind::ClaudeDesktop, None) => serde_json::json!({
+            "mcpServers": {"warden": {"command": command, "args": serve_args}}
+        }),
+        (ClientKind::Vscode, None) => serde_json::json!({
+            "servers": {"warden": {"type": "stdio", "command": command, "args": serve_args}}
+        }),
+    };
+    let file = match kind {
+        ClientKind::ClaudeCode => {
+            ".mcp.json in your project (or `claude mcp add-json warden '<the inner object>'`)"
+        }
+        ClientKind::Vscode => ".vscode/mcp.json in your workspace",
+        ClientKind::ClaudeDesktop => "claude_desktop_config.json",
+    };
+    eprintln!("warden: paste this into {file}:");
+    Ok(serde_json::to_string_pretty(&value).unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses() {
+        assert_eq!(
+            resolve_address(":8765").unwrap().to_string(),
+            "127.0.0.1:8765"
+        );
+        assert_eq!(
+            resolve_address("localhost:1").unwrap().to_string(),
+            "127.0.0.1:1"
+        );
+        assert_eq!(resolve_address("[::1]:2").unwrap().to_string(), "[::1]:2");
+        assert!(resolve_address("example.com:80").is_err());
+    }
+}

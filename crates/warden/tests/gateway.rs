@@ -1,0 +1,750 @@
+//! `warden serve` end to end: the official Python SDK client (both eras, stdio and HTTP)
+//! in front of real servers through Warden, and the HTTP attacks of seed 001 replayed with
+//! raw requests, each next to the honest request that must still work.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::{Scratch, describe, peers_dir, server_toml, testserver_bin, warden_bin};
+
+/// The policy the tests serve under: `echo` allowed (in a clean context), `add` asked,
+/// `fail` denied. The test server is untrusted, so its results taint a context, and a
+/// later `echo` (which may write) is asked about.
+const POLICY: &str = r#"
+[[policy.rules]]
+tools = "t__echo"
+effect = "allow"
+
+[[policy.rules]]
+tools = "t__add"
+effect = "ask"
+
+[[policy.rules]]
+tools = "t__fail"
+effect = "deny"
+"#;
+
+fn config(scratch: &Scratch, extra: &str) -> PathBuf {
+    let cancel_log = scratch.path().join("cancelled.log");
+    let server = server_toml(
+        "t",
+        &testserver_bin(),
+        &[],
+        &format!(
+            "env = {{ WARDEN_TEST_SLEEP_TOOL = \"1\", WARDEN_TEST_CANCEL_LOG = {:?} }}\n\
+             sandbox = {{ write = [{:?}] }}",
+            cancel_log.display().to_string(),
+            scratch.path().display().to_string()
+        ),
+    );
+    scratch.config(&format!("{server}\n{POLICY}\n{extra}"))
+}
+
+fn python() -> PathBuf {
+    peers_dir().join("venv/bin/python")
+}
+
+fn client_script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/gateway_client.py")
+}
+
+/// The environment `warden serve` gets from the client (the SDK passes only what it is
+/// given, over a minimal default).
+fn warden_env(scratch: &Scratch) -> Value {
+    json!({
+        "XDG_STATE_HOME": scratch.path().join("state"),
+        "XDG_CONFIG_HOME": scratch.path().join("config-home"),
+        "WARDEN_TEST_TAG": scratch.tag,
+        "PATH": std::env::var("PATH").unwrap_or_default(),
+        "HOME": std::env::var("HOME").unwrap_or_default(),
+    })
+}
+
+/// Runs the Python client with `plan` and returns what it printed.
+fn run_client(plan: Value) -> Value {
+    let mut command = Command::new(python());
+    command
+        .arg(client_script())
+        .arg(plan.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let output = support::run_with_limit(command, Duration::from_secs(90));
+    assert!(
+        output.status.success(),
+        "client failed:\n{}",
+        describe(&output)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|error| panic!("{error}:\n{}", describe(&output)))
+}
+
+fn stdio_plan(scratch: &Scratch, config: &Path, mode: &str, elicit: &str, steps: Value) -> Value {
+    json!({
+        "mode": mode,
+        "elicit": elicit,
+        "stdio": {
+            "command": warden_bin(),
+            "args": ["serve", "--config", config],
+            "env": warden_env(scratch),
+            "cwd": scratch.path(),
+        },
+        "steps": steps,
+    })
+}
+
+fn the_steps() -> Value {
+    json!([
+        {"list": true},
+        {"call": "t__echo", "args": {"message": "hi"}},
+        {"call": "t__fail", "args": {}},
+        {"call": "t__add", "args": {"a": 2, "b": 3}},
+        {"call": "t__echo", "args": {"message": "again"}},
+    ])
+}
+
+fn call(out: &Value, index: usize) -> &Value {
+    &out["calls"][index]
+}
+
+/// What every era must show for [`the_steps`] when nobody can be asked.
+fn assert_policy_without_asking(out: &Value) {
+    assert_eq!(
+        out["tools"],
+        json!(["t__echo", "t__add", "t__fail", "t__sleep"]),
+        "{out}"
+    );
+    // Allowed in a clean context: sent, answered.
+    assert_eq!(call(out, 0)["isError"], false, "{out}");
+    assert_eq!(call(out, 0)["text"], "echo: hi");
+    // Denied: refused with the reason, nothing sent.
+    assert_eq!(call(out, 1)["isError"], true);
+    let denied = call(out, 1)["text"].as_str().unwrap();
+    assert!(denied.contains("denies"), "{denied}");
+    // Asked, and nobody to ask: a refusal the model can read, with what, why and how.
+    assert_eq!(call(out, 2)["isError"], true);
+    let refused = call(out, 2)["text"].as_str().unwrap();
+    assert!(refused.contains("did not run `t__add`"), "{refused}");
+    assert!(refused.contains("nothing was sent"), "{refused}");
+    assert!(refused.contains("warden call t__add"), "{refused}");
+    assert!(refused.contains("\"a\": 2"), "{refused}");
+    // The echo result made this client's context untrusted: the same echo is now asked.
+    assert_eq!(call(out, 3)["isError"], true, "{out}");
+    let tainted = call(out, 3)["text"].as_str().unwrap();
+    assert!(tainted.contains("did not run `t__echo`"), "{tainted}");
+}
+
+#[test]
+fn stdio_legacy_client_gets_the_catalogue_and_the_policy() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let out = run_client(stdio_plan(&scratch, &config, "legacy", "none", the_steps()));
+    assert_eq!(out["protocol"], "2025-11-25");
+    assert_policy_without_asking(&out);
+    assert!(out["asked"].as_array().unwrap().is_empty());
+    // Audit rows name the client (the SDK's self-description) and the front end.
+    let audit = scratch.run(
+        &["audit", "--json", "--config", config.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    let rows = support::json(&audit);
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 4, "{rows:?}");
+    for row in rows {
+        let front_end = row["front_end"].as_str().unwrap();
+        assert!(front_end.starts_with("serve:"), "{front_end}");
+    }
+    let outcomes: Vec<&str> = rows
+        .iter()
+        .map(|r| r["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["ok", "denied", "not_approved", "not_approved"]);
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn stdio_modern_client_gets_the_same_decisions() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let out = run_client(stdio_plan(
+        &scratch,
+        &config,
+        "2026-07-28",
+        "none",
+        the_steps(),
+    ));
+    assert_eq!(out["protocol"], "2026-07-28");
+    assert_policy_without_asking(&out);
+    // A dual-era client's probe (server/discover) finds the modern era.
+    let out = run_client(stdio_plan(
+        &scratch,
+        &config,
+        "auto",
+        "none",
+        json!([{"list": true}]),
+    ));
+    assert_eq!(out["protocol"], "2026-07-28");
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn an_ask_is_put_to_the_client_as_an_elicitation_in_both_eras() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let steps = json!([{"call": "t__add", "args": {"a": 2, "b": 3}}]);
+    for mode in ["legacy", "2026-07-28"] {
+        let out = run_client(stdio_plan(
+            &scratch,
+            &config,
+            mode,
+            "approve",
+            steps.clone(),
+        ));
+        assert_eq!(call(&out, 0)["isError"], false, "{mode}: {out}");
+        assert_eq!(
+            call(&out, 0)["structured"],
+            json!({"sum": 5}),
+            "{mode}: {out}"
+        );
+        let asked = out["asked"][0].as_str().unwrap();
+        assert!(
+            asked.contains("t__add") && asked.contains("\"b\": 3"),
+            "{asked}"
+        );
+        // The person says no: refused, nothing sent.
+        let out = run_client(stdio_plan(
+            &scratch,
+            &config,
+            mode,
+            "decline",
+            steps.clone(),
+        ));
+        assert_eq!(call(&out, 0)["isError"], true, "{mode}: {out}");
+        let text = call(&out, 0)["text"].as_str().unwrap();
+        assert!(text.contains("did not approve"), "{mode}: {text}");
+    }
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn only_mode_serves_one_real_server_under_its_own_names() {
+    let scratch = Scratch::new();
+    let venv = peers_dir().join("venv/bin");
+    let time = server_toml(
+        "time",
+        &venv.join("mcp-server-time"),
+        &["--local-timezone", "UTC"],
+        "",
+    );
+    let config = scratch.config(&format!(
+        "{time}\n{}\n[[policy.rules]]\ntools = \"time__*\"\neffect = \"allow\"\n",
+        server_toml("t", &testserver_bin(), &[], "")
+    ));
+    let steps = json!([
+        {"list": true},
+        {"call": "get_current_time", "args": {"timezone": "Europe/Paris"}},
+    ]);
+    let mut plan = stdio_plan(&scratch, &config, "legacy", "none", steps);
+    plan["stdio"]["args"] = json!(["serve", "--config", config, "--only", "time"]);
+    let out = run_client(plan);
+    let tools: Vec<&str> = out["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(tools.contains(&"get_current_time"), "{tools:?}");
+    assert!(
+        !tools.iter().any(|t| t.contains("__") || *t == "echo"),
+        "{tools:?}"
+    );
+    assert_eq!(call(&out, 0)["isError"], false, "{out}");
+    assert!(
+        call(&out, 0)["text"]
+            .as_str()
+            .unwrap()
+            .contains("Europe/Paris")
+    );
+    scratch.assert_no_leftovers();
+}
+
+/// A running `warden serve --http`, stopped (and its servers with it) when dropped.
+struct Served {
+    child: Child,
+    addr: String,
+    url: String,
+}
+
+impl Served {
+    fn start(scratch: &Scratch, config: &Path, extra: &[&str], env: &[(&str, &str)]) -> Served {
+        let mut command = scratch.warden(&["serve", "--config", config.to_str().unwrap()]);
+        command.args(["--http", "127.0.0.1:0"]).args(extra);
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let mut child = command.spawn().unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                eprintln!("[warden] {line}");
+                if let Some(url) = line.strip_prefix("warden: serving MCP on ")
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(url.to_owned());
+                }
+            }
+        });
+        let url = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("warden serve --http printed no address");
+        let addr = url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .to_owned();
+        Served { child, addr, url }
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        // SIGTERM: Warden stops accepting and stops its servers.
+        // SAFETY: kill has no memory preconditions; the pid is our own child's.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One raw HTTP exchange: the status, the headers (lowercased names) and the body.
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Reply {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The JSON-RPC message of the body (JSON, or the last SSE `data:` line).
+    fn message(&self) -> Value {
+        let text = self
+            .body
+            .lines()
+            .filter_map(|line| line.strip_prefix("data: "))
+            .next_back()
+            .unwrap_or(&self.body);
+        serde_json::from_str(text).unwrap_or(Value::Null)
+    }
+}
+
+fn exchange(addr: &str, head: &str, body: &str) -> Reply {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let request = format!(
+        "{head}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|line| line.split(' ').nth(1))
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    // Chunked bodies: keep only the lines that carry data.
+    Reply {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
+
+struct Post<'a> {
+    host: String,
+    extra: Vec<(&'a str, String)>,
+}
+
+impl<'a> Post<'a> {
+    fn to(served: &Served) -> Post<'a> {
+        Post {
+            host: served.addr.clone(),
+            extra: Vec::new(),
+        }
+    }
+
+    fn with(mut self, name: &'a str, value: impl Into<String>) -> Post<'a> {
+        self.extra.push((name, value.into()));
+        self
+    }
+
+    fn send(&self, served: &Served, body: &Value) -> Reply {
+        self.send_text(served, &body.to_string())
+    }
+
+    fn send_text(&self, served: &Served, body: &str) -> Reply {
+        let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\n",
+            self.host
+        );
+        for (name, value) in &self.extra {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        exchange(&served.addr, &head, body)
+    }
+}
+
+fn initialize_body() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw-test", "version": "0"}}})
+}
+
+fn list_body() -> Value {
+    json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+}
+
+#[test]
+fn http_clients_in_both_eras_share_one_host_with_separate_contexts() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let served = Served::start(&scratch, &config, &[], &[]);
+    for mode in ["legacy", "2026-07-28"] {
+        let plan = json!({"mode": mode, "url": served.url, "elicit": "none", "steps": the_steps()});
+        let out = run_client(plan);
+        assert_eq!(out["protocol"], mode.replace("legacy", "2025-11-25"));
+        assert_policy_without_asking(&out);
+    }
+    // A second legacy session is a clean context of its own: its first echo is allowed,
+    // though the first session's context is tainted.
+    let plan = json!({"mode": "legacy", "url": served.url, "elicit": "approve",
+                      "steps": [{"call": "t__echo", "args": {"message": "fresh"}},
+                                {"call": "t__add", "args": {"a": 1, "b": 1}}]});
+    let out = run_client(plan);
+    assert_eq!(call(&out, 0)["text"], "echo: fresh", "{out}");
+    // Over HTTP, the approval elicitation travels on the call's stream and comes back.
+    assert_eq!(call(&out, 1)["structured"], json!({"sum": 2}), "{out}");
+    drop(served);
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn hostile_origin_and_rebinding_host_get_403_before_anything_runs() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let served = Served::start(&scratch, &config, &[], &[]);
+    // The honest request first: a session is opened.
+    let reply = Post::to(&served).send(&served, &initialize_body());
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(reply.header("mcp-session-id").is_some());
+    // A page on another site (a browser sends its Origin): refused, no session.
+    let reply = Post::to(&served)
+        .with("Origin", "https://evil.example")
+        .send(&served, &initialize_body());
+    assert_eq!(reply.status, 403, "{}", reply.body);
+    assert!(reply.header("mcp-session-id").is_none());
+    // DNS rebinding: the attacker's name resolves to 127.0.0.1; the Host header keeps it.
+    let mut rebound = Post::to(&served);
+    rebound.host = format!(
+        "rebind.evil.example:{}",
+        served.addr.rsplit(':').next().unwrap()
+    );
+    let reply = rebound.send(&served, &initialize_body());
+    assert_eq!(reply.status, 403, "{}", reply.body);
+    assert!(reply.header("mcp-session-id").is_none());
+    // A loopback page (a local inspector) is allowed.
+    let reply = Post::to(&served)
+        .with("Origin", "http://localhost:6274")
+        .send(&served, &initialize_body());
+    assert_eq!(reply.status, 200, "{}", reply.body);
+}
+
+#[test]
+fn sessions_belong_to_their_token_and_die_with_delete() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let alice = "alice-token-0123456789abcdef";
+    let bob = "bob-token-0123456789abcdefgh";
+    let served = Served::start(
+        &scratch,
+        &config,
+        &["--token-env", "ALICE_TOKEN", "--token-env", "BOB_TOKEN"],
+        &[("ALICE_TOKEN", alice), ("BOB_TOKEN", bob)],
+    );
+    // No token, a wrong token: 401.
+    let reply = Post::to(&served).send(&served, &initialize_body());
+    assert_eq!(reply.status, 401, "{}", reply.body);
+    let reply = Post::to(&served)
+        .with("Authorization", "Bearer alice-token-0123456789abcdeX")
+        .send(&served, &initialize_body());
+    assert_eq!(reply.status, 401);
+    let as_alice = || Post::to(&served).with("Authorization", format!("Bearer {alice}"));
+    let as_bob = || Post::to(&served).with("Authorization", format!("Bearer {bob}"));
+    let reply = as_alice().send(&served, &initialize_body());
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let session = reply.header("mcp-session-id").unwrap().to_owned();
+    assert!(session.len() >= 32 && session.chars().all(|c| c.is_ascii_hexdigit()));
+    // Alice's session works for Alice...
+    let reply = as_alice()
+        .with("Mcp-Session-Id", session.clone())
+        .send(&served, &list_body());
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert!(reply.body.contains("t__echo"));
+    // ...and is unknown to Bob, who holds a valid token of his own.
+    let reply = as_bob()
+        .with("Mcp-Session-Id", session.clone())
+        .send(&served, &list_body());
+    assert_eq!(reply.status, 404, "{}", reply.body);
+    // A made-up id is unknown too; a missing one is a bad request.
+    let reply = as_alice()
+        .with("Mcp-Session-Id", "0".repeat(64))
+        .send(&served, &list_body());
+    assert_eq!(reply.status, 404);
+    let reply = as_alice().send(&served, &list_body());
+    assert_eq!(reply.status, 400);
+    // Bob cannot end Alice's session; Alice can, and then it is gone for good.
+    let delete = |token: &str| {
+        exchange(
+            &served.addr,
+            &format!(
+                "DELETE /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+                 Mcp-Session-Id: {session}\r\n",
+                served.addr
+            ),
+            "",
+        )
+    };
+    assert_eq!(delete(bob).status, 404);
+    assert_eq!(delete(alice).status, 200);
+    let reply = as_alice()
+        .with("Mcp-Session-Id", session.clone())
+        .send(&served, &list_body());
+    assert_eq!(
+        reply.status, 404,
+        "a replayed request after the session ended"
+    );
+}
+
+#[test]
+fn oversized_bodies_and_slow_headers_are_cut_off() {
+    let scratch = Scratch::new();
+    let config = config(
+        &scratch,
+        "[serve]\nmax_body_bytes = 4096\nheader_timeout = \"1s\"\n",
+    );
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let padding = "x".repeat(8192);
+    let mut big = initialize_body();
+    big["params"]["padding"] = json!(padding);
+    let reply = Post::to(&served).send(&served, &big);
+    assert_eq!(reply.status, 413, "{}", reply.body);
+    // The control: the same request without padding.
+    let reply = Post::to(&served).send(&served, &initialize_body());
+    assert_eq!(reply.status, 200);
+    // Slow-loris: headers trickle in and never end; the connection is closed after the
+    // header timeout, and other clients are served meanwhile.
+    let mut slow = TcpStream::connect(&served.addr).unwrap();
+    slow.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let started = Instant::now();
+    slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: localhost\r\n")
+        .unwrap();
+    let writer = {
+        let mut slow = slow.try_clone().unwrap();
+        std::thread::spawn(move || {
+            for _ in 0..20 {
+                std::thread::sleep(Duration::from_millis(300));
+                if slow.write_all(b"X-Slow: 1\r\n").is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    let reply = Post::to(&served).send(&served, &initialize_body());
+    assert_eq!(reply.status, 200);
+    let mut rest = Vec::new();
+    let _ = slow.read_to_end(&mut rest);
+    let waited = started.elapsed();
+    assert!(
+        waited < Duration::from_secs(5),
+        "the slow client was kept for {waited:?}"
+    );
+    let _ = writer.join();
+}
+
+fn modern_call(name: &str, arguments: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": name, "arguments": arguments,
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}})
+}
+
+#[test]
+fn modern_headers_must_agree_with_the_body() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let body = modern_call("t__echo", json!({"message": "m"}));
+    let honest = || {
+        Post::to(&served)
+            .with("MCP-Protocol-Version", "2026-07-28")
+            .with("Mcp-Method", "tools/call")
+    };
+    let reply = honest().with("Mcp-Name", "t__echo").send(&served, &body);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(reply.message()["result"]["resultType"], "complete");
+    assert_eq!(reply.message()["result"]["content"][0]["text"], "echo: m");
+    // The header routes to one tool, the body calls another.
+    let reply = honest().with("Mcp-Name", "t__add").send(&served, &body);
+    assert_eq!(reply.status, 400, "{}", reply.body);
+    assert_eq!(reply.message()["error"]["code"], -32020);
+    // The method header lies.
+    let reply = Post::to(&served)
+        .with("MCP-Protocol-Version", "2026-07-28")
+        .with("Mcp-Method", "tools/list")
+        .with("Mcp-Name", "t__echo")
+        .send(&served, &body);
+    assert_eq!(reply.message()["error"]["code"], -32020, "{}", reply.body);
+    // No Mcp-Name at all.
+    let reply = honest().send(&served, &body);
+    assert_eq!(reply.message()["error"]["code"], -32020, "{}", reply.body);
+    // A version not served: -32022 naming what is.
+    let mut old = body.clone();
+    old["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2027-01-01");
+    let reply = Post::to(&served)
+        .with("MCP-Protocol-Version", "2027-01-01")
+        .with("Mcp-Method", "tools/call")
+        .with("Mcp-Name", "t__echo")
+        .send(&served, &old);
+    assert_eq!(reply.status, 400);
+    assert_eq!(reply.message()["error"]["code"], -32022, "{}", reply.body);
+    assert_eq!(
+        reply.message()["error"]["data"]["supported"],
+        json!(["2026-07-28"])
+    );
+    // An unknown method: 404 with -32601.
+    let mut unknown = body.clone();
+    unknown["method"] = json!("tools/frobnicate");
+    let reply = Post::to(&served)
+        .with("MCP-Protocol-Version", "2026-07-28")
+        .with("Mcp-Method", "tools/frobnicate")
+        .send(&served, &unknown);
+    assert_eq!(reply.status, 404, "{}", reply.body);
+    assert_eq!(reply.message()["error"]["code"], -32601);
+}
+
+#[test]
+fn closing_a_modern_request_stream_cancels_the_call_upstream() {
+    let scratch = Scratch::new();
+    // A server that never answers tools/call, and records every cancellation it receives.
+    let cancel_log = scratch.path().join("cancelled.log");
+    let server = server_toml(
+        "h",
+        &testserver_bin(),
+        &["hang-on-call"],
+        &format!(
+            "env = {{ WARDEN_TEST_CANCEL_LOG = {:?} }}\nsandbox = {{ write = [{:?}] }}",
+            cancel_log.display().to_string(),
+            scratch.path().display().to_string()
+        ),
+    );
+    let config = scratch.config(&format!(
+        "{server}\n[[policy.rules]]\ntools = \"h__echo\"\neffect = \"allow\"\n"
+    ));
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let body = modern_call("h__echo", json!({"message": "wait"})).to_string();
+    let mut stream = TcpStream::connect(&served.addr).unwrap();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: tools/call\r\nMcp-Name: h__echo\r\nContent-Length: {}\r\n\r\n{body}",
+        served.addr,
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).unwrap();
+    // The stream is open (its headers arrived), the call is in flight upstream.
+    let mut first = [0u8; 12];
+    stream.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"HTTP/1.1 200");
+    std::thread::sleep(Duration::from_millis(1000));
+    assert!(!std::fs::read_to_string(&cancel_log).is_ok_and(|t| t.contains("cancelled")));
+    drop(stream);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if std::fs::read_to_string(&cancel_log).is_ok_and(|text| text.contains("cancelled")) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("the upstream server never saw a cancellation");
+}
+
+#[test]
+fn print_client_config_writes_a_snippet_for_each_client() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let config_arg = config.to_str().unwrap();
+    let out = scratch.run(
+        &[
+            "serve",
+            "--config",
+            config_arg,
+            "--print-client-config",
+            "claude-code",
+        ],
+        Duration::from_secs(20),
+    );
+    let value = support::json(&out);
+    let entry = &value["mcpServers"]["warden"];
+    assert_eq!(entry["command"], warden_bin().display().to_string());
+    assert_eq!(entry["args"], json!(["serve", "--config", config_arg]));
+    let out = scratch.run(
+        &[
+            "serve",
+            "--http",
+            "127.0.0.1:8765",
+            "--print-client-config",
+            "vscode",
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(
+        support::json(&out)["servers"]["warden"],
+        json!({"type": "http", "url": "http://127.0.0.1:8765/mcp"})
+    );
+}
