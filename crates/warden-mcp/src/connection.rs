@@ -149,10 +149,13 @@ pub trait Connection: Send + Sync {
 
 /// Connects to the server `spec` describes, starting it through `launcher` if it is local.
 ///
-/// The whole handshake is bounded by the server's connect timeout.
+/// The whole handshake is bounded by the server's connect timeout, and so is the start:
+/// the launcher's blocking work (resolving and hashing what the server runs, recording its
+/// pin, forking) runs on a blocking thread, never on an async worker, and a start that
+/// outlasts the deadline is given up (its process is killed when it appears).
 pub async fn connect(
     spec: &ServerSpec,
-    launcher: &dyn Launcher,
+    launcher: &std::sync::Arc<dyn Launcher>,
     options: &ConnectOptions,
 ) -> Result<Box<dyn Connection>, ConnectFailure> {
     match spec.transport {

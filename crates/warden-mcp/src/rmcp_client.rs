@@ -29,7 +29,7 @@ use crate::connection::{
     ToolDef,
 };
 use crate::elicit::{ElicitationAnswer, ElicitationRequest, Elicitor};
-use crate::error::{CallError, ConnectError, ConnectFailure};
+use crate::error::{CallError, ConnectError, ConnectFailure, LaunchError};
 use crate::launcher::{LaunchRequest, Launcher, ProcessGroup, StopGrace, StopReport};
 use crate::probe::{Verdict, probe, probe_limit};
 use crate::stderr_log::StderrLog;
@@ -265,7 +265,7 @@ struct RmcpConnection {
 /// (logged). This is not a fallback to an older era, and it happens at most once.
 pub(crate) async fn connect(
     spec: &ServerSpec,
-    launcher: &dyn Launcher,
+    launcher: &Arc<dyn Launcher>,
     options: &ConnectOptions,
 ) -> Result<Box<dyn Connection>, ConnectFailure> {
     match connect_once(spec, launcher, options).await {
@@ -307,9 +307,29 @@ impl Attempt {
     }
 }
 
+/// Starts `request` through `launcher` on a blocking thread (resolving and hashing what it
+/// runs, checking and recording its pin, and the fork are blocking work that must not hold
+/// an async worker), by `deadline`. A start still running at the deadline is given up: the
+/// thread finishes on its own and drops what it started, which kills its process group.
+async fn launch_within(
+    launcher: Arc<dyn Launcher>,
+    request: LaunchRequest,
+    deadline: tokio::time::Instant,
+    budget: std::time::Duration,
+) -> Result<crate::launcher::Launched, ConnectError> {
+    let start = tokio::task::spawn_blocking(move || launcher.launch(&request));
+    match tokio::time::timeout_at(deadline, start).await {
+        Ok(Ok(launched)) => launched.map_err(ConnectError::from),
+        Ok(Err(ended)) => Err(ConnectError::Launch(LaunchError::Refused(format!(
+            "the start ended without a result ({ended})"
+        )))),
+        Err(_) => Err(ConnectError::Timeout { after: budget }),
+    }
+}
+
 async fn connect_once(
     spec: &ServerSpec,
-    launcher: &dyn Launcher,
+    launcher: &Arc<dyn Launcher>,
     options: &ConnectOptions,
 ) -> Result<Box<RmcpConnection>, Attempt> {
     // One budget for the whole connection: start, era probe and handshake.
@@ -322,9 +342,16 @@ async fn connect_once(
             stderr_tail: Vec::new(),
         }));
     };
-    let launched = launcher.launch(&request).map_err(|error| {
+    let launched = launch_within(
+        Arc::clone(launcher),
+        request,
+        deadline,
+        spec.timeouts.connect,
+    )
+    .await
+    .map_err(|error| {
         Attempt::Failed(ConnectFailure {
-            error: error.into(),
+            error,
             stderr_tail: Vec::new(),
         })
     })?;
