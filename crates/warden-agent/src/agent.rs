@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::time::timeout_at;
 use warden_host::{
-    ApprovedBy, Attempt, Host, HostError, Outcome, PreparedCall, Session, ToolsChange,
+    ApprovedBy, Attempt, Delivery, Host, HostError, Outcome, PreparedCall, Session, ToolsChange,
 };
 use warden_policy::{Decision, Verdict};
 
@@ -277,6 +277,8 @@ impl<'h> Agent<'h> {
         for _ in 0..self.settings.max_turns {
             self.step += 1;
             let turn = self.step;
+            // Results given to the model from here on entered the context at this step.
+            self.session.set_turn(turn);
             // A turn boundary: no call of this session is in flight, so a changed tool list
             // can be applied without moving anything under a running step.
             let changes = self.host.refresh_tools().await;
@@ -392,11 +394,11 @@ impl<'h> Agent<'h> {
             }
             let call = self.background.remove(index);
             let latency_ms = u64::try_from(call.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            // Given to the model now: delivered, so labelled into the context at this step.
             let outcome = match call.handle.await {
-                Ok(outcome) => outcome,
+                Ok(delivery) => delivery.deliver(),
                 Err(error) => Err(task_ended(&call.server, &error)),
             };
-            // The session labelled the result into the context when it landed.
             let (text, is_error) = match outcome {
                 Ok(outcome) => (result_text(&outcome), outcome.is_error),
                 Err(error) => (format!("The call failed: {error}"), true),
@@ -439,7 +441,6 @@ impl<'h> Agent<'h> {
     ) -> Vec<Block> {
         let host: &Host = &*self.host;
         let session = &self.session;
-        session.set_turn(turn);
         let mut results: Vec<Option<Block>> = vec![None; calls.len()];
         let mut events: Vec<Option<ToolCallEvent>> = vec![None; calls.len()];
         let mut to_send: BTreeMap<String, Vec<(usize, PreparedCall<'_>)>> = BTreeMap::new();
@@ -671,14 +672,22 @@ impl<'h> Agent<'h> {
                 let detached = match session.detach(host, prepared) {
                     Ok(detached) => detached,
                     Err(error) => {
-                        landed.push(Landed::Done(index, Err(error), started_ms, started.elapsed()));
+                        landed.push(Landed::Done(
+                            index,
+                            Err(error),
+                            started_ms,
+                            started.elapsed(),
+                        ));
                         continue;
                     }
                 };
                 let mut handle = tokio::spawn(detached.run());
                 tokio::select! {
                     joined = &mut handle => {
-                        let outcome = joined.unwrap_or_else(|error| Err(task_ended(&tool.server, &error)));
+                        let outcome = joined.map_or_else(
+                            |error| Err(task_ended(&tool.server, &error)),
+                            Delivery::deliver,
+                        );
                         landed.push(Landed::Done(index, outcome, started_ms, started.elapsed()));
                     }
                     () = tokio::time::sleep(after) => {
@@ -947,7 +956,7 @@ struct Background {
     id: String,
     tool: String,
     server: String,
-    handle: tokio::task::JoinHandle<Result<warden_mcp::CallOutcome, HostError>>,
+    handle: tokio::task::JoinHandle<Delivery>,
     started: Instant,
 }
 
@@ -964,7 +973,7 @@ enum Landed<'t> {
     Pending(
         usize,
         &'t warden_host::CatalogueTool,
-        tokio::task::JoinHandle<Result<warden_mcp::CallOutcome, HostError>>,
+        tokio::task::JoinHandle<Delivery>,
         u64,
         Instant,
     ),

@@ -43,4 +43,4 @@ pub use host::{Host, HostError, NoReview, Review, ServerEntry, ServerStatus, Too
 pub use pins::PinningLauncher;
 pub use schema::{SchemaLimits, Violation};
 pub use search::{DEFAULT_SEARCH_LIMIT, Hit, MAX_SEARCH_LIMIT, ToolSearch, tool_docs};
-pub use session::{DetachedCall, PreparedCall, Session};
+pub use session::{Delivery, DetachedCall, PreparedCall, Session};

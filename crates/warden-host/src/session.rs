@@ -183,12 +183,14 @@ impl Session {
         host: &Host,
         call: PreparedCall<'_>,
     ) -> Result<CallOutcome, HostError> {
-        self.detach(host, call)?.run().await
+        self.detach(host, call)?.run().await.deliver()
     }
 
     /// Checks a prepared call as [`send`](Session::send) does and returns it ready to run
     /// on its own (a long call moved to the background): the [`DetachedCall`] owns what it
-    /// needs, and still adds its result to this session's context when it lands.
+    /// needs. Its result is reachable only through [`Delivery::deliver`], which adds it to
+    /// this session's context: a front end gives it to its model or client then, at the
+    /// step it enters the context.
     pub fn detach(&self, host: &Host, call: PreparedCall<'_>) -> Result<DetachedCall, HostError> {
         let PreparedCall {
             tool,
@@ -335,10 +337,10 @@ pub struct DetachedCall {
 }
 
 impl DetachedCall {
-    /// Sends the call and waits for its result, within the server's call timeout; adds the
-    /// result (or the error) to its session's context with the tool's labels, and writes
-    /// its audit row. Dropped while it runs, it is recorded as cut short.
-    pub async fn run(mut self) -> Result<CallOutcome, HostError> {
+    /// Sends the call and waits for its result, within the server's call timeout, and
+    /// writes its audit row (dropped while it runs, it is recorded as cut short). The
+    /// result comes as a [`Delivery`]: whoever reads it labels it into the session.
+    pub async fn run(mut self) -> Delivery {
         if let Some(attempt) = self.recorder.attempt() {
             attempt.executed = true;
         }
@@ -356,16 +358,6 @@ impl DetachedCall {
                 source,
             });
         let latency = started.elapsed();
-        // Everything a server sent enters the context labelled with where it came from.
-        let text = match &result {
-            Ok(outcome) => result_text(outcome),
-            Err(error) => format!("The call failed: {error}"),
-        };
-        {
-            let mut context = lock(&self.context);
-            let turn = context.turn;
-            context.provenance.add_result(&self.facts, turn, &text);
-        }
         let audited = self.recorder.audited();
         if let Some(attempt) = self.recorder.attempt() {
             attempt.latency = Some(latency);
@@ -389,9 +381,56 @@ impl DetachedCall {
                 }
             }
         }
-        let DetachedCall { recorder, .. } = self;
+        let DetachedCall {
+            recorder,
+            facts,
+            context,
+            ..
+        } = self;
         recorder.finish();
-        result
+        Delivery {
+            result,
+            facts,
+            context,
+        }
+    }
+}
+
+/// A call's result on its way to the front end's model or client: readable only through
+/// [`deliver`](Delivery::deliver), which first adds it to its session's context, labelled
+/// with the tool's labels. A front end therefore cannot read a result without labelling it,
+/// nor label it before it reads it (a result still in the background is not in the
+/// context yet).
+#[must_use = "a result reaches the front end only through `deliver`, which labels it"]
+pub struct Delivery {
+    result: Result<CallOutcome, HostError>,
+    facts: ToolFacts,
+    context: Arc<Mutex<Context>>,
+}
+
+impl std::fmt::Debug for Delivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Delivery")
+            .field("tool", &self.facts.qualified)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Delivery {
+    /// Adds the result (or the error's text) to the session's context at its current turn,
+    /// labelled with where it came from, and hands it over.
+    pub fn deliver(self) -> Result<CallOutcome, HostError> {
+        // Everything a server sent enters the context labelled with where it came from.
+        let text = match &self.result {
+            Ok(outcome) => result_text(outcome),
+            Err(error) => format!("The call failed: {error}"),
+        };
+        {
+            let mut context = lock(&self.context);
+            let turn = context.turn;
+            context.provenance.add_result(&self.facts, turn, &text);
+        }
+        self.result
     }
 }
 
@@ -621,7 +660,10 @@ mod tests {
             .prepare(&host, "web__fetch", json!({"url": "https://y.example"}))
             .unwrap();
         let detached = c.detach(&host, call).unwrap();
-        tokio::spawn(detached.run()).await.unwrap().unwrap();
+        let delivery = tokio::spawn(detached.run()).await.unwrap();
+        // Landed but not yet read: not in the context.
+        assert!(!c.label().is_untrusted());
+        delivery.deliver().unwrap();
         assert!(c.label().is_untrusted());
 
         // Cleared, a session decides as a new one.
