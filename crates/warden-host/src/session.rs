@@ -793,6 +793,7 @@ mod tests {
         // Nothing else is allocated until a result arrives (the provenance's text filter
         // comes with the first untrusted text).
         let idle = std::mem::size_of::<Session>() + std::mem::size_of::<Mutex<Context>>();
+        println!("an idle session: {idle} bytes");
         assert!(idle < 1024, "{idle} bytes");
         let host = host(None);
         let session = host.session("serve");

@@ -278,11 +278,10 @@ pub(crate) async fn connect(
             );
             let mut modern = spec.clone();
             modern.era = EraPreference::Modern;
-            let retried_at = std::time::Instant::now();
-            let mut connection = connect_once(&modern, launcher, options)
+            // Its budget begins with this attempt (`Connection::retried_at`).
+            let connection = connect_once(&modern, launcher, options)
                 .await
                 .map_err(Attempt::into_failure)?;
-            connection.retried_at = Some(retried_at);
             Ok(connection)
         }
         other => other
@@ -305,6 +304,15 @@ impl Attempt {
             Self::Failed(failure) | Self::LateModern(failure) => failure,
         }
     }
+}
+
+/// The turn of one start. Starts run on blocking threads; taking turns keeps one server's
+/// start (hashing a large interpreter, say) from eating into another's connect timeout
+/// when many start at once, as they did when starts ran inline one after the other. A turn
+/// lasts at most its server's connect timeout (`launch_within`), so a wait is bounded.
+fn start_turn() -> &'static tokio::sync::Mutex<()> {
+    static TURN: std::sync::OnceLock<tokio::sync::Mutex<()>> = std::sync::OnceLock::new();
+    TURN.get_or_init(|| tokio::sync::Mutex::new(()))
 }
 
 /// Starts `request` through `launcher` on a blocking thread (resolving and hashing what it
@@ -332,6 +340,10 @@ async fn connect_once(
     launcher: &Arc<dyn Launcher>,
     options: &ConnectOptions,
 ) -> Result<Box<RmcpConnection>, Attempt> {
+    // Starts take turns, process-wide (see `start_turn`); the wait for this one's turn is
+    // not charged to its connect timeout, as when starts ran one after the other inline.
+    let turn = start_turn().lock().await;
+    let began = std::time::Instant::now();
     // One budget for the whole connection: start, era probe and handshake.
     let deadline = tokio::time::Instant::now() + spec.timeouts.connect;
     let Some(request) = LaunchRequest::for_spec(spec) else {
@@ -355,6 +367,7 @@ async fn connect_once(
             stderr_tail: Vec::new(),
         })
     })?;
+    drop(turn);
     let program = launched.program.clone();
     tracing::debug!(server = %spec.name, program = %program.display(), pid = launched.group.pid(), "started");
     let log_file = options
@@ -442,7 +455,7 @@ async fn connect_once(
         max_tools: options.max_tools.unwrap_or(DEFAULT_MAX_TOOLS),
         max_pages: options.max_pages.unwrap_or(DEFAULT_MAX_PAGES),
         tools_changed,
-        retried_at: None,
+        retried_at: Some(began),
     }))
 }
 
