@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::time::timeout_at;
-use warden_host::{Approval, Host, HostError, PreparedCall, ToolsChange};
-use warden_policy::{Decision, Provenance, Verdict};
+use warden_host::{
+    ApprovedBy, Attempt, Delivery, Host, HostError, Outcome, PreparedCall, Session, ToolsChange,
+};
+use warden_policy::{Decision, Verdict};
 
 use crate::approval::{ApprovalAnswer, ApprovalRequest, Approver};
 use crate::budget::{Budget, fit};
@@ -90,7 +92,9 @@ pub struct Agent<'h> {
     settings: AgentSettings,
     system: String,
     messages: Vec<Message>,
-    provenance: Provenance,
+    /// The conversation's provenance, calls and audit rows: the host records every result
+    /// with its tool's labels, and every attempt's row.
+    session: Session,
     exposure: Exposure,
     step: u32,
     session_approved: BTreeSet<String>,
@@ -119,10 +123,12 @@ const SEARCH_INSTRUCTIONS: &str = "Not every tool is listed: call `warden__searc
 a few words about what you need, and the tools it finds become callable from your next step.";
 
 impl<'h> Agent<'h> {
-    /// A new session over `host`'s tools. The agent holds the host mutably: a server's
-    /// changed tool list is applied to its catalogue between steps.
+    /// A new session over `host`'s tools, in `session` (made by the front end with
+    /// [`Host::session`], which names the front end in the audit log). The agent holds the
+    /// host mutably: a server's changed tool list is applied to its catalogue between steps.
     pub fn new(
         host: &'h mut Host,
+        session: Session,
         model: &'h dyn Model,
         approver: &'h dyn Approver,
         settings: AgentSettings,
@@ -149,7 +155,7 @@ impl<'h> Agent<'h> {
             settings,
             system,
             messages: Vec::new(),
-            provenance: Provenance::new(),
+            session,
             exposure,
             step: 0,
             session_approved: BTreeSet::new(),
@@ -163,6 +169,11 @@ impl<'h> Agent<'h> {
     /// The host, for reports between prompts (`/mcp`, `/tools`).
     pub fn host(&self) -> &Host {
         self.host
+    }
+
+    /// The session: the conversation's provenance, and where its calls are recorded.
+    pub fn session(&self) -> &Session {
+        &self.session
     }
 
     /// The event that opens the session's transcript.
@@ -230,7 +241,7 @@ impl<'h> Agent<'h> {
             call.handle.abort();
         }
         self.messages.clear();
-        self.provenance = Provenance::new();
+        self.session.clear();
     }
 
     /// Sends `prompt` and works until the model answers; returns the answer. On failure the
@@ -270,6 +281,8 @@ impl<'h> Agent<'h> {
         for _ in 0..self.settings.max_turns {
             self.step += 1;
             let turn = self.step;
+            // Results given to the model from here on entered the context at this step.
+            self.session.set_turn(turn);
             // A turn boundary: no call of this session is in flight, so a changed tool list
             // can be applied without moving anything under a running step.
             let changes = self.host.refresh_tools().await;
@@ -385,15 +398,15 @@ impl<'h> Agent<'h> {
             }
             let call = self.background.remove(index);
             let latency_ms = u64::try_from(call.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            // Given to the model now: delivered, so labelled into the context at this step.
             let outcome = match call.handle.await {
-                Ok(outcome) => outcome,
+                Ok(delivery) => delivery.deliver(),
                 Err(error) => Err(task_ended(&call.server, &error)),
             };
             let (text, is_error) = match outcome {
                 Ok(outcome) => (result_text(&outcome), outcome.is_error),
                 Err(error) => (format!("The call failed: {error}"), true),
             };
-            self.provenance.add_result(&call.facts, turn, &text);
             let shaped = self
                 .settings
                 .budget
@@ -431,6 +444,7 @@ impl<'h> Agent<'h> {
         observer: &mut dyn Observer,
     ) -> Vec<Block> {
         let host: &Host = &*self.host;
+        let session = &self.session;
         let mut results: Vec<Option<Block>> = vec![None; calls.len()];
         let mut events: Vec<Option<ToolCallEvent>> = vec![None; calls.len()];
         let mut to_send: BTreeMap<String, Vec<(usize, PreparedCall<'_>)>> = BTreeMap::new();
@@ -459,8 +473,11 @@ impl<'h> Agent<'h> {
                 started_ms: None,
                 latency_ms: None,
             };
+            // A call refused here, before the host has it, is recorded here; every other
+            // attempt is recorded by the session.
             let refuse = |event: &mut ToolCallEvent, message: String| {
                 event.error = Some(message.clone());
+                session.record(own_attempt(session, event));
                 Block::ToolResult {
                     id: call.id.clone(),
                     content: message,
@@ -506,6 +523,7 @@ impl<'h> Agent<'h> {
                         event.is_error = false;
                         event.result_chars = outcome.text.chars().count();
                         event.result_tokens = estimate_tokens(&outcome.text);
+                        session.record(own_attempt(session, &event));
                         Block::ToolResult {
                             id: call.id.clone(),
                             content: outcome.text,
@@ -529,18 +547,31 @@ impl<'h> Agent<'h> {
                 events[index] = Some(event);
                 continue;
             }
-            let prepared = match host.prepare(&call.name, arguments, &self.provenance) {
+            let mut prepared = match session.prepare(host, &call.name, arguments) {
                 Ok(prepared) => prepared,
                 Err(error) => {
                     if let Ok(tool) = host.resolve(&call.name) {
                         event.server = tool.server.clone();
                     }
                     let message = refusal_text(&error);
-                    results[index] = Some(refuse(&mut event, message));
+                    event.error = Some(message.clone());
+                    if !matches!(
+                        error,
+                        HostError::InvalidArguments { .. } | HostError::ArgumentsNotObject { .. }
+                    ) {
+                        // No tool to record it against: the session did not.
+                        session.record(own_attempt(session, &event));
+                    }
+                    results[index] = Some(Block::ToolResult {
+                        id: call.id.clone(),
+                        content: message,
+                        is_error: true,
+                    });
                     events[index] = Some(event);
                     continue;
                 }
             };
+            prepared.set_cancel_reason("the turn ended before the call finished");
             let tool = prepared.tool();
             event.tool = tool.qualified.clone();
             event.server = tool.server.clone();
@@ -553,7 +584,14 @@ impl<'h> Agent<'h> {
                         "Refused by the user's policy; nothing was run. Do not retry it.\nWhy: {}",
                         reason_sentence(prepared.verdict())
                     );
-                    results[index] = Some(refuse(&mut event, message));
+                    // Dropped unsent: the session records it as denied.
+                    drop(prepared);
+                    event.error = Some(message.clone());
+                    results[index] = Some(Block::ToolResult {
+                        id: call.id.clone(),
+                        content: message,
+                        is_error: true,
+                    });
                     events[index] = Some(event);
                     continue;
                 }
@@ -561,6 +599,7 @@ impl<'h> Agent<'h> {
                     let tainted = prepared.verdict().kinds().any(|kind| kind.is_flow());
                     if !tainted && self.session_approved.contains(&tool.qualified) {
                         event.approved_by = Some("user-session".into());
+                        prepared.approve(ApprovedBy::named("user-session"));
                     } else {
                         let request = ApprovalRequest {
                             tool: tool.qualified.clone(),
@@ -576,10 +615,12 @@ impl<'h> Agent<'h> {
                         };
                         match self.approver.approve(&request).await {
                             ApprovalAnswer::Once => {
-                                event.approved_by = Some(self.approver.name().into())
+                                event.approved_by = Some(self.approver.name().into());
+                                prepared.approve(ApprovedBy::named(self.approver.name()));
                             }
                             ApprovalAnswer::Session => {
                                 event.approved_by = Some(self.approver.name().into());
+                                prepared.approve(ApprovedBy::named(self.approver.name()));
                                 self.session_approved.insert(tool.qualified.clone());
                             }
                             ApprovalAnswer::No => {
@@ -588,7 +629,14 @@ impl<'h> Agent<'h> {
                                     self.approver.refusal(),
                                     reason_sentence(prepared.verdict())
                                 );
-                                results[index] = Some(refuse(&mut event, message));
+                                // Dropped unsent: the session records it as not approved.
+                                drop(prepared);
+                                event.error = Some(message.clone());
+                                results[index] = Some(Block::ToolResult {
+                                    id: call.id.clone(),
+                                    content: message,
+                                    is_error: true,
+                                });
                                 events[index] = Some(event);
                                 continue;
                             }
@@ -621,22 +669,30 @@ impl<'h> Agent<'h> {
                 let started_ms = unix_ms();
                 let started = Instant::now();
                 let Some(after) = background_after else {
-                    let outcome = host.send(prepared, Approval::Approved).await;
-                    landed.push(Landed::Done(index, tool, outcome, started_ms, started.elapsed()));
+                    let outcome = session.send(host, prepared).await;
+                    landed.push(Landed::Done(index, outcome, started_ms, started.elapsed()));
                     continue;
                 };
-                let detached = match host.detach(prepared, Approval::Approved) {
+                let detached = match session.detach(host, prepared) {
                     Ok(detached) => detached,
                     Err(error) => {
-                        landed.push(Landed::Done(index, tool, Err(error), started_ms, started.elapsed()));
+                        landed.push(Landed::Done(
+                            index,
+                            Err(error),
+                            started_ms,
+                            started.elapsed(),
+                        ));
                         continue;
                     }
                 };
                 let mut handle = tokio::spawn(detached.run());
                 tokio::select! {
                     joined = &mut handle => {
-                        let outcome = joined.unwrap_or_else(|error| Err(task_ended(&tool.server, &error)));
-                        landed.push(Landed::Done(index, tool, outcome, started_ms, started.elapsed()));
+                        let outcome = joined.map_or_else(
+                            |error| Err(task_ended(&tool.server, &error)),
+                            Delivery::deliver,
+                        );
+                        landed.push(Landed::Done(index, outcome, started_ms, started.elapsed()));
                     }
                     () = tokio::time::sleep(after) => {
                         landed.push(Landed::Pending(index, tool, handle, started_ms, started));
@@ -649,9 +705,9 @@ impl<'h> Agent<'h> {
             .await
             .unwrap_or_default();
         for landed in finished.into_iter().flatten() {
-            let (index, tool, outcome, started_ms, elapsed) = match landed {
-                Landed::Done(index, tool, outcome, started_ms, elapsed) => {
-                    (index, tool, outcome, started_ms, elapsed)
+            let (index, outcome, started_ms, elapsed) = match landed {
+                Landed::Done(index, outcome, started_ms, elapsed) => {
+                    (index, outcome, started_ms, elapsed)
                 }
                 Landed::Pending(index, tool, handle, started_ms, started) => {
                     let Some(event) = events[index].as_mut() else {
@@ -676,7 +732,6 @@ impl<'h> Agent<'h> {
                         id: event.id.clone(),
                         tool: tool.qualified.clone(),
                         server: tool.server.clone(),
-                        facts: tool.facts.clone(),
                         handle,
                         started,
                     });
@@ -698,8 +753,7 @@ impl<'h> Agent<'h> {
                     (message, true)
                 }
             };
-            // Everything a server sent enters the context labelled with where it came from.
-            self.provenance.add_result(&tool.facts, turn, &text);
+            // The session labelled the result into the context (where it came from) already.
             let shaped = self
                 .settings
                 .budget
@@ -848,6 +902,30 @@ fn reason_sentence(verdict: &Verdict) -> String {
         .join("; ")
 }
 
+/// The audit attempt of a call the loop answered itself, before the host had it (Warden's
+/// own search tool, a reply with too many calls, arguments that are not JSON, a tool not
+/// offered or not found).
+fn own_attempt(session: &Session, event: &ToolCallEvent) -> Attempt {
+    let mut attempt = session.attempt(&event.server, &event.tool, event.arguments.clone());
+    attempt.decision = match event.decision.as_str() {
+        "allow" => Some(Decision::Allow),
+        _ => None,
+    };
+    attempt.approved_by = event.approved_by.as_deref().map(ApprovedBy::named);
+    attempt.executed = event.executed;
+    attempt.error = event.error.clone();
+    attempt.outcome = match (attempt.decision, event.executed) {
+        (None, _) => Outcome::InvalidArguments,
+        (Some(_), true) if event.is_error => Outcome::ToolError,
+        (Some(_), true) => Outcome::Ok,
+        (Some(_), false) => Outcome::Failed,
+    };
+    if event.executed {
+        attempt.result_bytes = Some(event.result_chars);
+    }
+    attempt
+}
+
 /// What the model is told about a call refused before the policy.
 fn refusal_text(error: &HostError) -> String {
     match error {
@@ -882,8 +960,7 @@ struct Background {
     id: String,
     tool: String,
     server: String,
-    facts: warden_policy::ToolFacts,
-    handle: tokio::task::JoinHandle<Result<warden_mcp::CallOutcome, HostError>>,
+    handle: tokio::task::JoinHandle<Delivery>,
     started: Instant,
 }
 
@@ -892,7 +969,6 @@ enum Landed<'t> {
     /// It finished (or failed) within the step.
     Done(
         usize,
-        &'t warden_host::CatalogueTool,
         Result<warden_mcp::CallOutcome, HostError>,
         u64,
         Duration,
@@ -901,7 +977,7 @@ enum Landed<'t> {
     Pending(
         usize,
         &'t warden_host::CatalogueTool,
-        tokio::task::JoinHandle<Result<warden_mcp::CallOutcome, HostError>>,
+        tokio::task::JoinHandle<Delivery>,
         u64,
         Instant,
     ),

@@ -1,6 +1,6 @@
 //! What happens in a session, as events: the `--json` transcript of `warden run` writes
-//! one per line (docs/transcript.md), `warden chat` renders them for a person, and the
-//! binary writes the audit log from them.
+//! one per line (docs/transcript.md) and `warden chat` renders them for a person. (The audit
+//! log is written by the host's session, not from events.)
 
 use serde::Serialize;
 use serde_json::Value;

@@ -6,8 +6,10 @@
 //! - [`conversation`]: the conversation in a provider-neutral form.
 //!
 //! The loop itself sends the conversation and the exposed tools to the model, routes each
-//! tool call through schema validation, the policy and (when the policy asks) a person,
-//! caps and labels each result, and goes on until the model answers or a turn limit.
+//! tool call through the host's session (`warden_host::Session`: schema validation, the
+//! policy in the conversation's context, the result labelled into that context, the audit
+//! row) and, when the policy asks, a person; it caps each result, and goes on until the
+//! model answers or a turn limit.
 
 pub mod agent;
 pub mod approval;

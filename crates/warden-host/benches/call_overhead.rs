@@ -448,14 +448,13 @@ fn spec(case: &Case) -> ServerSpec {
     }
 }
 
-/// Connects through `Host::connect`, and tells what Warden settled on.
+/// Connects through `Host::builder` (no store, the default policy), and tells what Warden
+/// settled on.
 async fn connect_host(case: &Case) -> (Client, Settled) {
-    let host = Host::connect(
-        vec![spec(case)],
-        &DirectLauncher::from_env(),
-        &ConnectOptions::default(),
-    )
-    .await;
+    let host = Host::builder(std::sync::Arc::new(Policy::default()))
+        .launcher(std::sync::Arc::new(DirectLauncher::from_env()))
+        .connect(vec![spec(case)])
+        .await;
     let settled = match &host.servers()[0].status {
         ServerStatus::Connected { info } => Settled {
             era: info.era,
@@ -470,13 +469,11 @@ async fn connect_host(case: &Case) -> (Client, Settled) {
 }
 
 async fn connect_connection(case: &Case) -> Client {
-    let connection = warden_mcp::connect(
-        &spec(case),
-        &DirectLauncher::from_env(),
-        &ConnectOptions::default(),
-    )
-    .await
-    .unwrap_or_else(|failure| panic!("warden-mcp could not connect: {}", failure.error));
+    let launcher: std::sync::Arc<dyn warden_mcp::Launcher> =
+        std::sync::Arc::new(DirectLauncher::from_env());
+    let connection = warden_mcp::connect(&spec(case), &launcher, &ConnectOptions::default())
+        .await
+        .unwrap_or_else(|failure| panic!("warden-mcp could not connect: {}", failure.error));
     Client::Connection {
         connection,
         tool: case.tool.to_owned(),
@@ -802,7 +799,7 @@ fn catalogue_benches(plan: Plan) {
         show(resolve)
     );
 
-    // What `Host::call` asks the policy, with the policy `Host::connect` uses (no rules).
+    // What `Host::call` asks the policy, with the policy `connect_host` uses (no rules).
     let policy = Policy::default();
     let context = Provenance::new();
     let decide = measure(

@@ -1,13 +1,16 @@
 //! The host core: connects every configured server at once, and decides and routes calls.
 //!
-//! Every front end calls a tool the same way, so none can skip a step:
+//! Every front end calls a tool the same way, through a [`Session`] of this host, so none
+//! can skip a step:
 //!
-//! 1. [`Host::prepare`]: resolve the name, check the arguments against the tool's schema,
-//!    and let the policy decide the call in the caller's context ([`Provenance`]);
+//! 1. [`Session::prepare`]: resolve the name, check the arguments against the tool's
+//!    schema, and let the policy decide the call in the session's context;
 //! 2. the front end acts on the verdict: an `ask` is put to a person (a terminal prompt, a
-//!    client's elicitation); a `deny` ends here;
-//! 3. [`Host::send`] with the [`Approval`] obtained: it sends an allowed call, an asked call
-//!    only when approved, and a denied call never.
+//!    client's elicitation) and a yes recorded with `PreparedCall::approve`; a `deny`
+//!    ends here;
+//! 3. [`Session::send`]: it sends an allowed call, an asked call only when approved, and a
+//!    denied call never; the result enters the session's context with the tool's labels,
+//!    and the attempt's audit row is written.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -18,10 +21,14 @@ use serde::Serialize;
 use serde_json::Value;
 use warden_config::ServerSpec;
 use warden_mcp::{CallError, CallOutcome, ConnectOptions, Connection, Launcher, ServerInfo};
-use warden_policy::{Decision, Policy, Provenance, Verdict};
+use warden_policy::{Policy, Provenance, Verdict};
 
+use crate::approvals::{Drift, Reviewer, ToolScan};
+use crate::audit::{ApprovedBy, AuditLog};
+use crate::builder::HostBuilder;
 use crate::catalogue::{Catalogue, CatalogueTool};
 use crate::schema::{SchemaLimits, Violation};
+use crate::session::Session;
 
 /// Lines of a failed server's stderr shown with its reason.
 pub const STDERR_LINES_SHOWN: usize = 10;
@@ -50,7 +57,7 @@ pub struct ServerEntry {
     pub spec: ServerSpec,
     /// Its state.
     pub status: ServerStatus,
-    /// Shared with calls detached from a step ([`Host::detach`]); closed at shutdown.
+    /// Shared with calls detached from a step ([`Session::detach`]); closed at shutdown.
     connection: Option<Arc<Box<dyn Connection>>>,
 }
 
@@ -125,41 +132,6 @@ pub enum HostError {
         /// The decision and its reasons.
         verdict: Verdict,
     },
-}
-
-/// Whether a person approved a call the policy asks about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Approval {
-    /// Nobody was asked: only a call the policy allows is sent.
-    NotAsked,
-    /// A person approved this call (answered a prompt, or ran `warden call --yes`): a call
-    /// the policy asks about is sent too. A denied call never is.
-    Approved,
-}
-
-/// A call that was resolved, checked against its schema and decided, but not sent.
-#[derive(Debug)]
-pub struct PreparedCall<'h> {
-    tool: &'h CatalogueTool,
-    arguments: Value,
-    verdict: Verdict,
-}
-
-impl<'h> PreparedCall<'h> {
-    /// The tool (its facts label the result, for the caller's [`Provenance`]).
-    pub fn tool(&self) -> &'h CatalogueTool {
-        self.tool
-    }
-
-    /// The arguments: a JSON object (`null` was taken as `{}`).
-    pub fn arguments(&self) -> &Value {
-        &self.arguments
-    }
-
-    /// What the policy decided, and why.
-    pub fn verdict(&self) -> &Verdict {
-        &self.verdict
-    }
 }
 
 fn reasons(verdict: &Verdict) -> String {
@@ -260,59 +232,69 @@ pub struct Host {
     lists: BTreeMap<String, Vec<warden_mcp::ToolDef>>,
     /// Each connected server's raw tool names the review held back at the last reading.
     held: BTreeMap<String, HashSet<String>>,
+    /// The state-store guards the host was built with (audit log, approvals and pins).
+    guard: Guard,
+}
+
+/// What a host built with a state store keeps of it.
+#[derive(Default)]
+pub(crate) struct Guard {
+    /// The audit writer every session of this host writes to.
+    pub(crate) audit: Option<Arc<AuditLog>>,
+    /// The approvals, definition pins and quarantine, for reports.
+    pub(crate) reviewer: Option<Arc<Reviewer>>,
 }
 
 impl Host {
-    /// Connects to every server in `specs` at once under the default policy (no rules,
-    /// every server untrusted: every call is asked about). See
-    /// [`connect_with_policy`](Host::connect_with_policy).
-    pub async fn connect(
-        specs: Vec<ServerSpec>,
-        launcher: &dyn Launcher,
-        options: &ConnectOptions,
-    ) -> Self {
-        Self::connect_with_policy(specs, Arc::new(Policy::default()), launcher, options).await
+    /// A builder: the one way every front end makes a host (see [`HostBuilder`]).
+    pub fn builder(policy: Arc<Policy>) -> HostBuilder {
+        HostBuilder::new(policy)
     }
 
     /// Connects to every server in `specs` at once. A server that fails, or is slow, costs
     /// only itself: the others are connected as soon as they answer, and every wait is
     /// bounded by that server's connect timeout. The catalogue is built under `policy`:
-    /// each tool's facts are computed once, and hidden tools are left out.
-    pub async fn connect_with_policy(
+    /// each tool's facts are computed once, and hidden tools are left out; `review`
+    /// decides which servers start and which of their tools are offered, now and whenever
+    /// a server's tool list is read again.
+    pub(crate) async fn connect_all(
         specs: Vec<ServerSpec>,
         policy: Arc<Policy>,
-        launcher: &dyn Launcher,
-        options: &ConnectOptions,
-    ) -> Self {
-        Self::connect_reviewed(specs, policy, launcher, options, Arc::new(NoReview)).await
-    }
-
-    /// [`connect_with_policy`](Host::connect_with_policy), with `review` deciding which
-    /// servers start and which of their tools are offered, now and whenever a server's
-    /// tool list is read again.
-    pub async fn connect_reviewed(
-        specs: Vec<ServerSpec>,
-        policy: Arc<Policy>,
-        launcher: &dyn Launcher,
+        launcher: Arc<dyn Launcher>,
         options: &ConnectOptions,
         review: Arc<dyn Review>,
+        guard: Guard,
     ) -> Self {
         let attempts = specs
             .into_iter()
-            .map(|spec| connect_one(spec, launcher, options, review.as_ref()));
+            .map(|spec| connect_one(spec, &launcher, options, &review));
         let results = join_all(attempts).await;
-        let mut entries = Vec::with_capacity(results.len());
-        let mut lists = BTreeMap::new();
-        let mut held = BTreeMap::new();
-        for (entry, tools) in results {
-            if let Some(tools) = tools {
-                let listed: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
-                let tools = review.tools(&entry.spec, tools);
-                held.insert(entry.spec.name.clone(), held_back(&listed, &tools));
-                lists.insert(entry.spec.name.clone(), tools);
+        // The review reads and writes the store (pins) and scans every description: blocking
+        // work, done on a blocking thread, one server after the other in the order they
+        // answered (the scan compares each server's names with those reviewed before it).
+        let reviewing = Arc::clone(&review);
+        let reviewed = tokio::task::spawn_blocking(move || {
+            let mut entries = Vec::with_capacity(results.len());
+            let mut lists = BTreeMap::new();
+            let mut held = BTreeMap::new();
+            for (entry, tools) in results {
+                if let Some(tools) = tools {
+                    let listed: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+                    let tools = reviewing.tools(&entry.spec, tools);
+                    held.insert(entry.spec.name.clone(), held_back(&listed, &tools));
+                    lists.insert(entry.spec.name.clone(), tools);
+                }
+                entries.push(entry);
             }
-            entries.push(entry);
-        }
+            (entries, lists, held)
+        })
+        .await;
+        let (mut entries, lists, held) = match reviewed {
+            Ok(reviewed) => reviewed,
+            Err(ended) if ended.is_panic() => std::panic::resume_unwind(ended.into_panic()),
+            // Only when the runtime shuts down: nothing is offered.
+            Err(_) => (Vec::new(), BTreeMap::new(), BTreeMap::new()),
+        };
         entries.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
         let catalogue = build_catalogue(&lists, &policy);
         Self {
@@ -322,7 +304,35 @@ impl Host {
             review,
             lists,
             held,
+            guard,
         }
+    }
+
+    /// A new session of `front_end` (`cli`, `run`, `chat`, `serve`) on this host: a clean
+    /// context, whose calls are recorded in this host's audit log. Cheap: a gateway makes
+    /// one per client.
+    pub fn session(&self, front_end: &str) -> Session {
+        Session::new(front_end, self.guard.audit.clone())
+    }
+
+    /// The tool definitions that differ from their pins, by server name (empty without a
+    /// state store).
+    pub fn drift(&self) -> BTreeMap<String, Vec<Drift>> {
+        self.guard
+            .reviewer
+            .as_ref()
+            .map(|reviewer| reviewer.drift())
+            .unwrap_or_default()
+    }
+
+    /// The description scan of every listed tool, by server name (empty without a state
+    /// store).
+    pub fn scans(&self) -> BTreeMap<String, Vec<ToolScan>> {
+        self.guard
+            .reviewer
+            .as_ref()
+            .map(|reviewer| reviewer.scans())
+            .unwrap_or_default()
     }
 
     /// Reads again the tool list of every connected server that said its list changed
@@ -448,25 +458,26 @@ impl Host {
         })
     }
 
-    /// Calls a tool on the user's own say-so, in a clean context: [`prepare`](Host::prepare)
-    /// with an empty [`Provenance`], then [`send`](Host::send) with [`Approval::Approved`].
-    /// What the policy asks about is therefore sent; what it denies is not. For callers
-    /// that speak for the user (a command line with `--yes`, tests, benchmarks); a front
-    /// end that can ask a person uses `prepare` and `send`.
+    /// Calls a tool on the user's own say-so, in a clean context and a session of its own
+    /// that is not audited: what the policy asks about is sent (approved as `caller`),
+    /// what it denies is not. For callers that speak for the user (tests, benchmarks); a
+    /// front end makes a [`Session`] and asks its user.
     pub async fn call(&self, target: &str, arguments: Value) -> Result<CallOutcome, HostError> {
-        let call = self.prepare(target, arguments, &Provenance::new())?;
-        self.send(call, Approval::Approved).await
+        let session = Session::new("caller", None);
+        let mut call = session.prepare(self, target, arguments)?;
+        call.approve(ApprovedBy::named("caller"));
+        session.send(self, call).await
     }
 
-    /// Prepares a call without sending anything: resolves the name, checks that the
-    /// arguments are an object (`null` counts as `{}`) that matches the tool's input
-    /// schema, and decides the call with the policy in `context`.
-    pub fn prepare(
+    /// Resolves `target`, checks that the arguments are an object (`null` counts as `{}`)
+    /// that matches the tool's input schema, and decides the call with the policy in
+    /// `context`. Sessions call this ([`Session::prepare`]).
+    pub(crate) fn prepare(
         &self,
         target: &str,
         arguments: Value,
         context: &Provenance,
-    ) -> Result<PreparedCall<'_>, HostError> {
+    ) -> Result<(&CatalogueTool, Value, Verdict), HostError> {
         let tool = self.resolve(target)?;
         let arguments = match arguments {
             Value::Null => Value::Object(serde_json::Map::new()),
@@ -484,52 +495,14 @@ impl Host {
                 violations,
             })?;
         let verdict = self.decide(tool, &arguments, context);
-        Ok(PreparedCall {
-            tool,
-            arguments,
-            verdict,
-        })
+        Ok((tool, arguments, verdict))
     }
 
-    /// Sends a prepared call, with the server's call timeout, if its verdict and `approval`
-    /// permit: an allowed call always, an asked one only when [`Approval::Approved`], a
-    /// denied one never ([`HostError::Denied`], [`HostError::NotApproved`]: nothing sent).
-    pub async fn send(
+    /// The connection `tool`'s calls go to, and its call timeout.
+    pub(crate) fn connection_for(
         &self,
-        call: PreparedCall<'_>,
-        approval: Approval,
-    ) -> Result<CallOutcome, HostError> {
-        self.detach(call, approval)?.run().await
-    }
-
-    /// Checks a prepared call as [`send`](Host::send) does and returns it ready to run on
-    /// its own: the [`DetachedCall`] owns what it needs, so it can be spawned and outlive
-    /// the step that made it (a long call moved to the background). Nothing is sent yet.
-    pub fn detach(
-        &self,
-        call: PreparedCall<'_>,
-        approval: Approval,
-    ) -> Result<DetachedCall, HostError> {
-        let PreparedCall {
-            tool,
-            arguments,
-            verdict,
-        } = call;
-        match (verdict.decision, approval) {
-            (Decision::Allow, _) | (Decision::Ask, Approval::Approved) => {}
-            (Decision::Ask, Approval::NotAsked) => {
-                return Err(HostError::NotApproved {
-                    tool: tool.qualified.clone(),
-                    verdict,
-                });
-            }
-            (Decision::Deny, _) => {
-                return Err(HostError::Denied {
-                    tool: tool.qualified.clone(),
-                    verdict,
-                });
-            }
-        }
+        tool: &CatalogueTool,
+    ) -> Result<(Arc<Box<dyn Connection>>, Duration), HostError> {
         let Some(entry) = self.entries.iter().find(|e| e.spec.name == tool.server) else {
             return Err(HostError::UnknownTool {
                 target: tool.qualified.clone(),
@@ -543,19 +516,7 @@ impl Host {
                 stderr_tail: Vec::new(),
             });
         };
-        let Value::Object(arguments) = arguments else {
-            return Err(HostError::ArgumentsNotObject {
-                tool: tool.qualified.clone(),
-                got: "a non-object",
-            });
-        };
-        Ok(DetachedCall {
-            connection: Arc::clone(connection),
-            name: tool.def.name.clone(),
-            qualified: tool.qualified.clone(),
-            arguments,
-            timeout: entry.spec.timeouts.call,
-        })
+        Ok((Arc::clone(connection), entry.spec.timeouts.call))
     }
 
     /// Closes every connection and stops every server process, all at once.
@@ -587,28 +548,6 @@ async fn sole_owner(mut shared: Arc<Box<dyn Connection>>) -> Option<Box<dyn Conn
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     None
-}
-
-/// A decided, permitted call that owns what it needs to run ([`Host::detach`]).
-pub struct DetachedCall {
-    connection: Arc<Box<dyn Connection>>,
-    name: String,
-    qualified: String,
-    arguments: serde_json::Map<String, Value>,
-    timeout: Duration,
-}
-
-impl DetachedCall {
-    /// Sends the call and waits for its result, within the server's call timeout.
-    pub async fn run(self) -> Result<CallOutcome, HostError> {
-        self.connection
-            .call_tool(&self.name, Some(self.arguments), self.timeout)
-            .await
-            .map_err(|source| HostError::Call {
-                tool: self.qualified,
-                source,
-            })
-    }
 }
 
 fn build_catalogue(
@@ -672,9 +611,9 @@ fn describe_change(
 
 async fn connect_one(
     spec: ServerSpec,
-    launcher: &dyn Launcher,
+    launcher: &Arc<dyn Launcher>,
     options: &ConnectOptions,
-    review: &dyn Review,
+    review: &Arc<dyn Review>,
 ) -> (ServerEntry, Option<Vec<warden_mcp::ToolDef>>) {
     let failed = |spec: ServerSpec, reason: String, stderr_tail: Vec<String>| ServerEntry {
         spec,
@@ -684,7 +623,19 @@ async fn connect_one(
         },
         connection: None,
     };
-    if let Err(reason) = review.admit(&spec) {
+    // Whether it may start (a project server's approval: its grants are computed from the
+    // files it names, and the store read): blocking work, on a blocking thread.
+    let admitted = {
+        let (review, checked) = (Arc::clone(review), spec.clone());
+        tokio::task::spawn_blocking(move || review.admit(&checked))
+            .await
+            .unwrap_or_else(|ended| {
+                Err(format!(
+                    "not started: its approval could not be checked ({ended})"
+                ))
+            })
+    };
+    if let Err(reason) = admitted {
         tracing::info!(server = %spec.name, "not started: {reason}");
         return (failed(spec, reason, Vec::new()), None);
     }
@@ -742,6 +693,7 @@ mod tests {
     use super::*;
     use serde_json::json;
     use warden_mcp::ToolDef;
+    use warden_policy::Decision;
 
     /// A host without connections: a call that gets past the policy fails when its server
     /// is looked up (`UnknownTool`), which tells it apart from one the policy stopped.
@@ -767,6 +719,7 @@ mod tests {
             review: Arc::new(NoReview),
             lists: BTreeMap::new(),
             held: BTreeMap::new(),
+            guard: Guard::default(),
         }
     }
 
@@ -817,28 +770,28 @@ mod tests {
                 {"tools": "s__gone", "effect": "hide"}
             ]
         }));
-        let clean = Provenance::new();
-        let prepare = |target: &str, args: Value| host.prepare(target, args, &clean).unwrap();
+        let session = host.session("test");
+        let prepare = |target: &str, args: Value| session.prepare(&host, target, args).unwrap();
 
         // Allowed (trusted read-only): past the gate without approval.
         let call = prepare("s/read", Value::Null);
         assert_eq!(call.verdict().decision, Decision::Allow);
         assert_eq!(call.arguments(), &json!({}));
         assert_eq!(call.tool().qualified, "s__read");
-        assert_eq!(gated(host.send(call, Approval::NotAsked).await), None);
+        assert_eq!(call.approved_by(), Some(&ApprovedBy::Policy));
+        assert_eq!(gated(session.send(&host, call).await), None);
 
         // Asked: only with approval.
         let call = prepare("s__write", json!({"n": 1}));
-        assert_eq!(
-            gated(host.send(call, Approval::NotAsked).await),
-            Some(Decision::Ask)
-        );
-        let call = prepare("s__write", json!({"n": 1}));
-        assert_eq!(gated(host.send(call, Approval::Approved).await), None);
+        assert_eq!(gated(session.send(&host, call).await), Some(Decision::Ask));
+        let mut call = prepare("s__write", json!({"n": 1}));
+        call.approve(ApprovedBy::named("user"));
+        assert_eq!(gated(session.send(&host, call).await), None);
 
         // Denied: never, approved or not.
-        let call = prepare("s__read", json!({"n": 13}));
-        let error = host.send(call, Approval::Approved).await.unwrap_err();
+        let mut call = prepare("s__read", json!({"n": 13}));
+        call.approve(ApprovedBy::named("user"));
+        let error = session.send(&host, call).await.unwrap_err();
         assert_eq!(
             error.to_string(),
             "`s__read` is denied by policy (nothing was sent):\n  - policy.rules[1] (s__*) denies"
@@ -851,15 +804,49 @@ mod tests {
         );
 
         // Hidden: unknown, like a tool that does not exist.
-        let error = host.prepare("s__gone", Value::Null, &clean).unwrap_err();
+        let error = session.prepare(&host, "s__gone", Value::Null).unwrap_err();
         assert_eq!(error.to_string(), "no tool `s__gone`");
         // Schema checks come before the decision.
-        let error = host
-            .prepare("s__read", json!({"n": "x"}), &clean)
+        let error = session
+            .prepare(&host, "s__read", json!({"n": "x"}))
             .unwrap_err();
         assert!(
             matches!(error, HostError::InvalidArguments { .. }),
             "{error}"
         );
+    }
+}
+
+/// A host over given connections, for tests of what is built on it (sessions).
+#[cfg(test)]
+pub(crate) fn test_host(
+    policy: Arc<Policy>,
+    servers: Vec<(ServerSpec, Box<dyn Connection>, Vec<warden_mcp::ToolDef>)>,
+    audit: Option<Arc<AuditLog>>,
+) -> Host {
+    let mut entries = Vec::new();
+    let mut lists = BTreeMap::new();
+    for (spec, connection, tools) in servers {
+        lists.insert(spec.name.clone(), tools);
+        entries.push(ServerEntry {
+            status: ServerStatus::Connected {
+                info: connection.info().clone(),
+            },
+            spec,
+            connection: Some(Arc::new(connection)),
+        });
+    }
+    let catalogue = build_catalogue(&lists, &policy);
+    Host {
+        entries,
+        catalogue,
+        policy,
+        review: Arc::new(NoReview),
+        lists,
+        held: BTreeMap::new(),
+        guard: Guard {
+            audit,
+            reviewer: None,
+        },
     }
 }

@@ -1,28 +1,49 @@
-//! Warden's host core, shared by every front end (the command line today; the agent loop
-//! and the gateway later), so that they cannot disagree about a tool or a call.
+//! Warden's host core, shared by every front end (`warden run`, `chat`, `call`, `tools`,
+//! `scan`, `approve`, and the gateway), so that they cannot disagree about a server, a
+//! tool or a call: they differ only in how they talk to their user.
 //!
-//! - [`Host`] connects every configured server in parallel, decides every call with the
-//!   policy (`warden-policy`) and routes it: [`Host::prepare`], then [`Host::send`].
-//! - [`Catalogue`] holds every tool under a unique qualified name (`server__tool`) with its
-//!   input schema compiled and its policy facts computed once; arguments are checked before
-//!   anything is sent, and tools the policy hides are left out.
+//! - [`HostBuilder`] ([`Host::builder`]) is the one way to make a host: it takes the
+//!   policy, the state store and the front end's hooks (elicitation, OAuth, audit
+//!   failures), and starts every configured server in parallel through the guards below.
+//! - [`Host`] holds the connected servers and the [`Catalogue`] of their tools; it is
+//!   shared (`Arc<Host>`) by every session of a front end.
+//! - [`Session`] owns the provenance of one conversation (or one gateway client): a front
+//!   end hands it a call and gets a decision ([`Session::prepare`]) and then a result
+//!   ([`Session::send`]); the session labels every result into its context and writes
+//!   every attempt's audit row itself.
+//! - [`audit`]: the one audit writer, with typed outcomes.
+//! - [`approvals`]: project-server approvals, pinned tool definitions and their drift, and
+//!   the quarantine of definitions the description scan flags ([`Reviewer`]).
+//! - [`pins`]: pinned executables, checked at the launcher seam ([`PinningLauncher`]).
 //! - [`ToolSearch`] ranks the catalogue's tools by words (`warden-search`), the one ranking
 //!   `warden tools --search` prints and the agent loop's tool search returns.
-//! - [`naming`] and [`schema`] are the two rules the catalogue is built from.
+//! - [`naming`], [`schema`] and [`result_text`] are the rules the catalogue and the
+//!   sessions are built from.
+//!
+//! The guards live here rather than in the binary so that a new front end (the gateway)
+//! gets them by building a host, and cannot start a server or send a call around them.
 
+pub mod approvals;
+pub mod audit;
+pub mod builder;
 pub mod catalogue;
 pub mod host;
 pub mod naming;
+pub mod pins;
+pub mod result_text;
 pub mod schema;
 pub mod search;
+pub mod session;
 
+pub use approvals::{Reviewer, ToolScan};
+pub use audit::{ApprovedBy, Attempt, AuditError, AuditLog, Outcome};
+pub use builder::HostBuilder;
 pub use catalogue::{Catalogue, CatalogueTool, HiddenTool, RejectedTool, hints_of};
-pub use host::{
-    Approval, DetachedCall, Host, HostError, NoReview, PreparedCall, Review, ServerEntry,
-    ServerStatus, ToolsChange,
-};
+pub use host::{Host, HostError, NoReview, Review, ServerEntry, ServerStatus, ToolsChange};
+pub use pins::PinningLauncher;
 pub use schema::{SchemaLimits, Violation};
 pub use search::{
-    DEFAULT_SEARCH_LIMIT, Hit, MAX_SEARCH_LIMIT, Ranking, ToolSearch, server_instructions,
-    tool_docs, tool_docs_with,
+    DEFAULT_SEARCH_LIMIT, Hit, MAX_SEARCH_LIMIT, Ranking, ToolSearch, server_instructions, tool_docs,
+    tool_docs_with,
 };
+pub use session::{Delivery, DetachedCall, PreparedCall, Session};

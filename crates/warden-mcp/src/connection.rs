@@ -118,10 +118,11 @@ pub trait Connection: Send + Sync {
     fn name(&self) -> &str;
     /// What the server said about itself during the handshake.
     fn info(&self) -> &ServerInfo;
-    /// When the connection attempt that succeeded began, when it was not the first one
-    /// (a stdio server started again in the modern era after a late answer to the era
-    /// probe): that attempt had a connect timeout of its own, and so has the first tool
-    /// list after it. `None`: the budget began when connecting began.
+    /// When the budget of the connection attempt that succeeded began, when that was after
+    /// connecting began (a stdio server's start waited for its turn; a stdio server started
+    /// again in the modern era after a late answer to the era probe): that attempt had a
+    /// connect timeout of its own, and so has the first tool list after it. `None`: the
+    /// budget began when connecting began.
     fn retried_at(&self) -> Option<std::time::Instant> {
         None
     }
@@ -149,10 +150,13 @@ pub trait Connection: Send + Sync {
 
 /// Connects to the server `spec` describes, starting it through `launcher` if it is local.
 ///
-/// The whole handshake is bounded by the server's connect timeout.
+/// The whole handshake is bounded by the server's connect timeout, and so is the start:
+/// the launcher's blocking work (resolving and hashing what the server runs, recording its
+/// pin, forking) runs on a blocking thread, never on an async worker, and a start that
+/// outlasts the deadline is given up (its process is killed when it appears).
 pub async fn connect(
     spec: &ServerSpec,
-    launcher: &dyn Launcher,
+    launcher: &std::sync::Arc<dyn Launcher>,
     options: &ConnectOptions,
 ) -> Result<Box<dyn Connection>, ConnectFailure> {
     match spec.transport {

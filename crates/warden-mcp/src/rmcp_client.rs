@@ -29,7 +29,7 @@ use crate::connection::{
     ToolDef,
 };
 use crate::elicit::{ElicitationAnswer, ElicitationRequest, Elicitor};
-use crate::error::{CallError, ConnectError, ConnectFailure};
+use crate::error::{CallError, ConnectError, ConnectFailure, LaunchError};
 use crate::launcher::{LaunchRequest, Launcher, ProcessGroup, StopGrace, StopReport};
 use crate::probe::{Verdict, probe, probe_limit};
 use crate::stderr_log::StderrLog;
@@ -265,7 +265,7 @@ struct RmcpConnection {
 /// (logged). This is not a fallback to an older era, and it happens at most once.
 pub(crate) async fn connect(
     spec: &ServerSpec,
-    launcher: &dyn Launcher,
+    launcher: &Arc<dyn Launcher>,
     options: &ConnectOptions,
 ) -> Result<Box<dyn Connection>, ConnectFailure> {
     match connect_once(spec, launcher, options).await {
@@ -278,11 +278,10 @@ pub(crate) async fn connect(
             );
             let mut modern = spec.clone();
             modern.era = EraPreference::Modern;
-            let retried_at = std::time::Instant::now();
-            let mut connection = connect_once(&modern, launcher, options)
+            // Its budget begins with this attempt (`Connection::retried_at`).
+            let connection = connect_once(&modern, launcher, options)
                 .await
                 .map_err(Attempt::into_failure)?;
-            connection.retried_at = Some(retried_at);
             Ok(connection)
         }
         other => other
@@ -307,11 +306,44 @@ impl Attempt {
     }
 }
 
+/// The turn of one start. Starts run on blocking threads; taking turns keeps one server's
+/// start (hashing a large interpreter, say) from eating into another's connect timeout
+/// when many start at once, as they did when starts ran inline one after the other. A turn
+/// lasts at most its server's connect timeout (`launch_within`), so a wait is bounded.
+fn start_turn() -> &'static tokio::sync::Mutex<()> {
+    static TURN: std::sync::OnceLock<tokio::sync::Mutex<()>> = std::sync::OnceLock::new();
+    TURN.get_or_init(|| tokio::sync::Mutex::new(()))
+}
+
+/// Starts `request` through `launcher` on a blocking thread (resolving and hashing what it
+/// runs, checking and recording its pin, and the fork are blocking work that must not hold
+/// an async worker), by `deadline`. A start still running at the deadline is given up: the
+/// thread finishes on its own and drops what it started, which kills its process group.
+async fn launch_within(
+    launcher: Arc<dyn Launcher>,
+    request: LaunchRequest,
+    deadline: tokio::time::Instant,
+    budget: std::time::Duration,
+) -> Result<crate::launcher::Launched, ConnectError> {
+    let start = tokio::task::spawn_blocking(move || launcher.launch(&request));
+    match tokio::time::timeout_at(deadline, start).await {
+        Ok(Ok(launched)) => launched.map_err(ConnectError::from),
+        Ok(Err(ended)) => Err(ConnectError::Launch(LaunchError::Refused(format!(
+            "the start ended without a result ({ended})"
+        )))),
+        Err(_) => Err(ConnectError::Timeout { after: budget }),
+    }
+}
+
 async fn connect_once(
     spec: &ServerSpec,
-    launcher: &dyn Launcher,
+    launcher: &Arc<dyn Launcher>,
     options: &ConnectOptions,
 ) -> Result<Box<RmcpConnection>, Attempt> {
+    // Starts take turns, process-wide (see `start_turn`); the wait for this one's turn is
+    // not charged to its connect timeout, as when starts ran one after the other inline.
+    let turn = start_turn().lock().await;
+    let began = std::time::Instant::now();
     // One budget for the whole connection: start, era probe and handshake.
     let deadline = tokio::time::Instant::now() + spec.timeouts.connect;
     let Some(request) = LaunchRequest::for_spec(spec) else {
@@ -322,12 +354,20 @@ async fn connect_once(
             stderr_tail: Vec::new(),
         }));
     };
-    let launched = launcher.launch(&request).map_err(|error| {
+    let launched = launch_within(
+        Arc::clone(launcher),
+        request,
+        deadline,
+        spec.timeouts.connect,
+    )
+    .await
+    .map_err(|error| {
         Attempt::Failed(ConnectFailure {
-            error: error.into(),
+            error,
             stderr_tail: Vec::new(),
         })
     })?;
+    drop(turn);
     let program = launched.program.clone();
     tracing::debug!(server = %spec.name, program = %program.display(), pid = launched.group.pid(), "started");
     let log_file = options
@@ -415,7 +455,7 @@ async fn connect_once(
         max_tools: options.max_tools.unwrap_or(DEFAULT_MAX_TOOLS),
         max_pages: options.max_pages.unwrap_or(DEFAULT_MAX_PAGES),
         tools_changed,
-        retried_at: None,
+        retried_at: Some(began),
     }))
 }
 

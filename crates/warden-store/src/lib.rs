@@ -93,6 +93,9 @@ pub const MIGRATIONS: &[&str] = &[
     // 5: which rule a pin was recorded under (see [`Pin::rule`]); pins made before it
     // were recorded under rule 1.
     "ALTER TABLE pins ADD COLUMN rule INTEGER NOT NULL DEFAULT 1;",
+    // 6: which client of a front end made an audited call (a gateway's client; `NULL` for
+    // the command line and the agent loop, which have one user).
+    "ALTER TABLE audit ADD COLUMN client TEXT;",
 ];
 
 /// The most rows [`Store::audit`] returns.
@@ -144,8 +147,12 @@ pub struct SessionSummary {
 pub struct AuditEntry {
     /// When the attempt was made: milliseconds since the Unix epoch, UTC.
     pub time_ms: i64,
-    /// Which front end made it: `cli` (`warden call`), `run` or `chat` (the agent loop).
+    /// Which front end made it: `cli` (`warden call`), `run` or `chat` (the agent loop),
+    /// `serve` (the gateway).
     pub front_end: String,
+    /// Which client of the front end made it (a gateway's client); `None` when the front
+    /// end has only its one user (`warden call`, `run`, `chat`).
+    pub client: Option<String>,
     /// The tool's server.
     pub server: String,
     /// The tool's qualified name (`server__tool`).
@@ -162,8 +169,9 @@ pub struct AuditEntry {
     pub approved_by: Option<String>,
     /// Whether the call was sent to the server.
     pub executed: bool,
-    /// `ok`, `tool_error`, `failed`, `denied`, `not_approved`, `invalid_arguments` or
-    /// `background` (moved to the background by the agent loop).
+    /// `ok`, `tool_error`, `failed`, `denied`, `not_approved` or `invalid_arguments`
+    /// (`warden_host::audit::Outcome`); older rows may say
+    /// `background` (moved to the background by the agent loop; now recorded when it ends).
     pub outcome: String,
     /// What went wrong, if anything (redacted by pattern).
     pub error: Option<String>,
@@ -632,8 +640,8 @@ impl Store {
         let tx = self.conn.transaction().map_err(sqlite)?;
         tx.execute(
             "INSERT INTO audit (time_ms, front_end, server, tool, arguments, decision, reasons,
-                 approved_by, executed, outcome, error, latency_ms, result_bytes)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                 approved_by, executed, outcome, error, latency_ms, result_bytes, client)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             params![
                 entry.time_ms,
                 entry.front_end,
@@ -648,6 +656,7 @@ impl Store {
                 error,
                 entry.latency_ms,
                 entry.result_bytes,
+                entry.client,
             ],
         )
         .map_err(sqlite)?;
@@ -664,7 +673,7 @@ impl Store {
             .conn
             .prepare(
                 "SELECT id, time_ms, front_end, server, tool, arguments, decision, reasons,
-                     approved_by, executed, outcome, error, latency_ms, result_bytes
+                     approved_by, executed, outcome, error, latency_ms, result_bytes, client
                  FROM audit
                  WHERE (?1 IS NULL OR server = ?1) AND (?2 IS NULL OR time_ms >= ?2)
                  ORDER BY id DESC LIMIT ?3",
@@ -679,6 +688,7 @@ impl Store {
                     AuditEntry {
                         time_ms: row.get(1)?,
                         front_end: row.get(2)?,
+                        client: row.get(14)?,
                         server: row.get(3)?,
                         tool: row.get(4)?,
                         arguments: serde_json::Value::Null,
@@ -1029,6 +1039,7 @@ mod tests {
         AuditEntry {
             time_ms,
             front_end: "cli".into(),
+            client: None,
             server: server.into(),
             tool: format!("{server}__echo"),
             arguments: serde_json::json!({"message": "Bearer abcdef.ghi", "api_key": "k1"}),

@@ -4,12 +4,10 @@
 //! connections from `warden-mcp`, the catalogue and calls from `warden-host`. Each command
 //! lives in its own module under [`commands`].
 
-mod approvals;
 mod cli;
 mod commands;
 mod elicit;
 mod exit;
-mod pins;
 mod probe_report;
 mod render;
 mod session;

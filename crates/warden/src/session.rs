@@ -1,16 +1,14 @@
 //! What `warden run` and `warden chat` share: the model and agent settings from
-//! `[model]`, `[agent]` and the command line, the session's folder, the audit log written
-//! from the session's events, and the approval prompt.
+//! `[model]`, `[agent]` and the command line, the session's folder, and the approval
+//! prompt. (The audit log is written by the host's session: `warden_host::Session`.)
 
 use std::path::PathBuf;
 
 use futures::future::BoxFuture;
 use warden_agent::model::{ModelSettings, Provider, RetryPolicy};
-use warden_agent::{
-    AgentSettings, ApprovalAnswer, ApprovalRequest, Approver, Event, Observer, ToolCallEvent,
-};
+use warden_agent::{AgentSettings, ApprovalAnswer, ApprovalRequest, Approver, Event, Observer};
 use warden_config::{Environment, ResolvedConfig};
-use warden_store::{AuditEntry, Store};
+use warden_store::Store;
 
 use crate::cli::ModelArgs;
 use crate::exit::Failure;
@@ -125,23 +123,18 @@ pub fn new_session(env: &Environment) -> Result<(String, PathBuf), Failure> {
     Ok((id, dir))
 }
 
-/// Writes the audit log from a session's tool-call events, then passes every event on.
-pub struct Audited<O> {
+/// An observer with the state store beside it, for what a chat keeps besides the audit log
+/// (its history; `/audit` reads the log). The audit log itself is written by the host's
+/// session, never from events.
+pub struct Stored<O> {
     inner: O,
     store: Option<Store>,
-    front_end: &'static str,
-    warned: bool,
 }
 
-impl<O: Observer> Audited<O> {
-    /// Wraps `inner`; rows are written to `store` as `front_end`.
-    pub fn new(inner: O, store: Option<Store>, front_end: &'static str) -> Audited<O> {
-        Audited {
-            inner,
-            store,
-            front_end,
-            warned: false,
-        }
+impl<O: Observer> Stored<O> {
+    /// Wraps `inner`, with `store`.
+    pub fn new(inner: O, store: Option<Store>) -> Stored<O> {
+        Stored { inner, store }
     }
 
     /// The wrapped observer.
@@ -155,17 +148,8 @@ impl<O: Observer> Audited<O> {
     }
 }
 
-impl<O: Observer> Observer for Audited<O> {
+impl<O: Observer> Observer for Stored<O> {
     fn event(&mut self, event: &Event) {
-        if let (Event::ToolCall(call), Some(store)) = (event, self.store.as_mut()) {
-            let entry = audit_entry(call, self.front_end);
-            if let Err(error) = store.record_audit(&entry)
-                && !self.warned
-            {
-                self.warned = true;
-                eprintln!("warden: warning: the audit log is not being written: {error}");
-            }
-        }
         self.inner.event(event);
     }
 
@@ -175,40 +159,6 @@ impl<O: Observer> Observer for Audited<O> {
 
     fn call_started(&mut self, tool: &str, server: &str) {
         self.inner.call_started(tool, server);
-    }
-}
-
-/// The audit row of a tool-call event.
-fn audit_entry(call: &ToolCallEvent, front_end: &str) -> AuditEntry {
-    let outcome = match (call.decision.as_str(), call.executed) {
-        ("invalid", _) => "invalid_arguments",
-        ("deny", _) => "denied",
-        (_, false) if call.approved_by.is_none() => "not_approved",
-        (_, false) => "failed",
-        (_, true) if call.background => "background",
-        (_, true) if call.error.is_some() => "failed",
-        (_, true) if call.is_error => "tool_error",
-        (_, true) => "ok",
-    };
-    AuditEntry {
-        time_ms: crate::commands::audit::now_ms(),
-        front_end: front_end.into(),
-        server: call.server.clone(),
-        tool: call.tool.clone(),
-        arguments: call.arguments.clone(),
-        decision: (call.decision != "invalid").then(|| call.decision.clone()),
-        reasons: serde_json::Value::Array(
-            call.reasons
-                .iter()
-                .map(|r| serde_json::json!({"kind": r.kind, "text": r.text}))
-                .collect(),
-        ),
-        approved_by: call.approved_by.clone(),
-        executed: call.executed,
-        outcome: outcome.into(),
-        error: call.error.clone(),
-        latency_ms: call.latency_ms.and_then(|ms| i64::try_from(ms).ok()),
-        result_bytes: i64::try_from(call.result_chars).ok(),
     }
 }
 

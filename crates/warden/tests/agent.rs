@@ -1009,3 +1009,75 @@ fn a_reply_with_more_calls_than_the_step_limit_has_the_rest_refused() {
     drop(model);
     scratch.assert_no_leftovers();
 }
+
+/// The host's session writes the audit log for the agent loop: every call the model makes
+/// is exactly one row with its outcome, whether it ran, was denied, was not approved, broke
+/// the schema, or named no tool; nothing the loop did is recorded twice or left out.
+#[test]
+fn every_call_of_the_agent_loop_is_exactly_one_audit_row() {
+    let scratch = Scratch::new();
+    let config = scratch.config(&format!(
+        "{}[policy.servers.good]\ntrust = \"trusted\"\n\
+         [[policy.rules]]\ntools = \"good__echo\"\neffect = \"allow\"\n\
+         [[policy.rules]]\ntools = \"good__add\"\neffect = \"deny\"\n",
+        test_server(&scratch, "good", "good"),
+    ));
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [
+                {"name": "good__echo", "arguments": {"message": "hi"}},
+                {"name": "good__add", "arguments": {"a": 1, "b": 2}},
+                {"name": "good__fail", "arguments": {"message": "x"}},
+                {"name": "good__echo", "arguments": {"message": 5}},
+                {"name": "good__nope", "arguments": {}}
+            ]}},
+            {"reply": {"text": "Done."}}
+        ]}),
+    );
+    // No terminal: `ask` is answered no.
+    let output = run(
+        &scratch,
+        &model,
+        "anthropic",
+        "go",
+        &["--config", config.to_str().unwrap()],
+    );
+    assert_exit(&output, 0);
+    let events = transcript(&output);
+    assert_eq!(events_of(&events, "tool_call").len(), 5, "{events:#?}");
+
+    let audit = scratch.run(&["audit", "--json"], LIMIT);
+    assert_exit(&audit, 0);
+    let rows = support::json(&audit);
+    let rows = rows.as_array().unwrap();
+    let mut seen: Vec<(String, String, bool)> = rows
+        .iter()
+        .map(|row| {
+            assert_eq!(row["front_end"], "run", "{row}");
+            assert!(row.get("client").is_none(), "{row}");
+            (
+                row["tool"].as_str().unwrap().to_owned(),
+                row["outcome"].as_str().unwrap().to_owned(),
+                row["executed"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    seen.sort();
+    let expected: Vec<(String, String, bool)> = [
+        ("good__add", "denied", false),
+        ("good__echo", "invalid_arguments", false),
+        ("good__echo", "ok", true),
+        ("good__fail", "not_approved", false),
+        ("good__nope", "invalid_arguments", false),
+    ]
+    .iter()
+    .map(|(tool, outcome, executed)| ((*tool).to_owned(), (*outcome).to_owned(), *executed))
+    .collect();
+    assert_eq!(seen, expected, "{rows:#?}");
+    let ran = rows.iter().find(|row| row["outcome"] == "ok").unwrap();
+    assert_eq!(ran["approved_by"], "policy", "{ran}");
+    assert!(ran["latency_ms"].as_i64().is_some(), "{ran}");
+    drop(model);
+    scratch.assert_no_leftovers();
+}

@@ -8,11 +8,11 @@ use warden_config::{EnvAllowance, NetworkSpec, ServerSpec, TransportSpec};
 use warden_host::ServerStatus;
 use warden_mcp::{Grants, ToolDef};
 
-use crate::approvals::{self, Change, Drift};
 use crate::cli::{ApproveArgs, GlobalArgs};
 use crate::exit::{Code, Failure};
-use crate::pins;
 use crate::untrusted::{Shape, inert};
+use warden_host::approvals::{self, Change, Drift};
+use warden_host::pins;
 
 /// Runs `warden approve`.
 pub async fn run(global: &GlobalArgs, args: ApproveArgs) -> Result<Code, Failure> {
@@ -61,14 +61,9 @@ pub async fn run(global: &GlobalArgs, args: ApproveArgs) -> Result<Code, Failure
     // Connect it alone, with every tool offered, to see its current tool definitions.
     let policy = super::compile_policy(&config.policy)?;
     let collect = std::sync::Arc::new(Collect(Mutex::new(None)));
-    let host = super::connect_with(
-        vec![spec.clone()],
-        &config.servers,
-        policy,
-        &env,
-        std::sync::Arc::clone(&collect) as _,
-    )
-    .await?;
+    let builder = super::host_builder(policy, &config.servers, &env)?
+        .review(std::sync::Arc::clone(&collect) as _);
+    let host = super::connect(builder, vec![spec.clone()]).await?;
     let status = host.servers().first().map(|entry| entry.status.clone());
     host.shutdown().await;
     let listed = match collect.0.lock() {

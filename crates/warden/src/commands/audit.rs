@@ -52,7 +52,7 @@ pub fn run(args: &AuditArgs) -> Result<Code, Failure> {
 /// One row as a JSON object.
 fn row_json(row: &AuditRow) -> Value {
     let entry = &row.entry;
-    json!({
+    let mut value = json!({
         "id": row.id,
         "time": format_time(entry.time_ms),
         "time_ms": entry.time_ms,
@@ -68,7 +68,12 @@ fn row_json(row: &AuditRow) -> Value {
         "error": entry.error,
         "latency_ms": entry.latency_ms,
         "result_bytes": entry.result_bytes,
-    })
+    });
+    // Named only for a front end with many clients (the gateway).
+    if let Some(client) = &entry.client {
+        value["client"] = json!(client);
+    }
+    value
 }
 
 /// One row as a line: time, decision, outcome, tool, latency, short reasons.

@@ -19,7 +19,7 @@ use warden_store::AuditFilter;
 use crate::cli::{ChatArgs, GlobalArgs};
 use crate::exit::{Code, Failure};
 use crate::render;
-use crate::session::{self, Audited, TerminalApprover};
+use crate::session::{self, Stored, TerminalApprover};
 use crate::untrusted::{Shape, inert};
 
 /// Longest line read at the prompt.
@@ -57,9 +57,17 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
     } else {
         std::sync::Arc::new(warden_mcp::DeclineAll)
     };
-    let mut host = super::connect_session(config.servers, policy, &env, elicitor).await?;
-    let mut observer = Audited::new(screen, super::open_store(&env).ok(), "chat");
-    let mut agent = Agent::new(&mut host, model.as_ref(), approver.as_ref(), settings);
+    let builder = super::host_builder(policy, &config.servers, &env)?.elicitor(elicitor);
+    let mut host = super::connect(builder, config.servers).await?;
+    let mut observer = Stored::new(screen, super::open_store(&env).ok());
+    let session = host.session("chat");
+    let mut agent = Agent::new(
+        &mut host,
+        session,
+        model.as_ref(),
+        approver.as_ref(),
+        settings,
+    );
     let mut history = History::start(&mut observer, &session_id, &model.describe());
     banner(agent.host(), &agent, model.describe().as_str());
     loop {
@@ -161,7 +169,7 @@ struct History {
 }
 
 impl History {
-    fn start<O: Observer>(observer: &mut Audited<O>, id: &str, model: &str) -> History {
+    fn start<O: Observer>(observer: &mut Stored<O>, id: &str, model: &str) -> History {
         if let Some(store) = observer.store() {
             let _ = store.create_session(id, "chat", model, crate::commands::audit::now_ms());
         }
@@ -173,7 +181,7 @@ impl History {
 
     fn record<O: Observer>(
         &mut self,
-        observer: &mut Audited<O>,
+        observer: &mut Stored<O>,
         role: &str,
         content: &serde_json::Value,
     ) {

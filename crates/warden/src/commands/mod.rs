@@ -18,8 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use warden_config::{Environment, ResolvedConfig, ResolvedPolicy};
-use warden_host::Host;
-use warden_mcp::{ConfinedLauncher, ConnectOptions};
+use warden_host::{Host, HostBuilder};
 use warden_policy::{Policy, PolicyError, Reason, ReasonKind};
 use warden_store::Store;
 
@@ -120,102 +119,50 @@ pub fn scratch_dir(env: &Environment) -> PathBuf {
 
 /// Opens the state store (`$XDG_STATE_HOME/warden/state.db`).
 pub fn open_store(env: &Environment) -> Result<Store, Failure> {
-    Store::open(crate::pins::state_db(env)).map_err(|error| Failure {
+    Store::open(warden_host::pins::state_db(env)).map_err(|error| Failure {
         code: crate::exit::Code::Unavailable,
         error: error.into(),
     })
 }
 
-/// Connects to `specs` (some of the `configured` servers) under `policy`, giving up (and
-/// stopping every server) if the user interrupts. Unapproved project servers are not
-/// started, and tools whose definitions drifted from their pins are held back (see
-/// [`connect_reviewed`]).
+/// The host every command builds on: `policy`, the state store (so project servers need
+/// their approval, tool definitions and executables are checked against their pins, and
+/// every call is audited), where logs and scratch directories go, the OAuth client, and a
+/// warning on stderr when an audit row cannot be written. `configured` is every server of
+/// the configuration (their write grants decide which pinned files are exposed). A command
+/// adds its own hooks (an elicitor, a review) and [`connect`]s.
+pub fn host_builder(
+    policy: Arc<Policy>,
+    configured: &[warden_config::ServerSpec],
+    env: &Environment,
+) -> Result<HostBuilder, Failure> {
+    Ok(Host::builder(policy)
+        .store(open_store(env)?)
+        .configured(configured)
+        .scratch_dir(scratch_dir(env))
+        .log_dir(log_dir(env))
+        .oauth(login::provider(env))
+        .on_audit_failure(|error| eprintln!("warden: warning: {error}")))
+}
+
+/// Starts the servers in `specs` with `builder`, giving up (and stopping every server) if
+/// the user interrupts.
 pub async fn connect(
+    builder: HostBuilder,
     specs: Vec<warden_config::ServerSpec>,
-    configured: &[warden_config::ServerSpec],
-    policy: Arc<Policy>,
-    env: &Environment,
-) -> Result<Host, Failure> {
-    let reviewer = Arc::new(crate::approvals::Reviewer::new(open_store(env)?));
-    connect_with(specs, configured, policy, env, reviewer).await
-}
-
-/// [`connect`] for an agent session: `elicitor` answers the servers' elicitation requests
-/// (and its presence declares the capability; see docs/decisions/0016-elicitation.md).
-pub async fn connect_session(
-    specs: Vec<warden_config::ServerSpec>,
-    policy: Arc<Policy>,
-    env: &Environment,
-    elicitor: Arc<dyn warden_mcp::Elicitor>,
-) -> Result<Host, Failure> {
-    let reviewer = Arc::new(crate::approvals::Reviewer::new(open_store(env)?));
-    let configured = specs.clone();
-    connect_inner(specs, &configured, policy, env, reviewer, Some(elicitor)).await
-}
-
-/// [`connect`], also returning the tools held back or removed, and the description scan
-/// of every listed tool, by server.
-pub async fn connect_reviewed(
-    specs: Vec<warden_config::ServerSpec>,
-    policy: Arc<Policy>,
-    env: &Environment,
-) -> Result<(Host, DriftByServer, ScansByServer), Failure> {
-    let reviewer = Arc::new(crate::approvals::Reviewer::new(open_store(env)?));
-    let configured = specs.clone();
-    let host = connect_with(specs, &configured, policy, env, Arc::clone(&reviewer) as _).await?;
-    let scans = reviewer.scans();
-    Ok((host, reviewer.drift(), scans))
-}
-
-/// The description scan of every listed tool, by server name.
-pub type ScansByServer = std::collections::BTreeMap<String, Vec<crate::approvals::ToolScan>>;
-
-/// Tool definitions that differ from their pins, by server name.
-pub type DriftByServer = std::collections::BTreeMap<String, Vec<crate::approvals::Drift>>;
-
-/// Connects to `specs` (some of the `configured` servers, whose write grants decide which
-/// pinned files are exposed) under `policy` with `review` deciding which servers start and
-/// which tools are offered, giving up (and stopping every server) if the user interrupts.
-pub async fn connect_with(
-    specs: Vec<warden_config::ServerSpec>,
-    configured: &[warden_config::ServerSpec],
-    policy: Arc<Policy>,
-    env: &Environment,
-    review: Arc<dyn warden_host::Review>,
-) -> Result<Host, Failure> {
-    connect_inner(specs, configured, policy, env, review, None).await
-}
-
-async fn connect_inner(
-    specs: Vec<warden_config::ServerSpec>,
-    configured: &[warden_config::ServerSpec],
-    policy: Arc<Policy>,
-    env: &Environment,
-    review: Arc<dyn warden_host::Review>,
-    elicitor: Option<Arc<dyn warden_mcp::Elicitor>>,
 ) -> Result<Host, Failure> {
     crate::signals::watch();
-    // Every stdio server starts confined; `confine = false` servers are started directly by
-    // the same launcher, with a warning each time.
-    // Each stdio server is checked against its pin right before it is spawned.
-    let store = open_store(env)?;
-    let launcher = crate::pins::PinningLauncher::new(
-        ConfinedLauncher::from_env(scratch_dir(env)),
-        store,
-        &specs,
-        configured,
-    );
-    let options = ConnectOptions {
-        log_dir: Some(log_dir(env)),
-        elicitor,
-        oauth: Some(login::provider(env)),
-        ..ConnectOptions::default()
-    };
     tokio::select! {
-        host = Host::connect_reviewed(specs, policy, &launcher, &options, review) => Ok(host),
+        host = builder.connect(specs) => Ok(host),
         () = crate::signals::interrupted() => Err(Failure {
             code: crate::exit::Code::Interrupted,
             error: anyhow::anyhow!("interrupted while connecting; servers stopped"),
         }),
     }
 }
+
+/// The description scan of every listed tool, by server name.
+pub type ScansByServer = std::collections::BTreeMap<String, Vec<warden_host::ToolScan>>;
+
+/// Tool definitions that differ from their pins, by server name.
+pub type DriftByServer = std::collections::BTreeMap<String, Vec<warden_host::approvals::Drift>>;

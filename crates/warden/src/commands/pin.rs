@@ -11,8 +11,8 @@ use warden_store::Store;
 
 use crate::cli::{GlobalArgs, PinArgs};
 use crate::exit::{Code, Failure};
-use crate::pins;
 use crate::untrusted::{Shape, inert};
+use warden_host::pins;
 
 /// Runs `warden pin`.
 pub fn run(global: &GlobalArgs, args: PinArgs) -> Result<Code, Failure> {

@@ -161,10 +161,10 @@ fn pin_report(
 ) -> Value {
     match launcher.fingerprint(request) {
         Ok(fingerprint) => {
-            let grants = crate::pins::write_grants(configured, launcher.scratch_base());
+            let grants = warden_host::pins::write_grants(configured, launcher.scratch_base());
             json!({
-                "files": crate::pins::describe(&fingerprint),
-                "exposed": crate::pins::exposed(&fingerprint, &grants),
+                "files": warden_host::pins::describe(&fingerprint),
+                "exposed": warden_host::pins::exposed(&fingerprint, &grants),
             })
         }
         Err(error) => json!({ "error": error.to_string() }),

@@ -8,7 +8,7 @@ use warden_agent::{Agent, AgentError, AllowAll, Approver, DenyAll, Event, Observ
 
 use crate::cli::{ApprovalMode, GlobalArgs, RunArgs};
 use crate::exit::{Code, Failure};
-use crate::session::{self, Audited, TerminalApprover};
+use crate::session::{self, TerminalApprover};
 use crate::untrusted::{Shape, inert};
 
 /// Runs `warden run`.
@@ -41,14 +41,21 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> Result<Code, Failure> {
     };
     // Nobody to ask: every elicitation request is declined (decision 0016).
     let elicitor = std::sync::Arc::new(warden_mcp::DeclineAll);
-    let mut host = super::connect_session(config.servers, policy, &env, elicitor).await?;
-    let printer: Box<dyn Observer> = if args.json {
+    let builder = super::host_builder(policy, &config.servers, &env)?.elicitor(elicitor);
+    let mut host = super::connect(builder, config.servers).await?;
+    let mut observer: Box<dyn Observer> = if args.json {
         Box::new(JsonLines)
     } else {
         Box::new(Plain::default())
     };
-    let mut observer = Audited::new(printer, super::open_store(&env).ok(), "run");
-    let mut agent = Agent::new(&mut host, model.as_ref(), approver.as_ref(), settings);
+    let session = host.session("run");
+    let mut agent = Agent::new(
+        &mut host,
+        session,
+        model.as_ref(),
+        approver.as_ref(),
+        settings,
+    );
     observer.event(&agent.session_event());
     let result = tokio::select! {
         result = agent.ask(&args.prompt, &mut observer) => Some(result),

@@ -9,11 +9,11 @@ use warden_policy::scan::segment::Kind;
 use warden_policy::scan::{FLAG_IDS, Flag, assess_text, name_confusable};
 
 use super::ScansByServer;
-use crate::approvals::ToolScan;
 use crate::cli::{GlobalArgs, ScanArgs};
 use crate::exit::{Code, Failure};
 use crate::render;
 use crate::untrusted::{Shape, inert};
+use warden_host::approvals::ToolScan;
 
 /// Runs `warden scan`.
 pub async fn run(global: &GlobalArgs, args: ScanArgs) -> Result<Code, Failure> {
@@ -24,7 +24,9 @@ pub async fn run(global: &GlobalArgs, args: ScanArgs) -> Result<Code, Failure> {
         )));
     }
     let policy = super::compile_policy(&config.policy)?;
-    let (host, _drift, mut scans) = super::connect_reviewed(config.servers, policy, &env).await?;
+    let builder = super::host_builder(policy, &config.servers, &env)?;
+    let host = super::connect(builder, config.servers).await?;
+    let mut scans = host.scans();
     add_confusables(&mut scans);
     let mut servers = Vec::new();
     let mut text = String::new();

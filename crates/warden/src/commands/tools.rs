@@ -10,11 +10,11 @@ use warden_host::{CatalogueTool, DEFAULT_SEARCH_LIMIT, Hit, Host, ServerStatus, 
 use warden_policy::{Provenance, Trust, Verdict};
 
 use super::{DriftByServer, ScansByServer};
-use crate::approvals::ToolScan;
 use crate::cli::{GlobalArgs, ToolsArgs};
 use crate::exit::{Code, Failure};
 use crate::render;
 use crate::untrusted::{Shape, inert};
+use warden_host::approvals::ToolScan;
 
 /// Runs `warden tools`; with `-v` (`verbose` > 0) every local server's grants are listed.
 pub async fn run(global: &GlobalArgs, args: ToolsArgs, verbose: u8) -> Result<Code, Failure> {
@@ -25,7 +25,9 @@ pub async fn run(global: &GlobalArgs, args: ToolsArgs, verbose: u8) -> Result<Co
         )));
     }
     let policy = super::compile_policy(&config.policy)?;
-    let (host, drift, scans) = super::connect_reviewed(config.servers, policy, &env).await?;
+    let builder = super::host_builder(policy, &config.servers, &env)?;
+    let host = super::connect(builder, config.servers).await?;
+    let (drift, scans) = (host.drift(), host.scans());
     if let Some(query) = &args.search {
         let limit = args.limit.unwrap_or(DEFAULT_SEARCH_LIMIT);
         search(&host, query, limit, args.json);
@@ -285,7 +287,7 @@ fn held_back(drift: &DriftByServer, server: &str) -> usize {
 /// What a confined local server is granted, as `warden approve` shows it (`None` for a
 /// remote or unconfined server).
 fn grant_lines(spec: &warden_config::ServerSpec) -> Option<Vec<String>> {
-    match crate::approvals::effective_grants(spec) {
+    match warden_host::approvals::effective_grants(spec) {
         Ok(None) => None,
         Ok(Some(grants)) => {
             let mut out = vec![format!("  grants (program {}):", grants.program.display())];
@@ -313,9 +315,9 @@ fn grant_lines(spec: &warden_config::ServerSpec) -> Option<Vec<String>> {
 
 /// [`grant_lines`] as JSON: the effective profile, or `{"error": ...}`.
 fn grants_json(spec: &warden_config::ServerSpec) -> Option<Value> {
-    match crate::approvals::effective_grants(spec) {
+    match warden_host::approvals::effective_grants(spec) {
         Ok(grants) => grants.map(|g| json!(g)),
-        Err(error) => Some(json!({ "error": error })),
+        Err(error) => Some(json!({ "error": error.to_string() })),
     }
 }
 

@@ -13,9 +13,13 @@
 //!   callable) until approved; a removed tool is reported.
 //!
 //! Both checks run in [`Reviewer`], which the host calls for every server it connects.
+//!
+//! This lives in the host core, not in a front end, so that every front end (`warden run`,
+//! `warden chat`, `warden call`, `warden serve`) connects servers through the same checks;
+//! the front ends keep only how they show drift and ask for approvals.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -26,6 +30,11 @@ use warden_policy::scan::Flag;
 use warden_store::{Store, ToolPin};
 
 use crate::pins::key_for;
+
+/// Why a confined server's effective profile could not be computed: it cannot start.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct GrantsError(#[from] pub warden_mcp::LaunchError);
 
 fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
@@ -113,7 +122,7 @@ pub fn definition_sha256(spec: &ServerSpec, grants: Option<&Grants>) -> String {
 
 /// The effective profile of a confined local server, computed as its launch will compute
 /// it; `None` for a remote or unconfined server. The error says why it could not start.
-pub fn effective_grants(spec: &ServerSpec) -> Result<Option<Grants>, String> {
+pub fn effective_grants(spec: &ServerSpec) -> Result<Option<Grants>, GrantsError> {
     let Some(request) = LaunchRequest::for_spec(spec) else {
         return Ok(None);
     };
@@ -124,7 +133,7 @@ pub fn effective_grants(spec: &ServerSpec) -> Result<Option<Grants>, String> {
     ConfinedLauncher::from_env(std::path::PathBuf::new())
         .grants(&request)
         .map(Some)
-        .map_err(|error| error.to_string())
+        .map_err(GrantsError::from)
 }
 
 /// Whether `spec` needs an approval to start: servers from project files do.
@@ -362,7 +371,7 @@ pub struct ToolScan {
 /// (their drift is kept for `warden tools`), and tools whose definitions the description
 /// scan flags are quarantined until their exact definition is approved.
 pub struct Reviewer {
-    store: Mutex<Store>,
+    store: Arc<Mutex<Store>>,
     drift: Mutex<BTreeMap<String, Vec<Drift>>>,
     /// `(server, tool)` of every server reviewed so far, for `name.confusable`.
     names: Mutex<Vec<(String, String)>>,
@@ -382,8 +391,14 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Reviewer {
     /// A reviewer reading and writing `store`.
     pub fn new(store: Store) -> Self {
+        Self::shared(Arc::new(Mutex::new(store)))
+    }
+
+    /// A reviewer reading and writing a store it shares (with the launcher and the audit
+    /// log of the same host).
+    pub fn shared(store: Arc<Mutex<Store>>) -> Self {
         Self {
-            store: Mutex::new(store),
+            store,
             drift: Mutex::new(BTreeMap::new()),
             names: Mutex::new(Vec::new()),
             scans: Mutex::new(BTreeMap::new()),
@@ -497,7 +512,7 @@ impl Reviewer {
     }
 }
 
-impl warden_host::Review for Reviewer {
+impl crate::Review for Reviewer {
     fn admit(&self, spec: &ServerSpec) -> Result<(), String> {
         if !needs_approval(spec) {
             return Ok(());

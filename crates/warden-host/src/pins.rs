@@ -12,10 +12,13 @@
 //! A pinned file that someone other than the user could change (inside a server's write
 //! grant, or in a directory other users may write) is refused before anything is compared:
 //! a pin could not vouch for it ([`warden_mcp::exposure`]).
+//!
+//! Part of the host core: [`HostBuilder`](crate::HostBuilder) puts every stdio server it
+//! starts through a [`PinningLauncher`], whichever front end builds the host.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use warden_config::{Environment, Scope, ServerSpec, TransportSpec};
 use warden_mcp::{
@@ -221,7 +224,7 @@ pub fn describe(fingerprint: &Fingerprint) -> Vec<String> {
 /// passes runs exactly the files that were hashed.
 pub struct PinningLauncher {
     inner: ConfinedLauncher,
-    store: Mutex<Store>,
+    store: Arc<Mutex<Store>>,
     keys: HashMap<String, String>,
     grants: Vec<WriteGrant>,
 }
@@ -235,6 +238,16 @@ impl PinningLauncher {
         specs: &[ServerSpec],
         configured: &[ServerSpec],
     ) -> Self {
+        Self::shared(inner, Arc::new(Mutex::new(store)), specs, configured)
+    }
+
+    /// [`new`](PinningLauncher::new), with a store shared with the rest of the host.
+    pub fn shared(
+        inner: ConfinedLauncher,
+        store: Arc<Mutex<Store>>,
+        specs: &[ServerSpec],
+        configured: &[ServerSpec],
+    ) -> Self {
         let keys = specs
             .iter()
             .map(|spec| (spec.name.clone(), key_for(spec)))
@@ -242,7 +255,7 @@ impl PinningLauncher {
         let grants = write_grants(configured, inner.scratch_base());
         Self {
             inner,
-            store: Mutex::new(store),
+            store,
             keys,
             grants,
         }

@@ -1,0 +1,164 @@
+//! The one way to make a [`Host`]: every front end (`warden run`, `chat`, `call`, `tools`,
+//! `scan`, `approve`, and the gateway) builds its host here, so every server is started
+//! through the same guards.
+//!
+//! Given a state store, the builder puts in place what guards a server, whichever front end
+//! asks: project servers start only once approved, tool definitions are pinned and a drifted
+//! or flagged one is held back ([`Reviewer`]), every stdio server's executable is checked
+//! against its pin before it is spawned ([`PinningLauncher`]), and every session's calls
+//! are written to the audit log ([`AuditLog`]). A front end adds only its hooks: who answers
+//! servers' elicitation requests, the OAuth client for remote servers, and what to do when
+//! an audit row cannot be written. Without a store (tests, benchmarks) none of the guards
+//! is in place: every server starts, every tool is offered, nothing is audited.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use warden_config::ServerSpec;
+use warden_mcp::{ConfinedLauncher, ConnectOptions, Elicitor, Launcher};
+use warden_policy::Policy;
+use warden_store::Store;
+
+use crate::approvals::Reviewer;
+use crate::audit::{AuditFailureHook, AuditLog, warn_on_failure};
+use crate::host::{Guard, Host, NoReview, Review};
+use crate::pins::PinningLauncher;
+
+/// Settings and hooks for a [`Host`]; [`connect`](HostBuilder::connect) starts it.
+pub struct HostBuilder {
+    policy: Arc<Policy>,
+    store: Option<Store>,
+    configured: Option<Vec<ServerSpec>>,
+    scratch_dir: PathBuf,
+    options: ConnectOptions,
+    review: Option<Arc<dyn Review>>,
+    launcher: Option<Arc<dyn Launcher>>,
+    on_audit_failure: AuditFailureHook,
+}
+
+impl HostBuilder {
+    /// A host deciding calls under `policy` ([`Host::builder`]).
+    pub fn new(policy: Arc<Policy>) -> HostBuilder {
+        HostBuilder {
+            policy,
+            store: None,
+            configured: None,
+            scratch_dir: PathBuf::new(),
+            options: ConnectOptions::default(),
+            review: None,
+            launcher: None,
+            on_audit_failure: warn_on_failure(),
+        }
+    }
+
+    /// The state store: approvals, tool definition pins, executable pins and the audit log
+    /// are read and written there. Without one, nothing is checked or recorded.
+    pub fn store(mut self, store: Store) -> HostBuilder {
+        self.store = Some(store);
+        self
+    }
+
+    /// Every server of the configuration (not only those connected): their write grants
+    /// decide which pinned files someone other than the user could change. Defaults to the
+    /// servers connected.
+    pub fn configured(mut self, servers: &[ServerSpec]) -> HostBuilder {
+        self.configured = Some(servers.to_vec());
+        self
+    }
+
+    /// The base of confined servers' private scratch directories.
+    pub fn scratch_dir(mut self, dir: PathBuf) -> HostBuilder {
+        self.scratch_dir = dir;
+        self
+    }
+
+    /// Where per-server stderr logs go (`NAME.log`); none keeps them in memory only.
+    pub fn log_dir(mut self, dir: PathBuf) -> HostBuilder {
+        self.options.log_dir = Some(dir);
+        self
+    }
+
+    /// Who answers servers' elicitation requests (without one, every request is declined).
+    pub fn elicitor(mut self, elicitor: Arc<dyn Elicitor>) -> HostBuilder {
+        self.options.elicitor = Some(elicitor);
+        self
+    }
+
+    /// The OAuth client remote servers get.
+    pub fn oauth(mut self, oauth: Arc<dyn warden_mcp::http::OAuthProvider>) -> HostBuilder {
+        self.options.oauth = Some(oauth);
+        self
+    }
+
+    /// Connection limits other than the hooks above (tests, benchmarks).
+    pub fn options(mut self, options: ConnectOptions) -> HostBuilder {
+        self.options = options;
+        self
+    }
+
+    /// Replaces the review built from the store (which servers start, which tools are
+    /// offered): `warden approve` offers every tool of the server it pins.
+    pub fn review(mut self, review: Arc<dyn Review>) -> HostBuilder {
+        self.review = Some(review);
+        self
+    }
+
+    /// Replaces the launcher (by default a confined launcher that checks every stdio
+    /// server against its pin when there is a store): for tests and benchmarks.
+    pub fn launcher(mut self, launcher: Arc<dyn Launcher>) -> HostBuilder {
+        self.launcher = Some(launcher);
+        self
+    }
+
+    /// What to do when an audit row cannot be written (by default, a warning in the log);
+    /// called once per host: later failures are only logged.
+    pub fn on_audit_failure(
+        mut self,
+        hook: impl Fn(&crate::audit::AuditError) + Send + Sync + 'static,
+    ) -> HostBuilder {
+        self.on_audit_failure = Arc::new(hook);
+        self
+    }
+
+    /// Starts every server in `specs` at once and builds the catalogue (see
+    /// [`Host::servers`] for each one's state): a server that fails or is slow costs only
+    /// itself, each bounded by its connect timeout.
+    pub async fn connect(self, specs: Vec<ServerSpec>) -> Host {
+        let HostBuilder {
+            policy,
+            store,
+            configured,
+            scratch_dir,
+            options,
+            review,
+            launcher,
+            on_audit_failure,
+        } = self;
+        let store = store.map(|store| Arc::new(Mutex::new(store)));
+        let mut guard = Guard::default();
+        let review: Arc<dyn Review> = match (review, &store) {
+            (Some(review), _) => review,
+            (None, Some(store)) => {
+                let reviewer = Arc::new(Reviewer::shared(Arc::clone(store)));
+                guard.reviewer = Some(Arc::clone(&reviewer));
+                reviewer
+            }
+            (None, None) => Arc::new(NoReview),
+        };
+        let launcher: Arc<dyn Launcher> = match (launcher, &store) {
+            (Some(launcher), _) => launcher,
+            (None, Some(store)) => {
+                let configured = configured.as_deref().unwrap_or(&specs);
+                Arc::new(PinningLauncher::shared(
+                    ConfinedLauncher::from_env(scratch_dir),
+                    Arc::clone(store),
+                    &specs,
+                    configured,
+                ))
+            }
+            (None, None) => Arc::new(ConfinedLauncher::from_env(scratch_dir)),
+        };
+        guard.audit = store.map(|store| Arc::new(AuditLog::new(store, on_audit_failure)));
+        Host::connect_all(specs, policy, launcher, &options, review, guard).await
+    }
+}
