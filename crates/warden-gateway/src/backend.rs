@@ -3,70 +3,44 @@
 //! Everything the gateway needs from the host goes through [`Backend`]: the tools it
 //! offers (under the names `warden tools` shows, or the server's own names in the
 //! single-server mode), and a tool call made for one client, decided by the policy in that
-//! client's own context ([`ClientContext`], which owns the client's [`Provenance`]),
-//! approved or refused as the policy says, sent, labelled into the provenance, and
-//! audited. The protocol code above never sees a `Host`, so moving the host to another API
-//! changes this file alone.
+//! client's own context ([`ClientContext`], which wraps the host's [`Session`] for that
+//! client: the session owns the provenance and writes the audit row), approved or refused
+//! as the policy says, sent, and labelled into the session. The protocol code above never
+//! sees a `Host`, so moving the host to another API changes this file alone.
 //!
 //! One `Host` (one connection per upstream server) serves every client at once: the host's
 //! calling path takes `&self`, so the backend holds it in an [`Arc`] and calls run
 //! concurrently. Nothing here holds a lock across an await.
 
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
-use warden_host::{Approval, Host, HostError};
-use warden_policy::{Decision, Provenance, Verdict};
-use warden_store::AuditEntry;
+use warden_host::{ApprovedBy, Host, HostError, Session};
+use warden_policy::{Decision, Verdict};
 
 use crate::jsonrpc::{INVALID_PARAMS, RpcError};
 
-/// Where audit rows go (the binary writes them to the state store).
-pub trait AuditSink: Send + Sync {
-    /// Records one attempt. Must not block for long: it is called on the request's path.
-    fn record(&self, entry: AuditEntry);
-}
+/// The front end named in audit rows.
+const FRONT_END: &str = "serve";
 
-/// An [`AuditSink`] that drops every row (tests).
-pub struct NoAudit;
-
-impl AuditSink for NoAudit {
-    fn record(&self, _entry: AuditEntry) {}
-}
-
-/// One client's conversation as the policy sees it: who it is (for audit rows) and the
-/// provenance of everything its calls have returned to it so far. A result from one server
-/// taints this client's later calls to another; it never touches another client's.
+/// One client's conversation as the policy sees it: the host's [`Session`] for it, which
+/// names the client in audit rows and owns the provenance of everything its calls have
+/// returned to it so far. A result from one server taints this client's later calls to
+/// another; it never touches another client's. Made by [`Backend::client`].
 pub struct ClientContext {
-    name: String,
-    provenance: Mutex<Provenance>,
-    turn: AtomicU32,
+    session: Session,
 }
 
 impl ClientContext {
-    /// A clean context for the client named `name` (as audit rows show it).
-    pub fn new(name: impl Into<String>) -> ClientContext {
-        ClientContext {
-            name: name.into(),
-            provenance: Mutex::new(Provenance::new()),
-            turn: AtomicU32::new(0),
-        }
-    }
-
     /// The client's name in audit rows.
     pub fn name(&self) -> &str {
-        &self.name
+        self.session.client().unwrap_or(FRONT_END)
     }
 
     /// Whether anything untrusted has entered this client's context (for tests and logs).
     pub fn is_tainted(&self) -> bool {
-        self.provenance
-            .lock()
-            .map(|provenance| provenance.label().is_untrusted())
-            .unwrap_or(true)
+        self.session.label().is_untrusted()
     }
 }
 
@@ -135,18 +109,13 @@ pub enum BackendError {
 pub struct Backend {
     host: Arc<Host>,
     only: Option<String>,
-    audit: Arc<dyn AuditSink>,
 }
 
 impl Backend {
     /// A backend over `host`. With `only`, the gateway fronts that one server under its
     /// tools' own names (no prefixes); it must be configured (it may have failed to start:
     /// its tools are then absent and calls say why).
-    pub fn new(
-        host: Arc<Host>,
-        only: Option<String>,
-        audit: Arc<dyn AuditSink>,
-    ) -> Result<Backend, BackendError> {
+    pub fn new(host: Arc<Host>, only: Option<String>) -> Result<Backend, BackendError> {
         if let Some(server) = &only
             && !host
                 .servers()
@@ -163,7 +132,15 @@ impl Backend {
                 known: known.join(", "),
             });
         }
-        Ok(Backend { host, only, audit })
+        Ok(Backend { host, only })
+    }
+
+    /// A clean context for the client named `name` (as audit rows show it), whose calls
+    /// are audited by the host's one audit writer.
+    pub fn client(&self, name: impl Into<Arc<str>>) -> ClientContext {
+        ClientContext {
+            session: self.host.session(FRONT_END).with_client(name),
+        }
     }
 
     /// The single server fronted with `--only`, if any.
@@ -241,15 +218,8 @@ impl Backend {
         asker: &dyn Asker,
     ) -> Result<CallReply, RpcError> {
         let target = self.target(name);
-        let given = arguments.clone();
-        let prepared = {
-            let provenance = client
-                .provenance
-                .lock()
-                .map_err(|_| RpcError::new(crate::jsonrpc::INTERNAL_ERROR, "context lost"))?;
-            self.host.prepare(&target, arguments, &provenance)
-        };
-        let call = match prepared {
+        let session = &client.session;
+        let mut call = match session.prepare(&self.host, &target, arguments) {
             Ok(call) => call,
             Err(HostError::UnknownTool { .. }) => {
                 return Err(RpcError::new(
@@ -257,36 +227,21 @@ impl Backend {
                     format!("Unknown tool: {name}"),
                 ));
             }
-            Err(error) => {
-                if let Ok(tool) = self.host.resolve(&target) {
-                    let mut entry = audit_entry(client, tool, &given, None);
-                    entry.outcome = match &error {
-                        HostError::InvalidArguments { .. }
-                        | HostError::ArgumentsNotObject { .. } => "invalid_arguments",
-                        _ => "failed",
-                    }
-                    .into();
-                    entry.error = Some(first_line(&error.to_string()));
-                    self.audit.record(entry);
-                }
-                return Ok(CallReply::Result(error_result(&error.to_string())));
-            }
+            // Bad arguments are recorded by the session; the model reads why.
+            Err(error) => return Ok(CallReply::Result(error_result(&error.to_string()))),
         };
         let tool = call.tool();
-        let mut entry = audit_entry(client, tool, call.arguments(), Some(call.verdict()));
-        let approval = match call.verdict().decision {
-            Decision::Allow => {
-                entry.approved_by = Some("policy".into());
-                Approval::NotAsked
-            }
+        match call.verdict().decision {
+            Decision::Allow => {}
             Decision::Deny => {
-                entry.outcome = "denied".into();
-                self.audit.record(entry);
-                return Ok(CallReply::Result(error_result(&format!(
+                let text = format!(
                     "Warden's policy denies `{name}` (server `{}`); nothing was sent.\nWhy:\n{}",
                     tool.server,
                     reason_list(call.verdict())
-                ))));
+                );
+                // Dropped unsent: recorded as denied.
+                drop(call);
+                return Ok(CallReply::Result(error_result(&text)));
             }
             Decision::Ask => {
                 let info = AskInfo {
@@ -302,40 +257,20 @@ impl Backend {
                         .collect(),
                 };
                 match asker.ask(&info).await {
-                    AskAnswer::Approved { by } => {
-                        entry.approved_by = Some(by);
-                        Approval::Approved
-                    }
+                    AskAnswer::Approved { by } => call.approve(ApprovedBy::named(by)),
                     AskAnswer::Refused { text } => {
-                        entry.outcome = "not_approved".into();
-                        self.audit.record(entry);
+                        // Dropped unsent: recorded as not approved.
+                        drop(call);
                         return Ok(CallReply::Result(error_result(&text)));
                     }
-                    // Nothing is recorded yet: the client answers with a new request.
+                    // This request is recorded as not approved (dropped unsent); the client
+                    // answers with a new request, which is a new attempt.
                     AskAnswer::Input(result) => return Ok(CallReply::Input(result)),
                 }
             }
-        };
-        let facts = tool.facts.clone();
-        entry.executed = true;
-        let started = Instant::now();
-        let detached = self.host.detach(call, approval);
-        let outcome = match detached {
-            Ok(detached) => detached.run().await,
-            Err(error) => Err(error),
-        };
-        entry.latency_ms = Some(i64::try_from(started.elapsed().as_millis()).unwrap_or(i64::MAX));
-        let turn = client.turn.fetch_add(1, Ordering::Relaxed);
-        let reply = match outcome {
+        }
+        let reply = match session.send(&self.host, call).await {
             Ok(outcome) => {
-                let text = warden_agent::result_text::result_text(&outcome);
-                if let Ok(mut provenance) = client.provenance.lock() {
-                    provenance.add_result(&facts, turn, &text);
-                }
-                entry.outcome = if outcome.is_error { "tool_error" } else { "ok" }.into();
-                entry.result_bytes = serde_json::to_vec(&outcome.raw)
-                    .ok()
-                    .and_then(|bytes| i64::try_from(bytes.len()).ok());
                 let mut result = json!({"content": outcome.content});
                 if let Some(structured) = outcome.structured {
                     result["structuredContent"] = structured;
@@ -345,19 +280,8 @@ impl Backend {
                 }
                 result
             }
-            Err(error) => {
-                let message = format!("The call failed: {error}");
-                // What the server may have said on the way counts as its output.
-                if let Ok(mut provenance) = client.provenance.lock() {
-                    provenance.add_result(&facts, turn, &message);
-                }
-                entry.outcome = "failed".into();
-                entry.executed = matches!(error, HostError::Call { .. });
-                entry.error = Some(first_line(&error.to_string()));
-                error_result(&message)
-            }
+            Err(error) => error_result(&format!("The call failed: {error}")),
         };
-        self.audit.record(entry);
         Ok(CallReply::Result(reply))
     }
 }
@@ -371,47 +295,7 @@ fn reason_list(verdict: &Verdict) -> String {
         .join("\n")
 }
 
-fn first_line(text: &str) -> String {
-    text.lines().next().unwrap_or_default().to_owned()
-}
-
 /// A tool result with `isError` and one text block.
 pub fn error_result(text: &str) -> Value {
     json!({"content": [{"type": "text", "text": text}], "isError": true})
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-fn audit_entry(
-    client: &ClientContext,
-    tool: &warden_host::CatalogueTool,
-    arguments: &Value,
-    verdict: Option<&Verdict>,
-) -> AuditEntry {
-    AuditEntry {
-        time_ms: now_ms(),
-        front_end: format!("serve:{}", client.name()),
-        server: tool.server.clone(),
-        tool: tool.qualified.clone(),
-        arguments: arguments.clone(),
-        decision: verdict.map(|v| v.decision.as_str().to_owned()),
-        reasons: Value::Array(
-            verdict
-                .map(|v| v.reasons.as_slice())
-                .unwrap_or_default()
-                .iter()
-                .map(|reason| json!({"kind": reason.kind.tag(), "text": &*reason.text}))
-                .collect(),
-        ),
-        approved_by: None,
-        executed: false,
-        outcome: String::new(),
-        error: None,
-        latency_ms: None,
-        result_bytes: None,
-    }
 }

@@ -227,7 +227,7 @@ impl Gateway {
         let session = LegacySession {
             version: version.to_owned(),
             elicitation: has_form_elicitation(&capabilities),
-            client: ClientContext::new(audit_name(params.get("clientInfo"), tag)),
+            client: self.backend.client(audit_name(params.get("clientInfo"), tag)),
             initialized: AtomicBool::new(false),
         };
         let result = json!({

@@ -838,7 +838,7 @@ fn modern_client(state: &State, principal: &Principal) -> ModernClient {
     let key = principal.key();
     let Ok(mut clients) = state.modern.lock() else {
         return (
-            Arc::new(ClientContext::new(key)),
+            Arc::new(state.gateway.backend().client(key)),
             Arc::new(Semaphore::new(1)),
         );
     };
@@ -847,7 +847,7 @@ fn modern_client(state: &State, principal: &Principal) -> ModernClient {
         .entry(key.clone())
         .or_insert_with(|| {
             (
-                Arc::new(ClientContext::new(format!("http:{key}"))),
+                Arc::new(state.gateway.backend().client(format!("http:{key}"))),
                 Arc::new(Semaphore::new(state.limits.max_in_flight_per_client.max(1))),
             )
         })

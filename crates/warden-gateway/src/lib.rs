@@ -22,7 +22,7 @@ pub mod jsonrpc;
 pub mod secret;
 pub mod stdio;
 
-pub use backend::{AuditSink, Backend, BackendError, ClientContext, NoAudit};
+pub use backend::{Backend, BackendError, ClientContext};
 pub use dispatch::{Gateway, ProtocolOptions};
 pub use guard::{Guard, Principal};
 pub use http::HttpLimits;

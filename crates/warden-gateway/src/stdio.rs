@@ -128,12 +128,13 @@ where
         .chars()
         .take(8)
         .collect::<String>();
+    let modern_client = gateway.backend().client(format!("stdio#{tag}"));
     let shared = Arc::new(Shared {
         gateway,
         out,
         era: OnceLock::new(),
         legacy: OnceLock::new(),
-        modern_client: ClientContext::new(format!("stdio#{tag}")),
+        modern_client,
         running: Mutex::new(HashMap::new()),
         pending: Mutex::new(HashMap::new()),
         next_id: AtomicU64::new(1),

@@ -7,14 +7,11 @@
 //! store (audit rows) and signals to it.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use warden_gateway::{
-    AuditSink, Backend, Gateway, Guard, HttpLimits, ProtocolOptions, StdioLimits,
-};
+use warden_gateway::{Backend, Gateway, Guard, HttpLimits, ProtocolOptions, StdioLimits};
 use warden_host::ServerStatus;
-use warden_store::{AuditEntry, Store};
 
 use crate::cli::{ClientKind, GlobalArgs, ServeArgs};
 use crate::exit::{Code, Failure};
@@ -90,7 +87,8 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> Result<Code, Failure> 
         }
         None => None,
     };
-    let host = super::connect(specs, &config.servers, policy, &env).await?;
+    let builder = super::host_builder(policy, &config.servers, &env)?;
+    let host = super::connect(builder, specs).await?;
     for entry in host.servers() {
         if let ServerStatus::Failed { reason, .. } = &entry.status {
             eprintln!(
@@ -100,8 +98,7 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> Result<Code, Failure> 
             );
         }
     }
-    let audit = Arc::new(StoreAudit::open(&env));
-    let backend = Backend::new(Arc::new(host), args.only.clone(), audit).map_err(Failure::usage)?;
+    let backend = Backend::new(Arc::new(host), args.only.clone()).map_err(Failure::usage)?;
     let options = ProtocolOptions {
         page_size: settings
             .page_size
@@ -225,44 +222,6 @@ async fn shutdown(gateway: Arc<Gateway>) {
     }
 }
 
-/// Audit rows go to the state store; a failure is warned about once, never fatal.
-struct StoreAudit {
-    store: Mutex<Option<Store>>,
-    warned: std::sync::atomic::AtomicBool,
-}
-
-impl StoreAudit {
-    fn open(env: &warden_config::Environment) -> StoreAudit {
-        let store = match super::open_store(env) {
-            Ok(store) => Some(store),
-            Err(failure) => {
-                eprintln!(
-                    "warden: warning: the audit log is not being written: {:#}",
-                    failure.error
-                );
-                None
-            }
-        };
-        StoreAudit {
-            store: Mutex::new(store),
-            warned: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-}
-
-impl AuditSink for StoreAudit {
-    fn record(&self, entry: AuditEntry) {
-        let Ok(mut store) = self.store.lock() else {
-            return;
-        };
-        if let Some(store) = store.as_mut()
-            && let Err(error) = store.record_audit(&entry)
-            && !self.warned.swap(true, std::sync::atomic::Ordering::Relaxed)
-        {
-            eprintln!("warden: warning: the audit log is not being written: {error}");
-        }
-    }
-}
 
 /// The snippet a user pastes into their client's configuration.
 fn client_config(
