@@ -688,6 +688,40 @@ fn last_lines(mut lines: Vec<String>) -> Vec<String> {
 /// The default time budget for stopping all servers at exit.
 pub const SHUTDOWN_BUDGET: Duration = Duration::from_secs(5);
 
+/// A host over given connections, for tests of what is built on it (sessions).
+#[cfg(test)]
+pub(crate) fn test_host(
+    policy: Arc<Policy>,
+    servers: Vec<(ServerSpec, Box<dyn Connection>, Vec<warden_mcp::ToolDef>)>,
+    audit: Option<Arc<AuditLog>>,
+) -> Host {
+    let mut entries = Vec::new();
+    let mut lists = BTreeMap::new();
+    for (spec, connection, tools) in servers {
+        lists.insert(spec.name.clone(), tools);
+        entries.push(ServerEntry {
+            status: ServerStatus::Connected {
+                info: connection.info().clone(),
+            },
+            spec,
+            connection: Some(Arc::new(connection)),
+        });
+    }
+    let catalogue = build_catalogue(&lists, &policy);
+    Host {
+        entries,
+        catalogue,
+        policy,
+        review: Arc::new(NoReview),
+        lists,
+        held: BTreeMap::new(),
+        guard: Guard {
+            audit,
+            reviewer: None,
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -814,39 +848,5 @@ mod tests {
             matches!(error, HostError::InvalidArguments { .. }),
             "{error}"
         );
-    }
-}
-
-/// A host over given connections, for tests of what is built on it (sessions).
-#[cfg(test)]
-pub(crate) fn test_host(
-    policy: Arc<Policy>,
-    servers: Vec<(ServerSpec, Box<dyn Connection>, Vec<warden_mcp::ToolDef>)>,
-    audit: Option<Arc<AuditLog>>,
-) -> Host {
-    let mut entries = Vec::new();
-    let mut lists = BTreeMap::new();
-    for (spec, connection, tools) in servers {
-        lists.insert(spec.name.clone(), tools);
-        entries.push(ServerEntry {
-            status: ServerStatus::Connected {
-                info: connection.info().clone(),
-            },
-            spec,
-            connection: Some(Arc::new(connection)),
-        });
-    }
-    let catalogue = build_catalogue(&lists, &policy);
-    Host {
-        entries,
-        catalogue,
-        policy,
-        review: Arc::new(NoReview),
-        lists,
-        held: BTreeMap::new(),
-        guard: Guard {
-            audit,
-            reviewer: None,
-        },
     }
 }

@@ -728,7 +728,9 @@ mod tests {
         assert!(cut.is_err());
 
         let rows = lock(&store).audit(&AuditFilter::default(), 100).unwrap();
-        let seen: Vec<(&str, &str, Option<&str>, Option<&str>, bool)> = rows
+        // Tool, outcome, decision, approved by, executed.
+        type Row<'a> = (&'a str, &'a str, Option<&'a str>, Option<&'a str>, bool);
+        let seen: Vec<Row<'_>> = rows
             .iter()
             .map(|row| {
                 let e = &row.entry;

@@ -837,6 +837,71 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A launcher whose start blocks its thread for `0`, then refuses.
+    struct Blocking(std::time::Duration);
+
+    impl Launcher for Blocking {
+        fn launch(
+            &self,
+            _request: &LaunchRequest,
+        ) -> Result<crate::launcher::Launched, LaunchError> {
+            std::thread::sleep(self.0);
+            Err(LaunchError::Refused("done".into()))
+        }
+    }
+
+    fn request() -> LaunchRequest {
+        LaunchRequest {
+            server: "s".into(),
+            command: "/bin/true".into(),
+            args: Vec::new(),
+            env: Default::default(),
+            cwd: None,
+            sandbox: Default::default(),
+        }
+    }
+
+    /// The start's blocking work runs off the async worker (a single-threaded runtime keeps
+    /// running other tasks meanwhile) and is given up at the connect deadline.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_start_blocks_no_worker_and_ends_at_the_deadline() {
+        let ticks = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let ticker = {
+            let ticks = Arc::clone(&ticks);
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    ticks.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        let slow: Arc<dyn Launcher> = Arc::new(Blocking(Duration::from_millis(1500)));
+        let budget = Duration::from_millis(300);
+        let started = std::time::Instant::now();
+        let deadline = tokio::time::Instant::now() + budget;
+        let result = launch_within(slow, request(), deadline, budget).await;
+        assert!(
+            matches!(result, Err(ConnectError::Timeout { after }) if after == budget),
+            "{result:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_millis(1200),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(ticks.load(Ordering::Relaxed) >= 5, "the worker was blocked");
+        ticker.abort();
+
+        // A start within the deadline gives its own answer.
+        let quick: Arc<dyn Launcher> = Arc::new(Blocking(Duration::from_millis(1)));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        let result = launch_within(quick, request(), deadline, budget).await;
+        assert!(
+            matches!(&result, Err(ConnectError::Launch(LaunchError::Refused(why))) if why == "done"),
+            "{result:?}"
+        );
+    }
+
     fn declared(elicitor: Option<Arc<dyn Elicitor>>) -> Value {
         let client = WardenClient {
             server: "s".into(),
