@@ -19,7 +19,11 @@ async def main() -> None:
         print(f"connected to Warden over stdio, protocol {client.protocol_version}")
         tools = await client.list_tools()
         print(f"{len(tools.tools)} tools served, e.g. {', '.join(t.name for t in tools.tools[:4])}, ...")
-        result = await client.call_tool("time__get_current_time", {"timezone": "Asia/Tokyo"})
+        try:
+            result = await client.call_tool("time__get_current_time", {"timezone": "Asia/Tokyo"})
+        except Exception as error:  # e.g. the time server did not start: Warden says why
+            print(f"time__get_current_time -> error: {error}")
+            return
         text = " ".join(block.text for block in result.content if getattr(block, "type", "") == "text")
         print(f"time__get_current_time -> {text}")
 

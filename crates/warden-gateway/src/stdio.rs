@@ -50,7 +50,10 @@ const WRITE_QUEUE: usize = 256;
 struct Shared {
     gateway: Arc<Gateway>,
     out: mpsc::Sender<Value>,
-    era: OnceLock<Era>,
+    era: Mutex<Option<Era>>,
+    /// Whether a 2026-07-28 request other than `server/discover` was served: until then a
+    /// client whose era probe timed out may still begin with `initialize` (its choice).
+    modern_used: std::sync::atomic::AtomicBool,
     legacy: OnceLock<Arc<LegacySession>>,
     /// One policy context for the whole stdio client, whichever era it speaks.
     modern_client: ClientContext,
@@ -132,7 +135,8 @@ where
     let shared = Arc::new(Shared {
         gateway,
         out,
-        era: OnceLock::new(),
+        era: Mutex::new(None),
+        modern_used: std::sync::atomic::AtomicBool::new(false),
         legacy: OnceLock::new(),
         modern_client,
         running: Mutex::new(HashMap::new()),
@@ -257,11 +261,27 @@ fn notification(shared: &Shared, method: &str, params: &Value) {
 }
 
 async fn request(shared: &Shared, method: &str, params: Value) -> Result<Value, RpcError> {
-    let era = match shared.era.get() {
-        Some(era) => *era,
-        None => match era_of(method, &params) {
-            Some(era) => *shared.era.get_or_init(|| era),
-            None => {
+    let era = {
+        let Ok(mut era) = shared.era.lock() else {
+            return Err(RpcError::new(crate::jsonrpc::INTERNAL_ERROR, "state lost"));
+        };
+        let opened = era_of(method, &params);
+        match (*era, opened) {
+            // A dual-era client whose `server/discover` probe timed out (Warden answers only
+            // once its servers are connected) falls back to `initialize`: its own choice,
+            // allowed until it has made any other 2026-07-28 request.
+            (Some(Era::Modern), Some(Era::Legacy))
+                if !shared.modern_used.load(Ordering::Relaxed) =>
+            {
+                *era = Some(Era::Legacy);
+                Era::Legacy
+            }
+            (Some(current), _) => current,
+            (None, Some(opened)) => {
+                *era = Some(opened);
+                opened
+            }
+            (None, None) => {
                 return Err(RpcError::new(
                     INVALID_REQUEST,
                     format!(
@@ -271,7 +291,7 @@ async fn request(shared: &Shared, method: &str, params: Value) -> Result<Value, 
                     ),
                 ));
             }
-        },
+        }
     };
     match era {
         Era::Legacy => {
@@ -303,6 +323,9 @@ async fn request(shared: &Shared, method: &str, params: Value) -> Result<Value, 
                 ));
             }
             let checked = shared.gateway.modern_check(&params)?;
+            if method != "server/discover" {
+                shared.modern_used.store(true, Ordering::Relaxed);
+            }
             shared
                 .gateway
                 .modern(&shared.modern_client, &checked, method, params)
@@ -359,6 +382,71 @@ async fn read_line<R: AsyncBufRead + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    /// Sends `requests` one at a time to a gateway without servers, each after the answer
+    /// to the one before, and returns the answers.
+    async fn exchange(requests: &[Value]) -> Vec<Value> {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        let host = warden_host::Host::connect(
+            Vec::new(),
+            &warden_mcp::DirectLauncher::from_env(),
+            &warden_mcp::ConnectOptions::default(),
+        )
+        .await;
+        let backend = crate::Backend::new(Arc::new(host), None, Arc::new(crate::NoAudit)).unwrap();
+        let gateway = Arc::new(Gateway::new(backend, Default::default()).unwrap());
+        let (mut to_gateway, input) = tokio::io::duplex(1 << 16);
+        let (output, from_gateway) = tokio::io::duplex(1 << 16);
+        let served = tokio::spawn(serve(
+            gateway,
+            tokio::io::BufReader::new(input),
+            output,
+            StdioLimits::default(),
+        ));
+        let mut lines = tokio::io::BufReader::new(from_gateway).lines();
+        let mut answers = Vec::new();
+        for request in requests {
+            let mut line = request.to_string();
+            line.push('\n');
+            to_gateway.write_all(line.as_bytes()).await.unwrap();
+            let answer = lines.next_line().await.unwrap().unwrap();
+            answers.push(serde_json::from_str(&answer).unwrap());
+        }
+        drop(to_gateway);
+        served.await.unwrap();
+        answers
+    }
+
+    fn meta() -> Value {
+        json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+               "io.modelcontextprotocol/clientCapabilities": {}})
+    }
+
+    fn initialize(id: i64) -> Value {
+        json!({"jsonrpc": "2.0", "id": id, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}}})
+    }
+
+    #[tokio::test]
+    async fn a_timed_out_era_probe_may_fall_back_but_a_modern_client_may_not_switch() {
+        // The probe (server/discover), then initialize: the client chose the legacy era.
+        let discover = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+                              "params": {"_meta": meta()}});
+        let out = exchange(&[discover.clone(), initialize(2)]).await;
+        assert_eq!(out[1]["result"]["protocolVersion"], "2025-11-25", "{out:?}");
+        // After a real modern request, initialize is refused: no switching eras.
+        let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list",
+                          "params": {"_meta": meta()}});
+        let out = exchange(&[discover, list, initialize(3)]).await;
+        assert_eq!(out[1]["result"]["resultType"], "complete", "{out:?}");
+        assert_eq!(out[2]["error"]["code"], INVALID_REQUEST, "{out:?}");
+        // A legacy session refuses a modern request.
+        let modern = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list",
+                            "params": {"_meta": meta()}});
+        let out = exchange(&[initialize(1), modern]).await;
+        assert_eq!(out[1]["error"]["code"], INVALID_REQUEST, "{out:?}");
+    }
 
     #[tokio::test]
     async fn long_lines_are_skipped_whole() {

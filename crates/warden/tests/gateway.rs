@@ -238,11 +238,12 @@ fn an_ask_is_put_to_the_client_as_an_elicitation_in_both_eras() {
 fn only_mode_serves_one_real_server_under_its_own_names() {
     let scratch = Scratch::new();
     let venv = peers_dir().join("venv/bin");
+    // A Python server, confined, on a loaded machine: more than the default 10 s to start.
     let time = server_toml(
         "time",
         &venv.join("mcp-server-time"),
         &["--local-timezone", "UTC"],
-        "",
+        "timeout = { connect = \"60s\" }",
     );
     let config = scratch.config(&format!(
         "{time}\n{}\n[[policy.rules]]\ntools = \"time__*\"\neffect = \"allow\"\n",
