@@ -1182,6 +1182,8 @@ mod tests {
             "Execute JavaScript in the browser console",
             "Always fails with a tool error (isError: true).",
             "Echoes back the input string.",
+            // The peers' own (server-everything's `get-env`): honest, and must scan clean.
+            "Returns all environment variables, helpful for debugging MCP server configuration",
         ] {
             assert_eq!(flagged(text), Vec::<&str>::new(), "{text}");
         }
