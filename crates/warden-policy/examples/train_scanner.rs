@@ -54,12 +54,16 @@ struct Example {
 /// The weight of a sentence of a real public definition.
 const REAL_WEIGHT: f32 = 3.0;
 
+/// One sentence: its hashed features, whether it is injected text, whether it is new since
+/// the pinned definition.
+type Sentence = (Vec<(usize, f32)>, bool, bool);
+
 struct Record {
     group: usize,
     label: bool,
     category: String,
     /// Per sentence: (features, label, added).
-    sentences: Vec<(Vec<(usize, f32)>, bool, bool)>,
+    sentences: Vec<Sentence>,
 }
 
 fn normalized(text: &str) -> String {
