@@ -46,14 +46,24 @@ const FOLDS: usize = 5;
 struct Example {
     features: Vec<(usize, f32)>,
     label: bool,
+    /// How much a mistake on it costs: sentences of real definitions count
+    /// [`REAL_WEIGHT`] times, since flagging honest servers is what users see most.
+    weight: f32,
 }
+
+/// The weight of a sentence of a real public definition.
+const REAL_WEIGHT: f32 = 3.0;
+
+/// One sentence: its hashed features, whether it is injected text, whether it is new since
+/// the pinned definition.
+type Sentence = (Vec<(usize, f32)>, bool, bool);
 
 struct Record {
     group: usize,
     label: bool,
     category: String,
     /// Per sentence: (features, label, added).
-    sentences: Vec<(Vec<(usize, f32)>, bool, bool)>,
+    sentences: Vec<Sentence>,
 }
 
 fn normalized(text: &str) -> String {
@@ -150,7 +160,11 @@ fn train(examples: &[Example]) -> (f32, Vec<f32>) {
                     .map(|&(j, v)| weights[j] * v)
                     .sum::<f32>();
             let y = if example.label { 1.0 } else { 0.0 };
-            let class_weight = if example.label { positive_weight } else { 1.0 };
+            let class_weight = if example.label {
+                positive_weight
+            } else {
+                example.weight
+            };
             let g = (sigmoid(z) - y) * class_weight;
             for &(j, v) in &example.features {
                 let grad = g * v + L2 * weights[j];
@@ -168,17 +182,26 @@ fn examples_of<'a>(records: impl Iterator<Item = &'a Record>) -> Vec<Example> {
     let mut seen: HashMap<Vec<(usize, u32)>, usize> = HashMap::new();
     let mut out: Vec<Example> = Vec::new();
     for record in records {
+        let weight = if record.category == "real" {
+            REAL_WEIGHT
+        } else {
+            1.0
+        };
         for (features, label, _) in &record.sentences {
             let key: Vec<(usize, u32)> = features.iter().map(|&(j, v)| (j, v.to_bits())).collect();
             match seen.get(&key) {
                 // The same sentence as positive and negative: positive wins (a carrier
                 // sentence never equals an injected one; an injected one repeated does).
-                Some(&at) => out[at].label |= *label,
+                Some(&at) => {
+                    out[at].label |= *label;
+                    out[at].weight = out[at].weight.max(weight);
+                }
                 None => {
                     seen.insert(key, out.len());
                     out.push(Example {
                         features: features.clone(),
                         label: *label,
+                        weight,
                     });
                 }
             }

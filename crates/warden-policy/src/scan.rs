@@ -819,11 +819,19 @@ pub fn skeleton(name: &str) -> String {
 pub fn name_confusable(server: &str, name: &str, others: &[(&str, &str)]) -> Option<String> {
     let mine = skeleton(name);
     let folded = name.to_lowercase();
+    // A cheap first test: the skeleton's first character, from the first three characters
+    // (enough for `rn` → `m`), so that most names are ruled out without a full skeleton.
+    let head = |s: &str| {
+        let prefix: String = s.chars().take(3).collect();
+        skeleton(&prefix).chars().next()
+    };
+    let first = mine.chars().next();
     let own = |other: &str| others.iter().any(|&(s, tool)| s == server && tool == other);
     others
         .iter()
         .find(|&&(other_server, other)| {
             other_server != server
+                && head(other) == first
                 && other.to_lowercase() != folded
                 && !own(other)
                 && skeleton(other) == mine
@@ -1182,6 +1190,8 @@ mod tests {
             "Execute JavaScript in the browser console",
             "Always fails with a tool error (isError: true).",
             "Echoes back the input string.",
+            // The peers' own (server-everything's `get-env`): honest, and must scan clean.
+            "Returns all environment variables, helpful for debugging MCP server configuration",
         ] {
             assert_eq!(flagged(text), Vec::<&str>::new(), "{text}");
         }

@@ -72,11 +72,14 @@ pub fn shared_cache() -> &'static EmbeddingCache {
     CACHE.get_or_init(EmbeddingCache::default)
 }
 
+/// A cached vector: `None` when the text had no known token.
+type Cached = Option<Arc<[f32]>>;
+
 /// Tool vectors by the SHA-256 of (weights digest, embedded text). Shared by every index
 /// built in a process; thread-safe.
 #[derive(Debug, Default)]
 pub struct EmbeddingCache {
-    vectors: Mutex<HashMap<[u8; 32], Option<Arc<[f32]>>>>,
+    vectors: Mutex<HashMap<[u8; 32], Cached>>,
 }
 
 impl EmbeddingCache {
