@@ -258,7 +258,8 @@ impl<'h> Agent<'h> {
         // The user's own words: a value of a later call found here was chosen by the user
         // (the autonomy rules of warden-policy). Kept even if the prompt fails, like the
         // results it led to.
-        self.provenance.add_user_text(prompt);
+        self.session
+            .record_context(|provenance| provenance.add_user_text(prompt));
         let result = match timeout_at(deadline, self.work(start, deadline, observer)).await {
             Ok(result) => result,
             Err(_) => Err(AgentError::Timeout {

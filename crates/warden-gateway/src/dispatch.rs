@@ -227,7 +227,9 @@ impl Gateway {
         let session = LegacySession {
             version: version.to_owned(),
             elicitation: has_form_elicitation(&capabilities),
-            client: self.backend.client(audit_name(params.get("clientInfo"), tag)),
+            client: self
+                .backend
+                .client(audit_name(params.get("clientInfo"), tag)),
             initialized: AtomicBool::new(false),
         };
         let result = json!({

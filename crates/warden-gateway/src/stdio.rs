@@ -388,13 +388,12 @@ mod tests {
     /// to the one before, and returns the answers.
     async fn exchange(requests: &[Value]) -> Vec<Value> {
         use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
-        let host = warden_host::Host::connect(
-            Vec::new(),
-            &warden_mcp::DirectLauncher::from_env(),
-            &warden_mcp::ConnectOptions::default(),
-        )
-        .await;
-        let backend = crate::Backend::new(Arc::new(host), None, Arc::new(crate::NoAudit)).unwrap();
+        let policy = Arc::new(warden_policy::Policy::default());
+        let host = warden_host::Host::builder(policy)
+            .launcher(Arc::new(warden_mcp::DirectLauncher::from_env()))
+            .connect(Vec::new())
+            .await;
+        let backend = crate::Backend::new(Arc::new(host), None).unwrap();
         let gateway = Arc::new(Gateway::new(backend, Default::default()).unwrap());
         let (mut to_gateway, input) = tokio::io::duplex(1 << 16);
         let (output, from_gateway) = tokio::io::duplex(1 << 16);

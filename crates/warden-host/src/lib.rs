@@ -43,7 +43,7 @@ pub use host::{Host, HostError, NoReview, Review, ServerEntry, ServerStatus, Too
 pub use pins::PinningLauncher;
 pub use schema::{SchemaLimits, Violation};
 pub use search::{
-    DEFAULT_SEARCH_LIMIT, Hit, MAX_SEARCH_LIMIT, Ranking, ToolSearch, server_instructions, tool_docs,
-    tool_docs_with,
+    DEFAULT_SEARCH_LIMIT, Hit, MAX_SEARCH_LIMIT, Ranking, ToolSearch, server_instructions,
+    tool_docs, tool_docs_with,
 };
 pub use session::{Delivery, DetachedCall, PreparedCall, Session};

@@ -159,8 +159,9 @@ fn stdio_legacy_client_gets_the_catalogue_and_the_policy() {
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), 4, "{rows:?}");
     for row in rows {
-        let front_end = row["front_end"].as_str().unwrap();
-        assert!(front_end.starts_with("serve:"), "{front_end}");
+        assert_eq!(row["front_end"], "serve", "{row}");
+        let client = row["client"].as_str().unwrap();
+        assert!(!client.is_empty(), "{row}");
     }
     let outcomes: Vec<&str> = rows
         .iter()

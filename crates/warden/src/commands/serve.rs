@@ -222,7 +222,6 @@ async fn shutdown(gateway: Arc<Gateway>) {
     }
 }
 
-
 /// The snippet a user pastes into their client's configuration.
 fn client_config(
     kind: ClientKind,
