@@ -118,8 +118,13 @@ impl Cgroup {
                 continue;
             }
             let dir = place.parent.join(&name);
+            // Registered before it exists: another thread's `clean_orphans` must never see
+            // this leaf unregistered and remove it before the server joins it (the join
+            // then fails with ENODEV).
+            register(&dir, true);
             if let Err(error) = fs::create_dir(&dir) {
                 tracing::debug!(dir = %dir.display(), %error, "cannot create a cgroup leaf");
+                register(&dir, false);
                 continue;
             }
             // v1: `tasks` (see `super::join_cgroup` for why); v2: `cgroup.procs`.
@@ -129,10 +134,10 @@ impl Cgroup {
                 Err(error) => {
                     tracing::debug!(dir = %dir.display(), %error, "cannot open {file}");
                     let _ = fs::remove_dir(&dir);
+                    register(&dir, false);
                     continue;
                 }
             };
-            register(&dir, true);
             leaves.push(Leaf {
                 dir,
                 v2: place.v2,
