@@ -22,7 +22,6 @@
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,7 +35,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::Value;
 use tokio::net::TcpListener;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::AbortHandle;
 
 use crate::backend::ClientContext;
@@ -46,6 +45,7 @@ use crate::jsonrpc::{
     self, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND,
     PARSE_ERROR, RpcError,
 };
+use crate::outstanding::Outstanding;
 
 /// The endpoint's path.
 pub const ENDPOINT: &str = "/mcp";
@@ -103,9 +103,8 @@ struct Session {
     principal: Principal,
     last_used: Mutex<Instant>,
     slots: Arc<Semaphore>,
-    pending: Mutex<HashMap<String, oneshot::Sender<Result<Value, Value>>>>,
+    outstanding: Outstanding,
     running: Mutex<HashMap<String, AbortHandle>>,
-    next_id: AtomicU64,
 }
 
 /// The server's shared state.
@@ -472,14 +471,7 @@ async fn legacy_post(
     }
     match message {
         Incoming::Response { id, outcome } => {
-            let waiting = session
-                .pending
-                .lock()
-                .ok()
-                .and_then(|mut pending| pending.remove(&jsonrpc::id_key(&id)));
-            if let Some(waiting) = waiting {
-                let _ = waiting.send(outcome);
-            }
+            session.outstanding.answer(&id, outcome);
             full(StatusCode::ACCEPTED, Bytes::new(), "application/json")
         }
         Incoming::Notification { method, params } => {
@@ -588,9 +580,8 @@ fn initialize(state: &State, id: &Value, params: &Value, principal: Principal) -
                 principal,
                 last_used: Mutex::new(Instant::now()),
                 slots: Arc::new(Semaphore::new(state.limits.max_in_flight_per_client.max(1))),
-                pending: Mutex::new(HashMap::new()),
+                outstanding: Outstanding::new(),
                 running: Mutex::new(HashMap::new()),
-                next_id: AtomicU64::new(1),
             }),
         );
     }
@@ -615,43 +606,13 @@ impl Peer for StreamPeer {
         params: Value,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Value, String>> {
-        Box::pin(async move {
-            let id = Value::String(format!(
-                "warden-{}",
-                self.session.next_id.fetch_add(1, Ordering::Relaxed)
-            ));
-            let key = jsonrpc::id_key(&id);
-            let (tx, rx) = oneshot::channel();
-            {
-                let mut pending = self
-                    .session
-                    .pending
-                    .lock()
-                    .map_err(|_| "state lost".to_owned())?;
-                if pending.len() >= self.max_outbound {
-                    return Err("too many questions to the client are outstanding".into());
-                }
-                pending.insert(key.clone(), tx);
-            }
-            if self
-                .events
-                .send(jsonrpc::request(&id, method, params))
-                .await
-                .is_err()
-            {
-                return Err("the client closed the stream".into());
-            }
-            let answer = tokio::time::timeout(timeout, rx).await;
-            if let Ok(mut pending) = self.session.pending.lock() {
-                pending.remove(&key);
-            }
-            match answer {
-                Ok(Ok(Ok(result))) => Ok(result),
-                Ok(Ok(Err(error))) => Err(format!("the client answered with an error: {error}")),
-                Ok(Err(_)) => Err("the session ended".into()),
-                Err(_) => Err(format!("no answer within {}s", timeout.as_secs())),
-            }
-        })
+        Box::pin(self.session.outstanding.request(
+            method,
+            params,
+            timeout,
+            self.max_outbound,
+            move |message| async move { self.events.send(message).await.is_ok() },
+        ))
     }
 }
 

@@ -19,6 +19,7 @@ pub mod dispatch;
 pub mod guard;
 pub mod http;
 pub mod jsonrpc;
+mod outstanding;
 pub mod secret;
 pub mod stdio;
 

@@ -9,19 +9,20 @@
 //! session: every request still running is cancelled.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{Semaphore, mpsc, oneshot};
+use tokio::sync::{Semaphore, mpsc};
 use tokio::task::AbortHandle;
 
 use crate::backend::ClientContext;
 use crate::dispatch::{Era, Gateway, LegacySession, Peer, era_of};
 use crate::jsonrpc::{self, INVALID_REQUEST, Incoming, PARSE_ERROR, RpcError};
+use crate::outstanding::Outstanding;
 
 /// Bounds of a stdio session.
 #[derive(Debug, Clone)]
@@ -58,8 +59,7 @@ struct Shared {
     /// One policy context for the whole stdio client, whichever era it speaks.
     modern_client: ClientContext,
     running: Mutex<HashMap<String, AbortHandle>>,
-    pending: Mutex<HashMap<String, oneshot::Sender<Result<Value, Value>>>>,
-    next_id: AtomicU64,
+    outstanding: Outstanding,
     max_outbound: usize,
 }
 
@@ -77,35 +77,17 @@ impl Peer for Shared {
         params: Value,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Value, String>> {
-        Box::pin(async move {
-            let id = Value::String(format!(
-                "warden-{}",
-                self.next_id.fetch_add(1, Ordering::Relaxed)
-            ));
-            let key = jsonrpc::id_key(&id);
-            let (tx, rx) = oneshot::channel();
-            {
-                let mut pending = self.pending.lock().map_err(|_| "state lost".to_owned())?;
-                if pending.len() >= self.max_outbound {
-                    return Err(format!(
-                        "{} requests to the client are already outstanding",
-                        self.max_outbound
-                    ));
-                }
-                pending.insert(key.clone(), tx);
-            }
-            self.send(jsonrpc::request(&id, method, params)).await;
-            let answer = tokio::time::timeout(timeout, rx).await;
-            if let Ok(mut pending) = self.pending.lock() {
-                pending.remove(&key);
-            }
-            match answer {
-                Ok(Ok(Ok(result))) => Ok(result),
-                Ok(Ok(Err(error))) => Err(format!("the client answered with an error: {error}")),
-                Ok(Err(_)) => Err("the client went away".into()),
-                Err(_) => Err(format!("no answer within {}s", timeout.as_secs())),
-            }
-        })
+        Box::pin(self.outstanding.request(
+            method,
+            params,
+            timeout,
+            self.max_outbound,
+            move |message| async move {
+                self.send(message).await;
+                // A closed writer is noticed by the reader; the wait then ends.
+                true
+            },
+        ))
     }
 }
 
@@ -140,8 +122,7 @@ where
         legacy: OnceLock::new(),
         modern_client,
         running: Mutex::new(HashMap::new()),
-        pending: Mutex::new(HashMap::new()),
-        next_id: AtomicU64::new(1),
+        outstanding: Outstanding::new(),
         max_outbound: limits.max_outbound,
     });
     let slots = Arc::new(Semaphore::new(limits.max_in_flight.max(1)));
@@ -182,16 +163,7 @@ where
         };
         match jsonrpc::parse(message) {
             Err((id, error)) => shared.send(jsonrpc::error_response(&id, &error)).await,
-            Ok(Incoming::Response { id, outcome }) => {
-                let waiting = shared
-                    .pending
-                    .lock()
-                    .ok()
-                    .and_then(|mut pending| pending.remove(&jsonrpc::id_key(&id)));
-                if let Some(waiting) = waiting {
-                    let _ = waiting.send(outcome);
-                }
-            }
+            Ok(Incoming::Response { id, outcome }) => shared.outstanding.answer(&id, outcome),
             Ok(Incoming::Notification { method, params }) => {
                 notification(&shared, &method, &params);
             }
