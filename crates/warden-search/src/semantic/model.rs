@@ -329,11 +329,11 @@ impl Drop for DistillLock {
 
 /// The distilled table in `path`, if it is there and fits a vocabulary of `rows` tokens.
 fn read_cached(path: &Path, rows: usize) -> Option<(usize, Vec<f32>)> {
-    let meta = std::fs::metadata(path).ok()?;
-    if meta.len() > WEIGHTS_SIZE_CAP {
+    // Capped on the read itself: the file may change between a size check and a read.
+    let bytes = read_capped(path, WEIGHTS_SIZE_CAP).ok()?;
+    if bytes.len() as u64 > WEIGHTS_SIZE_CAP {
         return None;
     }
-    let bytes = std::fs::read(path).ok()?;
     let matrix = read_matrix(&bytes, DISTILLED_TENSOR).ok()?;
     (matrix.rows == rows && matrix.cols > 0).then_some((matrix.cols, matrix.data))
 }
@@ -349,10 +349,13 @@ fn write_cached(path: &Path, rows: usize, dim: usize, table: &[f32]) -> std::io:
     })
 }
 
-/// Checks the SHA-256 of `path` (at most `cap` bytes) against `expected`, reading it in
-/// pieces.
-fn verify(path: &Path, cap: u64, expected: &str) -> Result<(), ModelError> {
-    let io = |source: std::io::Error| match source.kind() {
+/// Opens a model file, a missing one named as such.
+fn open_model_file(path: &Path) -> Result<File, ModelError> {
+    File::open(path).map_err(|source| io_error(path, source))
+}
+
+fn io_error(path: &Path, source: std::io::Error) -> ModelError {
+    match source.kind() {
         std::io::ErrorKind::NotFound => ModelError::Missing {
             path: path.to_owned(),
         },
@@ -360,26 +363,23 @@ fn verify(path: &Path, cap: u64, expected: &str) -> Result<(), ModelError> {
             path: path.to_owned(),
             source,
         },
-    };
-    let mut file = File::open(path).map_err(io)?.take(cap + 1);
-    let mut hasher = Sha256::new();
-    let mut buffer = vec![0u8; 1 << 20];
-    let mut total = 0u64;
-    loop {
-        let n = file.read(&mut buffer).map_err(io)?;
-        if n == 0 {
-            break;
-        }
-        total += n as u64;
-        hasher.update(&buffer[..n]);
     }
+}
+
+/// The refusal of a file past `cap` bytes, or whose SHA-256 is not `expected`.
+fn check_read(
+    path: &Path,
+    cap: u64,
+    total: u64,
+    actual: String,
+    expected: &str,
+) -> Result<(), ModelError> {
     if total > cap {
         return Err(ModelError::TooLarge {
             path: path.to_owned(),
             cap,
         });
     }
-    let actual = hex(&hasher.finalize());
     if !actual.eq_ignore_ascii_case(expected) {
         return Err(ModelError::HashMismatch {
             path: path.to_owned(),
@@ -390,38 +390,39 @@ fn verify(path: &Path, cap: u64, expected: &str) -> Result<(), ModelError> {
     Ok(())
 }
 
+/// Checks the SHA-256 of `path` (at most `cap` bytes) against `expected`, reading it in
+/// pieces (the bytes are not kept).
+fn verify(path: &Path, cap: u64, expected: &str) -> Result<(), ModelError> {
+    let mut file = open_model_file(path)?.take(cap + 1);
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut total = 0u64;
+    loop {
+        let n = file.read(&mut buffer).map_err(|e| io_error(path, e))?;
+        if n == 0 {
+            break;
+        }
+        total += n as u64;
+        hasher.update(&buffer[..n]);
+    }
+    check_read(path, cap, total, hex(&hasher.finalize()), expected)
+}
+
 /// Reads `path` (at most `cap` bytes) and checks its SHA-256 against `expected`.
 fn read_checked(path: &Path, cap: u64, expected: &str) -> Result<Vec<u8>, ModelError> {
-    let file = File::open(path).map_err(|source| match source.kind() {
-        std::io::ErrorKind::NotFound => ModelError::Missing {
-            path: path.to_owned(),
-        },
-        _ => ModelError::Io {
-            path: path.to_owned(),
-            source,
-        },
-    })?;
+    let bytes = read_capped(path, cap)?;
+    let total = bytes.len() as u64;
+    check_read(path, cap, total, hex(&Sha256::digest(&bytes)), expected)?;
+    Ok(bytes)
+}
+
+/// Reads at most `cap + 1` bytes of `path` (one more than allowed, so a larger file shows).
+fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, ModelError> {
     let mut bytes = Vec::new();
-    file.take(cap + 1)
+    open_model_file(path)?
+        .take(cap + 1)
         .read_to_end(&mut bytes)
-        .map_err(|source| ModelError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
-    if bytes.len() as u64 > cap {
-        return Err(ModelError::TooLarge {
-            path: path.to_owned(),
-            cap,
-        });
-    }
-    let actual = hex(&Sha256::digest(&bytes));
-    if !actual.eq_ignore_ascii_case(expected) {
-        return Err(ModelError::HashMismatch {
-            path: path.to_owned(),
-            expected: expected.to_owned(),
-            actual,
-        });
-    }
+        .map_err(|e| io_error(path, e))?;
     Ok(bytes)
 }
 
