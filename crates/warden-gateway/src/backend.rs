@@ -109,6 +109,10 @@ pub enum BackendError {
 pub struct Backend {
     host: Arc<Host>,
     only: Option<String>,
+    /// The `tools/list` entries, built once: a shared host's catalogue does not change
+    /// while the gateway serves it (applying a changed list needs `&mut Host`), so every
+    /// page is a slice of these rather than a rebuild of every entry per request.
+    listed: Vec<Value>,
 }
 
 impl Backend {
@@ -132,7 +136,8 @@ impl Backend {
                 known: known.join(", "),
             });
         }
-        Ok(Backend { host, only })
+        let listed = listed_tools(&host, only.as_deref());
+        Ok(Backend { host, only, listed })
     }
 
     /// A clean context for the client named `name` (as audit rows show it), whose calls
@@ -155,37 +160,8 @@ impl Backend {
 
     /// Every tool offered, as `tools/list` entries, in the catalogue's stable order
     /// (servers by name, each server's tools in its own order).
-    pub fn tools(&self) -> Vec<Value> {
-        let catalogue = self.host.catalogue();
-        let tools: Box<dyn Iterator<Item = &warden_host::CatalogueTool>> = match &self.only {
-            Some(server) => Box::new(catalogue.tools_of(server)),
-            None => Box::new(catalogue.tools().iter()),
-        };
-        tools
-            .map(|tool| {
-                let def = &tool.def;
-                let name = match &self.only {
-                    Some(_) => def.name.clone(),
-                    None => tool.qualified.clone(),
-                };
-                let mut entry = Map::new();
-                entry.insert("name".into(), Value::String(name));
-                if let Some(title) = &def.title {
-                    entry.insert("title".into(), Value::String(title.clone()));
-                }
-                if let Some(description) = &def.description {
-                    entry.insert("description".into(), Value::String(description.clone()));
-                }
-                entry.insert("inputSchema".into(), def.input_schema.clone());
-                if let Some(schema) = &def.output_schema {
-                    entry.insert("outputSchema".into(), schema.clone());
-                }
-                if let Some(annotations) = &def.annotations {
-                    entry.insert("annotations".into(), annotations.clone());
-                }
-                Value::Object(entry)
-            })
-            .collect()
+    pub fn tools(&self) -> &[Value] {
+        &self.listed
     }
 
     /// The input schema of the tool the client calls `name`, if it is offered (to check
@@ -298,4 +274,39 @@ fn reason_list(verdict: &Verdict) -> String {
 /// A tool result with `isError` and one text block.
 pub fn error_result(text: &str) -> Value {
     json!({"content": [{"type": "text", "text": text}], "isError": true})
+}
+
+/// The `tools/list` entries of `host`'s catalogue: every tool under its qualified name, or
+/// with `only`, that server's tools under their own names.
+fn listed_tools(host: &Host, only: Option<&str>) -> Vec<Value> {
+    let catalogue = host.catalogue();
+    let tools: Box<dyn Iterator<Item = &warden_host::CatalogueTool>> = match only {
+        Some(server) => Box::new(catalogue.tools_of(server)),
+        None => Box::new(catalogue.tools().iter()),
+    };
+    tools
+        .map(|tool| {
+            let def = &tool.def;
+            let name = match only {
+                Some(_) => def.name.clone(),
+                None => tool.qualified.clone(),
+            };
+            let mut entry = Map::new();
+            entry.insert("name".into(), Value::String(name));
+            if let Some(title) = &def.title {
+                entry.insert("title".into(), Value::String(title.clone()));
+            }
+            if let Some(description) = &def.description {
+                entry.insert("description".into(), Value::String(description.clone()));
+            }
+            entry.insert("inputSchema".into(), def.input_schema.clone());
+            if let Some(schema) = &def.output_schema {
+                entry.insert("outputSchema".into(), schema.clone());
+            }
+            if let Some(annotations) = &def.annotations {
+                entry.insert("annotations".into(), annotations.clone());
+            }
+            Value::Object(entry)
+        })
+        .collect()
 }
