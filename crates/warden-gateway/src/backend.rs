@@ -166,11 +166,11 @@ impl Backend {
 
     /// The input schema of the tool the client calls `name`, if it is offered (to check
     /// `Mcp-Param-*` headers against `x-mcp-header` marks).
-    pub fn input_schema(&self, name: &str) -> Option<Value> {
+    pub fn input_schema(&self, name: &str) -> Option<&Value> {
         self.host
             .resolve(&self.target(name))
             .ok()
-            .map(|tool| tool.def.input_schema.clone())
+            .map(|tool| &tool.def.input_schema)
     }
 
     fn target(&self, name: &str) -> String {

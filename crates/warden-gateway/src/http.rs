@@ -867,7 +867,7 @@ async fn modern_post(
         && let Some(schema) = state.gateway.backend().input_schema(name)
         && let Err(error) = check_param_headers(
             headers,
-            &schema,
+            schema,
             params.get("arguments").unwrap_or(&Value::Null),
         )
     {
