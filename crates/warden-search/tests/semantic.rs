@@ -374,6 +374,27 @@ fn weights_whose_digest_differs_are_refused_with_the_file_named() {
 }
 
 #[test]
+fn weights_swapped_after_the_table_was_distilled_are_refused_too() {
+    // A load that finds the table distilled from the same weights file (by identity) does
+    // not hash the weights again; a file swapped since is checked, and refused.
+    let (dir, pin) = tiny_model_dir();
+    Model::load_pinned(dir.path(), pin).unwrap();
+    assert_eq!(distilled_files(dir.path()).len(), 1);
+    Model::load_pinned(dir.path(), pin).unwrap();
+    let path = dir.path().join(WEIGHTS_FILE);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    let err = Model::load_pinned(dir.path(), pin).unwrap_err();
+    assert!(matches!(err, ModelError::HashMismatch { .. }), "{err:?}");
+    // Put back, the original bytes load again (checked, since the file changed).
+    bytes[last] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    Model::load_pinned(dir.path(), pin).unwrap();
+}
+
+#[test]
 fn a_changed_vocabulary_is_refused_too() {
     let (dir, pin) = tiny_model_dir();
     let path = dir.path().join(VOCAB_FILE);

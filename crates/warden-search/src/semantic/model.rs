@@ -126,9 +126,6 @@ impl Model {
         let weights_path = dir.join(WEIGHTS_FILE);
         let vocab_path = dir.join(VOCAB_FILE);
         let vocab_bytes = read_checked(&vocab_path, VOCAB_SIZE_CAP, pin.vocab_sha256)?;
-        // Checked without keeping the bytes: with the distilled table cached they are not
-        // needed, and the check must not cost their 91 MB of memory on every load.
-        verify(&weights_path, WEIGHTS_SIZE_CAP, pin.weights_sha256)?;
         let vocab_text = String::from_utf8(vocab_bytes).map_err(|_| ModelError::Format {
             path: vocab_path.clone(),
             reason: "not UTF-8".into(),
@@ -138,8 +135,22 @@ impl Model {
             "{DISTILLED_PREFIX}{}.safetensors",
             &pin.weights_sha256[..16.min(pin.weights_sha256.len())]
         ));
+        // The weights are checked whenever they may differ from the ones the cached table
+        // was distilled from (checked then): not on a load that finds the same file, by
+        // identity, as it was then, which spares hashing 91 MB at every start. Checked
+        // without keeping the bytes: with the table cached they are not needed.
+        let checked_now = !same_weights_as_distilled(&weights_path, &cached);
+        if checked_now {
+            verify(&weights_path, WEIGHTS_SIZE_CAP, pin.weights_sha256)?;
+        }
         let (dim, table) = match read_cached(&cached, vocab.len()) {
-            Some(found) => found,
+            Some(found) => {
+                if checked_now {
+                    // The table is named by these weights' digest, just checked.
+                    record_weights_identity(&weights_path, &cached);
+                }
+                found
+            }
             None => {
                 let lock = DistillLock::take(&cached);
                 // Another process may have finished it while this one waited for the lock.
@@ -153,7 +164,10 @@ impl Model {
                         if lock.is_some() {
                             // Best effort: a directory that cannot be written only means
                             // distilling again next time.
-                            let _ = write_cached(&cached, vocab.len(), distilled.0, &distilled.1);
+                            if write_cached(&cached, vocab.len(), distilled.0, &distilled.1).is_ok()
+                            {
+                                record_weights_identity(&weights_path, &cached);
+                            }
                         }
                         distilled
                     }
@@ -336,6 +350,60 @@ fn read_cached(path: &Path, rows: usize) -> Option<(usize, Vec<f32>)> {
     }
     let matrix = read_matrix(&bytes, DISTILLED_TENSOR).ok()?;
     (matrix.rows == rows && matrix.cols > 0).then_some((matrix.cols, matrix.data))
+}
+
+/// Where the identity of the weights a cached table was distilled from is kept.
+fn identity_path(cached: &Path) -> PathBuf {
+    let name = cached
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    cached.with_file_name(format!("weights-of-{name}.id"))
+}
+
+/// The identity of a file that changes whenever its content may have: device, inode, size
+/// and change time (which no one can set back).
+#[cfg(unix)]
+fn file_identity(path: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    Some(format!(
+        "{} {} {} {}.{:09}",
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        meta.ctime(),
+        meta.ctime_nsec()
+    ))
+}
+
+#[cfg(not(unix))]
+fn file_identity(_path: &Path) -> Option<String> {
+    None
+}
+
+/// Whether the weights are, by identity, the file the table at `cached` was distilled from
+/// after it was checked.
+fn same_weights_as_distilled(weights: &Path, cached: &Path) -> bool {
+    let Some(now) = file_identity(weights) else {
+        return false;
+    };
+    let Ok(recorded) = read_capped(&identity_path(cached), 256) else {
+        return false;
+    };
+    recorded == now.as_bytes()
+}
+
+/// Records the identity of the (checked) weights the table at `cached` came from; best
+/// effort, like the table: without it the next load checks the weights again.
+fn record_weights_identity(weights: &Path, cached: &Path) {
+    if let Some(identity) = file_identity(weights) {
+        let path = identity_path(cached);
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, identity).is_err() || std::fs::rename(&tmp, &path).is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
 }
 
 /// Writes the distilled table to `path` through a temporary file, so a reader never sees
