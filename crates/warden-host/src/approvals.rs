@@ -18,7 +18,7 @@
 //! `warden chat`, `warden call`, `warden serve`) connects servers through the same checks;
 //! the front ends keep only how they show drift and ask for approvals.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -443,7 +443,7 @@ impl Reviewer {
         );
         let key = key_for(spec);
         // The pinned definitions, to weigh what a changed tool added.
-        let pinned: Vec<(String, Value)> = match self.store().tool_pins(&key) {
+        let pinned: HashMap<String, Value> = match self.store().tool_pins(&key) {
             Ok(Some(pins)) => pins
                 .into_iter()
                 .filter_map(|pin| {
@@ -452,7 +452,7 @@ impl Reviewer {
                         .map(|definition| (pin.tool, definition))
                 })
                 .collect(),
-            _ => Vec::new(),
+            _ => HashMap::new(),
         };
         let mut seen = HashSet::new();
         let mut scans = Vec::new();
@@ -461,10 +461,7 @@ impl Reviewer {
             if !seen.insert(def.name.as_str()) {
                 continue;
             }
-            let previous = pinned
-                .iter()
-                .find(|(tool, _)| *tool == def.name)
-                .map(|(_, definition)| definition);
+            let previous = pinned.get(&def.name);
             let assessment = assess_tool(&spec.name, def, &others, previous);
             let flags = assessment.flags;
             let quarantined = !flags.is_empty()
