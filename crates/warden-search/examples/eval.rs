@@ -20,10 +20,12 @@
 
 use std::collections::BTreeMap;
 use std::error::Error;
-use std::fs;
 use std::time::{Duration, Instant};
 
+mod support;
+
 use serde_json::Value;
+use support::{read_lines, text};
 use warden_search::{ToolDoc, ToolIndex};
 
 const KS: [usize; 3] = [1, 5, 10];
@@ -69,25 +71,6 @@ impl Tally {
         }
         row
     }
-}
-
-fn read_lines(path: &str) -> Result<Vec<Value>, Box<dyn Error>> {
-    let text = fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(n, line)| {
-            serde_json::from_str(line).map_err(|e| format!("{path}:{}: {e}", n + 1).into())
-        })
-        .collect()
-}
-
-fn text(value: &Value, key: &str) -> String {
-    value
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
 }
 
 fn main() -> Result<(), Box<dyn Error>> {

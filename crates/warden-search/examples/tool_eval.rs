@@ -19,12 +19,14 @@
 
 use std::collections::BTreeMap;
 use std::error::Error;
-use std::fs;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod support;
+
 use serde_json::Value;
+use support::{read_lines, text};
 use warden_search::semantic::{EmbeddingCache, Model, model_dir};
 use warden_search::{Ranking, SearchIndex, ToolDoc};
 
@@ -74,25 +76,6 @@ impl Tally {
 
 fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
-}
-
-fn read_lines(path: &str) -> Result<Vec<Value>, Box<dyn Error>> {
-    let text = fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, line)| !line.trim().is_empty())
-        .map(|(n, line)| {
-            serde_json::from_str(line).map_err(|e| format!("{path}:{}: {e}", n + 1).into())
-        })
-        .collect()
-}
-
-fn text(value: &Value, key: &str) -> String {
-    value
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
 }
 
 fn percentiles(mut times: Vec<Duration>) -> (Duration, Duration) {
