@@ -19,7 +19,7 @@
 
 mod domains;
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -111,9 +111,22 @@ fn main() -> ExitCode {
     }
 }
 
+/// The largest world file read: a test fixture, far above any real one.
+const MAX_WORLD_BYTES: u64 = 16 * 1024 * 1024;
+
 fn read_world(path: &Path) -> Result<Map<String, Value>, String> {
-    let text = std::fs::read_to_string(path)
+    let file = std::fs::File::open(path)
         .map_err(|e| format!("cannot read the world {}: {e}", path.display()))?;
+    let mut text = String::new();
+    file.take(MAX_WORLD_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read the world {}: {e}", path.display()))?;
+    if text.len() as u64 > MAX_WORLD_BYTES {
+        return Err(format!(
+            "the world {} is larger than {MAX_WORLD_BYTES} bytes",
+            path.display()
+        ));
+    }
     let value: Value = serde_json::from_str(&text)
         .map_err(|e| format!("the world {} is not JSON: {e}", path.display()))?;
     match value.get("collections") {
