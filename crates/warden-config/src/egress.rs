@@ -264,7 +264,10 @@ fn parse_host(text: &str) -> Result<HostPattern, String> {
             return Err(format!("{label:?} is not a valid label of a DNS name"));
         }
     }
-    if labels.last().is_some_and(|l| l.chars().all(|c| c.is_ascii_digit())) {
+    if labels
+        .last()
+        .is_some_and(|l| l.chars().all(|c| c.is_ascii_digit()))
+    {
         return Err(format!(
             "{text:?} is neither an IP address nor a DNS name (its last label is a number)"
         ));
@@ -311,7 +314,9 @@ impl EgressAllowlist {
 
     /// The first entry that covers a connection of `kind` to `host` and `port`.
     pub fn find(&self, kind: EgressKind, host: &Host, port: u16) -> Option<&EgressRule> {
-        self.rules.iter().find(|rule| rule.matches(kind, host, port))
+        self.rules
+            .iter()
+            .find(|rule| rule.matches(kind, host, port))
     }
 }
 
@@ -578,7 +583,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("\"ftp://x.test\""), "{error}");
-        let error = parse(r#"network = { allow = [] }"#).unwrap_err().to_string();
+        let error = parse(r#"network = { allow = [] }"#)
+            .unwrap_err()
+            .to_string();
         assert!(error.contains("empty"), "{error}");
         let error = parse(r#"network = "lan""#).unwrap_err().to_string();
         assert!(error.contains("\"lan\""), "{error}");
@@ -587,8 +594,9 @@ mod tests {
             .to_string();
         assert!(error.contains("allowed"), "{error}");
         // Round trip through the serialised form.
-        let spec = parse(r#"network = { allow = ["a.test", { host = "b.test", private = true }] }"#)
-            .unwrap();
+        let spec =
+            parse(r#"network = { allow = ["a.test", { host = "b.test", private = true }] }"#)
+                .unwrap();
         let json = serde_json::to_value(&spec).unwrap();
         assert_eq!(
             json,

@@ -46,7 +46,8 @@ fn upstream() -> SocketAddr {
                         break;
                     }
                 }
-                let body = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello";
+                let body =
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello";
                 let _ = stream.write_all(body);
             });
         }
@@ -72,7 +73,11 @@ fn request(to: SocketAddr, head: &[u8], then: Option<&[u8]>) -> Duration {
     }
     let mut reply = Vec::new();
     stream.read_to_end(&mut reply).unwrap();
-    assert!(reply.ends_with(b"hello"), "{}", String::from_utf8_lossy(&reply));
+    assert!(
+        reply.ends_with(b"hello"),
+        "{}",
+        String::from_utf8_lossy(&reply)
+    );
     started.elapsed()
 }
 
@@ -134,10 +139,12 @@ fn main() {
     };
 
     let direct_head = format!("GET /x HTTP/1.1\r\nHost: bench.test:{port}\r\n\r\n");
-    let proxied_head = format!("GET http://bench.test:{port}/x HTTP/1.1\r\nHost: bench.test:{port}\r\n\r\n");
+    let proxied_head =
+        format!("GET http://bench.test:{port}/x HTTP/1.1\r\nHost: bench.test:{port}\r\n\r\n");
     let connect_head = format!("CONNECT bench.test:{port} HTTP/1.1\r\n\r\n");
     let hello = client_hello_record(Some("bench.test"));
-    let (mut direct, mut via_http, mut via_connect, mut direct_tls) = (vec![], vec![], vec![], vec![]);
+    let (mut direct, mut via_http, mut via_connect, mut direct_tls) =
+        (vec![], vec![], vec![], vec![]);
     for _ in 0..RUNS {
         direct.push(request(target, direct_head.as_bytes(), None));
         via_http.push(request(proxy_at, proxied_head.as_bytes(), None));
@@ -161,10 +168,25 @@ fn main() {
     let ms = |d: Duration| format!("{:.3} ms", d.as_secs_f64() * 1e3);
     println!("| measurement | median |");
     println!("|---|---|");
-    println!("| HTTP GET, direct ({RUNS} runs) | {} |", ms(median(direct)));
+    println!(
+        "| HTTP GET, direct ({RUNS} runs) | {} |",
+        ms(median(direct))
+    );
     println!("| HTTP GET, through the proxy | {} |", ms(median(via_http)));
-    println!("| TLS first record + reply, direct | {} |", ms(median(direct_tls)));
-    println!("| CONNECT + SNI check + first record + reply, through the proxy | {} |", ms(median(via_connect)));
-    println!("| start to exit of /bin/true, network none ({START_RUNS} runs) | {} |", ms(median(start_none)));
-    println!("| start to exit of /bin/true, network proxy (listener handed over and served) | {} |", ms(median(start_proxy)));
+    println!(
+        "| TLS first record + reply, direct | {} |",
+        ms(median(direct_tls))
+    );
+    println!(
+        "| CONNECT + SNI check + first record + reply, through the proxy | {} |",
+        ms(median(via_connect))
+    );
+    println!(
+        "| start to exit of /bin/true, network none ({START_RUNS} runs) | {} |",
+        ms(median(start_none))
+    );
+    println!(
+        "| start to exit of /bin/true, network proxy (listener handed over and served) | {} |",
+        ms(median(start_proxy))
+    );
 }

@@ -180,7 +180,9 @@ impl EgressProxy {
         let folded = {
             let mut busy = crate::lock(&self.busy);
             busy.0 += 1;
-            let due = busy.1.is_none_or(|at| at.elapsed() >= Duration::from_secs(1));
+            let due = busy
+                .1
+                .is_none_or(|at| at.elapsed() >= Duration::from_secs(1));
             if !due {
                 return;
             }
@@ -275,20 +277,30 @@ impl EgressProxy {
         event.method.clone_from(&request.method);
         event.host = request.host_text.clone();
         event.port = request.port;
-        let host = normalize_host(&request.host_text).map_err(|why| {
-            Stop::Refused(Some(400), format!("{:?}: {why}", request.host_text))
-        })?;
+        let host = normalize_host(&request.host_text)
+            .map_err(|why| Stop::Refused(Some(400), format!("{:?}: {why}", request.host_text)))?;
         event.host = host.to_string();
         let kind = request.kind();
         let Some(rule) = self.allowlist.find(kind, &host, request.port) else {
-            return Err(Stop::Refused(Some(403), self.not_listed(kind, &host, request.port)));
+            return Err(Stop::Refused(
+                Some(403),
+                self.not_listed(kind, &host, request.port),
+            ));
         };
         event.rule = Some(rule.text.clone());
         let addresses = self.addresses(&host, rule).await?;
         match kind {
             EgressKind::Tls => {
-                self.tunnel(client, rest, &host, request.port, &addresses, report, counters)
-                    .await
+                self.tunnel(
+                    client,
+                    rest,
+                    &host,
+                    request.port,
+                    &addresses,
+                    report,
+                    counters,
+                )
+                .await
             }
             EgressKind::Http => {
                 self.forward(client, &request, rest, &addresses, report, counters)
@@ -319,13 +331,13 @@ impl EgressProxy {
             Host::Ip(ip) => return Ok(vec![*ip]),
             Host::Name(name) => name,
         };
-        let resolved = tokio::time::timeout(
-            self.limits.connect_timeout,
-            self.resolver.resolve(name),
-        )
-        .await
-        .map_err(|_| Stop::Refused(Some(504), format!("resolving {name} timed out")))?
-        .map_err(|error| Stop::Refused(Some(502), format!("resolving {name} failed: {error}")))?;
+        let resolved =
+            tokio::time::timeout(self.limits.connect_timeout, self.resolver.resolve(name))
+                .await
+                .map_err(|_| Stop::Refused(Some(504), format!("resolving {name} timed out")))?
+                .map_err(|error| {
+                    Stop::Refused(Some(502), format!("resolving {name} failed: {error}"))
+                })?;
         if rule.private {
             return Ok(resolved.into_iter().take(MAX_ADDRESSES).collect());
         }
@@ -857,11 +869,20 @@ mod tests {
     #[test]
     fn requests_parse_into_destination_and_kind() {
         let r = Request::parse(b"CONNECT api.example.test:443 HTTP/1.1\r\nHost: x").unwrap();
-        assert_eq!((r.kind(), r.host_text.as_str(), r.port), (EgressKind::Tls, "api.example.test", 443));
+        assert_eq!(
+            (r.kind(), r.host_text.as_str(), r.port),
+            (EgressKind::Tls, "api.example.test", 443)
+        );
         let r = Request::parse(b"GET http://h.test:8080/a?b HTTP/1.1\r\nHost: evil.test").unwrap();
-        assert_eq!((r.kind(), r.port, r.path.as_str()), (EgressKind::Http, 8080, "/a?b"));
+        assert_eq!(
+            (r.kind(), r.port, r.path.as_str()),
+            (EgressKind::Http, 8080, "/a?b")
+        );
         let head = String::from_utf8(r.forwarded_head()).unwrap();
-        assert!(head.starts_with("GET /a?b HTTP/1.1\r\nHost: h.test:8080\r\n"), "{head}");
+        assert!(
+            head.starts_with("GET /a?b HTTP/1.1\r\nHost: h.test:8080\r\n"),
+            "{head}"
+        );
         assert!(!head.contains("evil.test"), "{head}");
         assert!(head.ends_with("Connection: close\r\n\r\n"));
         let r = Request::parse(b"GET http://h.test HTTP/1.1").unwrap();
@@ -877,7 +898,11 @@ mod tests {
             b"get http://h.test/ HTTP/1.1",
             b"GET http://h.test/ HTTP/2",
         ] {
-            assert!(Request::parse(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+            assert!(
+                Request::parse(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 }

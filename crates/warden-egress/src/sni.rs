@@ -42,9 +42,7 @@ pub fn parse_client_hello(bytes: &[u8]) -> Hello {
     let record = &bytes[5..5 + length];
     match client_hello(record) {
         Some(name) => Hello::ClientHello(name),
-        None => Hello::Invalid(
-            "the first TLS record is not one whole, well-formed ClientHello",
-        ),
+        None => Hello::Invalid("the first TLS record is not one whole, well-formed ClientHello"),
     }
 }
 
@@ -64,7 +62,8 @@ impl<'a> Reader<'a> {
         self.take(1).map(|b| usize::from(b[0]))
     }
     fn u16(&mut self) -> Option<usize> {
-        self.take(2).map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+        self.take(2)
+            .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
     }
     fn u24(&mut self) -> Option<usize> {
         self.take(3)

@@ -164,7 +164,11 @@ async fn only_the_allowlist_is_reachable_and_every_attempt_is_reported() {
     let allowed = upstream("127.0.0.2", "allowed").await;
     let other = upstream("127.0.0.3", "other").await;
     let tls = upstream("127.0.0.4", "tls").await;
-    let (ap, op, tp) = (allowed.address.port(), other.address.port(), tls.address.port());
+    let (ap, op, tp) = (
+        allowed.address.port(),
+        other.address.port(),
+        tls.address.port(),
+    );
     let ip = |text: &str| -> IpAddr { text.parse().unwrap() };
     let resolver = StaticResolver::new()
         .with("allowed.test", &[ip("127.0.0.2")])
@@ -182,9 +186,12 @@ async fn only_the_allowlist_is_reachable_and_every_attempt_is_reported() {
         ("http://lan.test".to_owned(), false),
         ("http://metadata.test".to_owned(), false),
     ];
-    let allowlist =
-        EgressAllowlist::parse(allow.iter().map(|(text, private)| (text.as_str(), *private)))
-            .unwrap();
+    let allowlist = EgressAllowlist::parse(
+        allow
+            .iter()
+            .map(|(text, private)| (text.as_str(), *private)),
+    )
+    .unwrap();
 
     let base = open_dir();
     let scratch = Scratch::create(base.path(), "egress").unwrap();
@@ -197,14 +204,26 @@ async fn only_the_allowlist_is_reachable_and_every_attempt_is_reported() {
         ("proxy_port", port.to_string()),
         ("allowed", format!("\"http://allowed.test:{ap}/x\"")),
         ("unlisted", format!("\"http://other.test:{op}/\"")),
-        ("metadata_name", "\"http://metadata.test/latest/\"".to_owned()),
+        (
+            "metadata_name",
+            "\"http://metadata.test/latest/\"".to_owned(),
+        ),
         ("private", "\"http://lan.test/\"".to_owned()),
         ("rebind", format!("\"http://rebind.test:{ap}/\"")),
         ("ip_literal", format!("\"http://127.0.0.2:{ap}/\"")),
         ("tls_port", tp.to_string()),
-        ("hello_ok", format!("\"{}\"", hex(&client_hello_record(Some("tls.test"))))),
-        ("hello_other", format!("\"{}\"", hex(&client_hello_record(Some("other.test"))))),
-        ("hello_none", format!("\"{}\"", hex(&client_hello_record(None)))),
+        (
+            "hello_ok",
+            format!("\"{}\"", hex(&client_hello_record(Some("tls.test")))),
+        ),
+        (
+            "hello_other",
+            format!("\"{}\"", hex(&client_hello_record(Some("other.test")))),
+        ),
+        (
+            "hello_none",
+            format!("\"{}\"", hex(&client_hello_record(None))),
+        ),
         ("allowed_ip", "\"127.0.0.2\"".to_owned()),
         ("allowed_port", ap.to_string()),
     ]);
@@ -238,8 +257,18 @@ async fn only_the_allowlist_is_reachable_and_every_attempt_is_reported() {
     let output = tokio::task::spawn_blocking(move || {
         let mut stdout = String::new();
         let mut stderr = String::new();
-        child.stdout.take().unwrap().read_to_string(&mut stdout).unwrap();
-        child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut stdout)
+            .unwrap();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
         let deadline = Instant::now() + Duration::from_secs(60);
         while child.try_wait().unwrap().is_none() {
             assert!(Instant::now() < deadline, "the client did not finish");
@@ -275,7 +304,10 @@ async fn only_the_allowlist_is_reachable_and_every_attempt_is_reported() {
     for (name, says) in [
         ("unlisted", "not in the egress allowlist"),
         ("metadata_ip", "IP literal"),
-        ("metadata_name", "169.254.169.254 (link-local, cloud metadata"),
+        (
+            "metadata_name",
+            "169.254.169.254 (link-local, cloud metadata",
+        ),
         ("private", "10.0.0.7 (private"),
         ("rebind", "127.0.0.2 (loopback"),
         ("ip_literal", "IP literal"),
@@ -341,15 +373,17 @@ async fn only_the_allowlist_is_reachable_and_every_attempt_is_reported() {
             .count(),
         1
     );
-    let refused: Vec<&str> = tunnels
-        .iter()
-        .filter_map(|e| e.error.as_deref())
-        .collect();
+    let refused: Vec<&str> = tunnels.iter().filter_map(|e| e.error.as_deref()).collect();
     assert!(
-        refused.iter().any(|e| e.contains("SNI \"other.test\" differs")),
+        refused
+            .iter()
+            .any(|e| e.contains("SNI \"other.test\" differs")),
         "{refused:?}"
     );
-    assert!(refused.iter().any(|e| e.contains("names no server")), "{refused:?}");
+    assert!(
+        refused.iter().any(|e| e.contains("names no server")),
+        "{refused:?}"
+    );
     // The raw sockets never reached the proxy at all.
     assert_eq!(events.len(), 10, "{events:#?}");
 }

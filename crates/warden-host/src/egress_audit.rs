@@ -54,7 +54,9 @@ pub fn entry(event: &EgressEvent) -> AuditEntry {
         }),
         decision: Some(event.decision.as_str().to_owned()),
         reasons: match (&event.rule, allowed) {
-            (Some(rule), true) => json!([{"kind": "egress", "text": format!("allowlist entry {rule:?}")}]),
+            (Some(rule), true) => {
+                json!([{"kind": "egress", "text": format!("allowlist entry {rule:?}")}])
+            }
             _ => json!([{"kind": "egress", "text": event.error.clone().unwrap_or_default()}]),
         },
         approved_by: allowed.then(|| "allowlist".to_owned()),

@@ -323,20 +323,17 @@ impl ConfinedLauncher {
         // Network `proxy`: the listener the sandbox made inside the server's namespace is
         // served here, for as long as the server runs.
         let proxy = match &request.sandbox.network {
-            NetworkSpec::Allow(allowlist) => match self.serve_proxy(
-                &request.server,
-                allowlist,
-                &confinement,
-                &program,
-            ) {
-                Ok(task) => Some(task),
-                Err(error) => {
-                    // The server must not run without its proxy: stopping the waiter
-                    // takes the whole sandbox down.
-                    let _ = child.start_kill();
-                    return Err(error);
+            NetworkSpec::Allow(allowlist) => {
+                match self.serve_proxy(&request.server, allowlist, &confinement, &program) {
+                    Ok(task) => Some(task),
+                    Err(error) => {
+                        // The server must not run without its proxy: stopping the waiter
+                        // takes the whole sandbox down.
+                        let _ = child.start_kill();
+                        return Err(error);
+                    }
                 }
-            },
+            }
             _ => None,
         };
         let keep = Sandboxed {
