@@ -548,7 +548,13 @@ impl EgressProxy {
                 Ok(Ok(0)) => return Ok(()),
                 Ok(Ok(n)) => n,
             };
-            if counters.total() + n as u64 > self.limits.max_bytes {
+            let allowed = self.limits.max_bytes.saturating_sub(counters.total());
+            if n as u64 > allowed {
+                // Up to the limit, then the cut.
+                let part = usize::try_from(allowed).unwrap_or(n).min(n);
+                if to.write_all(&buf[..part]).await.is_ok() {
+                    count.fetch_add(part as u64, Ordering::Relaxed);
+                }
                 return Err(Stop::Failed(format!(
                     "cut at its byte limit of {} bytes",
                     self.limits.max_bytes

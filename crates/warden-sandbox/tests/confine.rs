@@ -486,7 +486,10 @@ fn network_proxy_reaches_only_the_listener_handed_to_warden() {
         out.stderr
     );
     assert_eq!(accepted.join().unwrap(), "through");
-    assert!(host.accept().is_err(), "the host's listener saw a connection");
+    assert!(
+        host.accept().is_err(),
+        "the host's listener saw a connection"
+    );
     // Other settings hand over nothing.
     s.profile.network = Network::None;
     let mut command = Command::new("/bin/true");
