@@ -643,6 +643,14 @@ struct Request {
 impl Request {
     fn parse(head: &[u8]) -> Result<Request, String> {
         let text = std::str::from_utf8(head).map_err(|_| "the request head is not UTF-8")?;
+        // A bare CR or LF inside a line could end it early for the destination (a header
+        // smuggled past the rewrite): refused.
+        if text
+            .split("\r\n")
+            .any(|line| line.contains(|c: char| c.is_control() && c != '\t'))
+        {
+            return Err("a bare CR, LF or control character in the request head".to_owned());
+        }
         let mut lines = text.split("\r\n");
         let line = lines.next().unwrap_or_default();
         let mut parts = line.split(' ');
@@ -903,6 +911,9 @@ mod tests {
             b"CONNECT ::1:443 HTTP/1.1",
             b"get http://h.test/ HTTP/1.1",
             b"GET http://h.test/ HTTP/2",
+            b"GET http://h.test/ HTTP/1.1\r\nX-A: a\nHost: evil.test",
+            b"GET http://h.test/ HTTP/1.1\r\nX-A: a\rHost: evil.test",
+            b"GET http://h.test/ HTTP/1.1\r\n folded: value",
         ] {
             assert!(
                 Request::parse(bad).is_err(),
