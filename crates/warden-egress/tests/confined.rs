@@ -400,3 +400,160 @@ fn serde_json_like(fields: &[(&str, String)]) -> String {
         .collect();
     format!("{{{}}}", body.join(", "))
 }
+
+/// A real TLS client (Python's `ssl`, through `HTTPS_PROXY`) reaches a real TLS server
+/// (`openssl s_server`) through a `CONNECT` tunnel: the SNI check passes a ClientHello as
+/// OpenSSL writes it, and the certificate is verified end to end (Warden sees no plain text).
+/// The control: the same client asking for a name the list does not hold is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_tls_client_reaches_an_allowed_tls_server_through_the_tunnel() {
+    const OPENSSL: &str = "/usr/bin/openssl";
+    assert!(
+        Path::new(PYTHON).exists(),
+        "{PYTHON} is needed by this test"
+    );
+    assert!(
+        Path::new(OPENSSL).exists(),
+        "{OPENSSL} is needed by this test"
+    );
+    let dir = open_dir();
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let made = Command::new(OPENSSL)
+        .args([
+            "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+        ])
+        .args([
+            "-subj",
+            "/CN=tls.test",
+            "-addext",
+            "subjectAltName=DNS:tls.test",
+        ])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::fs::set_permissions(&cert, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.6:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new(OPENSSL)
+        .args(["s_server", "-www", "-quiet", "-accept"])
+        .arg(format!("127.0.0.6:{port}"))
+        .arg("-cert")
+        .arg(&cert)
+        .arg("-key")
+        .arg(&key)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.6", port)).is_err() {
+        assert!(Instant::now() < deadline, "openssl s_server did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    let resolver = StaticResolver::new()
+        .with("tls.test", &["127.0.0.6".parse().unwrap()])
+        .with("other.test", &["127.0.0.6".parse().unwrap()]);
+    let allowlist = EgressAllowlist::parse([(format!("tls.test:{port}").as_str(), true)]).unwrap();
+    let base = open_dir();
+    let scratch = Scratch::create(base.path(), "tls").unwrap();
+    let mut profile = Profile::default_for(Path::new(PYTHON), scratch.path()).unwrap();
+    profile.set_env(scrubbed_env(std::env::vars(), &BTreeMap::new()));
+    profile.read.push(dir.path().to_path_buf());
+    profile.network = Network::Proxy {
+        port: Network::DEFAULT_PROXY_PORT,
+    };
+    let client = format!(
+        r#"
+import ssl, urllib.request
+ctx = ssl.create_default_context(cafile={cafile:?})
+for name in ["tls.test", "other.test"]:
+    try:
+        with urllib.request.urlopen("https://%s:{port}/" % name, context=ctx, timeout=10) as r:
+            body = r.read().decode(errors="replace")
+            print(name, "status", r.status, "s_server" in body or "OpenSSL" in body, flush=True)
+    except Exception as e:
+        print(name, "error", repr(e), flush=True)
+"#,
+        cafile = cert.display().to_string()
+    );
+    let mut command = Command::new(PYTHON);
+    command
+        .args(["-c", &client])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let confinement = confine(&mut command, &profile).unwrap();
+    let mut child = command
+        .spawn()
+        .map_err(|e| confinement.spawn_error(e))
+        .unwrap();
+    let listener = confinement
+        .take_proxy_listener(Duration::from_secs(5))
+        .unwrap()
+        .unwrap();
+    let events: Arc<Mutex<Vec<EgressEvent>>> = Arc::default();
+    let sink_events = Arc::clone(&events);
+    let proxy = EgressProxy::new(
+        "tls",
+        allowlist,
+        EgressLimits::default(),
+        Arc::new(resolver),
+        Arc::new(move |event: &EgressEvent| sink_events.lock().unwrap().push(event.clone())),
+    );
+    let _task = proxy.serve(listener).unwrap();
+    let (stdout, stderr) = tokio::task::spawn_blocking(move || {
+        let mut stdout = String::new();
+        let mut stderr = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut stdout)
+            .unwrap();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut stderr)
+            .unwrap();
+        child.wait().unwrap();
+        (stdout, stderr)
+    })
+    .await
+    .unwrap();
+    let _ = server.kill();
+    let _ = server.wait();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.first(),
+        Some(&"tls.test status 200 True"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(
+        lines
+            .get(1)
+            .is_some_and(|l| l.starts_with("other.test error")),
+        "{stdout}\n{stderr}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while events.lock().unwrap().len() < 2 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let events = events.lock().unwrap().clone();
+    let ok = events.iter().find(|e| e.host == "tls.test").unwrap();
+    assert_eq!(ok.decision, Decision::Allowed, "{ok:?}");
+    assert!(ok.bytes_down > 1000, "{ok:?}");
+    let refused = events.iter().find(|e| e.host == "other.test").unwrap();
+    assert_eq!(refused.decision, Decision::Refused, "{refused:?}");
+}
