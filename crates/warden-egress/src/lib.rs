@@ -30,7 +30,7 @@ pub mod sni;
 
 pub use addr::special_range;
 pub use event::{Decision, EgressEvent, EgressSink};
-pub use proxy::{EgressLimits, EgressProxy, MAX_HEAD, ProxyTask};
+pub use proxy::{EgressLimits, EgressProxy, MAX_HEAD, MAX_REFUSALS_REPORTED_PER_SECOND, ProxyTask};
 pub use resolve::{Resolution, Resolver, StaticResolver, SystemResolver};
 
 /// Locks `mutex`, taking over a poisoned one (its data stays consistent: counters).

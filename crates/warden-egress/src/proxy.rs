@@ -80,6 +80,20 @@ pub struct EgressProxy {
     permits: Arc<Semaphore>,
     /// Refusals for too many connections not reported yet, and when one last was.
     busy: Mutex<(u64, Option<Instant>)>,
+    /// Refusals reported in the current second, and those folded since the last report.
+    refusals: Mutex<Refusals>,
+}
+
+/// Most refused attempts reported one by one per second; beyond it they are counted and
+/// the count rides on the next report, so a server looping on refused requests cannot
+/// flood the audit log.
+pub const MAX_REFUSALS_REPORTED_PER_SECOND: u32 = 20;
+
+#[derive(Debug, Default)]
+struct Refusals {
+    window: Option<Instant>,
+    reported: u32,
+    folded: u64,
 }
 
 /// The sink, with a `Debug` that does not try to print a closure.
@@ -130,6 +144,7 @@ impl EgressProxy {
             sink: SinkHolder(sink),
             permits: Arc::new(Semaphore::new(limits.max_connections.max(1))),
             busy: Mutex::new((0, None)),
+            refusals: Mutex::new(Refusals::default()),
         })
     }
 
@@ -197,6 +212,35 @@ impl EgressProxy {
         (self.sink.0)(&event);
     }
 
+    /// Whether a refusal is reported now (at most [`MAX_REFUSALS_REPORTED_PER_SECOND`]);
+    /// when it is, the count of those folded since is added to its error.
+    fn may_report_refusal(&self, event: &mut EgressEvent) -> bool {
+        let mut refusals = crate::lock(&self.refusals);
+        let now = Instant::now();
+        if refusals
+            .window
+            .is_none_or(|start| now.duration_since(start) >= Duration::from_secs(1))
+        {
+            refusals.window = Some(now);
+            refusals.reported = 0;
+        }
+        if refusals.reported >= MAX_REFUSALS_REPORTED_PER_SECOND {
+            refusals.folded += 1;
+            return false;
+        }
+        refusals.reported += 1;
+        let folded = std::mem::take(&mut refusals.folded);
+        if folded > 0
+            && let Some(error) = event.error.as_mut()
+        {
+            error.push_str(&format!(
+                " ({folded} earlier refusal(s) over {MAX_REFUSALS_REPORTED_PER_SECOND} a \
+                 second were not reported one by one)"
+            ));
+        }
+        true
+    }
+
     fn event(&self) -> EgressEvent {
         EgressEvent {
             server: Arc::clone(&self.server),
@@ -218,7 +262,7 @@ impl EgressProxy {
         let started = Instant::now();
         let mut report = Report {
             event: Some(self.event()),
-            sink: &self.sink.0,
+            proxy: self,
             started,
             counters: Arc::new(Counters::default()),
         };
@@ -586,7 +630,7 @@ impl Counters {
 /// The event of one connection, written when it is dropped: once, however it ends.
 struct Report<'a> {
     event: Option<EgressEvent>,
-    sink: &'a EgressSink,
+    proxy: &'a EgressProxy,
     started: Instant,
     counters: Arc<Counters>,
 }
@@ -617,13 +661,14 @@ impl Drop for Report<'_> {
             event.bytes_up = self.counters.up.load(Ordering::Relaxed);
             event.bytes_down = self.counters.down.load(Ordering::Relaxed);
             event.duration = self.started.elapsed();
-            if event.decision == Decision::Allowed || event.error.is_some() {
-                (self.sink)(&event);
-            } else {
+            if event.decision == Decision::Refused && event.error.is_none() {
                 // Dropped before a decision (the proxy stopped): say so.
                 event.error = Some("the proxy stopped before a decision".to_owned());
-                (self.sink)(&event);
             }
+            if event.decision == Decision::Refused && !self.proxy.may_report_refusal(&mut event) {
+                return;
+            }
+            (self.proxy.sink.0)(&event);
         }
     }
 }

@@ -194,3 +194,55 @@ async fn a_connection_is_cut_at_its_byte_time_and_idle_limits() {
     );
     assert!(events[0].bytes_down > 0, "{events:#?}");
 }
+
+/// A server looping on refused requests cannot flood the audit log: at most
+/// `MAX_REFUSALS_REPORTED_PER_SECOND` are reported one by one each second, and the next
+/// report carries the count of the others.
+#[tokio::test]
+async fn a_flood_of_refused_requests_is_folded_not_reported_one_by_one() {
+    let target = destination(10).await;
+    let (at, _task, events) = proxy(target, EgressLimits::default());
+    let flood = warden_egress::MAX_REFUSALS_REPORTED_PER_SECOND as usize * 3;
+    let started = Instant::now();
+    for _ in 0..flood {
+        let mut stream = TcpStream::connect(at).await.unwrap();
+        stream
+            .write_all(b"GET http://elsewhere.test/ HTTP/1.1\r\n\r\n")
+            .await
+            .unwrap();
+        let mut reply = Vec::new();
+        stream.read_to_end(&mut reply).await.unwrap();
+        assert!(reply.starts_with(b"HTTP/1.1 403"));
+    }
+    let elapsed = started.elapsed();
+    let reported = wait_for(&events, 1).await.len();
+    // At most the per-second allowance in each second the flood spanned.
+    let max = warden_egress::MAX_REFUSALS_REPORTED_PER_SECOND as u64;
+    assert!(
+        reported as u64 <= max * (elapsed.as_secs() + 1),
+        "{reported} of {flood} reported in {elapsed:?}"
+    );
+    assert!(
+        reported < flood,
+        "{reported} of {flood} reported in {elapsed:?}"
+    );
+    // A second later, the next refusal is reported with the count folded into it.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let mut stream = TcpStream::connect(at).await.unwrap();
+    stream
+        .write_all(b"GET http://elsewhere.test/ HTTP/1.1\r\n\r\n")
+        .await
+        .unwrap();
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply).await.unwrap();
+    let events = wait_for(&events, reported + 1).await;
+    let last = events.last().unwrap();
+    assert_eq!(last.decision, Decision::Refused);
+    assert!(
+        last.error
+            .as_deref()
+            .unwrap()
+            .contains("were not reported one by one"),
+        "{last:?}"
+    );
+}
