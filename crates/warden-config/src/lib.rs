@@ -32,6 +32,7 @@
 mod agent;
 mod discover;
 mod duration;
+pub mod egress;
 mod envfile;
 mod environment;
 mod error;

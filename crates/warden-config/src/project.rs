@@ -80,8 +80,17 @@ pub(crate) fn check_server(
     if !sandbox.confine {
         return Err(refuse("it sets `confine = false`".into()));
     }
-    if sandbox.network != NetworkSpec::None {
-        return Err(refuse("it grants the host network".into()));
+    match &sandbox.network {
+        NetworkSpec::None => {}
+        NetworkSpec::Host => return Err(refuse("it grants the host network".into())),
+        // A cloned repository does not choose where its servers may send data.
+        NetworkSpec::Allow(_) => {
+            return Err(refuse(
+                "it grants network access (`network.allow`); allowlists belong in your own \
+                 configuration"
+                    .into(),
+            ));
+        }
     }
     // Resource limits: lower than the defaults, never higher.
     for (key, value, default, size) in [

@@ -145,16 +145,7 @@ impl Default for SandboxSpec {
     }
 }
 
-/// Network access for a confined server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum NetworkSpec {
-    /// No network at all (the default).
-    #[default]
-    None,
-    /// The host's network, unfiltered.
-    Host,
-}
+pub use crate::egress::NetworkSpec;
 
 /// How a server is reached.
 #[derive(Debug, Clone, PartialEq, Serialize)]

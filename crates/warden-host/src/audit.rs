@@ -222,10 +222,16 @@ impl AuditLog {
     /// Writes one row; a failure is reported, never raised: a call's result does not
     /// depend on its row.
     pub fn write(&self, attempt: &Attempt) {
-        let written = lock(&self.store).record_audit(&attempt.entry());
+        self.write_entry(&attempt.entry());
+    }
+
+    /// Writes one row built elsewhere (the egress proxy's, [`crate::egress_audit`]); a
+    /// failure is reported as [`write`](AuditLog::write) reports it.
+    pub fn write_entry(&self, entry: &AuditEntry) {
+        let written = lock(&self.store).record_audit(entry);
         if let Err(source) = written {
             let error = AuditError {
-                tool: attempt.tool.clone(),
+                tool: entry.tool.clone(),
                 source,
             };
             if self.warned.swap(true, Ordering::Relaxed) {

@@ -145,20 +145,29 @@ impl HostBuilder {
             }
             (None, None) => Arc::new(NoReview),
         };
+        let audit = store
+            .as_ref()
+            .map(|store| Arc::new(AuditLog::new(Arc::clone(store), on_audit_failure)));
+        // Egress proxy events (servers with a network allowlist) go to the audit log too.
+        let confined = |scratch_dir: PathBuf| match &audit {
+            Some(log) => ConfinedLauncher::from_env(scratch_dir)
+                .with_egress_sink(crate::egress_audit::audit_sink(Arc::clone(log))),
+            None => ConfinedLauncher::from_env(scratch_dir),
+        };
         let launcher: Arc<dyn Launcher> = match (launcher, &store) {
             (Some(launcher), _) => launcher,
             (None, Some(store)) => {
                 let configured = configured.as_deref().unwrap_or(&specs);
                 Arc::new(PinningLauncher::shared(
-                    ConfinedLauncher::from_env(scratch_dir),
+                    confined(scratch_dir),
                     Arc::clone(store),
                     &specs,
                     configured,
                 ))
             }
-            (None, None) => Arc::new(ConfinedLauncher::from_env(scratch_dir)),
+            (None, None) => Arc::new(confined(scratch_dir)),
         };
-        guard.audit = store.map(|store| Arc::new(AuditLog::new(store, on_audit_failure)));
+        guard.audit = audit;
         Host::connect_all(specs, policy, launcher, &options, review, guard).await
     }
 }

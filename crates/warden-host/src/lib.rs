@@ -27,6 +27,7 @@ pub mod approvals;
 pub mod audit;
 pub mod builder;
 pub mod catalogue;
+pub mod egress_audit;
 pub mod host;
 pub mod naming;
 pub mod pins;

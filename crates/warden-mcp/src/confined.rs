@@ -16,8 +16,12 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use tokio::process::Command;
 use warden_config::NetworkSpec;
+use warden_egress::{EgressLimits, EgressProxy, EgressSink, ProxyTask, Resolver, SystemResolver};
 use warden_sandbox::{Network, Profile, Scratch, confine, scrubbed_env};
 
 use crate::error::LaunchError;
@@ -31,7 +35,55 @@ pub struct ConfinedLauncher {
     search_path: OsString,
     scratch_base: PathBuf,
     direct: DirectLauncher,
+    egress: Egress,
 }
+
+/// How the egress proxy of a server with `network = { allow = [...] }` runs: who resolves
+/// names, where its events go, its limits.
+#[derive(Clone)]
+struct Egress {
+    resolver: Arc<dyn Resolver>,
+    sink: EgressSink,
+    limits: EgressLimits,
+}
+
+impl std::fmt::Debug for Egress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Egress")
+            .field("resolver", &self.resolver)
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Egress {
+    fn default() -> Self {
+        Self {
+            resolver: Arc::new(SystemResolver),
+            sink: Arc::new(log_egress),
+            limits: EgressLimits::default(),
+        }
+    }
+}
+
+/// The default egress sink: one line in Warden's log per attempt.
+fn log_egress(event: &warden_egress::EgressEvent) {
+    tracing::info!(
+        server = %event.server,
+        method = %event.method,
+        host = %event.host,
+        port = event.port,
+        decision = event.decision.as_str(),
+        bytes_up = event.bytes_up,
+        bytes_down = event.bytes_down,
+        error = event.error.as_deref().unwrap_or(""),
+        "egress"
+    );
+}
+
+/// How long the sandbox may take to hand over the proxy listener after the spawn (it sends
+/// it before the server starts, so this is only ever reached when something is broken).
+const PROXY_HANDOVER: Duration = Duration::from_secs(5);
 
 impl ConfinedLauncher {
     /// A launcher that resolves bare names through this process's `PATH` and creates each
@@ -51,7 +103,29 @@ impl ConfinedLauncher {
             direct: DirectLauncher::with_search_path(search_path.clone()),
             search_path,
             scratch_base: scratch_base.into(),
+            egress: Egress::default(),
         }
+    }
+
+    /// Sends the egress proxy's events (every connection attempt of a server with a
+    /// network allowlist) to `sink` instead of Warden's log: Warden's host writes them to
+    /// the audit log.
+    pub fn with_egress_sink(mut self, sink: EgressSink) -> Self {
+        self.egress.sink = sink;
+        self
+    }
+
+    /// Resolves the names servers ask the egress proxy for with `resolver` instead of the
+    /// system's (tests map names to addresses they control).
+    pub fn with_egress_resolver(mut self, resolver: Arc<dyn Resolver>) -> Self {
+        self.egress.resolver = resolver;
+        self
+    }
+
+    /// Replaces the egress proxy's per-server limits.
+    pub fn with_egress_limits(mut self, limits: EgressLimits) -> Self {
+        self.egress.limits = limits;
+        self
     }
 
     /// Fingerprints the server `request` describes, resolving its program exactly as
@@ -98,9 +172,12 @@ impl ConfinedLauncher {
                 Access::Write => profile.write.push(grant.path.clone()),
             }
         }
-        profile.network = match grants.network {
+        profile.network = match &grants.network {
             NetworkSpec::None => Network::None,
             NetworkSpec::Host => Network::Host,
+            NetworkSpec::Allow(_) => Network::Proxy {
+                port: Network::DEFAULT_PROXY_PORT,
+            },
         };
         profile.limits.memory = request.sandbox.memory_limit();
         profile.limits.processes = request.sandbox.process_limit();
@@ -239,15 +316,67 @@ impl ConfinedLauncher {
         let confinement = confine(&mut command, &profile).map_err(failed)?;
         let mut command = Command::from(command);
         command.kill_on_drop(false);
-        let child = command
+        let mut child = command
             .spawn()
             .map_err(|error| failed(confinement.spawn_error(error)))?;
         tracing::debug!(server = %request.server, program = %program.display(), "started confined");
+        // Network `proxy`: the listener the sandbox made inside the server's namespace is
+        // served here, for as long as the server runs.
+        let proxy = match &request.sandbox.network {
+            NetworkSpec::Allow(allowlist) => {
+                match self.serve_proxy(&request.server, allowlist, &confinement, &program) {
+                    Ok(task) => Some(task),
+                    Err(error) => {
+                        // The server must not run without its proxy: stopping the waiter
+                        // takes the whole sandbox down.
+                        let _ = child.start_kill();
+                        return Err(error);
+                    }
+                }
+            }
+            _ => None,
+        };
         let keep = Sandboxed {
             confinement,
             _scratch: scratch,
+            _proxy: proxy,
         };
         Launched::from_child(program, child, Some(Box::new(keep)))
+    }
+
+    /// Serves the proxy listener the sandbox handed over for `server`.
+    fn serve_proxy(
+        &self,
+        server: &str,
+        allowlist: &warden_config::egress::EgressAllowlist,
+        confinement: &warden_sandbox::Confinement,
+        program: &Path,
+    ) -> Result<ProxyTask, LaunchError> {
+        let failed = |source| LaunchError::Confinement {
+            program: program.to_path_buf(),
+            source,
+        };
+        let listener = confinement
+            .take_proxy_listener(PROXY_HANDOVER)
+            .map_err(failed)?
+            .ok_or_else(|| {
+                failed(warden_sandbox::SandboxError::InvalidProfile {
+                    reason: "the sandbox handed over no proxy listener".to_owned(),
+                })
+            })?;
+        let proxy = EgressProxy::new(
+            server,
+            allowlist.clone(),
+            self.egress.limits,
+            Arc::clone(&self.egress.resolver),
+            Arc::clone(&self.egress.sink),
+        );
+        proxy.serve(listener).map_err(|source| {
+            failed(warden_sandbox::SandboxError::Setup {
+                step: warden_sandbox::Step::ProxyListener,
+                source,
+            })
+        })
     }
 }
 
@@ -257,6 +386,8 @@ impl ConfinedLauncher {
 struct Sandboxed {
     confinement: warden_sandbox::Confinement,
     _scratch: Scratch,
+    /// The egress proxy of a server with a network allowlist.
+    _proxy: Option<ProxyTask>,
 }
 
 impl crate::launcher::Keep for Sandboxed {

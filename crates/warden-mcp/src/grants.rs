@@ -268,7 +268,7 @@ impl Grants {
         Ok(Self {
             program: program.to_path_buf(),
             paths,
-            network: request.sandbox.network,
+            network: request.sandbox.network.clone(),
             passed,
             set: request.env.keys().cloned().collect(),
         })
@@ -304,6 +304,18 @@ impl Grants {
             "read, write  a private scratch directory, new at every start (HOME, TMPDIR)"
                 .to_owned(),
         );
+        out.push(match &self.network {
+            NetworkSpec::None => "network  none".to_owned(),
+            NetworkSpec::Host => "network  the host's network, unfiltered".to_owned(),
+            NetworkSpec::Allow(list) => format!(
+                "network  only through Warden's egress proxy (HTTPS_PROXY), to: {}",
+                list.rules
+                    .iter()
+                    .map(|rule| format!("{} [{}]", rule, rule.kind.as_str()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        });
         out
     }
 }

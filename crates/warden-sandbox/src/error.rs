@@ -19,7 +19,7 @@ pub enum Namespace {
     Uts,
     /// `CLONE_NEWCGROUP`: hides the host's cgroup paths.
     Cgroup,
-    /// `CLONE_NEWNET`: no interfaces but a downed loopback (network `none` only).
+    /// `CLONE_NEWNET`: no interfaces but a loopback (network `none` and `proxy`).
     Net,
 }
 
@@ -117,6 +117,12 @@ pub enum Step {
     MountScratch,
     /// Copying a file into the scratch tmpfs.
     CopyIntoScratch,
+    /// Bringing up the loopback interface of the sandbox's network namespace (network
+    /// `proxy`).
+    Loopback,
+    /// Creating the egress proxy's listener inside the sandbox's network namespace and
+    /// passing it to Warden.
+    ProxyListener,
 }
 
 impl fmt::Display for Step {
@@ -152,6 +158,10 @@ impl fmt::Display for Step {
             Self::JoinCgroup => f.write_str("moving into the sandbox's cgroup"),
             Self::MountScratch => f.write_str("mounting the scratch tmpfs"),
             Self::CopyIntoScratch => f.write_str("copying a file into the scratch directory"),
+            Self::Loopback => f.write_str("bringing up the sandbox's loopback interface"),
+            Self::ProxyListener => {
+                f.write_str("creating the egress proxy's listener inside the sandbox")
+            }
         }
     }
 }

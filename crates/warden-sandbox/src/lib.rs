@@ -146,6 +146,9 @@ pub fn landlock_abi() -> Option<u32> {
 #[derive(Debug)]
 pub struct Confinement {
     program: PathBuf,
+    /// Network `proxy`: where the proxy listener arrives from the sandbox.
+    #[cfg(target_os = "linux")]
+    proxy: Option<std::os::fd::OwnedFd>,
     #[cfg(target_os = "linux")]
     report: std::sync::Arc<linux::Report>,
     #[cfg(target_os = "linux")]
@@ -267,6 +270,34 @@ impl Confinement {
         #[cfg(not(target_os = "linux"))]
         {
             Vec::new()
+        }
+    }
+
+    /// Network `proxy`: the listener the sandbox created on `127.0.0.1:PORT` inside its
+    /// network namespace, for Warden to accept the server's proxy connections on. Call it
+    /// once after a successful spawn (the sandbox hands it over before the server starts);
+    /// `Ok(None)` for the other network settings. Waits at most `timeout`.
+    pub fn take_proxy_listener(
+        &self,
+        timeout: std::time::Duration,
+    ) -> Result<Option<std::net::TcpListener>, SandboxError> {
+        #[cfg(target_os = "linux")]
+        {
+            let Some(receiver) = &self.proxy else {
+                return Ok(None);
+            };
+            let fd = linux::receive_listener(receiver, timeout).map_err(|source| {
+                self.take_error().unwrap_or(SandboxError::Setup {
+                    step: Step::ProxyListener,
+                    source,
+                })
+            })?;
+            Ok(Some(std::net::TcpListener::from(fd)))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = timeout;
+            Ok(None)
         }
     }
 

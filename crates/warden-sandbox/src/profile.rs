@@ -50,6 +50,37 @@ pub enum Network {
     /// The host's network, unfiltered. An explicit opt-out, logged at `warn` each time a
     /// server is confined with it.
     Host,
+    /// Egress through a proxy only: a fresh network namespace whose loopback is up and
+    /// holds one listener, `127.0.0.1:port`, created inside the namespace before the server
+    /// starts and handed to Warden ([`crate::Confinement::take_proxy_listener`]); nothing
+    /// else is routed, so a connection the server opens anywhere else fails. The server's
+    /// environment gets `HTTP_PROXY`, `HTTPS_PROXY` (and their lower-case forms) pointing at
+    /// the listener, `NO_PROXY` for loopback names, and `NODE_USE_ENV_PROXY=1`.
+    /// Sockets are not filtered by family (the namespace is the boundary).
+    Proxy {
+        /// The listener's port inside the namespace (the namespace is new, so it is free).
+        port: u16,
+    },
+}
+
+impl Network {
+    /// The default port of the proxy listener inside a sandbox.
+    pub const DEFAULT_PROXY_PORT: u16 = 3128;
+
+    /// The variables that point a server at the proxy listener on `port`.
+    pub fn proxy_env(port: u16) -> Vec<(&'static str, String)> {
+        let url = format!("http://127.0.0.1:{port}");
+        let local = "localhost,127.0.0.1,::1".to_owned();
+        vec![
+            ("HTTP_PROXY", url.clone()),
+            ("HTTPS_PROXY", url.clone()),
+            ("http_proxy", url.clone()),
+            ("https_proxy", url),
+            ("NO_PROXY", local.clone()),
+            ("no_proxy", local),
+            ("NODE_USE_ENV_PROXY", "1".to_owned()),
+        ]
+    }
 }
 
 /// Resource limits for the server and everything it starts.

@@ -438,6 +438,71 @@ fn no_network_unless_the_profile_asks_for_the_host() {
     }
 }
 
+/// Network `proxy` (issue 14): the server's only reachable endpoint is the listener the
+/// sandbox hands to Warden; the host's loopback stays out of reach (negative), while a
+/// connection to the proxy port arrives at the listener this process holds (positive).
+#[test]
+fn network_proxy_reaches_only_the_listener_handed_to_warden() {
+    let host = TcpListener::bind("127.0.0.1:0").unwrap();
+    let host_port = host.local_addr().unwrap().port();
+    host.set_nonblocking(true).unwrap();
+    let mut s = setup("/usr/bin/bash");
+    let port = Network::DEFAULT_PROXY_PORT;
+    s.profile.network = Network::Proxy { port };
+    let script = format!(
+        "echo \"proxy=$HTTPS_PROXY\"; \
+         (exec 3<>/dev/tcp/127.0.0.1/{host_port}) 2>/dev/null && echo host-reached; \
+         (exec 3<>/dev/tcp/10.0.0.1/80) 2>/dev/null && echo lan-reached; \
+         exec 4<>/dev/tcp/127.0.0.1/{port} && echo -n through >&4 && echo proxied; \
+         grep -c : /proc/net/dev"
+    );
+    let mut command = Command::new("/usr/bin/bash");
+    command
+        .args(["-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let confinement = confine(&mut command, &s.profile).unwrap();
+    let child = command
+        .spawn()
+        .map_err(|e| confinement.spawn_error(e))
+        .unwrap();
+    let listener = confinement
+        .take_proxy_listener(Duration::from_secs(5))
+        .unwrap()
+        .expect("a listener for network proxy");
+    let accepted = std::thread::spawn(move || {
+        let (mut stream, _) = listener.accept().unwrap();
+        let mut got = String::new();
+        stream.read_to_string(&mut got).unwrap();
+        got
+    });
+    let out = finish(child, Duration::from_secs(30));
+    assert!(out.status.success(), "{}", out.stderr);
+    assert_eq!(
+        out.stdout,
+        format!("proxy=http://127.0.0.1:{port}\nproxied\n1\n"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(accepted.join().unwrap(), "through");
+    assert!(
+        host.accept().is_err(),
+        "the host's listener saw a connection"
+    );
+    // Other settings hand over nothing.
+    s.profile.network = Network::None;
+    let mut command = Command::new("/bin/true");
+    let confinement = confine(&mut command, &s.profile).unwrap();
+    assert!(command.status().unwrap().success());
+    assert!(
+        confinement
+            .take_proxy_listener(Duration::from_secs(1))
+            .unwrap()
+            .is_none()
+    );
+}
+
 #[test]
 fn host_processes_are_invisible_and_the_host_name_is_private() {
     let s = setup("/bin/sh");

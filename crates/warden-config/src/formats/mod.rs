@@ -417,7 +417,7 @@ impl Draft {
             confine: draft.confine.unwrap_or(true),
             read,
             write,
-            network: draft.network.unwrap_or_default(),
+            network: draft.network.clone().unwrap_or_default(),
             env: draft.env.clone(),
             project: None,
             memory,

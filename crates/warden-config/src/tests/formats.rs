@@ -959,3 +959,47 @@ fn warden_toml_sandbox_limit_errors_name_the_file_and_the_key() {
     );
     assert!(matches!(err, ConfigError::Parse { .. }), "{err}");
 }
+
+/// Issue 14: `network = { allow = [...] }` loads into an allowlist; a bad entry is an error
+/// naming the file, the position and the entry.
+#[test]
+fn warden_toml_network_allowlist_loads_and_bad_entries_are_named() {
+    let fx = Fixture::new();
+    let servers = load_one(
+        &fx,
+        "warden.toml",
+        "[servers.fetch]\ncommand = \"x\"\n[servers.fetch.sandbox]\nnetwork = { allow = \
+         [\"api.github.com\", \"*.githubusercontent.com:443\", \"http://host.test:8080\", \
+         { host = \"lan.test\", private = true }] }\n",
+    )
+    .unwrap();
+    let crate::NetworkSpec::Allow(list) = &servers[0].sandbox.network else {
+        panic!("{:?}", servers[0].sandbox.network);
+    };
+    let written: Vec<&str> = list.rules.iter().map(|r| r.text.as_str()).collect();
+    assert_eq!(
+        written,
+        [
+            "api.github.com",
+            "*.githubusercontent.com:443",
+            "http://host.test:8080",
+            "lan.test"
+        ]
+    );
+    assert!(list.rules[3].private);
+    let (path, err) = load_err(
+        &fx,
+        "warden.toml",
+        "[servers.fetch]\ncommand = \"x\"\n[servers.fetch.sandbox]\nnetwork = { allow = \
+         [\"api.github.com\", \"api.github.com/repos\"] }\n",
+    );
+    let text = err.to_string();
+    assert!(
+        text.starts_with(&format!("{}:4:", path.display())),
+        "{text}"
+    );
+    assert!(
+        text.contains("`network.allow` entry \"api.github.com/repos\""),
+        "{text}"
+    );
+}

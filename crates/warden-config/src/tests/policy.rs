@@ -453,6 +453,11 @@ fn a_project_file_may_not_widen_a_servers_confinement() {
     };
     refused("confine = false", "confine = false");
     refused("sandbox = { network = \"host\" }", "host network");
+    // Issue 14: nor choose where its server may send data.
+    refused(
+        "sandbox = { network = { allow = [\"collector.example.org\"] } }",
+        "network.allow",
+    );
     refused(
         &format!(
             "sandbox = {{ read = [{:?}] }}",

@@ -131,6 +131,9 @@ struct Prepared {
     _cgroup: Option<Arc<cgroup::Cgroup>>,
     cgroup_procs: Vec<RawFd>,
     scratch: ScratchMount,
+    /// Network `proxy`: the listener's port, and the end of a socket pair on which the
+    /// waiter sends it to Warden.
+    proxy: Option<(u16, OwnedFd)>,
     /// Warden's argument and environment strings, which init (a fork that never execs, and
     /// the one helper a server can see in its `/proc`) overwrites.
     wipe: [(usize, usize); 2],
@@ -379,12 +382,28 @@ pub(crate) fn confine(
         // SAFETY: geteuid/getegid cannot fail.
         unsafe { (None, libc::geteuid(), libc::getegid()) }
     };
-    // Every namespace the sandbox knows, the network one only when the network is off.
+    // Every namespace the sandbox knows, the network one unless the network is the host's.
+    let own_network = profile.network != Network::Host;
     let namespaces: Vec<Namespace> = ALL_NAMESPACES
         .iter()
         .copied()
-        .filter(|ns| network_off || *ns != Namespace::Net)
+        .filter(|ns| own_network || *ns != Namespace::Net)
         .collect();
+    let (proxy, proxy_receiver) = match profile.network {
+        Network::Proxy { port } => {
+            if port == 0 {
+                return Err(SandboxError::InvalidProfile {
+                    reason: "the egress proxy's port inside the sandbox must not be 0".to_owned(),
+                });
+            }
+            let (receiver, sender) = socket_pair().map_err(|source| SandboxError::Setup {
+                step: Step::ProxyListener,
+                source,
+            })?;
+            (Some((port, sender)), Some(receiver))
+        }
+        _ => (None, None),
+    };
 
     let mut grants = Vec::new();
     grants.extend(read.into_iter().map(|p| (p, fs::READ)));
@@ -421,6 +440,7 @@ pub(crate) fn confine(
         cgroup_procs: cgroup.as_ref().map(|c| c.procs_fds()).unwrap_or_default(),
         _cgroup: cgroup.clone(),
         scratch: scratch_mount,
+        proxy,
         wipe: argument_areas(),
     });
 
@@ -441,6 +461,9 @@ pub(crate) fn confine(
 
     command.env_clear();
     command.envs(&profile.env);
+    if let Network::Proxy { port } = profile.network {
+        command.envs(Network::proxy_env(port));
+    }
     command.current_dir(&cwd);
     command.process_group(0);
     let hook = Arc::clone(&prepared);
@@ -452,6 +475,7 @@ pub(crate) fn confine(
     }
     Ok(Confinement {
         program,
+        proxy: proxy_receiver,
         report,
         watch: Watch {
             cgroup,
@@ -695,6 +719,105 @@ fn lifeline() -> Result<RawFd, SandboxError> {
         })
 }
 
+/// A connected pair of UNIX stream sockets, close-on-exec.
+fn socket_pair() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [-1; 2];
+    // SAFETY: fds has room for the two descriptors socketpair writes.
+    if unsafe {
+        libc::socketpair(
+            libc::AF_UNIX,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+            fds.as_mut_ptr(),
+        )
+    } < 0
+    {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: socketpair returned two fresh descriptors nothing else owns.
+    unsafe { Ok((OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))) }
+}
+
+/// Receives the proxy listener the waiter sent on `receiver`, waiting at most `timeout`.
+pub(crate) fn receive_listener(
+    receiver: &OwnedFd,
+    timeout: std::time::Duration,
+) -> io::Result<OwnedFd> {
+    let mut poll = libc::pollfd {
+        fd: receiver.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let millis = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: poll on one live pollfd.
+    let ready = unsafe { libc::poll(&mut poll, 1, millis) };
+    if ready < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if ready == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the sandbox did not hand over the proxy listener in time",
+        ));
+    }
+    let mut byte = [0u8; 1];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    let mut control = FdMessage::zeroed();
+    // SAFETY: a zeroed msghdr is valid; its pointers are set to live buffers below.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = (&mut control as *mut FdMessage).cast();
+    msg.msg_controllen = std::mem::size_of::<FdMessage>() as _;
+    // SAFETY: recvmsg writes into the buffers msg points at, all alive and sized.
+    let got = unsafe {
+        libc::recvmsg(
+            receiver.as_raw_fd(),
+            &mut msg,
+            libc::MSG_CMSG_CLOEXEC | libc::MSG_DONTWAIT,
+        )
+    };
+    if got < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if got == 0
+        || msg.msg_controllen < FdMessage::len() as _
+        || control.header.cmsg_level != libc::SOL_SOCKET
+        || control.header.cmsg_type != libc::SCM_RIGHTS
+        || control.fd < 0
+    {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "the sandbox closed without handing over the proxy listener",
+        ));
+    }
+    // SAFETY: the kernel installed this descriptor for us; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(control.fd) })
+}
+
+/// A control message carrying one descriptor (`SCM_RIGHTS`).
+#[repr(C)]
+struct FdMessage {
+    header: libc::cmsghdr,
+    fd: libc::c_int,
+    _pad: libc::c_int,
+}
+
+impl FdMessage {
+    fn zeroed() -> Self {
+        // SAFETY: all fields are plain integers.
+        unsafe { std::mem::zeroed() }
+    }
+
+    /// `CMSG_LEN(sizeof(int))`.
+    fn len() -> usize {
+        std::mem::size_of::<libc::cmsghdr>() + std::mem::size_of::<libc::c_int>()
+    }
+}
+
 fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     let mut fds = [-1; 2];
     // SAFETY: fds has room for the two descriptors pipe2 writes.
@@ -752,6 +875,8 @@ impl Failure {
                 Step::JoinCgroup => (28, 0),
                 Step::MountScratch => (29, 0),
                 Step::CopyIntoScratch => (30, 0),
+                Step::Loopback => (31, 0),
+                Step::ProxyListener => (32, 0),
             },
             Self::Namespace(ns) => (
                 100,
@@ -796,6 +921,8 @@ impl Failure {
             28 => Step::JoinCgroup,
             29 => Step::MountScratch,
             30 => Step::CopyIntoScratch,
+            31 => Step::Loopback,
+            32 => Step::ProxyListener,
             100 => {
                 return ALL_NAMESPACES
                     .get(at(detail))
@@ -1081,6 +1208,9 @@ unsafe fn child(p: &Prepared) -> Result<(), Fail> {
         check(libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0)).map_err(step(Step::Dumpable))?;
         check(libc::sethostname(HOSTNAME.as_ptr().cast(), HOSTNAME.len()))
             .map_err(step(Step::SetHostname))?;
+        if let Some((port, sender)) = &p.proxy {
+            proxy_listener(*port, sender.as_raw_fd())?;
+        }
 
         let mut link = [-1; 2];
         check(libc::socketpair(
@@ -1214,6 +1344,75 @@ unsafe fn waiter(p: &Prepared, init: libc::pid_t, link: RawFd, sigchld: RawFd) -
         }
         mirror(status)
     }
+}
+
+/// Network `proxy`: brings up the loopback of the new network namespace, listens on
+/// `127.0.0.1:port` there and sends the listener to Warden over `sender`, keeping no copy.
+///
+/// # Safety
+/// Child context (the waiter), in the new user and network namespaces.
+unsafe fn proxy_listener(port: u16, sender: RawFd) -> Result<(), Fail> {
+    // SAFETY: system calls on stack buffers and descriptors opened here.
+    unsafe {
+        // struct ifreq: the name, then the flags (a short) at offset 16; 40 bytes in all.
+        let mut ifr = [0u8; 40];
+        ifr[..3].copy_from_slice(b"lo\0");
+        let control = check(libc::socket(
+            libc::AF_INET,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            0,
+        ))
+        .map_err(step(Step::Loopback))?;
+        let up = (|| {
+            check(libc::ioctl(control, libc::SIOCGIFFLAGS, ifr.as_mut_ptr()))?;
+            let flags = i16::from_ne_bytes([ifr[16], ifr[17]]) | libc::IFF_UP as i16;
+            ifr[16..18].copy_from_slice(&flags.to_ne_bytes());
+            check(libc::ioctl(control, libc::SIOCSIFFLAGS, ifr.as_mut_ptr()))
+        })();
+        libc::close(control);
+        up.map_err(step(Step::Loopback))?;
+
+        let listener = check(libc::socket(
+            libc::AF_INET,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC,
+            0,
+        ))
+        .map_err(step(Step::ProxyListener))?;
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as libc::sa_family_t;
+        addr.sin_port = port.to_be();
+        addr.sin_addr.s_addr = u32::from_be_bytes([127, 0, 0, 1]).to_be();
+        let sent = (|| {
+            check(libc::bind(
+                listener,
+                (&addr as *const libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            ))?;
+            check(libc::listen(listener, 128))?;
+            let mut byte = [b'L'];
+            let mut iov = libc::iovec {
+                iov_base: byte.as_mut_ptr().cast(),
+                iov_len: 1,
+            };
+            let mut control = FdMessage::zeroed();
+            control.header.cmsg_len = FdMessage::len() as _;
+            control.header.cmsg_level = libc::SOL_SOCKET;
+            control.header.cmsg_type = libc::SCM_RIGHTS;
+            control.fd = listener;
+            let mut msg: libc::msghdr = std::mem::zeroed();
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = (&mut control as *mut FdMessage).cast();
+            msg.msg_controllen = std::mem::size_of::<FdMessage>() as _;
+            if libc::sendmsg(sender, &msg, libc::MSG_NOSIGNAL) != 1 {
+                return Err(errno());
+            }
+            Ok(())
+        })();
+        libc::close(listener);
+        sent.map_err(step(Step::ProxyListener))?;
+    }
+    Ok(())
 }
 
 /// Ends the waiter the way the server ended: same exit code, or death by the same signal.

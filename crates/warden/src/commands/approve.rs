@@ -301,9 +301,17 @@ fn definition_lines(
                 out.push(format!("    may write: {}", paths(&sandbox.write)));
                 out.push(format!(
                     "    network:   {}",
-                    match sandbox.network {
-                        NetworkSpec::None => "none",
-                        NetworkSpec::Host => "the host's network",
+                    match &sandbox.network {
+                        NetworkSpec::None => "none".to_owned(),
+                        NetworkSpec::Host => "the host's network".to_owned(),
+                        NetworkSpec::Allow(list) => format!(
+                            "only through Warden's egress proxy, to {}",
+                            list.rules
+                                .iter()
+                                .map(ToString::to_string)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
                     }
                 ));
                 out.push(format!(
