@@ -108,6 +108,17 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> Result<Code, Failure> 
         code: Code::Unavailable,
         error: anyhow::anyhow!("cannot start the gateway: {error}"),
     })?);
+    // Upstream tool list changes are reviewed and applied while clients are served, at
+    // most once per interval, and announced to the clients.
+    let follower = {
+        let gateway = Arc::clone(&gateway);
+        tokio::spawn(async move {
+            gateway
+                .backend()
+                .follow_upstreams(warden_gateway::backend::DEFAULT_REFRESH_INTERVAL)
+                .await;
+        })
+    };
     match listening {
         None => {
             let limits = StdioLimits {
@@ -142,6 +153,8 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> Result<Code, Failure> 
             .await;
         }
     }
+    follower.abort();
+    let _ = follower.await;
     shutdown(gateway).await;
     Ok(Code::Ok)
 }
