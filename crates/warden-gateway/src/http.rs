@@ -78,6 +78,8 @@ pub struct HttpLimits {
     pub keepalive: Duration,
     /// How long a stop waits for requests in flight to finish before it gives up on them.
     pub drain: Duration,
+    /// How fast each client may send requests ([`crate::rate`]).
+    pub rate: crate::rate::Rate,
 }
 
 impl Default for HttpLimits {
@@ -93,6 +95,7 @@ impl Default for HttpLimits {
             max_connections: 512,
             keepalive: Duration::from_secs(2),
             drain: Duration::from_secs(10),
+            rate: crate::rate::Rate::default(),
         }
     }
 }
@@ -129,6 +132,8 @@ struct State {
     /// Turns true when the server stops: connections finish what they are answering and
     /// close, and the streams that never end by themselves (GET streams, listens) end.
     draining: tokio::sync::watch::Sender<bool>,
+    /// Each client's request rate.
+    rates: crate::rate::Limiter,
 }
 
 /// Health paths, answered after the same gate as the endpoint.
@@ -147,10 +152,11 @@ pub async fn serve(
         gateway,
         guard,
         connections: Arc::new(Semaphore::new(limits.max_connections.max(1))),
-        limits,
         sessions: Mutex::new(HashMap::new()),
         modern: Mutex::new(HashMap::new()),
         draining: tokio::sync::watch::channel(false).0,
+        rates: crate::rate::Limiter::new(limits.rate, limits.max_sessions.saturating_add(64)),
+        limits,
     });
     let mut stop = std::pin::pin!(stop);
     loop {
@@ -443,6 +449,13 @@ async fn post(
         }
         Incoming::Response { .. } => ("", &Value::Null),
     };
+    // Requests count against the client's rate; answers to Warden's own requests
+    // (elicitations) do not.
+    if let Incoming::Request { id, .. } = &message
+        && let Err(refused) = take_rate(state, &headers, &principal)
+    {
+        return rate_refusal(state, id, refused);
+    }
     let modern = era_of(method, params) == Some(Era::Modern)
         || header_str(&headers, "mcp-protocol-version") == Some(dispatch::MODERN_VERSION);
     if modern {
@@ -591,6 +604,54 @@ async fn legacy_post(
             }
         }
     }
+}
+
+/// Takes one request from the client's bucket: the session's, when the request names a
+/// session that exists, else the principal's.
+fn take_rate(
+    state: &State,
+    headers: &HeaderMap,
+    principal: &Principal,
+) -> Result<(), crate::rate::Refused> {
+    let session = header_str(headers, "mcp-session-id").filter(|id| {
+        state
+            .sessions
+            .lock()
+            .is_ok_and(|sessions| sessions.get(*id).is_some_and(|s| s.principal == *principal))
+    });
+    let key = match session {
+        Some(id) => format!("s:{id}"),
+        None => format!("p:{}", principal.key()),
+    };
+    state.rates.take(&key, Instant::now(), |key| {
+        key.strip_prefix("s:").is_none_or(|id| {
+            state
+                .sessions
+                .lock()
+                .is_ok_and(|sessions| sessions.contains_key(id))
+        })
+    })
+}
+
+fn rate_refusal(state: &State, id: &Value, refused: crate::rate::Refused) -> Response<Body> {
+    let rate = state.rates.rate();
+    let seconds = refused.retry_after.as_secs_f64().ceil().max(1.0);
+    let mut response = rpc_error(
+        StatusCode::TOO_MANY_REQUESTS,
+        id,
+        &RpcError::new(
+            INVALID_REQUEST,
+            format!(
+                "rate limit: this client sent more than {} requests per second (bursts of {}); \
+                 retry in {seconds:.0} s ([serve] requests_per_second, request_burst)",
+                rate.per_second, rate.burst
+            ),
+        ),
+    );
+    if let Ok(value) = HeaderValue::from_str(&format!("{seconds:.0}")) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
 }
 
 fn too_many(id: &Value, limit: usize) -> Response<Body> {

@@ -946,3 +946,133 @@ fn a_modern_http_client_hears_list_changes_on_subscriptions_listen() {
     drop(served);
     scratch.assert_no_leftovers();
 }
+
+fn get(served: &Served, path: &str, host: &str) -> Reply {
+    exchange(
+        &served.addr,
+        &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n"),
+        "",
+    )
+}
+
+#[test]
+fn health_and_readiness_answer_behind_the_same_gate() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let live = get(&served, "/healthz", &served.addr);
+    assert_eq!(
+        (live.status, live.body.trim()),
+        (200, "ok"),
+        "{}",
+        live.body
+    );
+    let ready = get(&served, "/readyz", &served.addr);
+    assert_eq!(ready.status, 200, "{}", ready.body);
+    let body: Value = serde_json::from_str(&ready.body).unwrap();
+    assert_eq!(body["ready"], true);
+    assert_eq!(body["servers"]["t"], "connected", "{body}");
+    // A rebinding Host gets 403 here too: nothing answers before the gate.
+    let rebound = get(&served, "/readyz", "evil.example:80");
+    assert_eq!(rebound.status, 403, "{}", rebound.body);
+    drop(served);
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn a_stop_finishes_the_call_in_flight_then_stops_every_server() {
+    let scratch = Scratch::new();
+    let server = server_toml(
+        "t",
+        &testserver_bin(),
+        &[],
+        "env = { WARDEN_TEST_SLEEP_TOOL = \"1\" }",
+    );
+    let config = scratch.config(&format!(
+        "{server}\n[[policy.rules]]\ntools = \"t__*\"\neffect = \"allow\"\n"
+    ));
+    let mut served = Served::start(&scratch, &config, &[], &[]);
+    let (addr, host) = (served.addr.clone(), served.addr.clone());
+    let call = std::thread::spawn(move || {
+        // Longer than the 2 s a stop used to wait for its last calls.
+        let body = modern_call("t__sleep", json!({"ms": 4000})).to_string();
+        exchange(
+            &addr,
+            &format!(
+                "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+                 Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+                 Mcp-Method: tools/call\r\nMcp-Name: t__sleep\r\n"
+            ),
+            &body,
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    // SIGTERM while the call runs upstream.
+    // SAFETY: kill has no memory preconditions; the pid is our own child's.
+    unsafe {
+        libc::kill(served.child.id() as i32, libc::SIGTERM);
+    }
+    let reply = call.join().unwrap();
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let result = &reply.message()["result"];
+    assert_eq!(result["isError"], Value::Null, "{}", reply.body);
+    assert_eq!(
+        result["content"][0]["text"], "slept 4000 ms",
+        "the call ran to its end: {}",
+        reply.body
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = served.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "warden serve did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    // Nothing new is accepted once stopped.
+    assert!(TcpStream::connect(&served.addr).is_err());
+    // No server process outlives the gateway.
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn a_client_past_its_rate_is_refused_with_a_clear_error_and_others_are_not() {
+    let scratch = Scratch::new();
+    let config = config(
+        &scratch,
+        "[serve]\nrequests_per_second = 1\nrequest_burst = 3\n",
+    );
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let open = || {
+        let reply = Post::to(&served).send(&served, &initialize_body());
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply.header("mcp-session-id").unwrap().to_owned()
+    };
+    let first = open();
+    let list = |session: &str| {
+        Post::to(&served)
+            .with("Mcp-Session-Id", session.to_owned())
+            .send(&served, &list_body())
+    };
+    for _ in 0..3 {
+        assert_eq!(list(&first).status, 200);
+    }
+    let refused = list(&first);
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert!(refused.header("retry-after").is_some());
+    let message = refused.message()["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(message.contains("rate limit"), "{message}");
+    assert!(message.contains("requests_per_second"), "{message}");
+    // Another client (a session of its own) is not held back by the first one's flood.
+    let second = open();
+    assert_eq!(list(&second).status, 200);
+    // The first client gets requests back as time passes.
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(list(&first).status, 200);
+    drop(served);
+    scratch.assert_no_leftovers();
+}

@@ -189,6 +189,14 @@ fn http_limits(settings: &warden_config::ServeConfig) -> HttpLimits {
             .map_or(defaults.max_in_flight_per_client, to_usize),
         session_idle: settings.session_idle.unwrap_or(defaults.session_idle),
         header_timeout: settings.header_timeout.unwrap_or(defaults.header_timeout),
+        rate: warden_gateway::rate::Rate {
+            per_second: settings
+                .requests_per_second
+                .map_or(defaults.rate.per_second, |n| n as f64),
+            burst: settings
+                .request_burst
+                .map_or(defaults.rate.burst, |n| n as f64),
+        },
         ..defaults
     }
 }
