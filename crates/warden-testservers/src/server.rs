@@ -565,7 +565,7 @@ mod tests {
             "tools/call",
             json!({"name": "echo", "arguments": {"message": "y"}}),
         );
-        assert_eq!(r["result"]["content"][0]["text"], "y");
+        assert_eq!(r["result"]["content"][0]["text"], "echo: y");
     }
 
     #[test]
