@@ -448,7 +448,7 @@ impl<'h> Agent<'h> {
         let session = &self.session;
         let mut results: Vec<Option<Block>> = vec![None; calls.len()];
         let mut events: Vec<Option<ToolCallEvent>> = vec![None; calls.len()];
-        let mut to_send: BTreeMap<String, Vec<(usize, PreparedCall<'_>)>> = BTreeMap::new();
+        let mut to_send: BTreeMap<String, Vec<(usize, PreparedCall)>> = BTreeMap::new();
         for (index, call) in calls.iter().enumerate() {
             let mut event = ToolCallEvent {
                 turn,
@@ -573,7 +573,7 @@ impl<'h> Agent<'h> {
                 }
             };
             prepared.set_cancel_reason("the turn ended before the call finished");
-            let tool = prepared.tool();
+            let tool = prepared.tool_ref();
             event.tool = tool.qualified.clone();
             event.server = tool.server.clone();
             event.decision = prepared.verdict().decision.as_str().to_owned();
@@ -666,7 +666,7 @@ impl<'h> Agent<'h> {
         let lanes = to_send.into_values().map(|lane| async move {
             let mut landed = Vec::with_capacity(lane.len());
             for (index, prepared) in lane {
-                let tool = prepared.tool();
+                let tool = prepared.tool_ref();
                 let started_ms = unix_ms();
                 let started = Instant::now();
                 let Some(after) = background_after else {
@@ -966,7 +966,7 @@ struct Background {
 }
 
 /// What became of one call of a step's lane.
-enum Landed<'t> {
+enum Landed {
     /// It finished (or failed) within the step.
     Done(
         usize,
@@ -977,7 +977,7 @@ enum Landed<'t> {
     /// It is still running, in the background.
     Pending(
         usize,
-        &'t warden_host::CatalogueTool,
+        warden_host::ToolRef,
         tokio::task::JoinHandle<Delivery>,
         u64,
         Instant,

@@ -62,12 +62,13 @@ impl Exposure {
         token_budget: usize,
         favourites: &[String],
     ) -> Exposure {
-        let tools = host.catalogue().tools();
+        let catalogue = host.catalogue();
+        let tools = catalogue.tools();
         let tokens: usize = tools.iter().map(|tool| spec_tokens(&tool_spec(tool))).sum();
         let search_mode = tools.len() > tool_budget || tokens > token_budget;
         let favourites = favourites
             .iter()
-            .filter(|name| host.catalogue().resolve(name).is_some())
+            .filter(|name| catalogue.resolve(name).is_some())
             .cloned()
             .collect();
         Exposure {
@@ -96,6 +97,7 @@ impl Exposure {
         if self.search.is_none() {
             return host.catalogue().tools().iter().map(tool_spec).collect();
         }
+        let catalogue = host.catalogue();
         let mut specs = vec![search_spec()];
         let favourites = self
             .favourites
@@ -103,7 +105,7 @@ impl Exposure {
             .map(|n| (n, UPFRONT_DESCRIPTION_CHARS));
         let found = self.found.iter().map(|n| (n, DEFERRED_DESCRIPTION_CHARS));
         for (name, budget) in favourites.chain(found) {
-            if let Some(tool) = host.catalogue().resolve(name)
+            if let Some(tool) = catalogue.resolve(name)
                 && !specs.iter().any(|s| s.name == tool.qualified)
             {
                 specs.push(tool_spec_within(tool, budget));

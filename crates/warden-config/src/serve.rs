@@ -39,6 +39,10 @@ pub struct ServeConfig {
     pub header_timeout: Option<Duration>,
     /// Tools per `tools/list` page.
     pub page_size: Option<usize>,
+    /// Requests per second each client may send, sustained (HTTP).
+    pub requests_per_second: Option<u64>,
+    /// Requests a client may send at once after a quiet time (HTTP).
+    pub request_burst: Option<u64>,
 }
 
 fn ms<S: serde::Serializer>(value: &Option<Duration>, serializer: S) -> Result<S::Ok, S::Error> {
@@ -62,6 +66,8 @@ pub(crate) struct ServeTable {
     session_idle: Option<TimeoutValue>,
     header_timeout: Option<TimeoutValue>,
     page_size: Option<Spanned<usize>>,
+    requests_per_second: Option<Spanned<u64>>,
+    request_burst: Option<Spanned<u64>>,
 }
 
 /// Reads one file's `[serve]`; `start` is where the table begins in `text`.
@@ -151,6 +157,8 @@ pub(crate) fn read(
         session_idle: table.session_idle.map(|t| t.0),
         header_timeout: table.header_timeout.map(|t| t.0),
         page_size,
+        requests_per_second: positive("requests_per_second", table.requests_per_second)?,
+        request_burst: positive("request_burst", table.request_burst)?,
     }))
 }
 
@@ -184,6 +192,8 @@ pub(crate) fn merge(layers: Vec<ServeConfig>) -> ServeConfig {
         merged.session_idle = layer.session_idle.or(merged.session_idle);
         merged.header_timeout = layer.header_timeout.or(merged.header_timeout);
         merged.page_size = layer.page_size.or(merged.page_size);
+        merged.requests_per_second = layer.requests_per_second.or(merged.requests_per_second);
+        merged.request_burst = layer.request_burst.or(merged.request_burst);
     }
     merged
 }

@@ -11,12 +11,19 @@
 //! One `Host` (one connection per upstream server) serves every client at once: the host's
 //! calling path takes `&self`, so the backend holds it in an [`Arc`] and calls run
 //! concurrently. Nothing here holds a lock across an await.
+//!
+//! An upstream's changed tool list is applied by [`Backend::refresh`] (the host re-reads
+//! it and reviews it as at connect: pins, scan, quarantine); the `tools/list` entries
+//! follow the host's current catalogue, and a change of what is offered is announced to
+//! the transports through [`Backend::changes`], which they relay to their clients.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
-use warden_host::{ApprovedBy, Host, HostError, Session};
+use tokio::sync::watch;
+use warden_host::{ApprovedBy, Catalogue, Host, HostError, Session, ToolsChange};
 use warden_policy::{Decision, Verdict};
 
 use crate::jsonrpc::{INVALID_PARAMS, RpcError};
@@ -105,14 +112,26 @@ pub enum BackendError {
     },
 }
 
+/// How often upstream list changes are looked for and applied, at most: a burst of
+/// `notifications/tools/list_changed` within one interval is one refresh and one
+/// announcement to clients.
+pub const DEFAULT_REFRESH_INTERVAL: Duration = Duration::from_millis(500);
+
 /// The host, as the gateway uses it.
 pub struct Backend {
     host: Arc<Host>,
     only: Option<String>,
-    /// The `tools/list` entries, built once: a shared host's catalogue does not change
-    /// while the gateway serves it (applying a changed list needs `&mut Host`), so every
-    /// page is a slice of these rather than a rebuild of every entry per request.
-    listed: Vec<Value>,
+    /// The `tools/list` entries and the catalogue they were built from: rebuilt only when
+    /// the host's catalogue was replaced, so every page is a slice of these rather than a
+    /// rebuild of every entry per request.
+    listed: Mutex<Listed>,
+    /// Bumped each time what clients are offered changed.
+    changes: watch::Sender<u64>,
+}
+
+struct Listed {
+    from: Arc<Catalogue>,
+    entries: Arc<Vec<Value>>,
 }
 
 impl Backend {
@@ -136,8 +155,61 @@ impl Backend {
                 known: known.join(", "),
             });
         }
-        let listed = listed_tools(&host, only.as_deref());
-        Ok(Backend { host, only, listed })
+        let from = host.catalogue();
+        let entries = Arc::new(listed_tools(&from, only.as_deref()));
+        Ok(Backend {
+            host,
+            only,
+            listed: Mutex::new(Listed { from, entries }),
+            changes: watch::channel(0).0,
+        })
+    }
+
+    /// Applies the tool lists of the upstream servers that said theirs changed: the host
+    /// reads each again and reviews it as at connect (a new or changed definition of a
+    /// pinned server is held back, a flagged one quarantined: never served unreviewed).
+    /// When what this gateway offers changed, clients are told ([`changes`](Backend::changes)).
+    /// Returns what changed, per server read.
+    pub async fn refresh(&self) -> Vec<ToolsChange> {
+        let changes = self.host.refresh_tools().await;
+        let offered_changed = changes.iter().any(|change| {
+            self.only.as_ref().is_none_or(|only| &change.server == only)
+                && !(change.added.is_empty()
+                    && change.removed.is_empty()
+                    && change.changed.is_empty())
+        });
+        for change in &changes {
+            if !change.held_back.is_empty() {
+                tracing::warn!(
+                    server = %change.server,
+                    tools = ?change.held_back,
+                    "changed tool definitions held back until reviewed (`warden approve {}`)",
+                    change.server
+                );
+            }
+        }
+        if offered_changed {
+            self.changes.send_modify(|generation| *generation += 1);
+        }
+        changes
+    }
+
+    /// Applies upstream list changes for as long as it runs, at most once per `interval`
+    /// ([`refresh`](Backend::refresh)); `warden serve` runs it beside its transports.
+    pub async fn follow_upstreams(&self, interval: Duration) {
+        let mut ticks = tokio::time::interval(interval.max(Duration::from_millis(10)));
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            self.refresh().await;
+        }
+    }
+
+    /// A receiver that sees a new value each time the tools offered changed: transports
+    /// relay it as `notifications/tools/list_changed`. Changes in quick succession
+    /// coalesce (a receiver sees the latest), so no queue grows.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
     }
 
     /// A clean context for the client named `name` (as audit rows show it), whose calls
@@ -146,6 +218,31 @@ impl Backend {
         ClientContext {
             session: self.host.session(FRONT_END).with_client(name),
         }
+    }
+
+    /// How many of the servers served are connected, and each one's state by name
+    /// (`connected` or `failed`), for the readiness endpoint.
+    pub fn server_states(&self) -> (usize, Map<String, Value>) {
+        let mut connected = 0;
+        let mut states = Map::new();
+        for entry in self.host.servers() {
+            if self
+                .only
+                .as_ref()
+                .is_some_and(|only| &entry.spec.name != only)
+            {
+                continue;
+            }
+            let state = match entry.status {
+                warden_host::ServerStatus::Connected { .. } => {
+                    connected += 1;
+                    "connected"
+                }
+                warden_host::ServerStatus::Failed { .. } => "failed",
+            };
+            states.insert(entry.spec.name.clone(), Value::String(state.into()));
+        }
+        (connected, states)
     }
 
     /// The single server fronted with `--only`, if any.
@@ -158,19 +255,27 @@ impl Backend {
         self.host
     }
 
-    /// Every tool offered, as `tools/list` entries, in the catalogue's stable order
-    /// (servers by name, each server's tools in its own order).
-    pub fn tools(&self) -> &[Value] {
-        &self.listed
+    /// Every tool offered now, as `tools/list` entries, in the catalogue's stable order
+    /// (servers by name, each server's tools in its own order): one snapshot, so the
+    /// pages a client reads are consistent unless the list changed in between (it is then
+    /// told, and reads again).
+    pub fn tools(&self) -> Arc<Vec<Value>> {
+        let current = self.host.catalogue();
+        let mut listed = self.listed.lock().unwrap_or_else(PoisonError::into_inner);
+        if !Arc::ptr_eq(&listed.from, &current) {
+            listed.entries = Arc::new(listed_tools(&current, self.only.as_deref()));
+            listed.from = current;
+        }
+        Arc::clone(&listed.entries)
     }
 
     /// The input schema of the tool the client calls `name`, if it is offered (to check
     /// `Mcp-Param-*` headers against `x-mcp-header` marks).
-    pub fn input_schema(&self, name: &str) -> Option<&Value> {
+    pub fn input_schema(&self, name: &str) -> Option<Value> {
         self.host
             .resolve(&self.target(name))
             .ok()
-            .map(|tool| &tool.def.input_schema)
+            .map(|tool| tool.def.input_schema.clone())
     }
 
     fn target(&self, name: &str) -> String {
@@ -278,8 +383,7 @@ pub fn error_result(text: &str) -> Value {
 
 /// The `tools/list` entries of `host`'s catalogue: every tool under its qualified name, or
 /// with `only`, that server's tools under their own names.
-fn listed_tools(host: &Host, only: Option<&str>) -> Vec<Value> {
-    let catalogue = host.catalogue();
+fn listed_tools(catalogue: &Catalogue, only: Option<&str>) -> Vec<Value> {
     let tools: Box<dyn Iterator<Item = &warden_host::CatalogueTool>> = match only {
         Some(server) => Box::new(catalogue.tools_of(server)),
         None => Box::new(catalogue.tools().iter()),

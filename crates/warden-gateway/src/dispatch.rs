@@ -46,6 +46,58 @@ pub const ELICITATION_TIMEOUT: Duration = Duration::from_secs(300);
 /// Longest argument text shown in an approval question.
 const SHOWN_ARGUMENTS_CHARS: usize = 2000;
 
+/// `_meta` key naming the `subscriptions/listen` stream a message belongs to (2026-07-28).
+pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// The notification that tells a client to read the tool list again.
+pub fn tools_changed_notification() -> Value {
+    json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+}
+
+/// What a 2026-07-28 `subscriptions/listen` stream carries: the acknowledgement first (the
+/// subset of the requested notifications Warden honours: tool list changes), then one
+/// `notifications/tools/list_changed` per change of the tools offered, each tagged with
+/// the stream's id. `send` writes one message to the stream and says whether it is still
+/// open; the stream ends when it is not, or when the caller drops this future (the client
+/// closed the stream, or cancelled the request). Changes in quick succession coalesce.
+pub async fn listen<F, Fut>(gateway: &Gateway, id: &Value, params: &Value, mut send: F)
+where
+    F: FnMut(Value) -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let tools = params
+        .get("notifications")
+        .and_then(|filter| filter.get("toolsListChanged"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let mut honoured = serde_json::Map::new();
+    if tools {
+        honoured.insert("toolsListChanged".into(), Value::Bool(true));
+    }
+    let meta = json!({META_SUBSCRIPTION_ID: id});
+    let acknowledged = json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": {"notifications": honoured, "_meta": meta},
+    });
+    let mut changes = gateway.backend.changes();
+    changes.mark_unchanged();
+    if !send(acknowledged).await {
+        return;
+    }
+    if !tools {
+        // Nothing it asked for is offered: the stream stays open, silent, until closed.
+        std::future::pending::<()>().await;
+    }
+    while changes.changed().await.is_ok() {
+        let mut notification = tools_changed_notification();
+        notification["params"] = json!({"_meta": meta});
+        if !send(notification).await {
+            return;
+        }
+    }
+}
+
 /// The protocol era of a client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Era {
@@ -199,8 +251,10 @@ impl Gateway {
 
     fn capabilities(&self) -> Value {
         // Resources and prompts are answered (with empty lists for now), so declared.
+        // Tool list changes are announced: 2025-11-25 as notifications (stdio, the HTTP GET
+        // stream), 2026-07-28 on `subscriptions/listen` streams.
         json!({
-            "tools": {"listChanged": false},
+            "tools": {"listChanged": true},
             "resources": {"listChanged": false},
             "prompts": {"listChanged": false},
         })

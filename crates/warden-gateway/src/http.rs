@@ -10,11 +10,16 @@
 //!   `Mcp-Session-Id`; later requests must carry it (a missing id is 400, an unknown,
 //!   expired, deleted or another token's id is 404 so the client re-initialises). A
 //!   `tools/call` is answered on an SSE stream, so an approval elicitation can go out on
-//!   it; the client's answer arrives as a POSTed response. DELETE ends a session.
+//!   it; the client's answer arrives as a POSTed response. DELETE ends a session. A GET
+//!   with the session's id opens the session's stream (one at a time: a new GET replaces
+//!   the old), which carries `notifications/tools/list_changed`; each event's id is the
+//!   catalogue generation, so a client that reconnects with `Last-Event-ID` behind the
+//!   current generation is told at once (changes coalesce, so that is the whole replay).
 //! - 2026-07-28: a request whose `_meta` carries the modern version is stateless: the
 //!   `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers must agree with the body
 //!   (-32020), the version must be served (-32022), and a `tools/call` is answered on a
-//!   request-scoped SSE stream: closing it cancels the call.
+//!   request-scoped SSE stream: closing it cancels the call. `subscriptions/listen` is
+//!   answered the same way, with a stream that stays open and carries tool list changes.
 //!
 //! Bounded everywhere: header read time (slow clients), header count and size, body size
 //! and read time, sessions, requests in flight per client, and idle session lifetime.
@@ -71,6 +76,10 @@ pub struct HttpLimits {
     pub max_connections: usize,
     /// Gap between SSE keep-alive comments (they also reveal a closed stream).
     pub keepalive: Duration,
+    /// How long a stop waits for requests in flight to finish before it gives up on them.
+    pub drain: Duration,
+    /// How fast each client may send requests ([`crate::rate`]).
+    pub rate: crate::rate::Rate,
 }
 
 impl Default for HttpLimits {
@@ -85,6 +94,8 @@ impl Default for HttpLimits {
             max_in_flight_per_client: 16,
             max_connections: 512,
             keepalive: Duration::from_secs(2),
+            drain: Duration::from_secs(10),
+            rate: crate::rate::Rate::default(),
         }
     }
 }
@@ -105,6 +116,8 @@ struct Session {
     slots: Arc<Semaphore>,
     outstanding: Outstanding,
     running: Mutex<HashMap<String, AbortHandle>>,
+    /// The session's GET stream, if open.
+    stream: Mutex<Option<AbortHandle>>,
 }
 
 /// The server's shared state.
@@ -116,7 +129,16 @@ struct State {
     /// Per-principal policy contexts and slots of modern (stateless) clients.
     modern: Mutex<HashMap<String, ModernClient>>,
     connections: Arc<Semaphore>,
+    /// Turns true when the server stops: connections finish what they are answering and
+    /// close, and the streams that never end by themselves (GET streams, listens) end.
+    draining: tokio::sync::watch::Sender<bool>,
+    /// Each client's request rate.
+    rates: crate::rate::Limiter,
 }
+
+/// Health paths, answered after the same gate as the endpoint.
+const LIVENESS: &str = "/healthz";
+const READINESS: &str = "/readyz";
 
 /// Serves `gateway` on `listener` until `stop` completes; then stops accepting.
 pub async fn serve(
@@ -130,9 +152,11 @@ pub async fn serve(
         gateway,
         guard,
         connections: Arc::new(Semaphore::new(limits.max_connections.max(1))),
-        limits,
         sessions: Mutex::new(HashMap::new()),
         modern: Mutex::new(HashMap::new()),
+        draining: tokio::sync::watch::channel(false).0,
+        rates: crate::rate::Limiter::new(limits.rate, limits.max_sessions.saturating_add(64)),
+        limits,
     });
     let mut stop = std::pin::pin!(stop);
     loop {
@@ -166,14 +190,50 @@ pub async fn serve(
                 .header_read_timeout(state.limits.header_timeout)
                 .max_headers(state.limits.max_headers)
                 .max_buf_size(64 * 1024);
-            if let Err(error) = builder
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            let mut connection = std::pin::pin!(connection);
+            let mut draining = state.draining.subscribe();
+            let ended = tokio::select! {
+                ended = connection.as_mut() => ended,
+                () = until_draining(&mut draining) => {
+                    // Finish the request being answered, then close.
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(error) = ended {
                 tracing::debug!(%peer, "connection ended: {error}");
             }
             drop(permit);
         });
+    }
+    drop(listener);
+    drain(&state).await;
+}
+
+/// Returns once the server is stopping (at once if it already is).
+async fn until_draining(draining: &mut tokio::sync::watch::Receiver<bool>) {
+    // The guard the wait returns is dropped here, never held across an await.
+    let _ = draining.wait_for(|draining| *draining).await;
+}
+
+/// Stops the served requests in order: nothing new is accepted (the listener is closed),
+/// requests being answered finish (a call runs to its result), open GET and listen
+/// streams end, and whatever is still running after [`HttpLimits::drain`] is given up.
+async fn drain(state: &State) {
+    state.draining.send_replace(true);
+    let all = u32::try_from(state.limits.max_connections.max(1)).unwrap_or(u32::MAX);
+    let finished = tokio::time::timeout(
+        state.limits.drain,
+        Arc::clone(&state.connections).acquire_many_owned(all),
+    )
+    .await;
+    match finished {
+        Ok(_) => tracing::info!("drained: every request finished"),
+        Err(_) => tracing::warn!(
+            "requests still running after the {} drain were given up",
+            warden_mcp::error::humanize(state.limits.drain)
+        ),
     }
 }
 
@@ -220,6 +280,11 @@ async fn handle(state: &State, request: Request<IncomingBody>, peer: SocketAddr)
             return response;
         }
     };
+    match (request.method(), request.uri().path()) {
+        (&Method::GET, LIVENESS) => return text(StatusCode::OK, "ok"),
+        (&Method::GET, READINESS) => return readiness(state),
+        _ => {}
+    }
     if request.uri().path() != ENDPOINT {
         return text(
             StatusCode::NOT_FOUND,
@@ -229,25 +294,47 @@ async fn handle(state: &State, request: Request<IncomingBody>, peer: SocketAddr)
     match *request.method() {
         Method::POST => post(state, request, principal).await,
         Method::DELETE => delete(state, request.headers(), &principal),
+        Method::GET if request.headers().contains_key("mcp-session-id") => {
+            session_stream(state, request.headers(), &principal)
+        }
         Method::GET => {
-            // No server-initiated messages are sent outside a request's own stream.
+            // Without a session (a 2026-07-28 client) change notifications come on a
+            // `subscriptions/listen` stream instead.
             let mut response = text(
                 StatusCode::METHOD_NOT_ALLOWED,
-                "GET streams are not offered; every answer comes on its request's own stream",
+                "a GET stream belongs to a 2025-11-25 session (send its Mcp-Session-Id); \
+                 2026-07-28 clients use subscriptions/listen",
             );
             response
                 .headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
+                .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
             response
         }
         _ => {
             let mut response = text(StatusCode::METHOD_NOT_ALLOWED, "use POST");
             response
                 .headers_mut()
-                .insert(header::ALLOW, HeaderValue::from_static("POST, DELETE"));
+                .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
             response
         }
     }
+}
+
+/// Ready: not stopping, and at least one upstream server connected (each server's state
+/// is in the body). 503 otherwise, with the same body.
+fn readiness(state: &State) -> Response<Body> {
+    let draining = *state.draining.borrow();
+    let (connected, servers) = state.gateway.backend().server_states();
+    let ready = !draining && connected > 0;
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    json_response(
+        status,
+        &serde_json::json!({"ready": ready, "draining": draining, "servers": servers}),
+    )
 }
 
 fn delete(state: &State, headers: &HeaderMap, principal: &Principal) -> Response<Body> {
@@ -273,6 +360,9 @@ fn cancel_all(session: &Session) {
         for (_, handle) in running.drain() {
             handle.abort();
         }
+    }
+    if let Some(stream) = session.stream.lock().ok().and_then(|mut s| s.take()) {
+        stream.abort();
     }
 }
 
@@ -359,6 +449,13 @@ async fn post(
         }
         Incoming::Response { .. } => ("", &Value::Null),
     };
+    // Requests count against the client's rate; answers to Warden's own requests
+    // (elicitations) do not.
+    if let Incoming::Request { id, .. } = &message
+        && let Err(refused) = take_rate(state, &headers, &principal)
+    {
+        return rate_refusal(state, id, refused);
+    }
     let modern = era_of(method, params) == Some(Era::Modern)
         || header_str(&headers, "mcp-protocol-version") == Some(dispatch::MODERN_VERSION);
     if modern {
@@ -509,6 +606,54 @@ async fn legacy_post(
     }
 }
 
+/// Takes one request from the client's bucket: the session's, when the request names a
+/// session that exists, else the principal's.
+fn take_rate(
+    state: &State,
+    headers: &HeaderMap,
+    principal: &Principal,
+) -> Result<(), crate::rate::Refused> {
+    let session = header_str(headers, "mcp-session-id").filter(|id| {
+        state
+            .sessions
+            .lock()
+            .is_ok_and(|sessions| sessions.get(*id).is_some_and(|s| s.principal == *principal))
+    });
+    let key = match session {
+        Some(id) => format!("s:{id}"),
+        None => format!("p:{}", principal.key()),
+    };
+    state.rates.take(&key, Instant::now(), |key| {
+        key.strip_prefix("s:").is_none_or(|id| {
+            state
+                .sessions
+                .lock()
+                .is_ok_and(|sessions| sessions.contains_key(id))
+        })
+    })
+}
+
+fn rate_refusal(state: &State, id: &Value, refused: crate::rate::Refused) -> Response<Body> {
+    let rate = state.rates.rate();
+    let seconds = refused.retry_after.as_secs_f64().ceil().max(1.0);
+    let mut response = rpc_error(
+        StatusCode::TOO_MANY_REQUESTS,
+        id,
+        &RpcError::new(
+            INVALID_REQUEST,
+            format!(
+                "rate limit: this client sent more than {} requests per second (bursts of {}); \
+                 retry in {seconds:.0} s ([serve] requests_per_second, request_burst)",
+                rate.per_second, rate.burst
+            ),
+        ),
+    );
+    if let Ok(value) = HeaderValue::from_str(&format!("{seconds:.0}")) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
+}
+
 fn too_many(id: &Value, limit: usize) -> Response<Body> {
     rpc_error(
         StatusCode::TOO_MANY_REQUESTS,
@@ -582,6 +727,7 @@ fn initialize(state: &State, id: &Value, params: &Value, principal: Principal) -
                 slots: Arc::new(Semaphore::new(state.limits.max_in_flight_per_client.max(1))),
                 outstanding: Outstanding::new(),
                 running: Mutex::new(HashMap::new()),
+                stream: Mutex::new(None),
             }),
         );
     }
@@ -616,13 +762,33 @@ impl Peer for StreamPeer {
     }
 }
 
-fn sse_response(mut events: mpsc::Receiver<Value>, keepalive: Duration) -> Response<Body> {
+/// One SSE event's text.
+trait SseEvent: Send + 'static {
+    fn render(&self) -> String;
+}
+
+impl SseEvent for Value {
+    fn render(&self) -> String {
+        format!("event: message\ndata: {self}\n\n")
+    }
+}
+
+/// An event with an id (the session stream's: the catalogue generation).
+struct Identified(u64, Value);
+
+impl SseEvent for Identified {
+    fn render(&self) -> String {
+        format!("id: {}\nevent: message\ndata: {}\n\n", self.0, self.1)
+    }
+}
+
+fn sse_response<E: SseEvent>(mut events: mpsc::Receiver<E>, keepalive: Duration) -> Response<Body> {
     let (frames, body_rx) = mpsc::channel::<Result<Frame<Bytes>, Infallible>>(16);
     tokio::spawn(async move {
         loop {
             let next = tokio::time::timeout(keepalive, events.recv()).await;
             let chunk = match next {
-                Ok(Some(message)) => format!("event: message\ndata: {message}\n\n"),
+                Ok(Some(message)) => message.render(),
                 Ok(None) => break,
                 Err(_) => ": keep-alive\n\n".to_owned(),
             };
@@ -648,6 +814,69 @@ fn sse_response(mut events: mpsc::Receiver<Value>, keepalive: Duration) -> Respo
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
     response
+}
+
+/// A 2025-11-25 session's GET stream: `notifications/tools/list_changed` each time the
+/// tools offered change (once the session is initialized), each with the catalogue
+/// generation as its event id. A `Last-Event-ID` behind the current generation gets one
+/// notification at once. One stream per session: a new GET replaces the old.
+fn session_stream(state: &State, headers: &HeaderMap, principal: &Principal) -> Response<Body> {
+    let session = match find_session(state, headers, principal) {
+        Ok(session) => session,
+        Err(early) => return *early,
+    };
+    let mut changes = state.gateway.backend().changes();
+    let current = *changes.borrow_and_update();
+    let missed = header_str(headers, "last-event-id")
+        .and_then(|last| last.trim().parse::<u64>().ok())
+        .is_some_and(|last| last < current);
+    let (events, events_rx) = mpsc::channel::<Identified>(4);
+    let weak = Arc::downgrade(&session);
+    let mut draining = state.draining.subscribe();
+    let task = tokio::spawn(async move {
+        let initialized = || weak.upgrade().is_some_and(|s| s.legacy.initialized());
+        if missed
+            && initialized()
+            && events
+                .send(Identified(current, dispatch::tools_changed_notification()))
+                .await
+                .is_err()
+        {
+            return;
+        }
+        loop {
+            tokio::select! {
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                }
+                () = events.closed() => return,
+                () = until_draining(&mut draining) => return,
+            }
+            let generation = *changes.borrow_and_update();
+            if weak.strong_count() == 0 {
+                return;
+            }
+            if initialized()
+                && events
+                    .send(Identified(
+                        generation,
+                        dispatch::tools_changed_notification(),
+                    ))
+                    .await
+                    .is_err()
+            {
+                return;
+            }
+        }
+    });
+    if let Ok(mut stream) = session.stream.lock()
+        && let Some(old) = stream.replace(task.abort_handle())
+    {
+        old.abort();
+    }
+    sse_response(events_rx, state.limits.keepalive)
 }
 
 fn legacy_stream(
@@ -867,7 +1096,7 @@ async fn modern_post(
         && let Some(schema) = state.gateway.backend().input_schema(name)
         && let Err(error) = check_param_headers(
             headers,
-            schema,
+            &schema,
             params.get("arguments").unwrap_or(&Value::Null),
         )
     {
@@ -877,6 +1106,35 @@ async fn modern_post(
     let Ok(permit) = slots.try_acquire_owned() else {
         return too_many(&id, state.limits.max_in_flight_per_client);
     };
+    if method == "subscriptions/listen" {
+        // A stream that stays open and carries tool list changes; closing it ends the
+        // subscription. It holds one of the client's request slots while open.
+        let (events, events_rx) = mpsc::channel::<Value>(4);
+        let gateway = Arc::clone(&state.gateway);
+        let mut draining = state.draining.subscribe();
+        let task = tokio::spawn(async move {
+            let sender = events.clone();
+            let listening = dispatch::listen(&gateway, &id, &params, move |message| {
+                let sender = sender.clone();
+                async move { sender.send(message).await.is_ok() }
+            });
+            tokio::select! {
+                () = listening => {}
+                // A graceful end of the subscription: its request is answered.
+                () = until_draining(&mut draining) => {
+                    let done = serde_json::json!({
+                        "resultType": "complete",
+                        "_meta": {dispatch::META_SUBSCRIPTION_ID: id.clone()},
+                    });
+                    let _ = events.send(jsonrpc::response(&id, done)).await;
+                }
+            }
+            drop(permit);
+        });
+        let (watch_tx, watch_rx) = mpsc::channel::<Value>(4);
+        tokio::spawn(relay_until_closed(events_rx, watch_tx, task.abort_handle()));
+        return sse_response(watch_rx, state.limits.keepalive);
+    }
     if method != "tools/call" {
         let answer = state
             .gateway

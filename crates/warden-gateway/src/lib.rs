@@ -13,6 +13,7 @@
 //!   needs (Host and Origin checks, bearer tokens, caps and timeouts).
 //! - [`secret`]: session ids, constant-time comparison, the signed approval state.
 //! - [`jsonrpc`]: the message layer.
+//! - [`rate`]: per-client request rates (a token bucket per client).
 
 pub mod backend;
 pub mod dispatch;
@@ -20,6 +21,7 @@ pub mod guard;
 pub mod http;
 pub mod jsonrpc;
 mod outstanding;
+pub mod rate;
 pub mod secret;
 pub mod stdio;
 

@@ -126,6 +126,7 @@ where
         max_outbound: limits.max_outbound,
     });
     let slots = Arc::new(Semaphore::new(limits.max_in_flight.max(1)));
+    let announcer = tokio::spawn(announce_changes(Arc::clone(&shared)));
     let mut reader = input;
     let mut line = Vec::new();
     loop {
@@ -179,7 +180,7 @@ where
                     break;
                 };
                 let task = tokio::spawn(async move {
-                    let answer = request(&task_shared, &method, params).await;
+                    let answer = request(&task_shared, &id, &method, params).await;
                     if let Ok(mut running) = task_shared.running.lock() {
                         running.remove(&task_key);
                     }
@@ -204,6 +205,7 @@ where
     for handle in handles {
         handle.abort();
     }
+    announcer.abort();
     drop(shared);
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
 }
@@ -232,7 +234,31 @@ fn notification(shared: &Shared, method: &str, params: &Value) {
     }
 }
 
-async fn request(shared: &Shared, method: &str, params: Value) -> Result<Value, RpcError> {
+/// Tells a 2025-11-25 client, once initialized, each time the tools offered changed
+/// (`notifications/tools/list_changed`). A 2026-07-28 client is told on its
+/// `subscriptions/listen` streams instead.
+async fn announce_changes(shared: Arc<Shared>) {
+    let mut changes = shared.gateway.backend().changes();
+    changes.mark_unchanged();
+    while changes.changed().await.is_ok() {
+        if shared
+            .legacy
+            .get()
+            .is_some_and(|session| session.initialized())
+        {
+            shared
+                .send(crate::dispatch::tools_changed_notification())
+                .await;
+        }
+    }
+}
+
+async fn request(
+    shared: &Shared,
+    id: &Value,
+    method: &str,
+    params: Value,
+) -> Result<Value, RpcError> {
     let era = {
         let Ok(mut era) = shared.era.lock() else {
             return Err(RpcError::new(crate::jsonrpc::INTERNAL_ERROR, "state lost"));
@@ -297,6 +323,18 @@ async fn request(shared: &Shared, method: &str, params: Value) -> Result<Value, 
             let checked = shared.gateway.modern_check(&params)?;
             if method != "server/discover" {
                 shared.modern_used.store(true, Ordering::Relaxed);
+            }
+            if method == "subscriptions/listen" {
+                // Runs until the client cancels it (`notifications/cancelled` aborts this
+                // task) or goes away; a graceful end answers the request.
+                crate::dispatch::listen(&shared.gateway, id, &params, |message| async move {
+                    shared.out.send(message).await.is_ok()
+                })
+                .await;
+                return Ok(serde_json::json!({
+                    "resultType": "complete",
+                    "_meta": {crate::dispatch::META_SUBSCRIPTION_ID: id},
+                }));
             }
             shared
                 .gateway

@@ -9,6 +9,7 @@
 //! rule never renames another tool.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::Value;
@@ -86,6 +87,37 @@ pub fn hints_of(annotations: Option<&Value>) -> Hints {
         destructive: flag("destructiveHint"),
         idempotent: flag("idempotentHint"),
         open_world: flag("openWorldHint"),
+    }
+}
+
+/// One tool of one catalogue, holding that catalogue (a snapshot) alive: what a prepared
+/// call refers to, so that replacing the host's catalogue never changes the definition a
+/// call was decided on.
+#[derive(Clone)]
+pub struct ToolRef {
+    catalogue: Arc<Catalogue>,
+    index: usize,
+}
+
+impl ToolRef {
+    /// The catalogue this tool was resolved in.
+    pub fn catalogue(&self) -> &Arc<Catalogue> {
+        &self.catalogue
+    }
+}
+
+impl std::ops::Deref for ToolRef {
+    type Target = CatalogueTool;
+
+    fn deref(&self) -> &CatalogueTool {
+        // The index was found in this very catalogue, which never changes once built.
+        &self.catalogue.tools[self.index]
+    }
+}
+
+impl std::fmt::Debug for ToolRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("ToolRef").field(&self.qualified).finish()
     }
 }
 
@@ -232,13 +264,39 @@ impl Catalogue {
 
     /// Looks a tool up by `server/tool` (raw name) or by qualified name.
     pub fn resolve(&self, target: &str) -> Option<&CatalogueTool> {
+        self.position(target)
+            .and_then(|index| self.tools.get(index))
+    }
+
+    /// Where `target` (as [`resolve`](Catalogue::resolve) takes it) is in [`tools`](Catalogue::tools).
+    fn position(&self, target: &str) -> Option<usize> {
         if let Some(&index) = self.by_qualified.get(target) {
-            return self.tools.get(index);
+            return Some(index);
         }
         let (server, raw) = target.split_once('/')?;
         self.by_raw
             .get(&(server.to_owned(), raw.to_owned()))
+            .copied()
+    }
+
+    /// Like [`resolve`](Catalogue::resolve), but the tool keeps this catalogue alive: a
+    /// call decided on it is sent with exactly the definition it was decided on, even when
+    /// the host's catalogue is replaced meanwhile.
+    pub fn resolve_shared(self: &Arc<Self>, target: &str) -> Option<ToolRef> {
+        let index = self.position(target)?;
+        Some(ToolRef {
+            catalogue: Arc::clone(self),
+            index,
+        })
+    }
+
+    /// The tool `qualified` names, offered with exactly `def`: whether a call decided on an
+    /// older catalogue may still be sent under this one.
+    pub fn still_offers(&self, qualified: &str, def: &ToolDef) -> bool {
+        self.by_qualified
+            .get(qualified)
             .and_then(|&index| self.tools.get(index))
+            .is_some_and(|tool| &tool.def == def)
     }
 
     /// Up to `limit` qualified names that look like `target`, for "did you mean": tools whose

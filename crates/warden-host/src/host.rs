@@ -13,7 +13,7 @@
 //!    and the attempt's audit row is written.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use futures::future::join_all;
@@ -26,7 +26,7 @@ use warden_policy::{Policy, Provenance, Verdict};
 use crate::approvals::{Drift, Reviewer, ToolScan};
 use crate::audit::{ApprovedBy, AuditLog};
 use crate::builder::HostBuilder;
-use crate::catalogue::{Catalogue, CatalogueTool};
+use crate::catalogue::{Catalogue, CatalogueTool, ToolRef};
 use crate::schema::{SchemaLimits, Violation};
 use crate::session::Session;
 
@@ -90,6 +90,16 @@ pub enum HostError {
         tool: String,
         /// Every violation found.
         violations: Vec<Violation>,
+    },
+    /// The tool's definition changed, or it was withdrawn, between the decision and the
+    /// send (its server's list was read again); nothing was sent. Deciding it again
+    /// decides it on the definition now offered.
+    #[error(
+        "`{tool}` changed or was withdrawn after the call was decided (its server's tool list was read again); nothing was sent"
+    )]
+    Withdrawn {
+        /// The qualified tool name.
+        tool: String,
     },
     /// The tool's server is not connected.
     #[error("server `{server}` is not available: {reason}")]
@@ -222,18 +232,32 @@ pub struct ToolsChange {
 }
 
 /// Connected servers, the catalogue of their tools, and the policy that decides calls.
+///
+/// The catalogue sits behind a swap: [`Host::catalogue`] hands out the current one as an
+/// `Arc` (a snapshot that never changes), and [`Host::refresh_tools`] builds a new one from
+/// reviewed lists and replaces it, taking `&self`, so a host shared by many sessions
+/// (`Arc<Host>`, the gateway) applies a server's changed list while calls run. The lock
+/// around the pointer is held only to clone or replace it.
 pub struct Host {
     entries: Vec<ServerEntry>,
-    catalogue: Catalogue,
+    catalogue: RwLock<Arc<Catalogue>>,
     policy: Arc<Policy>,
     /// The review applied at connect, kept for later tool lists.
     review: Arc<dyn Review>,
-    /// Each connected server's reviewed tools, as the catalogue was last built from them.
-    lists: BTreeMap<String, Vec<warden_mcp::ToolDef>>,
-    /// Each connected server's raw tool names the review held back at the last reading.
-    held: BTreeMap<String, HashSet<String>>,
+    /// What the catalogue was last built from; locked for a whole refresh, so refreshes
+    /// take turns and never build from each other's half-read lists.
+    lists: tokio::sync::Mutex<Lists>,
     /// The state-store guards the host was built with (audit log, approvals and pins).
     guard: Guard,
+}
+
+/// What the catalogue was last built from.
+#[derive(Default)]
+struct Lists {
+    /// Each connected server's reviewed tools, as the catalogue was last built from them.
+    reviewed: BTreeMap<String, Vec<warden_mcp::ToolDef>>,
+    /// Each connected server's raw tool names the review held back at the last reading.
+    held: BTreeMap<String, HashSet<String>>,
 }
 
 /// What a host built with a state store keeps of it.
@@ -299,11 +323,13 @@ impl Host {
         let catalogue = build_catalogue(&lists, &policy);
         Self {
             entries,
-            catalogue,
+            catalogue: RwLock::new(Arc::new(catalogue)),
             policy,
             review,
-            lists,
-            held,
+            lists: tokio::sync::Mutex::new(Lists {
+                reviewed: lists,
+                held,
+            }),
             guard,
         }
     }
@@ -338,12 +364,18 @@ impl Host {
     /// Reads again the tool list of every connected server that said its list changed
     /// since the last time (`notifications/tools/list_changed`), all at once, each bounded
     /// by the server's connect timeout; passes each list through the same review as at
-    /// connect (a new or changed tool of a pinned server is held back exactly as it would
-    /// be at connect), and rebuilds the catalogue in its stable order: servers by name,
-    /// each server's tools in its own order, so the tools that did not change keep their
-    /// order. Front ends call this only between model steps, never while calls of a step
-    /// are in flight. Returns one entry per server whose list was read.
-    pub async fn refresh_tools(&mut self) -> Vec<ToolsChange> {
+    /// connect, on a blocking thread (a new or changed tool of a pinned server is held back
+    /// exactly as it would be at connect: drift is caught, never served), and replaces the
+    /// catalogue with one rebuilt in its stable order: servers by name, each server's tools
+    /// in its own order, so the tools that did not change keep their order.
+    ///
+    /// Takes `&self`: a shared host applies a changed list while sessions call tools. A
+    /// call already prepared keeps the catalogue it was decided on (its [`ToolRef`]), and
+    /// is refused at send if its tool is no longer offered with that same definition
+    /// ([`HostError::Withdrawn`]). Refreshes take turns. Returns one entry per server whose
+    /// list was read.
+    pub async fn refresh_tools(&self) -> Vec<ToolsChange> {
+        let mut lists = self.lists.lock().await;
         let marked: Vec<&ServerEntry> = self
             .entries
             .iter()
@@ -366,23 +398,45 @@ impl Host {
             };
             (entry, listed)
         });
+        let read: Vec<(ServerSpec, Result<Vec<warden_mcp::ToolDef>, CallError>)> = join_all(reads)
+            .await
+            .into_iter()
+            .map(|(entry, listed)| (entry.spec.clone(), listed))
+            .collect();
+        // The review reads and writes the store and scans descriptions: blocking work.
+        let review = Arc::clone(&self.review);
+        let reviewed = tokio::task::spawn_blocking(move || {
+            read.into_iter()
+                .map(|(spec, listed)| {
+                    let listed = listed.map(|tools| {
+                        let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+                        (names, review.tools(&spec, tools))
+                    });
+                    (spec.name, listed)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await;
+        let reviewed = match reviewed {
+            Ok(reviewed) => reviewed,
+            Err(ended) if ended.is_panic() => std::panic::resume_unwind(ended.into_panic()),
+            // Only when the runtime shuts down: the old catalogue stays.
+            Err(_) => return Vec::new(),
+        };
         let mut changes = Vec::new();
         let mut rebuilt = false;
-        for (entry, listed) in join_all(reads).await {
-            let name = entry.spec.name.clone();
+        for (name, listed) in reviewed {
             let mut change = ToolsChange {
                 server: name.clone(),
                 ..ToolsChange::default()
             };
             match listed {
-                Ok(tools) => {
-                    let listed_names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
-                    let offered = self.review.tools(&entry.spec, tools);
-                    let before = self.lists.get(&name).cloned().unwrap_or_default();
+                Ok((listed_names, offered)) => {
+                    let before = lists.reviewed.get(&name).cloned().unwrap_or_default();
                     let held = held_back(&listed_names, &offered);
-                    let already = self.held.insert(name.clone(), held).unwrap_or_default();
+                    let already = lists.held.insert(name.clone(), held).unwrap_or_default();
                     describe_change(&mut change, &before, &offered, &listed_names, &already);
-                    self.lists.insert(name, offered);
+                    lists.reviewed.insert(name, offered);
                     rebuilt = true;
                 }
                 Err(error) => {
@@ -393,7 +447,11 @@ impl Host {
             changes.push(change);
         }
         if rebuilt {
-            self.catalogue = build_catalogue(&self.lists, &self.policy);
+            let catalogue = Arc::new(build_catalogue(&lists.reviewed, &self.policy));
+            *self
+                .catalogue
+                .write()
+                .unwrap_or_else(PoisonError::into_inner) = catalogue;
         }
         changes
     }
@@ -415,9 +473,22 @@ impl Host {
         &self.entries
     }
 
-    /// The tools of all connected servers.
-    pub fn catalogue(&self) -> &Catalogue {
-        &self.catalogue
+    /// The tools of all connected servers: the current catalogue, a snapshot that does
+    /// not change (a refresh replaces it with a new one).
+    pub fn catalogue(&self) -> Arc<Catalogue> {
+        Arc::clone(
+            &self
+                .catalogue
+                .read()
+                .unwrap_or_else(PoisonError::into_inner),
+        )
+    }
+
+    /// Whether `tool`, decided on some catalogue, is still offered with the same
+    /// definition by the current one (always, when it was decided on the current one).
+    pub(crate) fn still_offers(&self, tool: &ToolRef) -> bool {
+        let current = self.catalogue();
+        Arc::ptr_eq(&current, tool.catalogue()) || current.still_offers(&tool.qualified, &tool.def)
     }
 
     /// Finds the tool `target` names (`server/tool` or a qualified name).
@@ -425,11 +496,12 @@ impl Host {
     /// A tool the policy hides is reported exactly like a tool that does not exist (no
     /// suggestion names it either), so that no front end can tell a model about it; the
     /// hiding rule is logged, for the operator.
-    pub fn resolve(&self, target: &str) -> Result<&CatalogueTool, HostError> {
-        if let Some(tool) = self.catalogue.resolve(target) {
+    pub fn resolve(&self, target: &str) -> Result<ToolRef, HostError> {
+        let catalogue = self.catalogue();
+        if let Some(tool) = catalogue.resolve_shared(target) {
             return Ok(tool);
         }
-        if let Some(hidden) = self.catalogue.hidden_tool(target) {
+        if let Some(hidden) = catalogue.hidden_tool(target) {
             tracing::info!(tool = %hidden.qualified, "refused as unknown: {}", hidden.reason);
         }
         let names: Vec<&str> = self.entries.iter().map(|e| e.spec.name.as_str()).collect();
@@ -449,8 +521,7 @@ impl Host {
         }
         Err(HostError::UnknownTool {
             target: target.to_owned(),
-            suggestions: self
-                .catalogue
+            suggestions: catalogue
                 .suggest(target, 3)
                 .into_iter()
                 .map(str::to_owned)
@@ -477,7 +548,7 @@ impl Host {
         target: &str,
         arguments: Value,
         context: &Provenance,
-    ) -> Result<(&CatalogueTool, Value, Verdict), HostError> {
+    ) -> Result<(ToolRef, Value, Verdict), HostError> {
         let tool = self.resolve(target)?;
         let arguments = match arguments {
             Value::Null => Value::Object(serde_json::Map::new()),
@@ -494,7 +565,7 @@ impl Host {
                 tool: tool.qualified.clone(),
                 violations,
             })?;
-        let verdict = self.decide(tool, &arguments, context);
+        let verdict = self.decide(&tool, &arguments, context);
         Ok((tool, arguments, verdict))
     }
 
@@ -695,6 +766,17 @@ pub(crate) fn test_host(
     servers: Vec<(ServerSpec, Box<dyn Connection>, Vec<warden_mcp::ToolDef>)>,
     audit: Option<Arc<AuditLog>>,
 ) -> Host {
+    test_host_reviewed(policy, servers, audit, Arc::new(NoReview))
+}
+
+/// [`test_host`] whose later tool lists go through `review`.
+#[cfg(test)]
+pub(crate) fn test_host_reviewed(
+    policy: Arc<Policy>,
+    servers: Vec<(ServerSpec, Box<dyn Connection>, Vec<warden_mcp::ToolDef>)>,
+    audit: Option<Arc<AuditLog>>,
+    review: Arc<dyn Review>,
+) -> Host {
     let mut entries = Vec::new();
     let mut lists = BTreeMap::new();
     for (spec, connection, tools) in servers {
@@ -710,11 +792,13 @@ pub(crate) fn test_host(
     let catalogue = build_catalogue(&lists, &policy);
     Host {
         entries,
-        catalogue,
+        catalogue: RwLock::new(Arc::new(catalogue)),
         policy,
-        review: Arc::new(NoReview),
-        lists,
-        held: BTreeMap::new(),
+        review,
+        lists: tokio::sync::Mutex::new(Lists {
+            reviewed: lists,
+            held: BTreeMap::new(),
+        }),
         guard: Guard {
             audit,
             reviewer: None,
@@ -748,11 +832,14 @@ mod tests {
         )];
         Host {
             entries: Vec::new(),
-            catalogue: Catalogue::build_with_policy(lists, SchemaLimits::default(), &policy),
+            catalogue: RwLock::new(Arc::new(Catalogue::build_with_policy(
+                lists,
+                SchemaLimits::default(),
+                &policy,
+            ))),
             policy,
             review: Arc::new(NoReview),
-            lists: BTreeMap::new(),
-            held: BTreeMap::new(),
+            lists: tokio::sync::Mutex::new(Lists::default()),
             guard: Guard::default(),
         }
     }

@@ -36,10 +36,13 @@ pub mod schema;
 pub mod search;
 pub mod session;
 
+#[cfg(test)]
+mod refresh_tests;
+
 pub use approvals::{Reviewer, ToolScan};
 pub use audit::{ApprovedBy, Attempt, AuditError, AuditLog, Outcome};
 pub use builder::HostBuilder;
-pub use catalogue::{Catalogue, CatalogueTool, HiddenTool, RejectedTool, hints_of};
+pub use catalogue::{Catalogue, CatalogueTool, HiddenTool, RejectedTool, ToolRef, hints_of};
 pub use host::{Host, HostError, NoReview, Review, ServerEntry, ServerStatus, ToolsChange};
 pub use pins::PinningLauncher;
 pub use schema::{SchemaLimits, Violation};

@@ -86,7 +86,10 @@ impl ToolSearch {
     /// Indexes every tool of `host`'s catalogue with its server's instructions, which
     /// then take part in ranking ([`server_instructions`]).
     pub fn for_host(host: &Host) -> ToolSearch {
-        ToolSearch::build(tool_docs_with(host.catalogue(), &server_instructions(host)))
+        ToolSearch::build(tool_docs_with(
+            &host.catalogue(),
+            &server_instructions(host),
+        ))
     }
 
     #[cfg(feature = "semantic-search")]

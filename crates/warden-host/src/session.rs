@@ -22,7 +22,7 @@ use warden_mcp::{CallOutcome, Connection};
 use warden_policy::{Decision, Label, Provenance, ToolFacts, Verdict};
 
 use crate::audit::{ApprovedBy, Attempt, AuditLog, Outcome, Recorder, lock};
-use crate::catalogue::CatalogueTool;
+use crate::catalogue::{CatalogueTool, ToolRef};
 use crate::host::{Host, HostError};
 use crate::result_text::result_text;
 
@@ -127,12 +127,12 @@ impl Session {
     /// not connected, is not (there is no tool to record it against: a front end that
     /// wants a row for it writes one with [`record`](Session::record)). The returned call
     /// is recorded when it is sent, or when it is dropped unsent (denied, not approved).
-    pub fn prepare<'h>(
+    pub fn prepare(
         &self,
-        host: &'h Host,
+        host: &Host,
         target: &str,
         arguments: Value,
-    ) -> Result<PreparedCall<'h>, HostError> {
+    ) -> Result<PreparedCall, HostError> {
         let given = self.audit.is_some().then(|| match &arguments {
             Value::Null => Value::Object(serde_json::Map::new()),
             other => other.clone(),
@@ -178,11 +178,7 @@ impl Session {
     /// [approved](PreparedCall::approve), a denied one never: [`HostError::Denied`],
     /// [`HostError::NotApproved`], nothing sent). Its result, or its error, enters this
     /// session's context labelled with the tool's labels, and its row is written.
-    pub async fn send(
-        &self,
-        host: &Host,
-        call: PreparedCall<'_>,
-    ) -> Result<CallOutcome, HostError> {
+    pub async fn send(&self, host: &Host, call: PreparedCall) -> Result<CallOutcome, HostError> {
         self.detach(host, call)?.run().await.deliver()
     }
 
@@ -191,7 +187,7 @@ impl Session {
     /// needs. Its result is reachable only through [`Delivery::deliver`], which adds it to
     /// this session's context: a front end gives it to its model or client then, at the
     /// step it enters the context.
-    pub fn detach(&self, host: &Host, call: PreparedCall<'_>) -> Result<DetachedCall, HostError> {
+    pub fn detach(&self, host: &Host, call: PreparedCall) -> Result<DetachedCall, HostError> {
         let PreparedCall {
             tool,
             arguments,
@@ -216,7 +212,14 @@ impl Session {
                 });
             }
         }
-        let (connection, timeout) = host.connection_for(tool)?;
+        // Decided on a catalogue a refresh has replaced since: sent only if the tool is
+        // still offered with the very definition it was decided on.
+        if !host.still_offers(&tool) {
+            return Err(HostError::Withdrawn {
+                tool: tool.qualified.clone(),
+            });
+        }
+        let (connection, timeout) = host.connection_for(&tool)?;
         let Value::Object(arguments) = arguments else {
             return Err(HostError::ArgumentsNotObject {
                 tool: tool.qualified.clone(),
@@ -263,14 +266,14 @@ fn invalid_summary(error: &HostError) -> String {
 
 /// A call that was resolved, checked against its schema and decided in its session's
 /// context, but not sent. Dropped unsent, it is recorded as denied or not approved.
-pub struct PreparedCall<'h> {
-    tool: &'h CatalogueTool,
+pub struct PreparedCall {
+    tool: ToolRef,
     arguments: Value,
     verdict: Verdict,
     recorder: Recorder,
 }
 
-impl std::fmt::Debug for PreparedCall<'_> {
+impl std::fmt::Debug for PreparedCall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PreparedCall")
             .field("tool", &self.tool.qualified)
@@ -279,10 +282,16 @@ impl std::fmt::Debug for PreparedCall<'_> {
     }
 }
 
-impl<'h> PreparedCall<'h> {
-    /// The tool.
-    pub fn tool(&self) -> &'h CatalogueTool {
-        self.tool
+impl PreparedCall {
+    /// The tool, as it was when the call was decided.
+    pub fn tool(&self) -> &CatalogueTool {
+        &self.tool
+    }
+
+    /// The tool, as it was when the call was decided, as a handle that outlives the call
+    /// (it keeps its catalogue alive).
+    pub fn tool_ref(&self) -> ToolRef {
+        self.tool.clone()
     }
 
     /// The arguments: a JSON object (`null` was taken as `{}`).

@@ -38,6 +38,10 @@ pub(crate) enum Mode {
     /// Declares `tools.listChanged`; its first `tools/call` drops `fail` and adds `extra`,
     /// and it sends `notifications/tools/list_changed` right before answering that call.
     ListChange,
+    /// Declares `tools.listChanged`; its first `tools/call` changes `echo`'s description
+    /// (a definition changed under the same name: drift a host must catch) and it sends
+    /// `notifications/tools/list_changed` right before answering that call.
+    Redefine,
     /// A dual-era server (like `modern`) whose `echo`, called in the 2026-07-28 era,
     /// first answers `input_required` with one form elicitation and `requestState`, then
     /// reports the `inputResponses` and `requestState` it was sent again.
@@ -58,7 +62,7 @@ pub(crate) enum Mode {
     Conformance,
 }
 
-const MODES: [(&str, Mode); 22] = [
+const MODES: [(&str, Mode); 23] = [
     ("good", Mode::Good),
     ("modern", Mode::Modern),
     ("stdout-logs", Mode::StdoutLogs),
@@ -74,6 +78,7 @@ const MODES: [(&str, Mode); 22] = [
     ("roots", Mode::Roots),
     ("bad-json-lines", Mode::BadJsonLines),
     ("list-change", Mode::ListChange),
+    ("redefine", Mode::Redefine),
     ("input-required", Mode::InputRequired),
     ("hostile", Mode::Hostile),
     ("memory-hog", Mode::MemoryHog),
@@ -123,6 +128,7 @@ impl Config {
             page_size: self.page_size,
             probe_client: self.mode == Mode::Roots,
             list_change: self.mode == Mode::ListChange,
+            redefine: self.mode == Mode::Redefine,
             ask_input: self.mode == Mode::InputRequired,
             hostile: self.mode == Mode::Hostile,
             conformance: self.mode == Mode::Conformance,
@@ -233,6 +239,8 @@ mod tests {
         assert_eq!(settings(&["--page-size", "2"]).page_size, Some(2));
         assert!(settings(&["list-change"]).list_change);
         assert!(!settings(&["good"]).list_change);
+        assert!(settings(&["redefine"]).redefine);
+        assert!(!settings(&["redefine"]).list_change);
         let input = settings(&["input-required"]);
         assert!(input.ask_input && input.discover);
     }

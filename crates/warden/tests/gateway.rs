@@ -750,3 +750,329 @@ fn print_client_config_writes_a_snippet_for_each_client() {
         json!({"type": "http", "url": "http://127.0.0.1:8765/mcp"})
     );
 }
+
+/// A config with one test server `t` in `mode` (which changes its tools after the first
+/// call and says so), everything of `t` allowed in a clean context.
+fn live_config(scratch: &Scratch, mode: &str) -> PathBuf {
+    let server = server_toml("t", &testserver_bin(), &[mode], "");
+    scratch.config(&format!(
+        "{server}\n[[policy.rules]]\ntools = \"t__*\"\neffect = \"allow\"\n"
+    ))
+}
+
+fn live_steps(listen: bool) -> Value {
+    let mut steps = vec![json!({"list": true})];
+    if listen {
+        steps.push(json!({"listen": true}));
+    }
+    steps.extend([
+        // The first call makes the server change its list and notify.
+        json!({"call": "t__echo", "args": {"message": "hi"}}),
+        json!({"wait_changed": 20}),
+        json!({"list": true}),
+        json!({"call": "t__echo", "args": {"message": "again"}}),
+    ]);
+    Value::Array(steps)
+}
+
+#[test]
+fn an_upstream_list_change_is_reviewed_then_announced_in_both_eras() {
+    for (mode, listen) in [("legacy", false), ("2026-07-28", true)] {
+        let scratch = Scratch::new();
+        let config = live_config(&scratch, "list-change");
+        let out = run_client(stdio_plan(
+            &scratch,
+            &config,
+            mode,
+            "none",
+            live_steps(listen),
+        ));
+        assert_eq!(
+            out["lists"][0],
+            json!(["t__echo", "t__add", "t__fail"]),
+            "{mode}: {out}"
+        );
+        assert_eq!(out["changes"], json!([true]), "{mode}: announced: {out}");
+        // `fail` is gone; `extra`, new to a server whose definitions are pinned, is held
+        // back until reviewed (`warden approve t`), not served.
+        assert_eq!(
+            out["lists"][1],
+            json!(["t__echo", "t__add"]),
+            "{mode}: {out}"
+        );
+        if listen {
+            assert_eq!(out["honored"], true, "{out}");
+        }
+        scratch.assert_no_leftovers();
+    }
+}
+
+#[test]
+fn a_redefined_tool_is_withdrawn_not_served_unreviewed() {
+    let scratch = Scratch::new();
+    let config = live_config(&scratch, "redefine");
+    let out = run_client(stdio_plan(
+        &scratch,
+        &config,
+        "legacy",
+        "none",
+        live_steps(false),
+    ));
+    assert_eq!(out["calls"][0]["text"], "echo: hi", "{out}");
+    assert_eq!(out["changes"], json!([true]), "{out}");
+    // The changed `echo` is neither listed nor callable; the unchanged tools still are
+    // (the positive control).
+    assert_eq!(out["lists"][1], json!(["t__add", "t__fail"]), "{out}");
+    let refused = &out["calls"][1];
+    assert!(
+        refused["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("Unknown tool")),
+        "{out}"
+    );
+    scratch.assert_no_leftovers();
+}
+
+/// Opens `GET /mcp` with `headers` and reads the stream until `needle` appears or
+/// `within` passes; returns the status line and everything read.
+fn read_stream(addr: &str, headers: &str, needle: &str, within: Duration) -> String {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let request =
+        format!("GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n{headers}\r\n");
+    stream.write_all(request.as_bytes()).unwrap();
+    let deadline = Instant::now() + within;
+    let mut seen = Vec::new();
+    let mut buffer = [0u8; 4096];
+    while Instant::now() < deadline {
+        match stream.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(n) => seen.extend_from_slice(&buffer[..n]),
+            Err(_) => {}
+        }
+        if String::from_utf8_lossy(&seen).contains(needle) {
+            break;
+        }
+    }
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+#[test]
+fn http_sessions_hear_list_changes_on_their_get_stream_and_resume_with_last_event_id() {
+    let scratch = Scratch::new();
+    let config = live_config(&scratch, "list-change");
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let reply = Post::to(&served).send(&served, &initialize_body());
+    let session = reply.header("mcp-session-id").unwrap().to_owned();
+    let with_session = || Post::to(&served).with("Mcp-Session-Id", session.clone());
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(with_session().send(&served, &initialized).status, 202);
+    // Negative controls: without a session a GET is refused (405: 2026-07-28 clients use
+    // subscriptions/listen), and another session id is unknown (404).
+    let head = read_stream(&served.addr, "", "\r\n\r\n", Duration::from_secs(5));
+    assert!(head.starts_with("HTTP/1.1 405"), "{head}");
+    let unknown = format!("Mcp-Session-Id: {}\r\n", "0".repeat(64));
+    let head = read_stream(&served.addr, &unknown, "\r\n\r\n", Duration::from_secs(5));
+    assert!(head.starts_with("HTTP/1.1 404"), "{head}");
+    // The session's stream, open while the server changes its list.
+    let mine = format!("Mcp-Session-Id: {session}\r\n");
+    let listening = {
+        let (addr, mine) = (served.addr.clone(), mine.clone());
+        std::thread::spawn(move || {
+            read_stream(
+                &addr,
+                &mine,
+                "notifications/tools/list_changed",
+                Duration::from_secs(30),
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                      "params": {"name": "t__echo", "arguments": {"message": "hi"}}});
+    let reply = with_session().send(&served, &call);
+    assert_eq!(reply.message()["result"]["content"][0]["text"], "echo: hi");
+    let heard = listening.join().unwrap();
+    assert!(heard.starts_with("HTTP/1.1 200"), "{heard}");
+    assert!(
+        heard.contains("id: 1\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}"),
+        "{heard}"
+    );
+    // The list it then reads is the reviewed one: `fail` gone, the new `extra` held back.
+    let listed = with_session().send(&served, &list_body()).message();
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["t__echo", "t__add"], "{listed}");
+    // A client that reconnects behind the current generation is told at once; one that
+    // saw the last notice is not told again.
+    let behind = format!("{mine}Last-Event-ID: 0\r\n");
+    let heard = read_stream(
+        &served.addr,
+        &behind,
+        "notifications/tools/list_changed",
+        Duration::from_secs(10),
+    );
+    assert!(heard.contains("id: 1\n"), "{heard}");
+    let current = format!("{mine}Last-Event-ID: 1\r\n");
+    let heard = read_stream(
+        &served.addr,
+        &current,
+        "notifications/tools/list_changed",
+        Duration::from_secs(3),
+    );
+    assert!(heard.starts_with("HTTP/1.1 200"), "{heard}");
+    assert!(!heard.contains("list_changed"), "{heard}");
+    drop(served);
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn a_modern_http_client_hears_list_changes_on_subscriptions_listen() {
+    let scratch = Scratch::new();
+    let config = live_config(&scratch, "list-change");
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let plan = json!({"mode": "2026-07-28", "url": served.url, "elicit": "none",
+                      "steps": live_steps(true)});
+    let out = run_client(plan);
+    assert_eq!(out["honored"], true, "{out}");
+    assert_eq!(out["changes"], json!([true]), "{out}");
+    assert_eq!(out["lists"][1], json!(["t__echo", "t__add"]), "{out}");
+    drop(served);
+    scratch.assert_no_leftovers();
+}
+
+fn get(served: &Served, path: &str, host: &str) -> Reply {
+    exchange(
+        &served.addr,
+        &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n"),
+        "",
+    )
+}
+
+#[test]
+fn health_and_readiness_answer_behind_the_same_gate() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let live = get(&served, "/healthz", &served.addr);
+    assert_eq!(
+        (live.status, live.body.trim()),
+        (200, "ok"),
+        "{}",
+        live.body
+    );
+    let ready = get(&served, "/readyz", &served.addr);
+    assert_eq!(ready.status, 200, "{}", ready.body);
+    let body: Value = serde_json::from_str(&ready.body).unwrap();
+    assert_eq!(body["ready"], true);
+    assert_eq!(body["servers"]["t"], "connected", "{body}");
+    // A rebinding Host gets 403 here too: nothing answers before the gate.
+    let rebound = get(&served, "/readyz", "evil.example:80");
+    assert_eq!(rebound.status, 403, "{}", rebound.body);
+    drop(served);
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn a_stop_finishes_the_call_in_flight_then_stops_every_server() {
+    let scratch = Scratch::new();
+    let server = server_toml(
+        "t",
+        &testserver_bin(),
+        &[],
+        "env = { WARDEN_TEST_SLEEP_TOOL = \"1\" }",
+    );
+    let config = scratch.config(&format!(
+        "{server}\n[[policy.rules]]\ntools = \"t__*\"\neffect = \"allow\"\n"
+    ));
+    let mut served = Served::start(&scratch, &config, &[], &[]);
+    let (addr, host) = (served.addr.clone(), served.addr.clone());
+    let call = std::thread::spawn(move || {
+        // Longer than the 2 s a stop used to wait for its last calls.
+        let body = modern_call("t__sleep", json!({"ms": 4000})).to_string();
+        exchange(
+            &addr,
+            &format!(
+                "POST /mcp HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n\
+                 Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+                 Mcp-Method: tools/call\r\nMcp-Name: t__sleep\r\n"
+            ),
+            &body,
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    // SIGTERM while the call runs upstream.
+    // SAFETY: kill has no memory preconditions; the pid is our own child's.
+    unsafe {
+        libc::kill(served.child.id() as i32, libc::SIGTERM);
+    }
+    let reply = call.join().unwrap();
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let result = &reply.message()["result"];
+    assert_eq!(result["isError"], Value::Null, "{}", reply.body);
+    assert_eq!(
+        result["content"][0]["text"], "slept 4000 ms",
+        "the call ran to its end: {}",
+        reply.body
+    );
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(status) = served.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "warden serve did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    // Nothing new is accepted once stopped.
+    assert!(TcpStream::connect(&served.addr).is_err());
+    // No server process outlives the gateway.
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn a_client_past_its_rate_is_refused_with_a_clear_error_and_others_are_not() {
+    let scratch = Scratch::new();
+    let config = config(
+        &scratch,
+        "[serve]\nrequests_per_second = 1\nrequest_burst = 3\n",
+    );
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let open = || {
+        let reply = Post::to(&served).send(&served, &initialize_body());
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply.header("mcp-session-id").unwrap().to_owned()
+    };
+    let first = open();
+    let list = |session: &str| {
+        Post::to(&served)
+            .with("Mcp-Session-Id", session.to_owned())
+            .send(&served, &list_body())
+    };
+    for _ in 0..3 {
+        assert_eq!(list(&first).status, 200);
+    }
+    let refused = list(&first);
+    assert_eq!(refused.status, 429, "{}", refused.body);
+    assert!(refused.header("retry-after").is_some());
+    let message = refused.message()["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(message.contains("rate limit"), "{message}");
+    assert!(message.contains("requests_per_second"), "{message}");
+    // Another client (a session of its own) is not held back by the first one's flood.
+    let second = open();
+    assert_eq!(list(&second).status, 200);
+    // The first client gets requests back as time passes.
+    std::thread::sleep(Duration::from_millis(1100));
+    assert_eq!(list(&first).status, 200);
+    drop(served);
+    scratch.assert_no_leftovers();
+}

@@ -147,7 +147,7 @@ fn denied(message: String) -> Failure {
 }
 
 /// Shows the call on stderr and asks `Run it? [y/N]`; true only for `y` or `yes`.
-async fn ask(call: &PreparedCall<'_>, policy: &ResolvedPolicy) -> bool {
+async fn ask(call: &PreparedCall, policy: &ResolvedPolicy) -> bool {
     let tool = call.tool();
     eprint!(
         "warden: `{}` (server `{}`) needs your approval.\narguments:\n{}\nwhy:{}\nRun it? [y/N] ",
@@ -167,7 +167,9 @@ fn host_failure(error: HostError) -> Failure {
         HostError::UnknownTool { .. }
         | HostError::ArgumentsNotObject { .. }
         | HostError::InvalidArguments { .. } => Code::Usage,
-        HostError::ServerUnavailable { .. } | HostError::Call { .. } => Code::Unavailable,
+        HostError::ServerUnavailable { .. }
+        | HostError::Call { .. }
+        | HostError::Withdrawn { .. } => Code::Unavailable,
         HostError::Denied { .. } | HostError::NotApproved { .. } => Code::Denied,
     };
     let tail = match &error {

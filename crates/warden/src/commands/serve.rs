@@ -108,6 +108,17 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> Result<Code, Failure> 
         code: Code::Unavailable,
         error: anyhow::anyhow!("cannot start the gateway: {error}"),
     })?);
+    // Upstream tool list changes are reviewed and applied while clients are served, at
+    // most once per interval, and announced to the clients.
+    let follower = {
+        let gateway = Arc::clone(&gateway);
+        tokio::spawn(async move {
+            gateway
+                .backend()
+                .follow_upstreams(warden_gateway::backend::DEFAULT_REFRESH_INTERVAL)
+                .await;
+        })
+    };
     match listening {
         None => {
             let limits = StdioLimits {
@@ -142,6 +153,8 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> Result<Code, Failure> 
             .await;
         }
     }
+    follower.abort();
+    let _ = follower.await;
     shutdown(gateway).await;
     Ok(Code::Ok)
 }
@@ -176,6 +189,14 @@ fn http_limits(settings: &warden_config::ServeConfig) -> HttpLimits {
             .map_or(defaults.max_in_flight_per_client, to_usize),
         session_idle: settings.session_idle.unwrap_or(defaults.session_idle),
         header_timeout: settings.header_timeout.unwrap_or(defaults.header_timeout),
+        rate: warden_gateway::rate::Rate {
+            per_second: settings
+                .requests_per_second
+                .map_or(defaults.rate.per_second, |n| n as f64),
+            burst: settings
+                .request_burst
+                .map_or(defaults.rate.burst, |n| n as f64),
+        },
         ..defaults
     }
 }

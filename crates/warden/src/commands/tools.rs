@@ -332,7 +332,8 @@ fn text(host: &Host, drift: &DriftByServer, scans: &ScansByServer, verbose: bool
         };
         match &entry.status {
             ServerStatus::Connected { info } => {
-                let tools: Vec<_> = host.catalogue().tools_of(name).collect();
+                let catalogue = host.catalogue();
+                let tools: Vec<_> = catalogue.tools_of(name).collect();
                 // What the server says about itself: its words, made inert.
                 let implementation = match (&info.name, &info.version) {
                     (Some(n), Some(v)) => {

@@ -8,7 +8,12 @@ The plan is a JSON object:
   url         "http://127.0.0.1:PORT/mcp" (Streamable HTTP)
   headers     extra HTTP headers (a bearer token)
   elicit      "approve", "decline", or "none" (no elicitation capability at all)
-  steps       [{"list": true} | {"call": NAME, "args": {...}}], run in order
+  steps       [{"list": true} | {"call": NAME, "args": {...}} | {"listen": true}
+               | {"wait_changed": SECONDS}], run in order. `listen` opens a
+               2026-07-28 `subscriptions/listen` stream for tool list changes;
+               `wait_changed` waits for the next `notifications/tools/list_changed`
+               (a notification, or an event on the listen stream) and records whether
+               one came. A call the server answers with a JSON-RPC error records it.
 
 It prints one JSON object: the protocol version, the tool names of every page, each call's
 isError and text, and the messages of the elicitations it answered.
@@ -42,24 +47,60 @@ async def main() -> None:
         http_client = httpx.AsyncClient(headers=plan.get("headers", {}), timeout=30)
         server = streamable_http_client(plan["url"], http_client=http_client)
     callback = None if plan.get("elicit", "none") == "none" else approve
-    out = {"tools": [], "pages": 0, "calls": [], "asked": asked}
-    async with Client(server, mode=plan.get("mode", "auto"), elicitation_callback=callback, cache=None) as client:
+    out = {"tools": [], "pages": 0, "calls": [], "asked": asked, "changes": [], "lists": []}
+    changed = asyncio.Event()
+
+    async def on_message(message) -> None:
+        inner = getattr(message, "root", message)
+        if getattr(inner, "method", None) == "notifications/tools/list_changed":
+            changed.set()
+
+    async def listen(client, ready: asyncio.Event) -> None:
+        async with client.listen(tools_list_changed=True) as sub:
+            out["honored"] = bool(getattr(sub.honored, "tools_list_changed", False))
+            ready.set()
+            async for _event in sub:
+                changed.set()
+
+    listeners = []
+    async with Client(server, mode=plan.get("mode", "auto"), elicitation_callback=callback, cache=None,
+                      message_handler=on_message) as client:
         out["protocol"] = client.protocol_version
         for step in plan["steps"]:
             if step.get("list"):
                 cursor = None
+                listed = []
                 while True:
                     page = await client.list_tools(cursor=cursor)
                     out["pages"] += 1
-                    out["tools"].extend(tool.name for tool in page.tools)
+                    listed.extend(tool.name for tool in page.tools)
                     cursor = page.next_cursor
                     if not cursor:
                         break
+                out["tools"].extend(listed)
+                out["lists"].append(listed)
+            elif step.get("listen"):
+                ready = asyncio.Event()
+                listeners.append(asyncio.create_task(listen(client, ready)))
+                await asyncio.wait_for(ready.wait(), 20)
+            elif "wait_changed" in step:
+                try:
+                    await asyncio.wait_for(changed.wait(), step["wait_changed"])
+                    out["changes"].append(True)
+                except TimeoutError:
+                    out["changes"].append(False)
+                changed.clear()
             elif "call" in step:
-                result = await client.call_tool(step["call"], step.get("args", {}))
+                try:
+                    result = await client.call_tool(step["call"], step.get("args", {}))
+                except Exception as error:  # a JSON-RPC error answer (unknown tool)
+                    out["calls"].append({"name": step["call"], "error": str(error)})
+                    continue
                 text = "\n".join(block.text for block in result.content if getattr(block, "type", "") == "text")
                 out["calls"].append({"name": step["call"], "isError": bool(result.is_error), "text": text,
                                      "structured": result.structured_content})
+        for task in listeners:
+            task.cancel()
     print(json.dumps(out))
 
 
