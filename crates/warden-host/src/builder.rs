@@ -159,6 +159,11 @@ impl HostBuilder {
             (None, None) => Arc::new(ConfinedLauncher::from_env(scratch_dir)),
         };
         guard.audit = store.map(|store| Arc::new(AuditLog::new(store, on_audit_failure)));
+        // Relayed servers (`relay = "NAME"`) go through the process's relay channels.
+        let mut options = options;
+        if options.relay.is_none() {
+            options.relay = Some(warden_relay::Dialer::global());
+        }
         Host::connect_all(specs, policy, launcher, &options, review, guard).await
     }
 }

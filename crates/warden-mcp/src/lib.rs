@@ -26,14 +26,17 @@ pub mod fingerprint;
 pub mod grants;
 pub mod http;
 pub mod launcher;
-mod lines;
+pub mod lines;
 mod probe;
 mod rmcp_client;
 pub mod stderr_log;
 pub mod stdio;
 
 pub use confined::{ConfinedLauncher, Substituted};
-pub use connection::{CallOutcome, ConnectOptions, Connection, Era, ServerInfo, ToolDef, connect};
+pub use connection::{
+    CallOutcome, ConnectOptions, Connection, Era, RelayDialer, ServerInfo, ToolDef, connect,
+};
+pub use rmcp_client::{Pipes, connect_pipes};
 pub use elicit::{
     DeclineAll, ElicitationAnswer, ElicitationRequest, Elicitor, client_capabilities,
 };

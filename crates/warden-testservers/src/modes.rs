@@ -53,12 +53,15 @@ pub(crate) enum Mode {
     DiskFiller,
     /// Answers `tools/call` with what it can read of `/proc/1` (cmdline, environ, exe).
     ReadProcOne,
+    /// Before every `tools/call` answer, sends `--count` `notifications/message` lines (a
+    /// server that floods notifications).
+    NotifyFlood,
     /// The fixture for the conformance suite's server scenarios (see
     /// [`crate::conformance`]): its tools instead of `echo`, `add` and `fail`.
     Conformance,
 }
 
-const MODES: [(&str, Mode); 22] = [
+const MODES: [(&str, Mode); 23] = [
     ("good", Mode::Good),
     ("modern", Mode::Modern),
     ("stdout-logs", Mode::StdoutLogs),
@@ -81,6 +84,7 @@ const MODES: [(&str, Mode); 22] = [
     ("disk-filler", Mode::DiskFiller),
     ("read-proc-one", Mode::ReadProcOne),
     ("conformance", Mode::Conformance),
+    ("notify-flood", Mode::NotifyFlood),
 ];
 
 /// The parsed command line.
