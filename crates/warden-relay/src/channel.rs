@@ -452,11 +452,16 @@ impl Channel {
             // Reap the channel command (bounded), then mark the channel down: every
             // stream ends, so its connection sees the server gone.
             let status = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+            let clean = matches!(&status, Ok(Ok(status)) if status.success());
             let reason = match status {
                 Ok(Ok(status)) => format!("{reason}; the channel command ended ({status})"),
                 _ => reason,
             };
-            tracing::warn!(relay = %relay, "{reason}");
+            if clean {
+                tracing::info!(relay = %relay, "{reason}");
+            } else {
+                tracing::warn!(relay = %relay, "{reason}");
+            }
             if let Ok(mut ended) = reader_live.ended.lock() {
                 *ended = Some(reason);
             }

@@ -54,11 +54,11 @@ const STOP_LIMIT: Duration = Duration::from_secs(10);
 /// JSON-RPC error codes the supervisor answers with.
 pub mod codes {
     /// The request timed out inside the sandbox.
-    pub const TIMEOUT: i64 = -32001;
+    pub const TIMEOUT: i32 = -32001;
     /// The server process ended (or could not be started) while the request was pending.
-    pub const SERVER_EXITED: i64 = -32002;
+    pub const SERVER_EXITED: i32 = -32002;
     /// Too many requests pending or queued for the server.
-    pub const BUSY: i64 = -32003;
+    pub const BUSY: i32 = -32003;
 }
 
 /// When a child that exited is started again.
@@ -229,7 +229,7 @@ fn busy_reply(payload: &[u8]) -> Option<Vec<u8>> {
     .ok()
 }
 
-fn error_answer(id: Value, code: i64, message: String) -> Value {
+fn error_answer(id: Value, code: i32, message: String) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
 }
 

@@ -268,6 +268,7 @@ fn calls_through_the_relay_reach_real_servers_inside_under_the_brains_policy_and
         "everything/echo",
         "--args",
         r#"{"message":"through the relay"}"#,
+        "--yes",
     ]);
     assert_exit(&output, 0);
     assert!(stdout(&output).contains("through the relay"), "{}", describe(&output));
@@ -278,6 +279,7 @@ fn calls_through_the_relay_reach_real_servers_inside_under_the_brains_policy_and
         "git/git_log",
         "--args",
         &json!({"repo_path": repo}).to_string(),
+        "--yes",
     ]);
     assert_exit(&output, 0);
     assert!(stdout(&output).contains("inside"), "{}", describe(&output));
@@ -287,7 +289,7 @@ fn calls_through_the_relay_reach_real_servers_inside_under_the_brains_policy_and
     assert_exit(&output, 4);
     assert!(stderr(&output).contains("not from the brain"), "{}", describe(&output));
     // Positive control: the same server's honest call goes through.
-    let output = topology.run(&["call", "good/echo", "--args", r#"{"message":"ok"}"#]);
+    let output = topology.run(&["call", "good/echo", "--args", r#"{"message":"ok"}"#, "--yes"]);
     assert_exit(&output, 0);
     assert!(stdout(&output).contains("echo: ok"), "{}", describe(&output));
 
@@ -318,7 +320,7 @@ fn the_token_lives_only_in_its_one_childs_environment() {
     assert!(!brain_text.contains("warden-testserver") && !brain_text.contains("server-everything"));
     assert!(inner_text.contains("warden-testserver"), "control: the inside has it");
 
-    let mut brain = topology
+    let brain = topology
         .scratch
         .warden(&[
             "--config",
@@ -327,6 +329,7 @@ fn the_token_lives_only_in_its_one_childs_environment() {
             "good/sleep",
             "--args",
             r#"{"ms":4000}"#,
+            "--yes",
         ])
         .spawn()
         .unwrap();
@@ -427,7 +430,7 @@ fn a_hung_tool_times_out_at_the_innermost_level_first_and_the_next_level_without
         "",
     );
     let started = Instant::now();
-    let output = topology.run(&["call", "hung/sleep", "--args", r#"{"ms":9000}"#]);
+    let output = topology.run(&["call", "hung/sleep", "--args", r#"{"ms":9000}"#, "--yes"]);
     let took = started.elapsed();
     assert_exit(&output, 3);
     assert!(
@@ -440,7 +443,7 @@ fn a_hung_tool_times_out_at_the_innermost_level_first_and_the_next_level_without
     // Without a tool timeout (`good` has the 60 s default inside), the next level fires:
     // the supervisor's deadline, the brain's 3 s less the margin, before the brain's own.
     let started = Instant::now();
-    let output = topology.run(&["call", "good/sleep", "--args", r#"{"ms":9000}"#]);
+    let output = topology.run(&["call", "good/sleep", "--args", r#"{"ms":9000}"#, "--yes"]);
     let took = started.elapsed();
     assert_exit(&output, 3);
     assert!(
@@ -491,7 +494,13 @@ fn a_turn_goes_on_after_a_relayed_tool_times_out() {
 fn a_server_flooding_notifications_does_not_stall_calls() {
     let topology = Topology::new(&stubs(&["flood"], "timeout = { call = \"30s\" }"), "");
     let started = Instant::now();
-    let output = topology.run(&["call", "flood/echo", "--args", r#"{"message":"still here"}"#]);
+    let output = topology.run(&[
+        "call",
+        "flood/echo",
+        "--args",
+        r#"{"message":"still here"}"#,
+        "--yes",
+    ]);
     assert_exit(&output, 0);
     assert!(stdout(&output).contains("echo: still here"), "{}", describe(&output));
     assert!(
