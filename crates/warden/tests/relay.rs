@@ -315,6 +315,11 @@ fn calls_through_the_relay_reach_real_servers_inside_under_the_brains_policy_and
     let output = topology.run(&["tools"]);
     assert_exit(&output, 0);
     assert!(stdout(&output).contains("git_status"), "{}", describe(&output));
+    // The servers' stderr, captured inside, is in the brain's per-server logs, tagged with
+    // the sandbox and the server.
+    let log = topology.scratch.path().join("state/warden/logs/everything.log");
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(log.contains("[box/everything] "), "everything.log: {log}");
     // Each session ended with its brain: nothing of it is left in the sandbox.
     topology.scratch.assert_no_leftovers();
 }
