@@ -36,7 +36,6 @@ pub use confined::{ConfinedLauncher, Substituted};
 pub use connection::{
     CallOutcome, ConnectOptions, Connection, Era, RelayDialer, ServerInfo, ToolDef, connect,
 };
-pub use rmcp_client::{Pipes, connect_pipes};
 pub use elicit::{
     DeclineAll, ElicitationAnswer, ElicitationRequest, Elicitor, client_capabilities,
 };
@@ -46,4 +45,5 @@ pub use exposure::{WriteGrant, exposure};
 pub use fingerprint::{Fingerprint, FingerprintError, HashedFile, fingerprint};
 pub use grants::{Access, Grant, Grants, Reason};
 pub use launcher::{DirectLauncher, LaunchRequest, Launched, Launcher, ProcessGroup};
+pub use rmcp_client::{Pipes, connect_pipes};
 pub use stderr_log::StderrLog;

@@ -195,7 +195,10 @@ impl Channel {
                 },
             );
         }
-        let _ = live.out.send(Frame::new(Kind::Open, server, Vec::new())).await;
+        let _ = live
+            .out
+            .send(Frame::new(Kind::Open, server, Vec::new()))
+            .await;
         // The connection's requests, one per line, become Data frames with deadlines.
         let out = live.out.clone();
         let name = server.to_owned();
@@ -241,7 +244,10 @@ impl Channel {
                 Err(poisoned) => poisoned.into_inner().remove(server),
             };
             drop(removed);
-            let _ = live.out.send(Frame::new(Kind::Closed, server, Vec::new())).await;
+            let _ = live
+                .out
+                .send(Frame::new(Kind::Closed, server, Vec::new()))
+                .await;
         }
     }
 
@@ -396,9 +402,13 @@ impl Channel {
         let mut writer = BufWriter::new(stdin);
         let payload = serde_json::to_vec(&hello).map_err(|error| open_error(error.to_string()))?;
         drop(hello);
-        write_frame(&mut writer, &Frame::new(Kind::Hello, "", payload), max_payload)
-            .await
-            .map_err(|error| open_error(error.to_string()))?;
+        write_frame(
+            &mut writer,
+            &Frame::new(Kind::Hello, "", payload),
+            max_payload,
+        )
+        .await
+        .map_err(|error| open_error(error.to_string()))?;
         writer
             .flush()
             .await
@@ -483,7 +493,10 @@ impl Channel {
                 reason,
             };
             let meta = std::fs::metadata(path).map_err(|e| {
-                error(format!("the secrets of `{server}` ({}): {e}", path.display()))
+                error(format!(
+                    "the secrets of `{server}` ({}): {e}",
+                    path.display()
+                ))
             })?;
             if meta.len() > 64 * 1024 {
                 return Err(error(format!(
@@ -492,7 +505,10 @@ impl Channel {
                 )));
             }
             let text = std::fs::read_to_string(path).map_err(|e| {
-                error(format!("the secrets of `{server}` ({}): {e}", path.display()))
+                error(format!(
+                    "the secrets of `{server}` ({}): {e}",
+                    path.display()
+                ))
             })?;
             let vars = warden_config::parse_env_file(&text, path)
                 .map_err(|e| error(format!("the secrets of `{server}`: {e}")))?;
@@ -604,8 +620,14 @@ mod tests {
         for attempts in 0..40 {
             let delay = backoff(&spec, attempts);
             let base = (100u64 << attempts.min(16)).min(1000);
-            assert!(delay >= Duration::from_millis(base / 2), "{attempts}: {delay:?}");
-            assert!(delay <= Duration::from_millis(base), "{attempts}: {delay:?}");
+            assert!(
+                delay >= Duration::from_millis(base / 2),
+                "{attempts}: {delay:?}"
+            );
+            assert!(
+                delay <= Duration::from_millis(base),
+                "{attempts}: {delay:?}"
+            );
         }
     }
 

@@ -181,7 +181,7 @@ impl Correlator {
     }
 
     /// Classifies one message from the child of generation `generation`.
-    pub fn from_child(&mut self, generation: u64, mut message: Map<String, Value>) -> FromChild {
+    pub fn child_message(&mut self, generation: u64, mut message: Map<String, Value>) -> FromChild {
         if generation != self.generation {
             return FromChild::Drop("a message from a child that has been replaced");
         }
@@ -224,7 +224,9 @@ impl Correlator {
                     FromChild::Drop("a notification that is not passed on")
                 }
             }
-            (false, false) => FromChild::Drop("a message that is neither request, answer nor notification"),
+            (false, false) => {
+                FromChild::Drop("a message that is neither request, answer nor notification")
+            }
         }
     }
 
@@ -264,7 +266,7 @@ mod tests {
         let id = corr.request(&mut request, None).unwrap();
         assert_eq!(request["id"], json!(id));
         let answer = object(json!({"jsonrpc":"2.0","id":id,"result":{}}));
-        match corr.from_child(0, answer) {
+        match corr.child_message(0, answer) {
             FromChild::Forward(message) => assert_eq!(message["id"], json!("abc")),
             other => panic!("{other:?}"),
         }
@@ -280,18 +282,25 @@ mod tests {
         let mut first = object(json!({"jsonrpc":"2.0","id":7,"method":"tools/call"}));
         let old = corr.request(&mut first, None).unwrap();
         let failed = corr.new_generation();
-        assert_eq!(failed.len(), 1, "the pending request is failed, not left hanging");
+        assert_eq!(
+            failed.len(),
+            1,
+            "the pending request is failed, not left hanging"
+        );
         let mut second = object(json!({"jsonrpc":"2.0","id":7,"method":"tools/call"}));
         let new = corr.request(&mut second, None).unwrap();
         assert_ne!(old, new, "ids are never reused across generations");
         // The old child's answer, read late, under its generation...
         let late = object(json!({"jsonrpc":"2.0","id":old,"result":{"stale":true}}));
-        assert!(matches!(corr.from_child(0, late.clone()), FromChild::Drop(_)));
+        assert!(matches!(
+            corr.child_message(0, late.clone()),
+            FromChild::Drop(_)
+        ));
         // ...or even if it somehow arrived through the new child's stream.
-        assert!(matches!(corr.from_child(1, late), FromChild::Drop(_)));
+        assert!(matches!(corr.child_message(1, late), FromChild::Drop(_)));
         // The new child's answer is delivered.
         let answer = object(json!({"jsonrpc":"2.0","id":new,"result":{"fresh":true}}));
-        match corr.from_child(1, answer) {
+        match corr.child_message(1, answer) {
             FromChild::Forward(message) => {
                 assert_eq!(message["id"], json!(7));
                 assert_eq!(message["result"], json!({"fresh":true}));
@@ -305,10 +314,16 @@ mod tests {
         let mut corr = Correlator::default();
         for method in ["notifications/message", "notifications/progress", "x/y"] {
             let note = object(json!({"jsonrpc":"2.0","method":method,"params":{}}));
-            assert!(matches!(corr.from_child(0, note), FromChild::Drop(_)), "{method}");
+            assert!(
+                matches!(corr.child_message(0, note), FromChild::Drop(_)),
+                "{method}"
+            );
         }
         let changed = object(json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"}));
-        assert!(matches!(corr.from_child(0, changed), FromChild::Forward(_)));
+        assert!(matches!(
+            corr.child_message(0, changed),
+            FromChild::Forward(_)
+        ));
     }
 
     #[test]
@@ -333,7 +348,7 @@ mod tests {
         assert_eq!(expired[0].0, id);
         // The answer that comes after the timeout is dropped.
         let late = object(json!({"jsonrpc":"2.0","id":id,"result":{}}));
-        assert!(matches!(corr.from_child(0, late), FromChild::Drop(_)));
+        assert!(matches!(corr.child_message(0, late), FromChild::Drop(_)));
         // A cancellation for something no longer pending is not forwarded.
         assert!(!corr.cancellation(&mut cancel));
     }
@@ -342,7 +357,7 @@ mod tests {
     fn the_childs_own_requests_carry_the_generation() {
         let mut corr = Correlator::default();
         let ask = object(json!({"jsonrpc":"2.0","id":1,"method":"elicitation/create"}));
-        let FromChild::Forward(forwarded) = corr.from_child(0, ask) else {
+        let FromChild::Forward(forwarded) = corr.child_message(0, ask) else {
             panic!("not forwarded");
         };
         let renamed = forwarded["id"].clone();

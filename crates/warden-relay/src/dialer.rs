@@ -16,8 +16,8 @@ use serde_json::{Map, Value};
 use warden_config::{ServerSpec, TransportSpec};
 use warden_mcp::launcher::StopReport;
 use warden_mcp::{
-    CallError, CallOutcome, ConnectError, ConnectFailure, ConnectOptions, Connection,
-    RelayDialer, ServerInfo, ToolDef,
+    CallError, CallOutcome, ConnectError, ConnectFailure, ConnectOptions, Connection, RelayDialer,
+    ServerInfo, ToolDef,
 };
 
 use crate::channel::{Channel, Deadlines};
@@ -140,11 +140,7 @@ impl RelayConnection {
         let connection = warden_mcp::connect_pipes(&self.spec, pipes, &self.options)
             .await
             .map_err(|failure| {
-                format!(
-                    "through relay `{}`: {}",
-                    self.channel.name(),
-                    failure.error
-                )
+                format!("through relay `{}`: {}", self.channel.name(), failure.error)
             })?;
         let connection = Arc::new(connection);
         *session = Some(Session {

@@ -172,7 +172,9 @@ fn decode_body(mut body: Vec<u8>) -> Result<Frame, FrameError> {
         .iter()
         .all(|byte| byte.is_ascii_alphanumeric() || *byte == b'_' || *byte == b'-')
     {
-        return Err(FrameError::Malformed("a server name with characters names cannot have"));
+        return Err(FrameError::Malformed(
+            "a server name with characters names cannot have",
+        ));
     }
     let server = String::from_utf8_lossy(name).into_owned();
     let at = 2 + name_len;
@@ -238,9 +240,15 @@ mod tests {
     async fn malformed_frames_are_refused_with_a_reason() {
         for (body, why) in [
             (vec![9u8, 0, 0, 0, 0, 0], "an unknown kind"),
-            (vec![3u8, 200, 0, 0, 0, 0], "a server name longer than 64 bytes"),
+            (
+                vec![3u8, 200, 0, 0, 0, 0],
+                "a server name longer than 64 bytes",
+            ),
             (vec![3u8, 3, b'a', 0, 0, 0], "shorter than its header"),
-            (vec![3u8, 1, b'/', 0, 0, 0, 0], "a server name with characters"),
+            (
+                vec![3u8, 1, b'/', 0, 0, 0, 0],
+                "a server name with characters",
+            ),
         ] {
             let mut bytes = u32::try_from(body.len()).unwrap().to_be_bytes().to_vec();
             bytes.extend_from_slice(&body);

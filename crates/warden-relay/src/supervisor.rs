@@ -180,7 +180,8 @@ impl Supervisor {
                             deadline,
                         };
                         if let Err(mpsc::error::TrySendError::Full(Inbound::Brain {
-                            payload, ..
+                            payload,
+                            ..
                         })) = handle.mailbox.try_send(message)
                         {
                             // Refused at once rather than blocking every other server.
@@ -317,7 +318,11 @@ impl ServerTask {
         ServerHandle { mailbox, task }
     }
 
-    async fn run(mut self, mut inbox: mpsc::Receiver<Inbound>, mut events: mpsc::Receiver<ChildEvent>) {
+    async fn run(
+        mut self,
+        mut inbox: mpsc::Receiver<Inbound>,
+        mut events: mpsc::Receiver<ChildEvent>,
+    ) {
         loop {
             let deadline = self.corr.next_deadline();
             let sleep = async {
@@ -329,7 +334,7 @@ impl ServerTask {
             tokio::select! {
                 message = inbox.recv() => match message {
                     Some(Inbound::Brain { payload, deadline }) => {
-                        self.from_brain(payload, deadline, &mut events).await;
+                        self.on_brain(payload, deadline, &mut events).await;
                     }
                     Some(Inbound::Stop(done)) => {
                         self.stop_child("the session ended").await;
@@ -341,7 +346,7 @@ impl ServerTask {
                         return;
                     }
                 },
-                Some(event) = events.recv() => self.from_child(event).await,
+                Some(event) = events.recv() => self.on_child(event).await,
                 () = sleep => self.expire().await,
             }
         }
@@ -356,7 +361,7 @@ impl ServerTask {
         }
     }
 
-    async fn from_brain(
+    async fn on_brain(
         &mut self,
         payload: Vec<u8>,
         deadline: Option<Instant>,
@@ -394,7 +399,8 @@ impl ServerTask {
         if let Err(reason) = self.ensure_child(method.as_deref(), events).await {
             if is_request {
                 let id = message.get("id").cloned().unwrap_or(Value::Null);
-                self.send(&error_answer(id, codes::SERVER_EXITED, reason)).await;
+                self.send(&error_answer(id, codes::SERVER_EXITED, reason))
+                    .await;
             }
             return;
         }
@@ -478,7 +484,11 @@ impl ServerTask {
             let reason = self.given_up_reason();
             let _ = self
                 .out
-                .send(Frame::new(Kind::Closed, &self.spec.name, reason.clone().into_bytes()))
+                .send(Frame::new(
+                    Kind::Closed,
+                    &self.spec.name,
+                    reason.clone().into_bytes(),
+                ))
                 .await;
             return Err(reason);
         }
@@ -510,7 +520,11 @@ impl ServerTask {
                 match read_capped_line(&mut stdout, &mut line, max_line, true).await {
                     Ok(LineRead::Line) => {
                         let bytes = std::mem::take(&mut line);
-                        if events_tx.send(ChildEvent::Line { generation, bytes }).await.is_err() {
+                        if events_tx
+                            .send(ChildEvent::Line { generation, bytes })
+                            .await
+                            .is_err()
+                        {
                             return;
                         }
                     }
@@ -578,7 +592,8 @@ impl ServerTask {
                 match event {
                     ChildEvent::Line { generation, bytes } => {
                         if let Ok(message) = serde_json::from_slice::<Map<String, Value>>(&bytes)
-                            && let FromChild::Internal(_) = self.corr.from_child(generation, message)
+                            && let FromChild::Internal(_) =
+                                self.corr.child_message(generation, message)
                         {
                             return true;
                         }
@@ -595,7 +610,8 @@ impl ServerTask {
         .unwrap_or(false);
         if !answered {
             self.corr.forget(id);
-            self.child_gone("did not answer the replayed initialize").await;
+            self.child_gone("did not answer the replayed initialize")
+                .await;
             return Err(format!(
                 "`{}` was restarted inside the sandbox and did not complete the handshake",
                 self.spec.name
@@ -627,14 +643,14 @@ impl ServerTask {
         }
     }
 
-    async fn from_child(&mut self, event: ChildEvent) {
+    async fn on_child(&mut self, event: ChildEvent) {
         match event {
             ChildEvent::Line { generation, bytes } => {
                 let Ok(message) = serde_json::from_slice::<Map<String, Value>>(&bytes) else {
                     tracing::debug!(server = %self.spec.name, "a line from the child that is not a JSON object");
                     return;
                 };
-                match self.corr.from_child(generation, message) {
+                match self.corr.child_message(generation, message) {
                     FromChild::Forward(message) => self.send(&Value::Object(message)).await,
                     FromChild::Internal(_) => {}
                     FromChild::Drop(why) => {
@@ -658,7 +674,9 @@ impl ServerTask {
     /// answered with an error, and the next start waits for the restart delay.
     async fn child_gone(&mut self, why: &str) {
         let status = match self.child.take() {
-            Some(Running { stdin, mut group, .. }) => {
+            Some(Running {
+                stdin, mut group, ..
+            }) => {
                 drop(stdin);
                 match group.wait_exit(Duration::from_millis(200)).await {
                     Some(status) => {
@@ -678,8 +696,12 @@ impl ServerTask {
         );
         for pending in self.corr.new_generation() {
             if !pending.internal {
-                self.send(&error_answer(pending.origin, codes::SERVER_EXITED, message.clone()))
-                    .await;
+                self.send(&error_answer(
+                    pending.origin,
+                    codes::SERVER_EXITED,
+                    message.clone(),
+                ))
+                .await;
             }
         }
         let restarts = u32::try_from(self.starts.len().saturating_sub(1)).unwrap_or(u32::MAX);
@@ -715,7 +737,9 @@ impl ServerTask {
                 self.send(&error_answer(
                     pending.origin,
                     codes::TIMEOUT,
-                    format!("timed out inside the sandbox: {level} fired; the request was cancelled"),
+                    format!(
+                        "timed out inside the sandbox: {level} fired; the request was cancelled"
+                    ),
                 ))
                 .await;
             }

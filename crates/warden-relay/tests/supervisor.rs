@@ -98,7 +98,9 @@ async fn start(restart: RestartPolicy) -> Harness {
         .await;
     let ready = harness.next().await;
     assert_eq!(ready.kind, Kind::Ready);
-    harness.send(Frame::new(Kind::Open, "fake", Vec::new())).await;
+    harness
+        .send(Frame::new(Kind::Open, "fake", Vec::new()))
+        .await;
     harness
 }
 
@@ -116,7 +118,8 @@ impl Harness {
     }
 
     async fn call(&mut self, id: u64, tool: &str) -> Value {
-        self.request(id, "tools/call", json!({"name": tool}), 0).await;
+        self.request(id, "tools/call", json!({"name": tool}), 0)
+            .await;
         self.answer().await
     }
 
@@ -143,13 +146,22 @@ impl Harness {
     }
 
     async fn initialize(&mut self) {
-        self.request(1, "initialize", json!({"protocolVersion": "2025-11-25"}), 5000)
-            .await;
+        self.request(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25"}),
+            5000,
+        )
+        .await;
         let answer = self.answer().await;
         assert_eq!(answer["id"], 1);
         let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        self.send(Frame::new(Kind::Data, "fake", note.to_string().into_bytes()))
-            .await;
+        self.send(Frame::new(
+            Kind::Data,
+            "fake",
+            note.to_string().into_bytes(),
+        ))
+        .await;
     }
 }
 
@@ -182,7 +194,11 @@ async fn a_crashed_child_is_replaced_with_the_handshake_replayed_until_the_burst
     // The brain's ids come back as they were sent.
     let answer = harness.call(77, "id").await;
     assert_eq!(answer["id"], 77);
-    assert_ne!(text(&answer), "77", "the child saw the supervisor's id, not the brain's");
+    assert_ne!(
+        text(&answer),
+        "77",
+        "the child saw the supervisor's id, not the brain's"
+    );
     let first = text(&harness.call(3, "pid").await);
 
     // A crash mid-call answers the pending request with an error at once...
@@ -198,10 +214,12 @@ async fn a_crashed_child_is_replaced_with_the_handshake_replayed_until_the_burst
     // Third start, third crash: the burst limit (3 starts a minute) is reached.
     let crashed = harness.call(6, "crash").await;
     assert_eq!(crashed["error"]["code"], codes::SERVER_EXITED);
-    assert_eq!(harness.call(7, "pid").await["result"].is_object(), true);
+    assert!(harness.call(7, "pid").await["result"].is_object());
     let crashed = harness.call(8, "crash").await;
     assert_eq!(crashed["error"]["code"], codes::SERVER_EXITED);
-    harness.request(9, "tools/call", json!({"name": "pid"}), 0).await;
+    harness
+        .request(9, "tools/call", json!({"name": "pid"}), 0)
+        .await;
     let closed = harness.next().await;
     assert_eq!(closed.kind, Kind::Closed, "{closed:?}");
     assert!(String::from_utf8_lossy(&closed.payload).contains("not started again"));
@@ -250,7 +268,9 @@ async fn the_end_of_the_channel_stops_every_child() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_not_defined_inside_is_closed_with_a_reason() {
     let mut harness = start(RestartPolicy::default()).await;
-    harness.send(Frame::new(Kind::Open, "nope", Vec::new())).await;
+    harness
+        .send(Frame::new(Kind::Open, "nope", Vec::new()))
+        .await;
     let closed = harness.next().await;
     assert_eq!(closed.kind, Kind::Closed);
     assert_eq!(closed.server, "nope");

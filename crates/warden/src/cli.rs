@@ -96,9 +96,11 @@ pub enum RelayCommand {
     /// Inside a sandbox: serve the relay's framed channel on stdin and stdout, starting the
     /// servers of --config (the real definitions) confined, one per stream, and stopping
     /// every one of them when the channel ends.
-    #[command(after_help = "Run by the channel command of a `[relays.NAME]` on the brain's \
+    #[command(
+        after_help = "Run by the channel command of a `[relays.NAME]` on the brain's \
 side, for example:\n  ip netns exec box warden relay supervise --config /etc/warden/box.toml\n\n\
-stdout carries frames only; logs go to stderr.")]
+stdout carries frames only; logs go to stderr."
+    )]
     Supervise(SuperviseArgs),
 }
 

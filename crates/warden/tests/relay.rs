@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
 use support::{
-    Scratch, TAG_VAR, assert_exit, describe, node_server, peers_dir, server_toml, stderr,
-    stdout, tagged_processes, testserver_bin, warden_bin,
+    Scratch, TAG_VAR, assert_exit, describe, node_server, peers_dir, server_toml, stderr, stdout,
+    tagged_processes, testserver_bin, warden_bin,
 };
 use warden_mcp::{CallError, ConnectOptions, Connection, DirectLauncher, Launcher};
 
@@ -81,7 +81,17 @@ impl Topology {
         std::fs::create_dir_all(&repo).unwrap();
         for args in [
             &["init", "-q"][..],
-            &["-c", "user.email=t@e", "-c", "user.name=t", "commit", "-q", "--allow-empty", "-m", "inside"][..],
+            &[
+                "-c",
+                "user.email=t@e",
+                "-c",
+                "user.name=t",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "inside",
+            ][..],
         ] {
             assert!(
                 Command::new("git")
@@ -280,7 +290,11 @@ fn calls_through_the_relay_reach_real_servers_inside_under_the_brains_policy_and
         "--yes",
     ]);
     assert_exit(&output, 0);
-    assert!(stdout(&output).contains("through the relay"), "{}", describe(&output));
+    assert!(
+        stdout(&output).contains("through the relay"),
+        "{}",
+        describe(&output)
+    );
 
     let repo = topology.repo.to_str().unwrap().to_owned();
     let output = topology.run(&[
@@ -296,11 +310,25 @@ fn calls_through_the_relay_reach_real_servers_inside_under_the_brains_policy_and
     // The brain's policy applies to a relayed server: denied, nothing sent.
     let output = topology.run(&["call", "good/add", "--args", r#"{"a":1,"b":2}"#, "--yes"]);
     assert_exit(&output, 4);
-    assert!(stderr(&output).contains("not from the brain"), "{}", describe(&output));
+    assert!(
+        stderr(&output).contains("not from the brain"),
+        "{}",
+        describe(&output)
+    );
     // Positive control: the same server's honest call goes through.
-    let output = topology.run(&["call", "good/echo", "--args", r#"{"message":"ok"}"#, "--yes"]);
+    let output = topology.run(&[
+        "call",
+        "good/echo",
+        "--args",
+        r#"{"message":"ok"}"#,
+        "--yes",
+    ]);
     assert_exit(&output, 0);
-    assert!(stdout(&output).contains("echo: ok"), "{}", describe(&output));
+    assert!(
+        stdout(&output).contains("echo: ok"),
+        "{}",
+        describe(&output)
+    );
 
     // The brain's audit has every attempt, the denied one included.
     let output = topology.scratch.run(&["audit", "--json"], LIMIT);
@@ -308,16 +336,28 @@ fn calls_through_the_relay_reach_real_servers_inside_under_the_brains_policy_and
     let rows = support::json(&output);
     let rows = rows.as_array().unwrap();
     let text = serde_json::to_string(rows).unwrap();
-    for tool in ["everything__echo", "git__git_log", "good__add", "good__echo"] {
+    for tool in [
+        "everything__echo",
+        "git__git_log",
+        "good__add",
+        "good__echo",
+    ] {
         assert!(text.contains(tool), "{tool} is not in the audit: {text}");
     }
     // `warden tools` lists the relayed servers' tools like any others.
     let output = topology.run(&["tools"]);
     assert_exit(&output, 0);
-    assert!(stdout(&output).contains("git_status"), "{}", describe(&output));
+    assert!(
+        stdout(&output).contains("git_status"),
+        "{}",
+        describe(&output)
+    );
     // The servers' stderr, captured inside, is in the brain's per-server logs, tagged with
     // the sandbox and the server.
-    let log = topology.scratch.path().join("state/warden/logs/everything.log");
+    let log = topology
+        .scratch
+        .path()
+        .join("state/warden/logs/everything.log");
     let log = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(log.contains("[box/everything] "), "everything.log: {log}");
     // Each session ended with its brain: nothing of it is left in the sandbox.
@@ -332,7 +372,10 @@ fn the_token_lives_only_in_its_one_childs_environment() {
     // The brain's configuration has the route only: not the command, not the token.
     assert!(!brain_text.contains(&topology.token));
     assert!(!brain_text.contains("warden-testserver") && !brain_text.contains("server-everything"));
-    assert!(inner_text.contains("warden-testserver"), "control: the inside has it");
+    assert!(
+        inner_text.contains("warden-testserver"),
+        "control: the inside has it"
+    );
 
     let brain = topology
         .scratch
@@ -384,9 +427,16 @@ fn the_token_lives_only_in_its_one_childs_environment() {
 
     let output = support::wait_with_limit(brain, LIMIT);
     assert_exit(&output, 0);
-    assert!(stdout(&output).contains("slept 4000 ms"), "{}", describe(&output));
+    assert!(
+        stdout(&output).contains("slept 4000 ms"),
+        "{}",
+        describe(&output)
+    );
     topology.scratch.assert_no_leftovers();
-    assert!(holding(&needle).is_empty(), "the token outlived its session");
+    assert!(
+        holding(&needle).is_empty(),
+        "the token outlived its session"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -394,7 +444,11 @@ async fn a_child_killed_mid_call_is_replaced_and_the_next_call_gets_its_own_answ
     let topology = Topology::new(&stubs(&["good"], "timeout = { call = \"20s\" }"), "");
     let connection = connect(&topology, "good").await;
     let first = connection
-        .call_tool("echo", args(json!({"message":"first"})), Duration::from_secs(20))
+        .call_tool(
+            "echo",
+            args(json!({"message":"first"})),
+            Duration::from_secs(20),
+        )
         .await
         .unwrap();
     assert_eq!(text_of(&first), "echo: first");
@@ -418,18 +472,30 @@ async fn a_child_killed_mid_call_is_replaced_and_the_next_call_gets_its_own_answ
     );
     match &error {
         CallError::Rejected { code, message } => {
-            assert_eq!(*code, warden_relay::supervisor::codes::SERVER_EXITED, "{message}");
+            assert_eq!(
+                *code,
+                warden_relay::supervisor::codes::SERVER_EXITED,
+                "{message}"
+            );
         }
         other => panic!("unexpected error: {other}"),
     }
     // The next call is answered by a new child, with its own answer.
     let second = connection
-        .call_tool("echo", args(json!({"message":"second"})), Duration::from_secs(20))
+        .call_tool(
+            "echo",
+            args(json!({"message":"second"})),
+            Duration::from_secs(20),
+        )
         .await
         .unwrap();
     assert_eq!(text_of(&second), "echo: second");
     let third = connection
-        .call_tool("add", args(json!({"a": 2, "b": 3})), Duration::from_secs(20))
+        .call_tool(
+            "add",
+            args(json!({"a": 2, "b": 3})),
+            Duration::from_secs(20),
+        )
         .await
         .unwrap();
     assert!(text_of(&third).contains('5'), "{}", text_of(&third));
@@ -457,7 +523,11 @@ fn a_hung_tool_times_out_at_the_innermost_level_first_and_the_next_level_without
         "{}",
         describe(&output)
     );
-    assert!(took < Duration::from_secs(7), "took {took:?}: {}", describe(&output));
+    assert!(
+        took < Duration::from_secs(7),
+        "took {took:?}: {}",
+        describe(&output)
+    );
 
     // Without a tool timeout (`good` has the 60 s default inside), the next level fires:
     // the supervisor's deadline, the brain's 3 s less the margin, before the brain's own.
@@ -504,7 +574,11 @@ fn a_turn_goes_on_after_a_relayed_tool_times_out() {
     command.env("OPENAI_API_KEY", "test-key");
     let output = support::run_with_limit(command, LIMIT);
     assert_exit(&output, 0);
-    assert!(stdout(&output).contains("moving on"), "{}", describe(&output));
+    assert!(
+        stdout(&output).contains("moving on"),
+        "{}",
+        describe(&output)
+    );
     drop(model);
     topology.scratch.assert_no_leftovers();
 }
@@ -521,7 +595,11 @@ fn a_server_flooding_notifications_does_not_stall_calls() {
         "--yes",
     ]);
     assert_exit(&output, 0);
-    assert!(stdout(&output).contains("echo: still here"), "{}", describe(&output));
+    assert!(
+        stdout(&output).contains("echo: still here"),
+        "{}",
+        describe(&output)
+    );
     assert!(
         started.elapsed() < Duration::from_secs(20),
         "took {:?}",
@@ -535,7 +613,11 @@ async fn a_cut_channel_fails_calls_fast_and_is_restored() {
     let topology = Topology::new(&stubs(&["good"], "timeout = { call = \"10s\" }"), "");
     let connection = connect(&topology, "good").await;
     let before = connection
-        .call_tool("echo", args(json!({"message":"before"})), Duration::from_secs(10))
+        .call_tool(
+            "echo",
+            args(json!({"message":"before"})),
+            Duration::from_secs(10),
+        )
         .await
         .unwrap();
     assert_eq!(text_of(&before), "echo: before");
@@ -552,7 +634,11 @@ async fn a_cut_channel_fails_calls_fast_and_is_restored() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
     let error = connection
-        .call_tool("echo", args(json!({"message":"down"})), Duration::from_secs(10))
+        .call_tool(
+            "echo",
+            args(json!({"message":"down"})),
+            Duration::from_secs(10),
+        )
         .await
         .unwrap_err();
     assert!(
@@ -570,12 +656,20 @@ async fn a_cut_channel_fails_calls_fast_and_is_restored() {
     let after = loop {
         tokio::time::sleep(Duration::from_millis(300)).await;
         match connection
-            .call_tool("echo", args(json!({"message":"after"})), Duration::from_secs(10))
+            .call_tool(
+                "echo",
+                args(json!({"message":"after"})),
+                Duration::from_secs(10),
+            )
             .await
         {
             Ok(outcome) => break outcome,
             Err(error) if Instant::now() < deadline => {
-                assert!(error.to_string().contains("reconnecting") || error.to_string().contains("gone"), "{error}");
+                assert!(
+                    error.to_string().contains("reconnecting")
+                        || error.to_string().contains("gone"),
+                    "{error}"
+                );
             }
             Err(error) => panic!("the channel was not restored: {error}"),
         }
@@ -599,18 +693,31 @@ fn a_relayed_entry_carrying_a_command_or_env_is_refused() {
         ));
         let output = scratch.run(&["--config", config.to_str().unwrap(), "config"], LIMIT);
         assert_exit(&output, 2);
-        assert!(stderr(&output).contains("is a stub"), "{extra}: {}", describe(&output));
+        assert!(
+            stderr(&output).contains("is a stub"),
+            "{extra}: {}",
+            describe(&output)
+        );
     }
     // Positive control: the stub alone is accepted.
-    let config = scratch.config("[relays.box]\ncommand = [\"true\"]\n\n[servers.s]\nrelay = \"box\"\n");
+    let config =
+        scratch.config("[relays.box]\ncommand = [\"true\"]\n\n[servers.s]\nrelay = \"box\"\n");
     let output = scratch.run(&["--config", config.to_str().unwrap(), "config"], LIMIT);
     assert_exit(&output, 0);
-    assert!(stdout(&output).contains("relay  box"), "{}", describe(&output));
+    assert!(
+        stdout(&output).contains("relay  box"),
+        "{}",
+        describe(&output)
+    );
     // A relay named by no table is refused.
     let config = scratch.config("[servers.s]\nrelay = \"nowhere\"\n");
     let output = scratch.run(&["--config", config.to_str().unwrap(), "config"], LIMIT);
     assert_exit(&output, 2);
-    assert!(stderr(&output).contains("[relays.nowhere]"), "{}", describe(&output));
+    assert!(
+        stderr(&output).contains("[relays.nowhere]"),
+        "{}",
+        describe(&output)
+    );
 }
 
 /// What the relay adds to one call over a local stdio call, the channel excluded (here the
@@ -646,22 +753,35 @@ async fn relay_overhead_per_call_is_measured() {
         .unwrap()
     ));
     let env = warden_config::Environment::from_process().unwrap();
-    let relayed = warden_config::load_file(&brain, &env).unwrap().servers.remove(0);
-    let local = warden_config::load_file(&inner, &env).unwrap().servers.remove(0);
+    let relayed = warden_config::load_file(&brain, &env)
+        .unwrap()
+        .servers
+        .remove(0);
+    let local = warden_config::load_file(&inner, &env)
+        .unwrap()
+        .servers
+        .remove(0);
     let scratch_base = scratch.path().join("scratch");
-    let launcher: Arc<dyn Launcher> = Arc::new(warden_mcp::ConfinedLauncher::from_env(&scratch_base));
+    let launcher: Arc<dyn Launcher> =
+        Arc::new(warden_mcp::ConfinedLauncher::from_env(&scratch_base));
     let options = ConnectOptions {
         relay: Some(warden_relay::Dialer::global()),
         ..ConnectOptions::default()
     };
     let mut p50 = Vec::new();
     for spec in [&local, &relayed] {
-        let connection = warden_mcp::connect(spec, &launcher, &options).await.unwrap();
+        let connection = warden_mcp::connect(spec, &launcher, &options)
+            .await
+            .unwrap();
         let mut samples = Vec::new();
         for round in 0..330 {
             let started = Instant::now();
             let outcome = connection
-                .call_tool("echo", args(json!({"message":"m"})), Duration::from_secs(10))
+                .call_tool(
+                    "echo",
+                    args(json!({"message":"m"})),
+                    Duration::from_secs(10),
+                )
                 .await
                 .unwrap();
             if round >= 30 {
@@ -677,7 +797,13 @@ async fn relay_overhead_per_call_is_measured() {
         connection.close().await;
     }
     let overhead = p50[1].saturating_sub(p50[0]);
-    eprintln!("relay overhead per call, p50: {overhead:?} (local {:?}, relayed {:?})", p50[0], p50[1]);
-    assert!(overhead < Duration::from_millis(5), "relay overhead p50 {overhead:?}");
+    eprintln!(
+        "relay overhead per call, p50: {overhead:?} (local {:?}, relayed {:?})",
+        p50[0], p50[1]
+    );
+    assert!(
+        overhead < Duration::from_millis(5),
+        "relay overhead p50 {overhead:?}"
+    );
     scratch.assert_no_leftovers();
 }

@@ -345,7 +345,10 @@ impl Draft {
             ("url", self.url.is_some()),
             ("headers", self.headers.is_some()),
             ("type", self.kind.is_some()),
-            ("allow_http, reconnect or oauth", self.http_settings.is_some()),
+            (
+                "allow_http, reconnect or oauth",
+                self.http_settings.is_some(),
+            ),
             ("confine or sandbox", self.sandbox.is_some()),
         ] {
             if present {

@@ -306,7 +306,11 @@ fn relays(
                     .into(),
             ));
         }
-        if table.command.first().is_none_or(|program| program.trim().is_empty()) {
+        if table
+            .command
+            .first()
+            .is_none_or(|program| program.trim().is_empty())
+        {
             return Err(invalid("`command` is empty".into()));
         }
         let mut secrets = BTreeMap::new();
