@@ -85,11 +85,18 @@ impl Default for RestartPolicy {
     }
 }
 
+/// Reads the server definitions again (the sandbox's configuration file).
+pub type Reload = Arc<dyn Fn() -> Result<BTreeMap<String, ServerSpec>, String> + Send + Sync>;
+
 /// How the supervisor runs.
 #[derive(Clone)]
 pub struct Supervisor {
     /// The real server definitions (the sandbox's configuration).
     pub servers: BTreeMap<String, ServerSpec>,
+    /// When set, the definitions are read again each time a stream is opened, so a changed
+    /// server set applies to the next session of a server without restarting anything.
+    /// A file that no longer reads keeps the definitions in force (logged).
+    pub reload: Option<Reload>,
     /// Starts (and confines) the children.
     pub launcher: Arc<dyn Launcher>,
     /// Restarts.
@@ -130,6 +137,7 @@ impl Supervisor {
         let mut input = BufReader::new(input);
         let mut secrets: HashMap<String, BTreeMap<String, String>> = HashMap::new();
         let mut tasks: HashMap<String, ServerHandle> = HashMap::new();
+        let mut servers = self.servers.clone();
         let result = loop {
             let frame = match read_frame(&mut input, max_payload).await {
                 Ok(frame) => frame,
@@ -140,8 +148,9 @@ impl Supervisor {
                 Kind::Hello => {
                     let hello: Hello = serde_json::from_slice(&frame.payload).unwrap_or_default();
                     secrets = hello.secrets.into_iter().collect();
+                    self.reload_into(&mut servers);
                     let ready = Ready {
-                        servers: self.servers.keys().cloned().collect(),
+                        servers: servers.keys().cloned().collect(),
                     };
                     let payload = serde_json::to_vec(&ready).unwrap_or_default();
                     let _ = out_tx.send(Frame::new(Kind::Ready, "", payload)).await;
@@ -150,7 +159,8 @@ impl Supervisor {
                     if let Some(old) = tasks.remove(&frame.server) {
                         old.stop().await;
                     }
-                    let Some(spec) = self.servers.get(&frame.server) else {
+                    self.reload_into(&mut servers);
+                    let Some(spec) = servers.get(&frame.server) else {
                         let why = format!(
                             "no server `{}` is defined in the sandbox's configuration",
                             frame.server
@@ -214,6 +224,20 @@ impl Supervisor {
         drop(out_tx);
         let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
         result
+    }
+}
+
+impl Supervisor {
+    fn reload_into(&self, servers: &mut BTreeMap<String, ServerSpec>) {
+        if let Some(reload) = &self.reload {
+            match reload() {
+                Ok(fresh) => *servers = fresh,
+                Err(error) => tracing::warn!(
+                    "the sandbox's configuration could not be read again; the definitions \
+                     in force are kept: {error}"
+                ),
+            }
+        }
     }
 }
 

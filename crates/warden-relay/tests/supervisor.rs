@@ -39,6 +39,7 @@ for line in sys.stdin:
             continue
         else:
             text = {"pid": str(os.getpid()), "env": os.environ.get("SECRET_X", "none"),
+                    "mode": os.environ.get("MODE", "none"),
                     "id": str(id)}.get(name, "?")
             out = {"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": text}]}}
     else:
@@ -48,6 +49,8 @@ for line in sys.stdin:
 "#;
 
 struct Harness {
+    toml: std::path::PathBuf,
+    script: std::path::PathBuf,
     input: DuplexStream,
     output: DuplexStream,
     session: tokio::task::JoinHandle<()>,
@@ -75,8 +78,21 @@ async fn start(restart: RestartPolicy) -> Harness {
         .map(|spec| (spec.name.clone(), spec))
         .collect();
     let launcher: Arc<dyn Launcher> = Arc::new(DirectLauncher::from_env());
+    let reload: warden_relay::supervisor::Reload = {
+        let toml = toml.clone();
+        Arc::new(move || {
+            let env = warden_config::Environment::from_process().map_err(|e| e.to_string())?;
+            let config = warden_config::load_file(&toml, &env).map_err(|e| e.to_string())?;
+            Ok(config
+                .servers
+                .into_iter()
+                .map(|spec| (spec.name.clone(), spec))
+                .collect())
+        })
+    };
     let supervisor = Supervisor {
         servers,
+        reload: Some(reload),
         launcher,
         restart,
         max_payload: 1 << 20,
@@ -87,6 +103,8 @@ async fn start(restart: RestartPolicy) -> Harness {
         supervisor.run(their_input, their_output).await.unwrap();
     });
     let mut harness = Harness {
+        toml,
+        script,
         input,
         output,
         session,
@@ -276,5 +294,30 @@ async fn a_server_not_defined_inside_is_closed_with_a_reason() {
     assert_eq!(closed.server, "nope");
     assert!(String::from_utf8_lossy(&closed.payload).contains("no server `nope`"));
     harness.send(Frame::new(Kind::Bye, "", Vec::new())).await;
+    harness.session.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_definition_applies_to_the_next_session_of_the_server() {
+    let mut harness = start(RestartPolicy::default()).await;
+    harness.initialize().await;
+    assert_eq!(text(&harness.call(2, "mode").await), "none");
+    // The sandbox's configuration changes; the running session is not disturbed...
+    std::fs::write(
+        &harness.toml,
+        format!(
+            "[servers.fake]\ncommand = \"python3\"\nargs = [\"-u\", {:?}]\nenv = {{ MODE = \"b\" }}\n",
+            harness.script.display().to_string()
+        ),
+    )
+    .unwrap();
+    assert_eq!(text(&harness.call(3, "mode").await), "none");
+    // ...and the next session of the server (the brain opens its stream again) has it.
+    harness
+        .send(Frame::new(Kind::Open, "fake", Vec::new()))
+        .await;
+    harness.initialize().await;
+    assert_eq!(text(&harness.call(4, "mode").await), "b");
+    drop(harness.input);
     harness.session.await.unwrap();
 }

@@ -807,3 +807,74 @@ async fn relay_overhead_per_call_is_measured() {
     );
     scratch.assert_no_leftovers();
 }
+
+#[test]
+fn warden_serve_serves_relayed_servers_to_an_mcp_client_under_the_policy() {
+    use std::io::{BufRead, Write};
+    let topology = Topology::new(
+        &format!(
+            "{}[[policy.rules]]\ntools = \"good__echo\"\neffect = \"allow\"\n\n\
+             [[policy.rules]]\ntools = \"good__add\"\neffect = \"deny\"\nnote = \"served, denied\"\n",
+            stubs(&["good"], "")
+        ),
+        "",
+    );
+    let mut command =
+        topology
+            .scratch
+            .warden(&["--config", topology.brain.to_str().unwrap(), "serve"]);
+    command.stdin(std::process::Stdio::piped());
+    let mut served = command.spawn().unwrap();
+    let mut input = served.stdin.take().unwrap();
+    let output = served.stdout.take().unwrap();
+    let (lines, received) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(output).lines() {
+            let Ok(line) = line else { return };
+            if let Ok(value) = serde_json::from_str(&line)
+                && lines.send(value).is_err()
+            {
+                return;
+            }
+        }
+    });
+    let mut send = |value: Value| {
+        writeln!(input, "{value}").unwrap();
+        input.flush().unwrap();
+    };
+    let answer = |id: u64| -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = received
+                .recv_timeout(left)
+                .expect("no answer from warden serve");
+            if message["id"] == id {
+                return message;
+            }
+        }
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "relay-test", "version": "1"}}}),
+    );
+    assert!(answer(1)["result"].is_object());
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "good__echo", "arguments": {"message": "served"}}}));
+    let echoed = answer(2);
+    assert_eq!(
+        echoed["result"]["content"][0]["text"], "echo: served",
+        "{echoed}"
+    );
+    send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "good__add", "arguments": {"a": 1, "b": 2}}}));
+    let denied = answer(3).to_string();
+    assert!(denied.contains("served, denied"), "{denied}");
+    drop(send);
+    drop(input);
+    let output = support::wait_with_limit(served, LIMIT);
+    assert!(output.status.success(), "{}", describe(&output));
+    topology.scratch.assert_no_leftovers();
+}

@@ -18,23 +18,19 @@ pub async fn supervise(global: &GlobalArgs, args: SuperviseArgs) -> Result<Code,
              inside the sandbox"
         )));
     }
-    let (config, env) = super::load_config(global)?;
-    let mut servers = BTreeMap::new();
-    for spec in config.servers {
-        if !matches!(spec.transport, warden_config::TransportSpec::Stdio { .. }) {
-            return Err(Failure::usage(anyhow::anyhow!(
-                "{}: server `{}` is not a local (command) server; inside a sandbox the \
-                 supervisor starts local servers only",
-                spec.origin.path.display(),
-                spec.name
-            )));
-        }
-        servers.insert(spec.name.clone(), spec);
-    }
+    let env = warden_config::Environment::from_process().map_err(Failure::usage)?;
+    let path = global.config.clone().unwrap_or_default();
+    let servers =
+        read_servers(&path, &env).map_err(|error| Failure::usage(anyhow::anyhow!(error)))?;
+    let reload: warden_relay::supervisor::Reload = {
+        let env = env.clone();
+        Arc::new(move || read_servers(&path, &env))
+    };
     let scratch = args.scratch.unwrap_or_else(|| super::scratch_dir(&env));
     let launcher: Arc<dyn Launcher> = Arc::new(ConfinedLauncher::from_env(scratch));
     let supervisor = Supervisor {
         servers,
+        reload: Some(reload),
         launcher,
         restart: RestartPolicy::default(),
         max_payload: warden_relay::frame::DEFAULT_MAX_PAYLOAD,
@@ -48,7 +44,8 @@ pub async fn supervise(global: &GlobalArgs, args: SuperviseArgs) -> Result<Code,
     let result = tokio::select! {
         result = &mut session => result,
         () = crate::signals::interrupted() => {
-            // Dropping the session drops every child's process group, which kills it.
+            // The runtime's shutdown drops every server task, and with it each child's
+            // process group, which kills it.
             tracing::info!("interrupted: stopping every server of the session");
             return Ok(Code::Interrupted);
         }
@@ -71,4 +68,25 @@ fn std_streams() -> std::io::Result<(tokio::fs::File, tokio::fs::File)> {
         tokio::fs::File::from_std(std::fs::File::from(input)),
         tokio::fs::File::from_std(std::fs::File::from(output)),
     ))
+}
+
+/// The local servers of the sandbox's configuration; any other kind is refused.
+fn read_servers(
+    path: &std::path::Path,
+    env: &warden_config::Environment,
+) -> Result<BTreeMap<String, warden_config::ServerSpec>, String> {
+    let config = warden_config::load_file(path, env).map_err(|error| error.to_string())?;
+    let mut servers = BTreeMap::new();
+    for spec in config.servers {
+        if !matches!(spec.transport, warden_config::TransportSpec::Stdio { .. }) {
+            return Err(format!(
+                "{}: server `{}` is not a local (command) server; inside a sandbox the \
+                 supervisor starts local servers only",
+                spec.origin.path.display(),
+                spec.name
+            ));
+        }
+        servers.insert(spec.name.clone(), spec);
+    }
+    Ok(servers)
 }
