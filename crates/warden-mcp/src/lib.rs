@@ -45,5 +45,5 @@ pub use exposure::{WriteGrant, exposure};
 pub use fingerprint::{Fingerprint, FingerprintError, HashedFile, fingerprint};
 pub use grants::{Access, Grant, Grants, Reason};
 pub use launcher::{DirectLauncher, LaunchRequest, Launched, Launcher, ProcessGroup};
-pub use rmcp_client::{Pipes, connect_pipes};
+pub use rmcp_client::{Pipes, PipesFailure, connect_pipes};
 pub use stderr_log::StderrLog;

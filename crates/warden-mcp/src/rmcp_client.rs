@@ -403,16 +403,39 @@ async fn connect_once(
 /// server's connect timeout, and returns the connection. For servers whose byte streams
 /// come from elsewhere than [`Launcher`] (a relayed server's stream): the handshake and
 /// everything after it is the same as for a local stdio server.
+///
+/// On failure, `late_modern` is the case [`connect`] retries for a local server: the era
+/// probe went unanswered in time, and the server then refused `initialize` as a 2026-07-28
+/// server. The caller may start the server afresh and connect with `era = "modern"`.
 pub async fn connect_pipes(
     spec: &ServerSpec,
     pipes: Pipes,
     options: &ConnectOptions,
-) -> Result<Box<dyn Connection>, ConnectFailure> {
+) -> Result<Box<dyn Connection>, PipesFailure> {
     let deadline = tokio::time::Instant::now() + spec.timeouts.connect;
     handshake(spec, pipes, options, deadline, std::time::Instant::now())
         .await
         .map(|connection| connection as Box<dyn Connection>)
-        .map_err(Attempt::into_failure)
+        .map_err(|attempt| match attempt {
+            Attempt::Failed(failure) => PipesFailure {
+                failure,
+                late_modern: false,
+            },
+            Attempt::LateModern(failure) => PipesFailure {
+                failure,
+                late_modern: true,
+            },
+        })
+}
+
+/// Why [`connect_pipes`] failed.
+#[derive(Debug)]
+pub struct PipesFailure {
+    /// The failure, as for any connection.
+    pub failure: ConnectFailure,
+    /// The server answered the era probe late and refused `initialize` as a 2026-07-28
+    /// server: started afresh, it should be connected with `era = "modern"`.
+    pub late_modern: bool,
 }
 
 async fn handshake(

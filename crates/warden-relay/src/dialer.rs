@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value};
-use warden_config::{ServerSpec, TransportSpec};
+use warden_config::{EraPreference, ServerSpec, TransportSpec};
 use warden_mcp::launcher::StopReport;
 use warden_mcp::{
     CallError, CallOutcome, ConnectError, ConnectFailure, ConnectOptions, Connection, RelayDialer,
@@ -125,26 +125,46 @@ impl RelayConnection {
             u64::try_from(connect.as_millis()).unwrap_or(u64::MAX),
             Ordering::Relaxed,
         );
-        let stream = self
-            .channel
-            .open(&self.spec.name, Arc::clone(&self.deadlines), connect)
-            .await
-            .map_err(|error| error.to_string())?;
-        let pipes = warden_mcp::Pipes {
-            program: std::path::PathBuf::from(format!("relay:{}", self.channel.name())),
-            stdin: Box::new(stream.stdin),
-            stdout: Box::new(stream.stdout),
-            stderr: Box::new(stream.stderr),
-            group: None,
+        let mut spec = self.spec.clone();
+        let connection = loop {
+            let stream = self
+                .channel
+                .open(&spec.name, Arc::clone(&self.deadlines), connect)
+                .await
+                .map_err(|error| error.to_string())?;
+            let epoch = stream.epoch;
+            let pipes = warden_mcp::Pipes {
+                program: std::path::PathBuf::from(format!("relay:{}", self.channel.name())),
+                stdin: Box::new(stream.stdin),
+                stdout: Box::new(stream.stdout),
+                stderr: Box::new(stream.stderr),
+                group: None,
+            };
+            match warden_mcp::connect_pipes(&spec, pipes, &self.options).await {
+                Ok(connection) => break (epoch, connection),
+                // As for a local server: the server said which era it speaks, so its
+                // stream is opened afresh (a new child) in that era, once.
+                Err(failure) if failure.late_modern && spec.era != EraPreference::Modern => {
+                    tracing::info!(
+                        server = %spec.name,
+                        "the server answered the era probe late and refused initialize as a \
+                         2026-07-28 server; opening its stream again in the modern era"
+                    );
+                    spec.era = EraPreference::Modern;
+                }
+                Err(failure) => {
+                    return Err(format!(
+                        "through relay `{}`: {}",
+                        self.channel.name(),
+                        failure.failure.error
+                    ));
+                }
+            }
         };
-        let connection = warden_mcp::connect_pipes(&self.spec, pipes, &self.options)
-            .await
-            .map_err(|failure| {
-                format!("through relay `{}`: {}", self.channel.name(), failure.error)
-            })?;
+        let (epoch, connection) = connection;
         let connection = Arc::new(connection);
         *session = Some(Session {
-            epoch: stream.epoch,
+            epoch,
             connection: Arc::clone(&connection),
         });
         Ok(connection)

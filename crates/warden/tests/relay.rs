@@ -103,7 +103,7 @@ impl Topology {
             );
         }
         support::open_to_servers(&repo);
-        let token = format!("tok-{}-{}", std::process::id(), scratch.tag.len() * 7919);
+        let token = format!("tok-{}", scratch.tag);
         let inner = scratch.path().join("inner.toml");
         let good_env = "env = { WARDEN_TEST_SLEEP_TOOL = \"1\" }";
         std::fs::write(
