@@ -872,7 +872,6 @@ fn warden_serve_serves_relayed_servers_to_an_mcp_client_under_the_policy() {
         "params": {"name": "good__add", "arguments": {"a": 1, "b": 2}}}));
     let denied = answer(3).to_string();
     assert!(denied.contains("served, denied"), "{denied}");
-    drop(send);
     drop(input);
     let output = support::wait_with_limit(served, LIMIT);
     assert!(output.status.success(), "{}", describe(&output));
