@@ -10,7 +10,7 @@ use std::path::Path;
 use crate::error::{ConfigError, LineCol};
 
 /// Parses an environment file; errors point at the offending line.
-pub(crate) fn parse(text: &str, path: &Path) -> Result<BTreeMap<String, String>, ConfigError> {
+pub fn parse(text: &str, path: &Path) -> Result<BTreeMap<String, String>, ConfigError> {
     let mut vars = BTreeMap::new();
     for (index, line) in text.lines().enumerate() {
         let trimmed = line.trim();

@@ -55,6 +55,7 @@ pub use agent::{
     DEFAULT_TURN_TIMEOUT, MAX_MAX_TURNS, ModelConfig, PROVIDERS,
 };
 pub use discover::{discover, load_file, local_config_path, local_key, project_root};
+pub use envfile::parse as parse_env_file;
 pub use environment::Environment;
 pub use error::{ConfigError, LineCol};
 pub use name::{MAX_SERVER_NAME_LEN, validate_server_name};

@@ -171,6 +171,31 @@ pub enum TransportSpec {
         /// How Warden talks to it: plain-HTTP permission, reconnect policy.
         settings: HttpSettings,
     },
+    /// A server that runs inside a sandbox, reached through a relay's channel
+    /// (`relay = "NAME"`, docs/relay.md). The brain's side holds only this route: the
+    /// command, arguments, environment and secrets are defined inside the sandbox.
+    Relay {
+        /// The relay's name (`[relays.NAME]`).
+        relay: String,
+        /// How to open the channel into the sandbox.
+        channel: RelayChannel,
+    },
+}
+
+/// `[relays.NAME]`: how Warden opens the byte stream into a sandbox (the way an
+/// orchestrator execs into it), shared by every server relayed through it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RelayChannel {
+    /// The program and arguments that open the channel (for example
+    /// `["ip", "netns", "exec", "box", "warden", "relay", "supervise", "--config", ...]`);
+    /// it must speak Warden's relay framing on its stdin and stdout.
+    pub command: Vec<String>,
+    /// Per relayed server, a file of `NAME=value` lines read when the channel starts and
+    /// sent over it: the variables land only in that server's process inside the sandbox.
+    /// Never the values themselves: the configuration holds only where they are.
+    pub secrets: BTreeMap<String, PathBuf>,
+    /// When and how often a broken channel is opened again.
+    pub reconnect: ReconnectSpec,
 }
 
 /// Settings of one remote (Streamable HTTP) server beyond its URL and headers.

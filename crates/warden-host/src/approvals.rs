@@ -101,6 +101,9 @@ pub fn approved_definition(spec: &ServerSpec, grants: Option<&Grants>) -> Value 
             }
             value
         }
+        TransportSpec::Relay { relay, channel } => json!({
+            "type": "relay", "relay": relay, "command": channel.command,
+        }),
     };
     let mut value = json!({
         "name": spec.name,

@@ -168,6 +168,11 @@ impl HostBuilder {
             (None, None) => Arc::new(confined(scratch_dir)),
         };
         guard.audit = audit;
+        // Relayed servers (`relay = "NAME"`) go through the process's relay channels.
+        let mut options = options;
+        if options.relay.is_none() {
+            options.relay = Some(warden_relay::Dialer::global());
+        }
         Host::connect_all(specs, policy, launcher, &options, review, guard).await
     }
 }

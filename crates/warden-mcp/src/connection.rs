@@ -92,6 +92,29 @@ pub struct ConnectOptions {
     /// Gives a remote server its OAuth client (store, user agent); without one a 401 ends
     /// the connection with "needs authorization".
     pub oauth: Option<std::sync::Arc<dyn crate::http::OAuthProvider>>,
+    /// Reaches relayed servers (`relay = "NAME"`): the channel into a sandbox and the
+    /// supervisor there (crate `warden-relay`). Without one, a relayed server fails to
+    /// connect with a message that says so.
+    pub relay: Option<std::sync::Arc<dyn RelayDialer>>,
+}
+
+/// Connects relayed servers (`relay = "NAME"`, docs/relay.md). Implemented by
+/// `warden-relay`, which depends on this crate; the trait lives here so [`connect`] can
+/// route a relayed server without a dependency cycle.
+pub trait RelayDialer: Send + Sync {
+    /// Opens `spec`'s stream over its relay's channel (starting the channel if needed) and
+    /// runs the handshake through it.
+    fn connect<'a>(
+        &'a self,
+        spec: &'a ServerSpec,
+        options: &'a ConnectOptions,
+    ) -> BoxFuture<'a, Result<Box<dyn Connection>, ConnectFailure>>;
+}
+
+impl std::fmt::Debug for dyn RelayDialer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RelayDialer")
+    }
 }
 
 /// Tools accepted from one server by default.
@@ -164,5 +187,16 @@ pub async fn connect(
         warden_config::TransportSpec::Stdio { .. } => {
             crate::rmcp_client::connect(spec, launcher, options).await
         }
+        warden_config::TransportSpec::Relay { ref relay, .. } => match &options.relay {
+            Some(dialer) => dialer.connect(spec, options).await,
+            None => Err(ConnectFailure {
+                error: crate::error::ConnectError::Unsupported(format!(
+                    "`{}` is relayed through `{relay}`, and this front end has no relay \
+                     dialer",
+                    spec.name
+                )),
+                stderr_tail: Vec::new(),
+            }),
+        },
     }
 }

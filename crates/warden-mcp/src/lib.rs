@@ -26,14 +26,16 @@ pub mod fingerprint;
 pub mod grants;
 pub mod http;
 pub mod launcher;
-mod lines;
+pub mod lines;
 mod probe;
 mod rmcp_client;
 pub mod stderr_log;
 pub mod stdio;
 
 pub use confined::{ConfinedLauncher, Substituted};
-pub use connection::{CallOutcome, ConnectOptions, Connection, Era, ServerInfo, ToolDef, connect};
+pub use connection::{
+    CallOutcome, ConnectOptions, Connection, Era, RelayDialer, ServerInfo, ToolDef, connect,
+};
 pub use elicit::{
     DeclineAll, ElicitationAnswer, ElicitationRequest, Elicitor, client_capabilities,
 };
@@ -43,4 +45,5 @@ pub use exposure::{WriteGrant, exposure};
 pub use fingerprint::{Fingerprint, FingerprintError, HashedFile, fingerprint};
 pub use grants::{Access, Grant, Grants, Reason};
 pub use launcher::{DirectLauncher, LaunchRequest, Launched, Launcher, ProcessGroup};
+pub use rmcp_client::{Pipes, PipesFailure, connect_pipes};
 pub use stderr_log::StderrLog;

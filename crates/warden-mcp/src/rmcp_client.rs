@@ -21,7 +21,6 @@ use rmcp::service::{
 };
 use rmcp::{ClientHandler, RoleClient};
 use serde_json::{Map, Value};
-use tokio::process::ChildStdin;
 use warden_config::{EraPreference, ServerSpec};
 
 use crate::connection::{
@@ -142,6 +141,27 @@ impl WardenClient {
     }
 }
 
+/// The writing end a connection sends messages through (a child's stdin, or a relayed
+/// server's stream).
+pub type BoxWriter = Box<dyn tokio::io::AsyncWrite + Send + Unpin>;
+/// A reading end (a child's stdout or stderr, or a relayed server's stream).
+pub type BoxReader = Box<dyn tokio::io::AsyncRead + Send + Unpin>;
+
+/// The byte streams of a server that something else started: for a stdio server, its
+/// process's pipes; for a relayed server, its stream over the relay's channel.
+pub struct Pipes {
+    /// What runs (shown in `ServerInfo::program`).
+    pub program: std::path::PathBuf,
+    /// Where requests are written, one JSON message per line.
+    pub stdin: BoxWriter,
+    /// Where the server's messages are read, one per line.
+    pub stdout: BoxReader,
+    /// Free-form log lines.
+    pub stderr: BoxReader,
+    /// The process group to stop on close, when there is a local process.
+    pub group: Option<ProcessGroup>,
+}
+
 /// `input_required` rounds (2026-07-28 MRTR) followed for one call before giving up.
 const MAX_INPUT_ROUNDS: usize = 4;
 
@@ -245,7 +265,7 @@ struct RmcpConnection {
     info: ServerInfo,
     peer: Peer<RoleClient>,
     running: Mutex<Option<RunningService<RoleClient, WardenClient>>>,
-    closer: StdinCloser<ChildStdin>,
+    closer: StdinCloser<BoxWriter>,
     diagnostics: Diagnostics,
     max_tools: usize,
     max_pages: usize,
@@ -368,23 +388,79 @@ async fn connect_once(
         })
     })?;
     drop(turn);
-    let program = launched.program.clone();
-    tracing::debug!(server = %spec.name, program = %program.display(), pid = launched.group.pid(), "started");
+    tracing::debug!(server = %spec.name, program = %launched.program.display(), pid = launched.group.pid(), "started");
+    let pipes = Pipes {
+        program: launched.program,
+        stdin: Box::new(launched.stdin),
+        stdout: Box::new(launched.stdout),
+        stderr: Box::new(launched.stderr),
+        group: Some(launched.group),
+    };
+    handshake(spec, pipes, options, deadline, began).await
+}
+
+/// Runs the handshake over `pipes` (the era probe when `era = "auto"`), within the
+/// server's connect timeout, and returns the connection. For servers whose byte streams
+/// come from elsewhere than [`Launcher`] (a relayed server's stream): the handshake and
+/// everything after it is the same as for a local stdio server.
+///
+/// On failure, `late_modern` is the case [`connect`] retries for a local server: the era
+/// probe went unanswered in time, and the server then refused `initialize` as a 2026-07-28
+/// server. The caller may start the server afresh and connect with `era = "modern"`.
+pub async fn connect_pipes(
+    spec: &ServerSpec,
+    pipes: Pipes,
+    options: &ConnectOptions,
+) -> Result<Box<dyn Connection>, PipesFailure> {
+    let deadline = tokio::time::Instant::now() + spec.timeouts.connect;
+    handshake(spec, pipes, options, deadline, std::time::Instant::now())
+        .await
+        .map(|connection| connection as Box<dyn Connection>)
+        .map_err(|attempt| match attempt {
+            Attempt::Failed(failure) => PipesFailure {
+                failure,
+                late_modern: false,
+            },
+            Attempt::LateModern(failure) => PipesFailure {
+                failure,
+                late_modern: true,
+            },
+        })
+}
+
+/// Why [`connect_pipes`] failed.
+#[derive(Debug)]
+pub struct PipesFailure {
+    /// The failure, as for any connection.
+    pub failure: ConnectFailure,
+    /// The server answered the era probe late and refused `initialize` as a 2026-07-28
+    /// server: started afresh, it should be connected with `era = "modern"`.
+    pub late_modern: bool,
+}
+
+async fn handshake(
+    spec: &ServerSpec,
+    pipes: Pipes,
+    options: &ConnectOptions,
+    deadline: tokio::time::Instant,
+    began: std::time::Instant,
+) -> Result<Box<RmcpConnection>, Attempt> {
+    let program = pipes.program.clone();
     let log_file = options
         .log_dir
         .as_ref()
         .map(|dir| dir.join(format!("{}.log", spec.name)));
-    let stderr = StderrLog::drain(launched.stderr, spec.name.clone(), log_file);
+    let stderr = StderrLog::drain(pipes.stderr, spec.name.clone(), log_file);
     let limits = StdioLimits {
         max_message_bytes: spec.max_message_bytes,
         ..StdioLimits::default()
     };
     let (transport, closer, health) =
-        StdioTransport::new(spec.name.clone(), launched.stdin, launched.stdout, limits);
+        StdioTransport::new(spec.name.clone(), pipes.stdin, pipes.stdout, limits);
     let diagnostics = Diagnostics {
         health,
         stderr,
-        group: Mutex::new(Some(launched.group)),
+        group: Mutex::new(pipes.group),
     };
     let tools_changed = Arc::new(AtomicBool::new(false));
     let client = WardenClient {
@@ -515,7 +591,7 @@ fn describe_init_error(error: &ClientInitializeError) -> String {
 
 async fn fail(
     error: ConnectError,
-    closer: &StdinCloser<ChildStdin>,
+    closer: &StdinCloser<BoxWriter>,
     diagnostics: &Diagnostics,
 ) -> ConnectFailure {
     closer.close().await;

@@ -57,12 +57,15 @@ pub(crate) enum Mode {
     DiskFiller,
     /// Answers `tools/call` with what it can read of `/proc/1` (cmdline, environ, exe).
     ReadProcOne,
+    /// Before every `tools/call` answer, sends `--count` `notifications/message` lines (a
+    /// server that floods notifications).
+    NotifyFlood,
     /// The fixture for the conformance suite's server scenarios (see
     /// [`crate::conformance`]): its tools instead of `echo`, `add` and `fail`.
     Conformance,
 }
 
-const MODES: [(&str, Mode); 23] = [
+const MODES: [(&str, Mode); 24] = [
     ("good", Mode::Good),
     ("modern", Mode::Modern),
     ("stdout-logs", Mode::StdoutLogs),
@@ -86,6 +89,7 @@ const MODES: [(&str, Mode); 23] = [
     ("disk-filler", Mode::DiskFiller),
     ("read-proc-one", Mode::ReadProcOne),
     ("conformance", Mode::Conformance),
+    ("notify-flood", Mode::NotifyFlood),
 ];
 
 /// The parsed command line.

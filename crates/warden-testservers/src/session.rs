@@ -180,6 +180,15 @@ impl<W: Write> Session<'_, W> {
             }
         }
         let response = self.server.handle_request(id, method, params);
+        if method == "tools/call" && self.mode() == Mode::NotifyFlood {
+            for n in 0..self.config.count {
+                self.out.send(&json!({
+                    "jsonrpc": "2.0",
+                    "method": "notifications/message",
+                    "params": {"level": "info", "data": format!("flood {n}")},
+                }))?;
+            }
+        }
         if method == "tools/call" {
             // Said before the answer, as a server does whose call changed its tools.
             for message in self.server.after_call() {

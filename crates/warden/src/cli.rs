@@ -64,6 +64,9 @@ pub enum Command {
     Login(LoginArgs),
     /// Forget a remote server's stored tokens and registrations.
     Logout(LogoutArgs),
+    /// The relay: servers inside a sandbox, reached over a channel (docs/relay.md).
+    #[command(subcommand)]
+    Relay(RelayCommand),
     /// A client for the official MCP conformance suite (scripts/conformance).
     #[command(name = "conformance-client", hide = true)]
     ConformanceClient(ConformanceArgs),
@@ -85,6 +88,28 @@ pub struct LoginArgs {
     /// Print the address only; do not open a browser.
     #[arg(long)]
     pub no_browser: bool,
+}
+
+/// `warden relay ...`
+#[derive(Debug, Subcommand)]
+pub enum RelayCommand {
+    /// Inside a sandbox: serve the relay's framed channel on stdin and stdout, starting the
+    /// servers of --config (the real definitions) confined, one per stream, and stopping
+    /// every one of them when the channel ends.
+    #[command(
+        after_help = "Run by the channel command of a `[relays.NAME]` on the brain's \
+side, for example:\n  ip netns exec box warden relay supervise --config /etc/warden/box.toml\n\n\
+stdout carries frames only; logs go to stderr."
+    )]
+    Supervise(SuperviseArgs),
+}
+
+/// `warden relay supervise`
+#[derive(Debug, Args)]
+pub struct SuperviseArgs {
+    /// The base of the confined servers' scratch directories (default: as for `warden run`).
+    #[arg(long, value_name = "DIR")]
+    pub scratch: Option<PathBuf>,
 }
 
 /// `warden logout SERVER`

@@ -68,6 +68,9 @@ async fn run(cli: Cli) -> Result<exit::Code, Failure> {
         Command::Login(args) => commands::login::login(&cli.global, args).await,
         Command::Logout(args) => commands::login::logout(&cli.global, args),
         Command::ConformanceClient(args) => commands::conformance::run(&args).await,
+        Command::Relay(cli::RelayCommand::Supervise(args)) => {
+            commands::relay::supervise(&cli.global, args).await
+        }
         Command::ProbeReport(args) => Ok(match probe_report::run(&args.input) {
             code if code == ExitCode::SUCCESS => exit::Code::Ok,
             _ => exit::Code::Unavailable,

@@ -155,6 +155,9 @@ pub(crate) struct Draft {
     pub max_message_bytes: Option<usize>,
     /// Confinement (Warden TOML only); `None` is the default profile.
     pub sandbox: Option<SandboxDraft>,
+    /// `relay = "NAME"` (Warden TOML only), with the relay's definition when the same file
+    /// has it.
+    pub relay: Option<(String, Option<crate::spec::RelayChannel>)>,
 }
 
 /// `confine` and `[servers.NAME.sandbox]` as written (Warden TOML only).
@@ -301,28 +304,9 @@ impl Draft {
             name: self.name.clone(),
             reason,
         })?;
-        let transport = match self.kind(cx)? {
-            Kind::Stdio => self.stdio(cx)?,
-            kind @ (Kind::Http | Kind::Sse) => {
-                if self.sandbox.is_some() {
-                    return Err(cx.invalid(
-                        &self,
-                        "`confine` and `sandbox` only apply to local (`command`) servers",
-                    ));
-                }
-                if matches!(kind, Kind::Sse) && self.era == Some(EraPreference::Modern) {
-                    return Err(cx.invalid(
-                        &self,
-                        "the HTTP+SSE transport (2024-11-05) only speaks the legacy era; \
-                         `era = \"modern\"` cannot apply",
-                    ));
-                }
-                let mut transport = self.http(cx)?;
-                if let (Kind::Sse, TransportSpec::Http { settings, .. }) = (kind, &mut transport) {
-                    settings.transport = RemoteTransport::Sse;
-                }
-                transport
-            }
+        let transport = match &self.relay {
+            Some(relay) => self.relayed(cx, relay)?,
+            None => self.transport(cx)?,
         };
         let mut sandbox = self.sandbox(cx)?;
         if cx.origin.scope == Scope::Project {
@@ -341,6 +325,84 @@ impl Draft {
             origin: cx.origin.clone(),
             sandbox,
             env_references,
+        })
+    }
+
+    /// A relayed server's route: a stub with nothing of the real definition. A relayed
+    /// entry that carries a command, arguments, environment, a URL or confinement is
+    /// refused: those belong inside the sandbox, and a copy here would put the very
+    /// things the relay keeps off the brain's machine back on it.
+    fn relayed(
+        &self,
+        cx: &Context<'_>,
+        (relay, channel): &(String, Option<crate::spec::RelayChannel>),
+    ) -> Result<TransportSpec, ConfigError> {
+        for (field, present) in [
+            ("command", self.command.is_some()),
+            ("args", self.args.is_some()),
+            ("env", self.env.is_some() || !self.env_file_vars.is_empty()),
+            ("cwd", self.cwd.is_some()),
+            ("url", self.url.is_some()),
+            ("headers", self.headers.is_some()),
+            ("type", self.kind.is_some()),
+            (
+                "allow_http, reconnect or oauth",
+                self.http_settings.is_some(),
+            ),
+            ("confine or sandbox", self.sandbox.is_some()),
+        ] {
+            if present {
+                return Err(cx.invalid(
+                    self,
+                    format!(
+                        "a relayed server (`relay = \"{relay}\"`) is a stub: `{field}` belongs \
+                         in the server's definition inside the sandbox, not here"
+                    ),
+                ));
+            }
+        }
+        if cx.origin.scope == Scope::Project {
+            return Err(cx.invalid(
+                self,
+                "relays are set up in your own configuration (user, local or --config), \
+                 never in a project file",
+            ));
+        }
+        let Some(channel) = channel else {
+            return Err(cx.invalid(
+                self,
+                format!("`relay = \"{relay}\"` names no `[relays.{relay}]` in this file"),
+            ));
+        };
+        Ok(TransportSpec::Relay {
+            relay: relay.clone(),
+            channel: channel.clone(),
+        })
+    }
+
+    fn transport(&self, cx: &Context<'_>) -> Result<TransportSpec, ConfigError> {
+        Ok(match self.kind(cx)? {
+            Kind::Stdio => self.stdio(cx)?,
+            kind @ (Kind::Http | Kind::Sse) => {
+                if self.sandbox.is_some() {
+                    return Err(cx.invalid(
+                        self,
+                        "`confine` and `sandbox` only apply to local (`command`) servers",
+                    ));
+                }
+                if matches!(kind, Kind::Sse) && self.era == Some(EraPreference::Modern) {
+                    return Err(cx.invalid(
+                        self,
+                        "the HTTP+SSE transport (2024-11-05) only speaks the legacy era; \
+                         `era = \"modern\"` cannot apply",
+                    ));
+                }
+                let mut transport = self.http(cx)?;
+                if let (Kind::Sse, TransportSpec::Http { settings, .. }) = (kind, &mut transport) {
+                    settings.transport = RemoteTransport::Sse;
+                }
+                transport
+            }
         })
     }
 

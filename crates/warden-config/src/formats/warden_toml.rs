@@ -38,6 +38,22 @@ struct WardenFile {
     serve: Option<Spanned<crate::serve::ServeTable>>,
     #[serde(default)]
     project_servers: Entries<Spanned<String>, ProjectServerTable>,
+    #[serde(default)]
+    relays: Entries<Spanned<String>, RelayTable>,
+}
+
+/// `[relays.NAME]`: the channel into a sandbox (docs/relay.md).
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table with `command`, `secrets` and/or `reconnect`"
+)]
+struct RelayTable {
+    command: Vec<String>,
+    /// Server name to a file of `NAME=value` lines.
+    #[serde(default)]
+    secrets: BTreeMap<String, String>,
+    reconnect: Option<WardenReconnect>,
 }
 
 /// `[project_servers.NAME]` (user, local and `--config` files only).
@@ -82,6 +98,8 @@ struct WardenServer {
     timeout: Option<WardenTimeouts>,
     confine: Option<bool>,
     sandbox: Option<WardenSandbox>,
+    /// `relay = "NAME"`: the server runs inside the sandbox `[relays.NAME]` reaches.
+    relay: Option<String>,
 }
 
 /// `[servers.NAME.sandbox]`.
@@ -169,6 +187,7 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
         },
         directory_of(&origin.path),
     );
+    let relays = relays(file.relays, text, origin, &cx)?;
     let drafts = file
         .servers
         .0
@@ -236,6 +255,10 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
                 era: server.era,
                 max_message_bytes: server.max_message_bytes.map(NonZeroUsize::get),
                 sandbox,
+                relay: server.relay.map(|name| {
+                    let channel = relays.get(&name).cloned();
+                    (name, channel)
+                }),
                 ..Draft::default()
             }
         })
@@ -255,6 +278,66 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
         project_env,
         serve,
     })
+}
+
+/// Reads `[relays.NAME]`: names validated like server names, a non-empty command,
+/// secret files as absolute paths (relative ones joined to the file's directory).
+fn relays(
+    tables: Entries<Spanned<String>, RelayTable>,
+    text: &str,
+    origin: &Origin,
+    cx: &Context<'_>,
+) -> Result<BTreeMap<String, crate::spec::RelayChannel>, ConfigError> {
+    let mut out = BTreeMap::new();
+    for (name, table) in tables.0 {
+        let at = Some(LineCol::at_offset(text, name.span().start));
+        let name = name.into_inner();
+        let invalid = |message: String| ConfigError::InvalidServer {
+            path: origin.path.clone(),
+            at,
+            server: format!("relays.{name}"),
+            message,
+        };
+        validate_server_name(&name).map_err(invalid)?;
+        if origin.scope == Scope::Project {
+            return Err(invalid(
+                "relays are set up in your own configuration (user, local or --config), \
+                 never in a project file: the channel command runs unconfined"
+                    .into(),
+            ));
+        }
+        if table
+            .command
+            .first()
+            .is_none_or(|program| program.trim().is_empty())
+        {
+            return Err(invalid("`command` is empty".into()));
+        }
+        let mut secrets = BTreeMap::new();
+        for (server, file) in table.secrets {
+            validate_server_name(&server)
+                .map_err(|reason| invalid(format!("secrets.{server}: {reason}")))?;
+            let path = std::path::Path::new(&file);
+            let path = if path.is_absolute() {
+                path.to_path_buf()
+            } else {
+                cx.base_dir.join(path)
+            };
+            secrets.insert(server, path);
+        }
+        out.insert(
+            name,
+            crate::spec::RelayChannel {
+                command: table.command,
+                secrets,
+                reconnect: table
+                    .reconnect
+                    .map(WardenReconnect::resolve)
+                    .unwrap_or_default(),
+            },
+        );
+    }
+    Ok(out)
 }
 
 /// Reads `[project_servers.NAME]`: the variables of the user's environment a server from a

@@ -37,6 +37,7 @@ fn summary(config: &ResolvedConfig) -> Vec<(String, String, PathBuf)> {
             let command = match &s.transport {
                 TransportSpec::Stdio { command, .. } => command.clone(),
                 TransportSpec::Http { url, .. } => url.clone(),
+                TransportSpec::Relay { relay, .. } => relay.clone(),
             };
             (s.name.clone(), command, s.origin.path.clone())
         })

@@ -1003,3 +1003,50 @@ fn warden_toml_network_allowlist_loads_and_bad_entries_are_named() {
         "{text}"
     );
 }
+
+#[test]
+fn a_relayed_server_is_a_stub_with_a_route() {
+    let fx = Fixture::new();
+    let servers = load_one(
+        &fx,
+        "warden.toml",
+        "[relays.box]\ncommand = [\"ip\", \"netns\", \"exec\", \"box\", \"warden\", \"relay\", \"supervise\"]\n\
+         secrets = { git = \"secrets/git.env\" }\n\
+         reconnect = { initial_delay = \"200ms\", max_delay = \"2s\" }\n\n\
+         [servers.git]\nrelay = \"box\"\ntimeout = { call = \"5s\" }\n",
+    )
+    .unwrap();
+    let TransportSpec::Relay { relay, channel } = &servers[0].transport else {
+        panic!("not relayed: {:?}", servers[0].transport);
+    };
+    assert_eq!(relay, "box");
+    assert_eq!(channel.command[0], "ip");
+    // A relative secrets file is resolved against the configuration's directory.
+    assert_eq!(channel.secrets["git"], fx.project().join("secrets/git.env"));
+    assert_eq!(channel.reconnect.initial_delay, Duration::from_millis(200));
+    assert_eq!(servers[0].timeouts.call, Duration::from_secs(5));
+    // A stub with the real definition's parts, an empty command, or a missing relay is
+    // refused, naming what is wrong.
+    for (text, expected) in [
+        (
+            "[relays.box]\ncommand = [\"x\"]\n[servers.s]\nrelay = \"box\"\ncwd = \"/\"\n",
+            "`cwd` belongs",
+        ),
+        (
+            "[relays.box]\ncommand = [\"x\"]\n[servers.s]\nrelay = \"box\"\nconfine = false\n",
+            "`confine or sandbox` belongs",
+        ),
+        (
+            "[relays.box]\ncommand = []\n[servers.s]\nrelay = \"box\"\n",
+            "`command` is empty",
+        ),
+        ("[servers.s]\nrelay = \"box\"\n", "names no `[relays.box]`"),
+        (
+            "[relays.b-x]\ncommand = [\"x\"]\nsecrets = { \"a/b\" = \"f\" }\n",
+            "secrets.a/b",
+        ),
+    ] {
+        let (_, err) = load_err(&fx, "warden.toml", text);
+        assert!(err.to_string().contains(expected), "{text}: {err}");
+    }
+}

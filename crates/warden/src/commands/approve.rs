@@ -362,6 +362,12 @@ fn definition_lines(
                 ));
             }
         }
+        TransportSpec::Relay { relay, channel } => {
+            out.push(format!(
+                "  relayed through `{relay}`: {} (the server's definition is inside the sandbox)",
+                channel.command.join(" ")
+            ));
+        }
     }
     out
 }

@@ -130,6 +130,7 @@ fn text(config: &ResolvedConfig) -> String {
                 }
                 line
             }
+            TransportSpec::Relay { relay, .. } => format!("relay  {relay}"),
         };
         // A project file is a repository's words: its command line is made inert too.
         out.push_str(&format!(

@@ -9,6 +9,7 @@ pub mod conformance;
 pub mod login;
 pub mod pin;
 pub mod probe;
+pub mod relay;
 pub mod run;
 pub mod scan;
 pub mod serve;

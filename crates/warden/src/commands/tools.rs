@@ -250,6 +250,8 @@ fn confined(spec: &warden_config::ServerSpec) -> Option<bool> {
     match spec.transport {
         warden_config::TransportSpec::Stdio { .. } => Some(spec.sandbox.confine),
         warden_config::TransportSpec::Http { .. } => None,
+        // Confined inside the sandbox, by the supervisor there; not decided here.
+        warden_config::TransportSpec::Relay { .. } => None,
     }
 }
 

@@ -1,0 +1,323 @@
+//! The supervisor driven frame by frame over in-memory pipes, with a small Python server as
+//! the child (started unconfined through `DirectLauncher`: confinement is covered end to
+//! end in `crates/warden/tests/relay.rs`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncWriteExt, DuplexStream};
+use warden_mcp::{DirectLauncher, Launcher};
+use warden_relay::frame::{Frame, Kind, read_frame, write_frame};
+use warden_relay::supervisor::codes;
+use warden_relay::{RestartPolicy, Supervisor};
+
+const SERVER: &str = r#"
+import json, os, sys, time
+initialized = False
+for line in sys.stdin:
+    msg = json.loads(line)
+    method, id = msg.get("method"), msg.get("id")
+    if id is None:
+        continue
+    if method == "initialize":
+        initialized = True
+        result = {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "fake", "version": "1"}}
+        out = {"jsonrpc": "2.0", "id": id, "result": result}
+    elif method == "tools/call":
+        name = msg["params"]["name"]
+        if not initialized:
+            out = {"jsonrpc": "2.0", "id": id, "error": {"code": -32600, "message": "not initialized"}}
+        elif name == "crash":
+            sys.stderr.write("crashing now\n"); sys.stderr.flush()
+            os._exit(7)
+        elif name == "hang":
+            time.sleep(30)
+            continue
+        else:
+            text = {"pid": str(os.getpid()), "env": os.environ.get("SECRET_X", "none"),
+                    "mode": os.environ.get("MODE", "none"),
+                    "id": str(id)}.get(name, "?")
+            out = {"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": text}]}}
+    else:
+        out = {"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}}
+    sys.stdout.write(json.dumps(out) + "\n")
+    sys.stdout.flush()
+"#;
+
+struct Harness {
+    toml: std::path::PathBuf,
+    script: std::path::PathBuf,
+    input: DuplexStream,
+    output: DuplexStream,
+    session: tokio::task::JoinHandle<()>,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(restart: RestartPolicy) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("server.py");
+    std::fs::write(&script, SERVER).unwrap();
+    let toml = dir.path().join("inner.toml");
+    std::fs::write(
+        &toml,
+        format!(
+            "[servers.fake]\ncommand = \"python3\"\nargs = [\"-u\", {:?}]\n",
+            script.display().to_string()
+        ),
+    )
+    .unwrap();
+    let env = warden_config::Environment::from_process().unwrap();
+    let config = warden_config::load_file(&toml, &env).unwrap();
+    let servers: BTreeMap<_, _> = config
+        .servers
+        .into_iter()
+        .map(|spec| (spec.name.clone(), spec))
+        .collect();
+    let launcher: Arc<dyn Launcher> = Arc::new(DirectLauncher::from_env());
+    let reload: warden_relay::supervisor::Reload = {
+        let toml = toml.clone();
+        Arc::new(move || {
+            let env = warden_config::Environment::from_process().map_err(|e| e.to_string())?;
+            let config = warden_config::load_file(&toml, &env).map_err(|e| e.to_string())?;
+            Ok(config
+                .servers
+                .into_iter()
+                .map(|spec| (spec.name.clone(), spec))
+                .collect())
+        })
+    };
+    let supervisor = Supervisor {
+        servers,
+        reload: Some(reload),
+        launcher,
+        restart,
+        max_payload: 1 << 20,
+    };
+    let (input, their_input) = tokio::io::duplex(1 << 16);
+    let (their_output, output) = tokio::io::duplex(1 << 16);
+    let session = tokio::spawn(async move {
+        supervisor.run(their_input, their_output).await.unwrap();
+    });
+    let mut harness = Harness {
+        toml,
+        script,
+        input,
+        output,
+        session,
+        _dir: dir,
+    };
+    let hello = json!({"version": 1, "secrets": {"fake": {"SECRET_X": "per-session"}}});
+    harness
+        .send(Frame::new(Kind::Hello, "", hello.to_string().into_bytes()))
+        .await;
+    let ready = harness.next().await;
+    assert_eq!(ready.kind, Kind::Ready);
+    harness
+        .send(Frame::new(Kind::Open, "fake", Vec::new()))
+        .await;
+    harness
+}
+
+impl Harness {
+    async fn send(&mut self, frame: Frame) {
+        write_frame(&mut self.input, &frame, 1 << 20).await.unwrap();
+        self.input.flush().await.unwrap();
+    }
+
+    async fn request(&mut self, id: u64, method: &str, params: Value, deadline_ms: u32) {
+        let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let mut frame = Frame::new(Kind::Data, "fake", message.to_string().into_bytes());
+        frame.deadline_ms = deadline_ms;
+        self.send(frame).await;
+    }
+
+    async fn call(&mut self, id: u64, tool: &str) -> Value {
+        self.request(id, "tools/call", json!({"name": tool}), 0)
+            .await;
+        self.answer().await
+    }
+
+    /// The next frame that is not a log line.
+    async fn next(&mut self) -> Frame {
+        loop {
+            let frame = tokio::time::timeout(
+                Duration::from_secs(10),
+                read_frame(&mut self.output, 1 << 20),
+            )
+            .await
+            .expect("no frame within 10 s")
+            .unwrap();
+            if frame.kind != Kind::Log {
+                return frame;
+            }
+        }
+    }
+
+    async fn answer(&mut self) -> Value {
+        let frame = self.next().await;
+        assert_eq!(frame.kind, Kind::Data, "{frame:?}");
+        serde_json::from_slice(&frame.payload).unwrap()
+    }
+
+    async fn initialize(&mut self) {
+        self.request(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25"}),
+            5000,
+        )
+        .await;
+        let answer = self.answer().await;
+        assert_eq!(answer["id"], 1);
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        self.send(Frame::new(
+            Kind::Data,
+            "fake",
+            note.to_string().into_bytes(),
+        ))
+        .await;
+    }
+}
+
+fn text(answer: &Value) -> String {
+    answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn alive(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| stat.rsplit_once(") ").map(|(_, rest)| rest.to_owned()))
+        .is_some_and(|rest| !rest.starts_with('Z') && !rest.starts_with('X'))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_child_is_replaced_with_the_handshake_replayed_until_the_burst_limit() {
+    let mut harness = start(RestartPolicy {
+        delay: Duration::from_millis(10),
+        max_delay: Duration::from_millis(50),
+        burst: 3,
+        window: Duration::from_secs(60),
+    })
+    .await;
+    harness.initialize().await;
+    // The session's secret reached the child's environment.
+    assert_eq!(text(&harness.call(2, "env").await), "per-session");
+    // The brain's ids come back as they were sent.
+    let answer = harness.call(77, "id").await;
+    assert_eq!(answer["id"], 77);
+    assert_ne!(
+        text(&answer),
+        "77",
+        "the child saw the supervisor's id, not the brain's"
+    );
+    let first = text(&harness.call(3, "pid").await);
+
+    // A crash mid-call answers the pending request with an error at once...
+    let crashed = harness.call(4, "crash").await;
+    assert_eq!(crashed["id"], 4);
+    assert_eq!(crashed["error"]["code"], codes::SERVER_EXITED);
+    // ...and the next request is served by a new child that got the brain's handshake
+    // again (the fake refuses calls before `initialize`).
+    let second = harness.call(5, "pid").await;
+    assert!(second.get("error").is_none(), "{second}");
+    assert_ne!(text(&second), first, "a new process");
+
+    // Third start, third crash: the burst limit (3 starts a minute) is reached.
+    let crashed = harness.call(6, "crash").await;
+    assert_eq!(crashed["error"]["code"], codes::SERVER_EXITED);
+    assert!(harness.call(7, "pid").await["result"].is_object());
+    let crashed = harness.call(8, "crash").await;
+    assert_eq!(crashed["error"]["code"], codes::SERVER_EXITED);
+    harness
+        .request(9, "tools/call", json!({"name": "pid"}), 0)
+        .await;
+    let closed = harness.next().await;
+    assert_eq!(closed.kind, Kind::Closed, "{closed:?}");
+    assert!(String::from_utf8_lossy(&closed.payload).contains("not started again"));
+    let refused = harness.answer().await;
+    assert_eq!(refused["error"]["code"], codes::SERVER_EXITED);
+    drop(harness.input);
+    harness.session.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_past_its_deadline_is_cancelled_and_answered_before_the_brains_own() {
+    let mut harness = start(RestartPolicy::default()).await;
+    harness.initialize().await;
+    let started = Instant::now();
+    harness
+        .request(2, "tools/call", json!({"name": "hang"}), 600)
+        .await;
+    let answer = harness.answer().await;
+    let took = started.elapsed();
+    assert_eq!(answer["id"], 2);
+    assert_eq!(answer["error"]["code"], codes::TIMEOUT);
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("the supervisor's deadline"), "{message}");
+    // The brain allowed 600 ms; the supervisor answered within it, less its margin.
+    assert!(took < Duration::from_millis(600), "took {took:?}");
+    assert!(took >= Duration::from_millis(400), "took {took:?}");
+    drop(harness.input);
+    harness.session.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_end_of_the_channel_stops_every_child() {
+    let mut harness = start(RestartPolicy::default()).await;
+    harness.initialize().await;
+    let pid: i32 = text(&harness.call(2, "pid").await).parse().unwrap();
+    assert!(alive(pid));
+    // The brain goes away without a word: end of stream.
+    drop(harness.input);
+    tokio::time::timeout(Duration::from_secs(10), harness.session)
+        .await
+        .expect("the supervisor did not end with its channel")
+        .unwrap();
+    assert!(!alive(pid), "the child {pid} outlived the session");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_not_defined_inside_is_closed_with_a_reason() {
+    let mut harness = start(RestartPolicy::default()).await;
+    harness
+        .send(Frame::new(Kind::Open, "nope", Vec::new()))
+        .await;
+    let closed = harness.next().await;
+    assert_eq!(closed.kind, Kind::Closed);
+    assert_eq!(closed.server, "nope");
+    assert!(String::from_utf8_lossy(&closed.payload).contains("no server `nope`"));
+    harness.send(Frame::new(Kind::Bye, "", Vec::new())).await;
+    harness.session.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_definition_applies_to_the_next_session_of_the_server() {
+    let mut harness = start(RestartPolicy::default()).await;
+    harness.initialize().await;
+    assert_eq!(text(&harness.call(2, "mode").await), "none");
+    // The sandbox's configuration changes; the running session is not disturbed...
+    std::fs::write(
+        &harness.toml,
+        format!(
+            "[servers.fake]\ncommand = \"python3\"\nargs = [\"-u\", {:?}]\nenv = {{ MODE = \"b\" }}\n",
+            harness.script.display().to_string()
+        ),
+    )
+    .unwrap();
+    assert_eq!(text(&harness.call(3, "mode").await), "none");
+    // ...and the next session of the server (the brain opens its stream again) has it.
+    harness
+        .send(Frame::new(Kind::Open, "fake", Vec::new()))
+        .await;
+    harness.initialize().await;
+    assert_eq!(text(&harness.call(4, "mode").await), "b");
+    drop(harness.input);
+    harness.session.await.unwrap();
+}

@@ -1,0 +1,92 @@
+//! `warden relay supervise`: the supervisor inside a sandbox (crate `warden-relay`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use warden_mcp::{ConfinedLauncher, Launcher};
+use warden_relay::{RestartPolicy, Supervisor};
+
+use crate::cli::{GlobalArgs, SuperviseArgs};
+use crate::exit::{Code, Failure};
+
+/// Serves the channel on stdin and stdout until it ends, or until SIGINT or SIGTERM; every
+/// child is stopped either way.
+pub async fn supervise(global: &GlobalArgs, args: SuperviseArgs) -> Result<Code, Failure> {
+    if global.config.is_none() {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "`warden relay supervise` needs --config FILE: the servers' real definitions \
+             inside the sandbox"
+        )));
+    }
+    let env = warden_config::Environment::from_process().map_err(Failure::usage)?;
+    let path = global.config.clone().unwrap_or_default();
+    let servers =
+        read_servers(&path, &env).map_err(|error| Failure::usage(anyhow::anyhow!(error)))?;
+    let reload: warden_relay::supervisor::Reload = {
+        let env = env.clone();
+        Arc::new(move || read_servers(&path, &env))
+    };
+    let scratch = args.scratch.unwrap_or_else(|| super::scratch_dir(&env));
+    let launcher: Arc<dyn Launcher> = Arc::new(ConfinedLauncher::from_env(scratch));
+    let supervisor = Supervisor {
+        servers,
+        reload: Some(reload),
+        launcher,
+        restart: RestartPolicy::default(),
+        max_payload: warden_relay::frame::DEFAULT_MAX_PAYLOAD,
+    };
+    let (input, output) = std_streams().map_err(|error| Failure {
+        code: Code::Unavailable,
+        error: anyhow::anyhow!("cannot use stdin and stdout: {error}"),
+    })?;
+    let session = supervisor.run(input, output);
+    tokio::pin!(session);
+    let result = tokio::select! {
+        result = &mut session => result,
+        () = crate::signals::interrupted() => {
+            // The runtime's shutdown drops every server task, and with it each child's
+            // process group, which kills it.
+            tracing::info!("interrupted: stopping every server of the session");
+            return Ok(Code::Interrupted);
+        }
+    };
+    match result {
+        Ok(()) => Ok(Code::Ok),
+        Err(error) => Err(Failure {
+            code: Code::Unavailable,
+            error: anyhow::anyhow!("the relay channel failed: {error}"),
+        }),
+    }
+}
+
+/// Stdin and stdout as async files (copies of the descriptors).
+fn std_streams() -> std::io::Result<(tokio::fs::File, tokio::fs::File)> {
+    use std::os::fd::AsFd;
+    let input = std::io::stdin().as_fd().try_clone_to_owned()?;
+    let output = std::io::stdout().as_fd().try_clone_to_owned()?;
+    Ok((
+        tokio::fs::File::from_std(std::fs::File::from(input)),
+        tokio::fs::File::from_std(std::fs::File::from(output)),
+    ))
+}
+
+/// The local servers of the sandbox's configuration; any other kind is refused.
+fn read_servers(
+    path: &std::path::Path,
+    env: &warden_config::Environment,
+) -> Result<BTreeMap<String, warden_config::ServerSpec>, String> {
+    let config = warden_config::load_file(path, env).map_err(|error| error.to_string())?;
+    let mut servers = BTreeMap::new();
+    for spec in config.servers {
+        if !matches!(spec.transport, warden_config::TransportSpec::Stdio { .. }) {
+            return Err(format!(
+                "{}: server `{}` is not a local (command) server; inside a sandbox the \
+                 supervisor starts local servers only",
+                spec.origin.path.display(),
+                spec.name
+            ));
+        }
+        servers.insert(spec.name.clone(), spec);
+    }
+    Ok(servers)
+}

@@ -1,0 +1,879 @@
+//! The relay (issue 13, seed 000), end to end with real processes: the sandbox is a network
+//! namespace with no route out, holding `warden relay supervise` and real MCP servers; the
+//! brain is Warden outside it; the channel is the command that enters the namespace.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+use support::{
+    Scratch, TAG_VAR, assert_exit, describe, node_server, peers_dir, server_toml, stderr, stdout,
+    tagged_processes, testserver_bin, warden_bin,
+};
+use warden_mcp::{CallError, ConnectOptions, Connection, DirectLauncher, Launcher};
+
+const LIMIT: Duration = Duration::from_secs(90);
+
+/// A network namespace with no route out and no listener: the sandbox. Deleted on drop.
+struct Netns(String);
+
+impl Netns {
+    fn new() -> Self {
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
+        let name = format!(
+            "wrelay-{}-{}",
+            std::process::id(),
+            COUNT.fetch_add(1, Ordering::SeqCst)
+        );
+        let status = Command::new("ip")
+            .args(["netns", "add", &name])
+            .status()
+            .unwrap();
+        assert!(status.success(), "ip netns add {name} failed");
+        let netns = Netns(name);
+        // The topology holds: no route at all inside.
+        let routes = Command::new("ip")
+            .args(["netns", "exec", &netns.0, "ip", "route", "show"])
+            .output()
+            .unwrap();
+        assert!(routes.status.success());
+        assert!(
+            String::from_utf8_lossy(&routes.stdout).trim().is_empty(),
+            "the sandbox namespace has a route: {}",
+            String::from_utf8_lossy(&routes.stdout)
+        );
+        netns
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "delete", &self.0])
+            .status();
+    }
+}
+
+/// The test's world: the sandbox's configuration (the real definitions), the brain's (stubs
+/// and the relay), and a secrets file on the brain's side.
+struct Topology {
+    scratch: Scratch,
+    _netns: Netns,
+    brain: PathBuf,
+    inner: PathBuf,
+    token: String,
+    repo: PathBuf,
+}
+
+impl Topology {
+    /// `brain_servers` are stub tables (`[servers.NAME]\nrelay = "box"` + extras).
+    fn new(brain_servers: &str, inner_extra: &str) -> Self {
+        let scratch = Scratch::new();
+        let netns = Netns::new();
+        let peers = peers_dir();
+        let repo = scratch.path().join("repo");
+        std::fs::create_dir_all(&repo).unwrap();
+        for args in [
+            &["init", "-q"][..],
+            &[
+                "-c",
+                "user.email=t@e",
+                "-c",
+                "user.name=t",
+                "commit",
+                "-q",
+                "--allow-empty",
+                "-m",
+                "inside",
+            ][..],
+        ] {
+            assert!(
+                Command::new("git")
+                    .args(args)
+                    .current_dir(&repo)
+                    .status()
+                    .unwrap()
+                    .success()
+            );
+        }
+        support::open_to_servers(&repo);
+        let token = format!("tok-{}", scratch.tag);
+        let inner = scratch.path().join("inner.toml");
+        let good_env = "env = { WARDEN_TEST_SLEEP_TOOL = \"1\" }";
+        std::fs::write(
+            &inner,
+            format!(
+                "{}{}{}{}{}{inner_extra}",
+                server_toml(
+                    "everything",
+                    "node".as_ref(),
+                    &[&node_server("server-everything"), "stdio"],
+                    ""
+                ),
+                server_toml(
+                    "git",
+                    &peers.join("venv/bin/mcp-server-git"),
+                    &["--repository", repo.to_str().unwrap()],
+                    &support::write_grant(&[&repo])
+                ),
+                server_toml("good", &testserver_bin(), &["good"], good_env),
+                server_toml(
+                    "hung",
+                    &testserver_bin(),
+                    &["good"],
+                    &format!("{good_env}\ntimeout = {{ call = \"1s\" }}")
+                ),
+                server_toml(
+                    "flood",
+                    &testserver_bin(),
+                    &["notify-flood", "--count", "20000"],
+                    ""
+                ),
+            ),
+        )
+        .unwrap();
+        let secrets = scratch.path().join("good.env");
+        std::fs::write(&secrets, format!("RELAY_TEST_TOKEN={token}\n")).unwrap();
+        let home = scratch.path().join("inner-home");
+        std::fs::create_dir_all(&home).unwrap();
+        let channel = [
+            "env".to_owned(),
+            format!("{TAG_VAR}={}", scratch.tag),
+            format!("HOME={}", home.display()),
+            "ip".into(),
+            "netns".into(),
+            "exec".into(),
+            netns.0.clone(),
+            warden_bin().display().to_string(),
+            "relay".into(),
+            "supervise".into(),
+            "--config".into(),
+            inner.display().to_string(),
+        ];
+        let brain = scratch.path().join("brain.toml");
+        std::fs::write(
+            &brain,
+            format!(
+                "[relays.box]\ncommand = {}\nsecrets = {{ good = {:?} }}\n\
+                 reconnect = {{ initial_delay = \"200ms\", max_delay = \"1s\" }}\n\n{brain_servers}",
+                serde_json::to_string(&channel).unwrap(),
+                secrets.display().to_string(),
+            ),
+        )
+        .unwrap();
+        Topology {
+            scratch,
+            _netns: netns,
+            brain,
+            inner,
+            token,
+            repo,
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> std::process::Output {
+        let mut full = vec!["--config", self.brain.to_str().unwrap()];
+        full.extend_from_slice(args);
+        self.scratch.run(&full, LIMIT)
+    }
+
+    /// A relayed server's spec as the brain resolves it.
+    fn spec(&self, name: &str) -> warden_config::ServerSpec {
+        let env = warden_config::Environment::from_process().unwrap();
+        let config = warden_config::load_file(&self.brain, &env).unwrap();
+        config
+            .servers
+            .into_iter()
+            .find(|spec| spec.name == name)
+            .unwrap()
+    }
+}
+
+fn stubs(names: &[&str], extra: &str) -> String {
+    names
+        .iter()
+        .map(|name| format!("[servers.{name}]\nrelay = \"box\"\n{extra}\n"))
+        .collect()
+}
+
+/// Processes whose environment holds `needle` (`NAME=value`).
+fn holding(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if environ
+            .split(|&byte| byte == 0)
+            .any(|item| item == needle.as_bytes())
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+fn cmdline(pid: u32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|bytes| String::from_utf8_lossy(&bytes).replace('\0', " "))
+        .unwrap_or_default()
+}
+
+/// The parent of `pid`.
+fn parent(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("PPid:"))
+        .and_then(|value| value.trim().parse().ok())
+}
+
+/// The tagged processes whose command line contains `needle`.
+fn tagged_with(scratch: &Scratch, needle: &str) -> Vec<u32> {
+    tagged_processes(&scratch.tag)
+        .into_iter()
+        .filter_map(|pid| pid.parse::<u32>().ok())
+        .filter(|pid| cmdline(*pid).contains(needle))
+        .collect()
+}
+
+fn text_of(outcome: &warden_mcp::CallOutcome) -> String {
+    outcome
+        .content
+        .iter()
+        .filter_map(|block| block["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn args(value: Value) -> Option<Map<String, Value>> {
+    match value {
+        Value::Object(map) => Some(map),
+        _ => None,
+    }
+}
+
+async fn connect(topology: &Topology, name: &str) -> Box<dyn Connection> {
+    let launcher: Arc<dyn Launcher> = Arc::new(DirectLauncher::from_env());
+    let options = ConnectOptions {
+        relay: Some(warden_relay::Dialer::global()),
+        ..ConnectOptions::default()
+    };
+    warden_mcp::connect(&topology.spec(name), &launcher, &options)
+        .await
+        .unwrap_or_else(|failure| panic!("{name} did not connect through the relay: {failure}"))
+}
+
+#[test]
+fn calls_through_the_relay_reach_real_servers_inside_under_the_brains_policy_and_audit() {
+    let topology = Topology::new(
+        &format!(
+            "{}[[policy.rules]]\ntools = \"good__add\"\neffect = \"deny\"\nnote = \"not from the brain\"\n",
+            stubs(&["everything", "git", "good"], "")
+        ),
+        "",
+    );
+    let output = topology.run(&[
+        "call",
+        "everything/echo",
+        "--args",
+        r#"{"message":"through the relay"}"#,
+        "--yes",
+    ]);
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("through the relay"),
+        "{}",
+        describe(&output)
+    );
+
+    let repo = topology.repo.to_str().unwrap().to_owned();
+    let output = topology.run(&[
+        "call",
+        "git/git_log",
+        "--args",
+        &json!({"repo_path": repo}).to_string(),
+        "--yes",
+    ]);
+    assert_exit(&output, 0);
+    assert!(stdout(&output).contains("inside"), "{}", describe(&output));
+
+    // The brain's policy applies to a relayed server: denied, nothing sent.
+    let output = topology.run(&["call", "good/add", "--args", r#"{"a":1,"b":2}"#, "--yes"]);
+    assert_exit(&output, 4);
+    assert!(
+        stderr(&output).contains("not from the brain"),
+        "{}",
+        describe(&output)
+    );
+    // Positive control: the same server's honest call goes through.
+    let output = topology.run(&[
+        "call",
+        "good/echo",
+        "--args",
+        r#"{"message":"ok"}"#,
+        "--yes",
+    ]);
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("echo: ok"),
+        "{}",
+        describe(&output)
+    );
+
+    // The brain's audit has every attempt, the denied one included.
+    let output = topology.scratch.run(&["audit", "--json"], LIMIT);
+    assert_exit(&output, 0);
+    let rows = support::json(&output);
+    let rows = rows.as_array().unwrap();
+    let text = serde_json::to_string(rows).unwrap();
+    for tool in [
+        "everything__echo",
+        "git__git_log",
+        "good__add",
+        "good__echo",
+    ] {
+        assert!(text.contains(tool), "{tool} is not in the audit: {text}");
+    }
+    // `warden tools` lists the relayed servers' tools like any others.
+    let output = topology.run(&["tools"]);
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("git_status"),
+        "{}",
+        describe(&output)
+    );
+    // The servers' stderr, captured inside, is in the brain's per-server logs, tagged with
+    // the sandbox and the server.
+    let log = topology
+        .scratch
+        .path()
+        .join("state/warden/logs/everything.log");
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(log.contains("[box/everything] "), "everything.log: {log}");
+    // Each session ended with its brain: nothing of it is left in the sandbox.
+    topology.scratch.assert_no_leftovers();
+}
+
+#[test]
+fn the_token_lives_only_in_its_one_childs_environment() {
+    let topology = Topology::new(&stubs(&["good", "everything"], ""), "");
+    let brain_text = std::fs::read_to_string(&topology.brain).unwrap();
+    let inner_text = std::fs::read_to_string(&topology.inner).unwrap();
+    // The brain's configuration has the route only: not the command, not the token.
+    assert!(!brain_text.contains(&topology.token));
+    assert!(!brain_text.contains("warden-testserver") && !brain_text.contains("server-everything"));
+    assert!(
+        inner_text.contains("warden-testserver"),
+        "control: the inside has it"
+    );
+
+    let brain = topology
+        .scratch
+        .warden(&[
+            "--config",
+            topology.brain.to_str().unwrap(),
+            "call",
+            "good/sleep",
+            "--args",
+            r#"{"ms":4000}"#,
+            "--yes",
+        ])
+        .spawn()
+        .unwrap();
+    let needle = format!("RELAY_TEST_TOKEN={}", topology.token);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let holders = loop {
+        let holders = holding(&needle);
+        if !holders.is_empty() || Instant::now() > deadline {
+            break holders;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(holders.len(), 1, "holders of the token: {holders:?}");
+    assert!(
+        cmdline(holders[0]).contains("warden-testserver"),
+        "the one holder is the server: {}",
+        cmdline(holders[0])
+    );
+    // Not the brain, not the supervisor, not the other server.
+    assert_ne!(holders[0], brain.id());
+    // The supervisor is the channel command's process, the brain's child (the sandbox's
+    // helpers of a confined server are forks of it with the same command line).
+    let supervisors: Vec<u32> = tagged_with(&topology.scratch, "relay supervise")
+        .into_iter()
+        .filter(|pid| parent(*pid) == Some(brain.id()))
+        .collect();
+    assert_eq!(supervisors.len(), 1, "{supervisors:?}");
+    assert!(!holders.contains(&supervisors[0]));
+    // The brain's process: neither its environment, its command line nor its memory map
+    // holds the token or the server's command.
+    let pid = brain.id();
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let environ = String::from_utf8_lossy(&environ);
+    assert!(!environ.contains(&topology.token));
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+    assert!(!maps.contains("warden-testserver"));
+    assert!(!cmdline(pid).contains("warden-testserver"));
+
+    let output = support::wait_with_limit(brain, LIMIT);
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("slept 4000 ms"),
+        "{}",
+        describe(&output)
+    );
+    topology.scratch.assert_no_leftovers();
+    assert!(
+        holding(&needle).is_empty(),
+        "the token outlived its session"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_killed_mid_call_is_replaced_and_the_next_call_gets_its_own_answer() {
+    let topology = Topology::new(&stubs(&["good"], "timeout = { call = \"20s\" }"), "");
+    let connection = connect(&topology, "good").await;
+    let first = connection
+        .call_tool(
+            "echo",
+            args(json!({"message":"first"})),
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text_of(&first), "echo: first");
+
+    let call = connection.call_tool("sleep", args(json!({"ms": 9000})), Duration::from_secs(20));
+    let killer = async {
+        // The child is killed while the call is in flight.
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let servers = tagged_with(&topology.scratch, "warden-testserver good");
+        assert!(!servers.is_empty(), "no server process found");
+        for pid in &servers {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+        }
+        Instant::now()
+    };
+    let (result, killed_at) = tokio::join!(call, killer);
+    let error = result.unwrap_err();
+    assert!(
+        killed_at.elapsed() < Duration::from_secs(5),
+        "the call did not fail promptly after the kill"
+    );
+    match &error {
+        CallError::Rejected { code, message } => {
+            assert_eq!(
+                *code,
+                warden_relay::supervisor::codes::SERVER_EXITED,
+                "{message}"
+            );
+        }
+        other => panic!("unexpected error: {other}"),
+    }
+    // The next call is answered by a new child, with its own answer.
+    let second = connection
+        .call_tool(
+            "echo",
+            args(json!({"message":"second"})),
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text_of(&second), "echo: second");
+    let third = connection
+        .call_tool(
+            "add",
+            args(json!({"a": 2, "b": 3})),
+            Duration::from_secs(20),
+        )
+        .await
+        .unwrap();
+    assert!(text_of(&third).contains('5'), "{}", text_of(&third));
+    connection.close().await;
+    topology.scratch.assert_no_leftovers();
+}
+
+#[test]
+fn a_hung_tool_times_out_at_the_innermost_level_first_and_the_next_level_without_it() {
+    // `hung` has a 1 s tool timeout inside; the brain allows 8 s.
+    let topology = Topology::new(
+        &format!(
+            "{}{}",
+            stubs(&["hung"], "timeout = { call = \"8s\" }"),
+            stubs(&["good"], "timeout = { call = \"3s\" }")
+        ),
+        "",
+    );
+    let started = Instant::now();
+    let output = topology.run(&["call", "hung/sleep", "--args", r#"{"ms":9000}"#, "--yes"]);
+    let took = started.elapsed();
+    assert_exit(&output, 3);
+    assert!(
+        stderr(&output).contains("the tool's own timeout"),
+        "{}",
+        describe(&output)
+    );
+    assert!(
+        took < Duration::from_secs(7),
+        "took {took:?}: {}",
+        describe(&output)
+    );
+
+    // Without a tool timeout (`good` has the 60 s default inside), the next level fires:
+    // the supervisor's deadline, the brain's 3 s less the margin, before the brain's own.
+    let started = Instant::now();
+    let output = topology.run(&["call", "good/sleep", "--args", r#"{"ms":9000}"#, "--yes"]);
+    let took = started.elapsed();
+    assert_exit(&output, 3);
+    assert!(
+        stderr(&output).contains("the supervisor's deadline"),
+        "{}",
+        describe(&output)
+    );
+    assert!(took < Duration::from_secs(8), "took {took:?}");
+    topology.scratch.assert_no_leftovers();
+}
+
+#[test]
+fn a_turn_goes_on_after_a_relayed_tool_times_out() {
+    let topology = Topology::new(&stubs(&["hung"], "timeout = { call = \"8s\" }"), "");
+    let model = support::ModelServer::start(
+        &topology.scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "hung__sleep", "arguments": {"ms": 9000}}]}},
+            {"reply": {"text": "The tool timed out; moving on."},
+             "expect": {"last_tool_results_contain": ["timed out inside the sandbox"]}}
+        ]}),
+    );
+    let mut command = topology.scratch.warden(&[
+        "--config",
+        topology.brain.to_str().unwrap(),
+        "run",
+        "--json",
+        "--provider",
+        "openai",
+        "--model",
+        "test-model",
+        "--base-url",
+        &model.base_url,
+        "--approvals",
+        "allow-all",
+        "--prompt",
+        "sleep a while",
+    ]);
+    command.env("OPENAI_API_KEY", "test-key");
+    let output = support::run_with_limit(command, LIMIT);
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("moving on"),
+        "{}",
+        describe(&output)
+    );
+    drop(model);
+    topology.scratch.assert_no_leftovers();
+}
+
+#[test]
+fn a_server_flooding_notifications_does_not_stall_calls() {
+    let topology = Topology::new(&stubs(&["flood"], "timeout = { call = \"30s\" }"), "");
+    let started = Instant::now();
+    let output = topology.run(&[
+        "call",
+        "flood/echo",
+        "--args",
+        r#"{"message":"still here"}"#,
+        "--yes",
+    ]);
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("echo: still here"),
+        "{}",
+        describe(&output)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "took {:?}",
+        started.elapsed()
+    );
+    topology.scratch.assert_no_leftovers();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cut_channel_fails_calls_fast_and_is_restored() {
+    let topology = Topology::new(&stubs(&["good"], "timeout = { call = \"10s\" }"), "");
+    let connection = connect(&topology, "good").await;
+    let before = connection
+        .call_tool(
+            "echo",
+            args(json!({"message":"before"})),
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+    assert_eq!(text_of(&before), "echo: before");
+
+    // Cut the channel: the supervisor dies (and its children with their session).
+    let supervisors: Vec<u32> = tagged_with(&topology.scratch, "relay supervise")
+        .into_iter()
+        .filter(|pid| parent(*pid) == Some(std::process::id()))
+        .collect();
+    assert_eq!(supervisors.len(), 1, "{supervisors:?}");
+    for pid in supervisors {
+        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let error = connection
+        .call_tool(
+            "echo",
+            args(json!({"message":"down"})),
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "a call while the channel is down took {:?}",
+        started.elapsed()
+    );
+    let message = error.to_string();
+    assert!(
+        message.contains("reconnecting") || message.contains("gone"),
+        "{message}"
+    );
+    // Once the back-off has passed, the channel is opened again and calls work.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let after = loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        match connection
+            .call_tool(
+                "echo",
+                args(json!({"message":"after"})),
+                Duration::from_secs(10),
+            )
+            .await
+        {
+            Ok(outcome) => break outcome,
+            Err(error) if Instant::now() < deadline => {
+                assert!(
+                    error.to_string().contains("reconnecting")
+                        || error.to_string().contains("gone"),
+                    "{error}"
+                );
+            }
+            Err(error) => panic!("the channel was not restored: {error}"),
+        }
+    };
+    assert_eq!(text_of(&after), "echo: after");
+    connection.close().await;
+    topology.scratch.assert_no_leftovers();
+}
+
+#[test]
+fn a_relayed_entry_carrying_a_command_or_env_is_refused() {
+    let scratch = Scratch::new();
+    for extra in [
+        "command = \"node\"",
+        "args = [\"x\"]",
+        "env = { TOKEN = \"t\" }",
+        "url = \"https://example.invalid/mcp\"",
+    ] {
+        let config = scratch.config(&format!(
+            "[relays.box]\ncommand = [\"true\"]\n\n[servers.s]\nrelay = \"box\"\n{extra}\n"
+        ));
+        let output = scratch.run(&["--config", config.to_str().unwrap(), "config"], LIMIT);
+        assert_exit(&output, 2);
+        assert!(
+            stderr(&output).contains("is a stub"),
+            "{extra}: {}",
+            describe(&output)
+        );
+    }
+    // Positive control: the stub alone is accepted.
+    let config =
+        scratch.config("[relays.box]\ncommand = [\"true\"]\n\n[servers.s]\nrelay = \"box\"\n");
+    let output = scratch.run(&["--config", config.to_str().unwrap(), "config"], LIMIT);
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("relay  box"),
+        "{}",
+        describe(&output)
+    );
+    // A relay named by no table is refused.
+    let config = scratch.config("[servers.s]\nrelay = \"nowhere\"\n");
+    let output = scratch.run(&["--config", config.to_str().unwrap(), "config"], LIMIT);
+    assert_exit(&output, 2);
+    assert!(
+        stderr(&output).contains("[relays.nowhere]"),
+        "{}",
+        describe(&output)
+    );
+}
+
+/// What the relay adds to one call over a local stdio call, the channel excluded (here the
+/// channel is the supervisor's own pipes, no namespace, no exec). Printed for
+/// docs/benchmarks.md; asserted loosely so a loaded machine does not fail it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_overhead_per_call_is_measured() {
+    let scratch = Scratch::new();
+    let inner = scratch.path().join("inner.toml");
+    // No `${WARDEN_TEST_TAG}` here: this file is also read by the test process itself.
+    std::fs::write(
+        &inner,
+        format!(
+            "[servers.good]\ncommand = {:?}\nargs = [\"good\"]\n",
+            testserver_bin().display().to_string()
+        ),
+    )
+    .unwrap();
+    let home = scratch.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let brain = scratch.config(&format!(
+        "[relays.direct]\ncommand = {}\n\n[servers.good]\nrelay = \"direct\"\n",
+        serde_json::to_string(&[
+            "env".to_owned(),
+            format!("{TAG_VAR}={}", scratch.tag),
+            format!("HOME={}", home.display()),
+            warden_bin().display().to_string(),
+            "relay".into(),
+            "supervise".into(),
+            "--config".into(),
+            inner.display().to_string(),
+        ])
+        .unwrap()
+    ));
+    let env = warden_config::Environment::from_process().unwrap();
+    let relayed = warden_config::load_file(&brain, &env)
+        .unwrap()
+        .servers
+        .remove(0);
+    let local = warden_config::load_file(&inner, &env)
+        .unwrap()
+        .servers
+        .remove(0);
+    let scratch_base = scratch.path().join("scratch");
+    let launcher: Arc<dyn Launcher> =
+        Arc::new(warden_mcp::ConfinedLauncher::from_env(&scratch_base));
+    let options = ConnectOptions {
+        relay: Some(warden_relay::Dialer::global()),
+        ..ConnectOptions::default()
+    };
+    let mut p50 = Vec::new();
+    for spec in [&local, &relayed] {
+        let connection = warden_mcp::connect(spec, &launcher, &options)
+            .await
+            .unwrap();
+        let mut samples = Vec::new();
+        for round in 0..330 {
+            let started = Instant::now();
+            let outcome = connection
+                .call_tool(
+                    "echo",
+                    args(json!({"message":"m"})),
+                    Duration::from_secs(10),
+                )
+                .await
+                .unwrap();
+            if round >= 30 {
+                samples.push(started.elapsed());
+            }
+            assert_eq!(text_of(&outcome), "echo: m");
+        }
+        samples.sort();
+        let median = samples[samples.len() / 2];
+        let p90 = samples[samples.len() * 9 / 10];
+        eprintln!("{}: p50 {median:?} p90 {p90:?}", spec.name);
+        p50.push(median);
+        connection.close().await;
+    }
+    let overhead = p50[1].saturating_sub(p50[0]);
+    eprintln!(
+        "relay overhead per call, p50: {overhead:?} (local {:?}, relayed {:?})",
+        p50[0], p50[1]
+    );
+    assert!(
+        overhead < Duration::from_millis(5),
+        "relay overhead p50 {overhead:?}"
+    );
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn warden_serve_serves_relayed_servers_to_an_mcp_client_under_the_policy() {
+    use std::io::{BufRead, Write};
+    let topology = Topology::new(
+        &format!(
+            "{}[[policy.rules]]\ntools = \"good__echo\"\neffect = \"allow\"\n\n\
+             [[policy.rules]]\ntools = \"good__add\"\neffect = \"deny\"\nnote = \"served, denied\"\n",
+            stubs(&["good"], "")
+        ),
+        "",
+    );
+    let mut command =
+        topology
+            .scratch
+            .warden(&["--config", topology.brain.to_str().unwrap(), "serve"]);
+    command.stdin(std::process::Stdio::piped());
+    let mut served = command.spawn().unwrap();
+    let mut input = served.stdin.take().unwrap();
+    let output = served.stdout.take().unwrap();
+    let (lines, received) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(output).lines() {
+            let Ok(line) = line else { return };
+            if let Ok(value) = serde_json::from_str(&line)
+                && lines.send(value).is_err()
+            {
+                return;
+            }
+        }
+    });
+    let mut send = |value: Value| {
+        writeln!(input, "{value}").unwrap();
+        input.flush().unwrap();
+    };
+    let answer = |id: u64| -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = received
+                .recv_timeout(left)
+                .expect("no answer from warden serve");
+            if message["id"] == id {
+                return message;
+            }
+        }
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "relay-test", "version": "1"}}}),
+    );
+    assert!(answer(1)["result"].is_object());
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "good__echo", "arguments": {"message": "served"}}}));
+    let echoed = answer(2);
+    assert_eq!(
+        echoed["result"]["content"][0]["text"], "echo: served",
+        "{echoed}"
+    );
+    send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "good__add", "arguments": {"a": 1, "b": 2}}}));
+    let denied = answer(3).to_string();
+    assert!(denied.contains("served, denied"), "{denied}");
+    drop(input);
+    let output = support::wait_with_limit(served, LIMIT);
+    assert!(output.status.success(), "{}", describe(&output));
+    topology.scratch.assert_no_leftovers();
+}
