@@ -5,8 +5,10 @@
 //! (`<url>`, `<path>`, ...) next to their informative parts (the last path component, the
 //! words of `send_email`). Features are: the kind of field the sentence is in, alone and
 //! with the sentence's length; word unigrams and bigrams (with the sentence start); the
-//! first word; and character 4-grams of longer words, so that "mirrored" and "mirroring"
-//! share evidence. Each feature is a string, hashed (FNV-1a) into [`BUCKETS`] buckets;
+//! first word, and whether it reads as a third-person verb (a sentence saying what the tool
+//! does); character 4-grams of longer words, so that "mirrored" and "mirroring" share
+//! evidence; and concept classes, alone, paired, in order, and per field kind (a
+//! parameter's "New IBAN." is not a description's instruction). Each feature is a string, hashed (FNV-1a) into [`BUCKETS`] buckets;
 //! values are `1/sqrt(n)` for a sentence of `n` features. The trainer
 //! (`examples/train_scanner.rs`) and the scanner use this one function, so what is
 //! trained is what is scored.
@@ -265,10 +267,8 @@ const CLASSES: &[(&str, &[&str])] = &[
             "push",
             "export",
             "dump",
-            "output",
             "print",
             "echo",
-            "log",
             "transfer",
             "route",
             "routed",
@@ -495,9 +495,7 @@ const CLASSES: &[(&str, &[&str])] = &[
             "prior",
             "above",
             "original",
-            "new",
             "now",
-            "updated",
         ],
     ),
     (
@@ -517,14 +515,12 @@ const CLASSES: &[(&str, &[&str])] = &[
             "reviewer",
             "destination",
             "collector",
-            "inbox",
             "bucket",
             "channel",
             "host",
             "remote",
             "external",
             "third",
-            "archive",
             "proxy",
             "gateway",
         ],
@@ -556,6 +552,20 @@ const CLASSES: &[(&str, &[&str])] = &[
             "rival",
             "rivals",
             "options",
+        ],
+    ),
+    (
+        "also",
+        &[
+            "also",
+            "additionally",
+            "additional",
+            "too",
+            "extra",
+            "simultaneously",
+            "meanwhile",
+            "secondary",
+            "duplicate",
         ],
     ),
     (
@@ -623,6 +633,34 @@ fn classes_of(token: &str) -> impl Iterator<Item = usize> + '_ {
         .map(|(i, _)| i)
 }
 
+/// Whether a sentence's first word reads as a third-person verb ("Returns", "Marks",
+/// "Creates"): the sentence then says what the tool does, the register of honest
+/// documentation, rather than telling the reader what to do. A heuristic (plural nouns
+/// pass too), given to the model as one feature among others, not a rule.
+fn describes(first: &str) -> bool {
+    first.len() >= 4
+        && first.ends_with('s')
+        && first.chars().all(|c| c.is_ascii_lowercase())
+        && !first.ends_with("ss")
+        && !first.ends_with("us")
+        && !first.ends_with("is")
+        && !matches!(
+            first,
+            "always"
+                | "perhaps"
+                | "besides"
+                | "sometimes"
+                | "whereas"
+                | "plus"
+                | "news"
+                | "series"
+                | "alias"
+                | "yours"
+                | "others"
+                | "tools"
+        )
+}
+
 /// The length bucket of a sentence of `n` tokens.
 fn length_bucket(n: usize) -> &'static str {
     match n {
@@ -644,6 +682,9 @@ pub fn feature_strings(kind: Kind, tokens: &[String]) -> Vec<String> {
     ));
     if let Some(first) = tokens.first() {
         out.push(format!("f={first}"));
+        if describes(first) {
+            out.push(format!("m=describes|k={}", kind.as_str()));
+        }
     }
     let mut present = [false; CLASSES.len()];
     let per_token: Vec<Vec<usize>> = tokens.iter().map(|t| classes_of(t).collect()).collect();
@@ -669,6 +710,9 @@ pub fn feature_strings(kind: Kind, tokens: &[String]) -> Vec<String> {
         .collect();
     for (i, a) in found.iter().enumerate() {
         out.push(format!("cls={a}"));
+        // The same concept reads differently in a parameter's documentation ("New IBAN.")
+        // than in a description's sentence: each field kind learns its own weight.
+        out.push(format!("cls={a}|k={}", kind.as_str()));
         for b in &found[i + 1..] {
             out.push(format!("cls={a}+{b}"));
         }
