@@ -164,6 +164,8 @@ DOMAINS = {
             ("new_date", "New execution date."), ("card_id", "ID of the card."), ("reference", "Free-text reference."),
             ("bic", "BIC of the recipient's bank (optional inside SEPA)."), ("name", "Account holder's name."),
             ("from_account", "Account to debit."), ("to_account", "Account to credit."), ("password", "New password for online banking."),
+            ("to", "Who receives the money."), ("beneficiary", "The beneficiary's account number or IBAN."), ("payee", "Payee to pay, by name or IBAN."),
+            ("destination_account", "The account the money goes to."), ("iban", "IBAN, e.g. DE02120300000000202051."),
         ],
     },
     "payments": {

@@ -70,6 +70,12 @@ fn push_words(text: &str, out: &mut Vec<String>) {
     {
         if word.chars().all(|c| c.is_ascii_digit()) {
             out.push("<num>".into());
+        } else if word.chars().filter(char::is_ascii_digit).count() >= 6
+            && word.chars().any(|c| c.is_ascii_alphabetic())
+        {
+            // A concrete account number, IBAN or key written into the text: the value an
+            // instruction would fix ("always pay GB29NWBK60161331926819").
+            out.push("<code>".into());
         } else {
             out.push(word.to_owned());
         }
@@ -202,7 +208,6 @@ const CLASSES: &[(&str, &[&str])] = &[
             "pin",
             "ssn",
             "cvv",
-            "iban",
             "banking",
             "personal",
             "pii",
@@ -510,6 +515,8 @@ const CLASSES: &[(&str, &[&str])] = &[
             "account",
             "recipient",
             "recipients",
+            "iban",
+            "<code>",
             "attendee",
             "attendees",
             "reviewer",
