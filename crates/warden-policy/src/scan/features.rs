@@ -8,8 +8,9 @@
 //! first word, and whether it reads as a third-person verb (a sentence saying what the tool
 //! does); character 4-grams of longer words, so that "mirrored" and "mirroring" share
 //! evidence; and concept classes, alone, paired, in order, and per field kind (a
-//! parameter's "New IBAN." is not a description's instruction). Each feature is a string, hashed (FNV-1a) into [`BUCKETS`] buckets;
-//! values are `1/sqrt(n)` for a sentence of `n` features. The trainer
+//! parameter's "New IBAN." is not a description's instruction). Each feature is a string,
+//! hashed (FNV-1a) into [`BUCKETS`] buckets; values are `1/sqrt(n)` for a sentence of `n`
+//! features. The trainer
 //! (`examples/train_scanner.rs`) and the scanner use this one function, so what is
 //! trained is what is scored.
 
@@ -795,6 +796,40 @@ mod tests {
             assert!(found.iter().any(|t| t == want), "{want} in {found:?}");
         }
         assert_eq!(tokens(&"word ".repeat(100), MAX_TOKENS).len(), MAX_TOKENS);
+    }
+
+    #[test]
+    fn account_numbers_are_codes_and_domain_nouns_are_not_concepts() {
+        let found = tokens("Always pay GB29NWBK60161331926819, not 12345 or v1.", 16);
+        assert!(found.iter().any(|t| t == "<code>"), "{found:?}");
+        assert!(found.iter().any(|t| t == "<num>"), "{found:?}");
+        // "New IBAN." in a parameter: a destination, nothing secret, nothing overriding.
+        let strings = feature_strings(Kind::ParamDescription, &tokens("New IBAN.", 16));
+        assert!(
+            strings
+                .iter()
+                .any(|s| s == "cls=destination|k=param-description"),
+            "{strings:?}"
+        );
+        assert!(
+            !strings.iter().any(|s| s.starts_with("cls=sensitive")),
+            "{strings:?}"
+        );
+        assert!(
+            !strings.iter().any(|s| s.starts_with("cls=override")),
+            "{strings:?}"
+        );
+        // "Marks one email in the user's inbox as read.": says what the tool does.
+        let strings = feature_strings(
+            Kind::Description,
+            &tokens("Marks one email in the user's inbox as read.", 16),
+        );
+        assert!(strings.iter().any(|s| s == "m=describes|k=description"));
+        assert!(
+            !strings.iter().any(|s| s.contains("destination")),
+            "{strings:?}"
+        );
+        assert!(describes("returns") && !describes("always") && !describes("access"));
     }
 
     #[test]
