@@ -385,7 +385,7 @@ fn a_flagged_tool_is_quarantined_until_approved_with_its_flags_shown() {
         describe(&output)
     );
     assert!(
-        out.contains("echo: flags: instruction.override, hidden.tag"),
+        out.contains("echo: flags: model.instruction, instruction.override, hidden.tag"),
         "{}",
         describe(&output)
     );
