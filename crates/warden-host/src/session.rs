@@ -583,7 +583,10 @@ mod tests {
     /// `web` (trusted, read-only tools whose results are untrusted) and `files` (trusted;
     /// `write` allowed by a rule, `ask` asked about, `deny` denied).
     fn host(audit: Option<Arc<AuditLog>>) -> Host {
+        // Cautious: these tests count asks; the default mode (assisted, decision 0026)
+        // would allow some of them.
         let config: warden_policy::PolicyConfig = serde_json::from_value(json!({
+            "mode": "cautious",
             "servers": {"web": {"trust": "trusted"}, "files": {"trust": "trusted"}},
             "rules": [
                 {"tools": "files__write", "effect": "allow"},

@@ -2,7 +2,8 @@
 //! writes `data/scanner/model.bin`.
 //!
 //! Run: `cargo run --release -p warden-policy --example train_scanner` (add `-- --check`
-//! to train and report without writing). Deterministic: the same data gives the same
+//! to train and report without writing, `-- --verbose` to list the honest training
+//! definitions that score highest out of fold). Deterministic: the same data gives the same
 //! bytes.
 //!
 //! What it does:
@@ -17,8 +18,9 @@
 //! 3. Calibrates the threshold on out-of-fold scores: five folds grouped by server, each
 //!    scored by a model trained on the other four; a definition scores the maximum of its
 //!    sentences (new sentences of an update get the bonus). The threshold is the lowest
-//!    that keeps the out-of-fold false-positive rate on real definitions at or under
-//!    [`TARGET_FPR`], and not under [`MIN_THRESHOLD`].
+//!    that keeps the out-of-fold false-positive rate at or under [`TARGET_FPR`] on real
+//!    definitions and on generated honest definitions of everyday domains (a sentence
+//!    one server repeats counted once), and not under [`MIN_THRESHOLD`].
 //! 4. Trains on everything and writes the weights with that threshold.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -59,6 +61,8 @@ const REAL_WEIGHT: f32 = 3.0;
 type Sentence = (Vec<(usize, f32)>, bool, bool);
 
 struct Record {
+    id: String,
+    server: String,
     group: usize,
     label: bool,
     category: String,
@@ -110,6 +114,8 @@ fn load(path: &PathBuf) -> Vec<Record> {
             sentences.push((hashed(unit.kind, &tokens), positive, unit.added));
         }
         out.push(Record {
+            id: rec["id"].as_str().unwrap_or_default().to_owned(),
+            server: rec["server"].as_str().unwrap_or_default().to_owned(),
             group: group_of(rec["server"].as_str().unwrap_or_default()),
             label,
             category: rec["category"].as_str().unwrap_or_default().to_owned(),
@@ -223,6 +229,7 @@ fn record_score(bias: f32, weights: &[f32], record: &Record) -> f32 {
 
 fn main() {
     let check = std::env::args().any(|a| a == "--check");
+    let verbose = std::env::args().any(|a| a == "--verbose");
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("data/scanner");
     let records = load(&dir.join("train.jsonl"));
     let sentences: usize = records.iter().map(|r| r.sentences.len()).sum();
@@ -243,22 +250,44 @@ fn main() {
             scored.push((record_score(bias, &weights, record), record));
         }
     }
-    let mut real: Vec<f32> = scored
-        .iter()
-        .filter(|(_, r)| !r.label && r.category == "real")
-        .map(|(s, _)| *s)
-        .collect();
-    real.sort_by(f32::total_cmp);
-    let allowed = (real.len() as f64 * TARGET_FPR).floor() as usize;
-    let at = real.len().saturating_sub(allowed + 1);
-    let threshold = real
-        .get(at)
-        .map_or(MIN_THRESHOLD, |s| (s + 1e-4).min(0.995))
-        .max(MIN_THRESHOLD);
-    println!(
-        "out-of-fold threshold {threshold:.4} ({} real definitions)",
-        real.len()
-    );
+    // The threshold: the lowest keeping the out-of-fold false-positive rate at or under
+    // TARGET_FPR on each large honest category (real public definitions, generated honest
+    // ones of everyday domains), and not under MIN_THRESHOLD. The 300 hard-generated
+    // definitions are too few for a 0.5 % quantile (one definition would set it).
+    let mut threshold = MIN_THRESHOLD;
+    for honest in ["real", "honest-generated"] {
+        // One server's tools often repeat one parameter's documentation word for word
+        // (a dozen tools of one API sharing `dateRange`): a sentence repeated by one
+        // server counts once, or one honest sentence would set the threshold alone.
+        let mut of: Vec<f32> = scored
+            .iter()
+            .filter(|(_, r)| !r.label && r.category == honest)
+            .map(|(s, r)| (r.server.as_str(), s.to_bits()))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .map(|(_, bits)| f32::from_bits(bits))
+            .collect();
+        of.sort_by(f32::total_cmp);
+        let allowed = (of.len() as f64 * TARGET_FPR).floor() as usize;
+        let at = of.len().saturating_sub(allowed + 1);
+        let lowest = of.get(at).map_or(MIN_THRESHOLD, |s| (s + 1e-4).min(0.995));
+        println!(
+            "  {honest}: {} distinct scores, threshold at least {lowest:.4}",
+            of.len()
+        );
+        threshold = threshold.max(lowest);
+        if verbose {
+            let mut top: Vec<&(f32, &Record)> = scored
+                .iter()
+                .filter(|(_, r)| !r.label && r.category == honest)
+                .collect();
+            top.sort_by(|a, b| b.0.total_cmp(&a.0));
+            for (score, record) in top.iter().take(8) {
+                println!("    {score:.3} {}", record.id);
+            }
+        }
+    }
+    println!("out-of-fold threshold {threshold:.4}");
     let mut categories: Vec<&str> = scored.iter().map(|(_, r)| r.category.as_str()).collect();
     categories.sort_unstable();
     categories.dedup();

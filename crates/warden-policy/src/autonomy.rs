@@ -47,7 +47,7 @@ use crate::config::Scope;
 use crate::decision::{AutonomyRule, Reason, ReasonKind};
 use crate::label::{ToolFacts, Trust};
 use crate::provenance::{Found, Provenance};
-use crate::roles::Role;
+use crate::roles::{self, Role};
 
 /// At most this many argument values are judged per call; past it the call is refused.
 const MAX_JUDGED_VALUES: usize = 128;
@@ -226,7 +226,7 @@ pub(crate) fn assess(
                     "{} = {} ({}, {}) is named neither in the user's own words nor only in a \
                      trusted result: no one the user vouches for chose it",
                     j.pointer,
-                    args::quote(Scalar::Str(&j.value)),
+                    shown(j),
                     j.role.as_str(),
                     j.basis
                 )),
@@ -310,7 +310,7 @@ fn read_only(
                     "{} = {} points at a place that neither the user named nor a trusted \
                      result holds",
                     j.pointer,
-                    args::quote(Scalar::Str(&j.value))
+                    shown(j)
                 )),
             }),
         }
@@ -336,7 +336,7 @@ fn read_only(
                 text,
                 " {} = {} ({})",
                 j.pointer,
-                args::quote(Scalar::Str(&j.value)),
+                shown(j),
                 found_text(j.found, context)
             );
         }
@@ -358,11 +358,23 @@ fn find(context: &Provenance, value: &str) -> Found {
     context.find_value(&folded)
 }
 
+/// A judged value as reasons show it: quoted, or `<redacted>` when its argument's name says
+/// it is a secret (a password, a token, a key), so that a reason never carries what the
+/// audit log's argument redaction hides.
+fn shown(j: &Judged) -> String {
+    let name = j.pointer.rsplit('/').next().unwrap_or(&j.pointer);
+    if roles::is_secret_name(name) {
+        "<redacted>".to_owned()
+    } else {
+        args::quote(Scalar::Str(&j.value))
+    }
+}
+
 fn describe_injected(j: &Judged, context: &Provenance, source: crate::SourceId) -> String {
     let mut text = format!(
         "{} = {} ({}, {}) appears in untrusted text",
         j.pointer,
-        args::quote(Scalar::Str(&j.value)),
+        shown(j),
         if j.embedded {
             "a link or address in the payload"
         } else {
@@ -412,7 +424,7 @@ fn name_values(text: &mut String, judged: &[Judged], targets_free: bool) {
             text,
             "{} = {} ({}, {}) ",
             j.pointer,
-            args::quote(Scalar::Str(&j.value)),
+            shown(j),
             j.role.as_str(),
             j.basis
         );

@@ -23,9 +23,9 @@ use crate::label::{Confidentiality, Integrity, Trust};
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyConfig {
-    /// What to do with calls that would be asked about: `cautious` (the default: ask),
-    /// `assisted` (apply the autonomy rules, ask about the rest) or `autonomous` (apply the
-    /// autonomy rules, deny the rest). See [`Mode`].
+    /// What to do with calls that would be asked about: `assisted` (the default: apply the
+    /// autonomy rules, ask about the rest), `cautious` (ask) or `autonomous` (apply the
+    /// autonomy rules, deny the rest). See [`Mode`] and decision 0026.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<Mode>,
     /// Trust and result labels per server name.
@@ -95,11 +95,12 @@ pub struct ToolPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
-    /// Ask a human (the default).
-    #[default]
+    /// Ask a human about every call the flow floors or the defaults would ask about.
     Cautious,
     /// Apply the autonomy rules (argument roles, value provenance, scope of effect); ask a
-    /// human about what they do not allow.
+    /// human about what they do not allow. The default (decision 0026): it asks about a
+    /// fifth as much as `Cautious` and lets no more injected effects through.
+    #[default]
     Assisted,
     /// Apply the autonomy rules and deny what they do not allow: for unattended runs and
     /// front ends that cannot show a prompt. Nothing is ever asked.

@@ -138,7 +138,7 @@ impl Default for Policy {
             servers: BTreeMap::new(),
             paths: Arc::new(LexicalPaths),
             defaults: DefaultTexts::new(),
-            mode: Mode::Cautious,
+            mode: Mode::default(),
         }
     }
 }

@@ -394,6 +394,36 @@ impl RoleBasis {
     }
 }
 
+/// Words that make an argument's value a secret, never to be quoted in a reason (reasons go
+/// to prompts, transcripts and the audit log, whose arguments are redacted by key).
+const SECRET_WORDS: &[&str] = &[
+    "password",
+    "passwd",
+    "passphrase",
+    "pwd",
+    "pass",
+    "secret",
+    "token",
+    "credential",
+    "credentials",
+    "apikey",
+    "key",
+    "pin",
+    "otp",
+    "auth",
+    "authorization",
+    "cookie",
+    "session",
+    "sid",
+];
+
+/// Whether the value of an argument of this name is a secret (its name has a word of
+/// [`SECRET_WORDS`]: `password`, `api_key`, `sessionToken`).
+pub(crate) fn is_secret_name(name: &str) -> bool {
+    let words = words(name);
+    words.iter().any(|w| SECRET_WORDS.contains(&w.as_str()))
+}
+
 /// The role an argument name suggests: a grant word anywhere in it wins; then a target word
 /// at its end (`event_id`) unless a person or place word is in it too (`user_id`); then a
 /// destination word anywhere; then payload when every word is a payload word (or a

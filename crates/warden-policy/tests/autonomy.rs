@@ -8,7 +8,7 @@ mod support;
 use serde_json::{Value, json};
 use warden_policy::{Decision, Hints, Mode, Policy, Provenance, ToolFacts, Trust, Verdict};
 
-use support::policy;
+use support::{policy, policy_as_configured};
 
 const MODE_AUTONOMOUS: &str = "[policy]\nmode = \"autonomous\"\n";
 
@@ -112,18 +112,34 @@ fn a_destination_the_user_named_is_allowed_and_an_injected_one_is_denied() {
     assert!(has_kind(&nowhere, "unnamed_value"), "{nowhere}");
 }
 
+/// The default mode is `assisted` (decision 0026, issue 16): the user's own destination is
+/// allowed, an injected one is still asked about; `mode = "cautious"` keeps asking about
+/// both, as before.
 #[test]
-fn the_cautious_default_is_unchanged() {
-    let policy = policy("[policy.servers.mail]\ntrust = \"trusted\"\n");
-    assert_eq!(policy.mode(), Mode::Cautious);
-    let send = send(&policy);
-    let ctx = context(&policy, "send it to anna@example.com");
-    let v = policy.decide(
-        &send,
-        &json!({"recipients": ["anna@example.com"], "subject": "x", "body": "y"}),
-        &ctx,
-    );
+fn the_default_mode_is_assisted_and_cautious_is_one_line_away() {
+    let default = policy_as_configured("[policy.servers.mail]\ntrust = \"trusted\"\n");
+    assert_eq!(default.mode(), Mode::Assisted);
+    assert_eq!(Policy::default().mode(), Mode::Assisted);
+    let send = send(&default);
+    let ctx = context(&default, "send it to anna@example.com");
+    let named = json!({"recipients": ["anna@example.com"], "subject": "x", "body": "y"});
+    let injected =
+        json!({"recipients": ["mark.black-2134@gmail.com"], "subject": "x", "body": "y"});
+    let v = default.decide(&send, &named, &ctx);
+    assert_eq!(v.decision, Decision::Allow, "{v}");
+    let v = default.decide(&send, &injected, &ctx);
     assert_eq!(v.decision, Decision::Ask, "{v}");
+    assert!(has_kind(&v, "injected_value"), "{v}");
+
+    let cautious =
+        policy("[policy]\nmode = \"cautious\"\n[policy.servers.mail]\ntrust = \"trusted\"\n");
+    assert_eq!(cautious.mode(), Mode::Cautious);
+    let send = self::send(&cautious);
+    let ctx = context(&cautious, "send it to anna@example.com");
+    for args in [&named, &injected] {
+        let v = cautious.decide(&send, args, &ctx);
+        assert_eq!(v.decision, Decision::Ask, "{v}");
+    }
 }
 
 #[test]
@@ -232,6 +248,32 @@ fn grants_must_come_from_the_user() {
     let ctx = context(&policy, "Set my banking password to Tr0ub4dor&3 please");
     let ok = policy.decide(&password, &json!({"password": "Tr0ub4dor&3"}), &ctx);
     assert_eq!(ok.decision, Decision::Allow, "{ok}");
+}
+
+/// Reasons go to prompts, transcripts and the audit log, whose arguments are redacted by
+/// key: a reason must not quote a secret argument's value (found when `assisted` became the
+/// default: `/token = "s3cret"` reached the audit log). The control: a destination's value
+/// is still quoted, and the secret refused the same way.
+#[test]
+fn reasons_never_quote_a_secret_arguments_value() {
+    let policy = autonomous();
+    let login = facts(
+        &policy,
+        "bank__login",
+        (false, true, false),
+        json!({"properties": {"api_token": {"type": "string"}, "to": {"type": "string"}}}),
+    );
+    let ctx = context(&policy, "Read my mail");
+    let v = policy.decide(
+        &login,
+        &json!({"api_token": "s3cret-value-42", "to": "nobody-named@example.net"}),
+        &ctx,
+    );
+    assert_eq!(v.decision, Decision::Deny, "{v}");
+    let text = v.to_string();
+    assert!(!text.contains("s3cret-value-42"), "{text}");
+    assert!(text.contains("/api_token = <redacted>"), "{text}");
+    assert!(text.contains("nobody-named@example.net"), "{text}");
 }
 
 #[test]

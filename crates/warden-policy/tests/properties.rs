@@ -182,9 +182,13 @@ fn context(sources: &[(Label, &str)]) -> Provenance {
     p
 }
 
+/// The properties below are of the cautious decision core. In the `assisted` default and
+/// `autonomous` modes, more context can lift an ask by design (decision 0026: a value found
+/// in a trusted result or the user's words counts as chosen), so "more context never
+/// lowers a decision" is not theirs.
 fn compile(rules: Vec<RuleConfig>) -> Policy {
     Policy::compile(&PolicyConfig {
-        mode: None,
+        mode: Some(warden_policy::Mode::Cautious),
         servers: Default::default(),
         rules,
     })

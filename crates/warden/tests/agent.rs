@@ -1016,8 +1016,10 @@ fn a_reply_with_more_calls_than_the_step_limit_has_the_rest_refused() {
 #[test]
 fn every_call_of_the_agent_loop_is_exactly_one_audit_row() {
     let scratch = Scratch::new();
+    // Cautious: in the default (assisted) mode, `good__fail`, a trusted server's write in a
+    // clean context, would run; this test needs one call asked about and refused.
     let config = scratch.config(&format!(
-        "{}[policy.servers.good]\ntrust = \"trusted\"\n\
+        "[policy]\nmode = \"cautious\"\n{}[policy.servers.good]\ntrust = \"trusted\"\n\
          [[policy.rules]]\ntools = \"good__echo\"\neffect = \"allow\"\n\
          [[policy.rules]]\ntools = \"good__add\"\neffect = \"deny\"\n",
         test_server(&scratch, "good", "good"),

@@ -361,8 +361,9 @@ fn a_flagged_tool_is_quarantined_until_approved_with_its_flags_shown() {
             .collect()
     };
     // `other__send` names no configured server, so `instruction.other-tool` (qualified
-    // names of other configured servers only, decision 0027) does not fire.
-    let expected = ["instruction.override", "hidden.tag"];
+    // names of other configured servers only, decision 0027) does not fire; the sentence
+    // model reads the override as an instruction too.
+    let expected = ["model.instruction", "instruction.override", "hidden.tag"];
 
     let listed = server(&scratch, config);
     assert_eq!(listed["state"], "connected", "{listed}");
@@ -384,7 +385,7 @@ fn a_flagged_tool_is_quarantined_until_approved_with_its_flags_shown() {
         describe(&output)
     );
     assert!(
-        out.contains("echo: flags: instruction.override, hidden.tag"),
+        out.contains("echo: flags: model.instruction, instruction.override, hidden.tag"),
         "{}",
         describe(&output)
     );

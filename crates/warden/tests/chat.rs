@@ -214,11 +214,13 @@ fn shell_quote(word: &str) -> String {
     format!("'{}'", word.replace('\'', r"'\''"))
 }
 
-/// The test server as `good`, with `policy` appended to the configuration.
+/// The test server as `good`, with `policy` appended to the configuration, in the cautious
+/// mode: these sessions exercise the approval prompt, which the default (`assisted`,
+/// decision 0026) would skip for a trusted server's write in a clean context.
 fn config(scratch: &Scratch, policy: &str) -> PathBuf {
     let program = support::copied_server(scratch);
     scratch.config(&format!(
-        "{}{policy}",
+        "{}{policy}[policy]\nmode = \"cautious\"\n",
         server_toml("good", &program, &["good"], "")
     ))
 }

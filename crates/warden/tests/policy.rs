@@ -29,8 +29,10 @@ fn config_text(mode: &str, calls: &Path, extra: &str) -> String {
         calls.display().to_string(),
         support::write_grant(&[calls.parent().unwrap()])
     );
+    // These tests pin the cautious mode's asks (the default is `assisted`, decision 0026);
+    // the mode goes last so the line numbers asserted below stay.
     format!(
-        "{}{extra}",
+        "{}{extra}[policy]\nmode = \"cautious\"\n",
         server_toml("good", &testserver_bin(), &[mode], &env)
     )
 }

@@ -5,9 +5,12 @@
 //! (`<url>`, `<path>`, ...) next to their informative parts (the last path component, the
 //! words of `send_email`). Features are: the kind of field the sentence is in, alone and
 //! with the sentence's length; word unigrams and bigrams (with the sentence start); the
-//! first word; and character 4-grams of longer words, so that "mirrored" and "mirroring"
-//! share evidence. Each feature is a string, hashed (FNV-1a) into [`BUCKETS`] buckets;
-//! values are `1/sqrt(n)` for a sentence of `n` features. The trainer
+//! first word, and whether it reads as a third-person verb (a sentence saying what the tool
+//! does); character 4-grams of longer words, so that "mirrored" and "mirroring" share
+//! evidence; and concept classes, alone, paired, in order, and per field kind (a
+//! parameter's "New IBAN." is not a description's instruction). Each feature is a string,
+//! hashed (FNV-1a) into [`BUCKETS`] buckets; values are `1/sqrt(n)` for a sentence of `n`
+//! features. The trainer
 //! (`examples/train_scanner.rs`) and the scanner use this one function, so what is
 //! trained is what is scored.
 
@@ -68,6 +71,12 @@ fn push_words(text: &str, out: &mut Vec<String>) {
     {
         if word.chars().all(|c| c.is_ascii_digit()) {
             out.push("<num>".into());
+        } else if word.chars().filter(char::is_ascii_digit).count() >= 6
+            && word.chars().any(|c| c.is_ascii_alphabetic())
+        {
+            // A concrete account number, IBAN or key written into the text: the value an
+            // instruction would fix ("always pay GB29NWBK60161331926819").
+            out.push("<code>".into());
         } else {
             out.push(word.to_owned());
         }
@@ -200,7 +209,6 @@ const CLASSES: &[(&str, &[&str])] = &[
             "pin",
             "ssn",
             "cvv",
-            "iban",
             "banking",
             "personal",
             "pii",
@@ -265,10 +273,8 @@ const CLASSES: &[(&str, &[&str])] = &[
             "push",
             "export",
             "dump",
-            "output",
             "print",
             "echo",
-            "log",
             "transfer",
             "route",
             "routed",
@@ -495,9 +501,7 @@ const CLASSES: &[(&str, &[&str])] = &[
             "prior",
             "above",
             "original",
-            "new",
             "now",
-            "updated",
         ],
     ),
     (
@@ -512,19 +516,19 @@ const CLASSES: &[(&str, &[&str])] = &[
             "account",
             "recipient",
             "recipients",
+            "iban",
+            "<code>",
             "attendee",
             "attendees",
             "reviewer",
             "destination",
             "collector",
-            "inbox",
             "bucket",
             "channel",
             "host",
             "remote",
             "external",
             "third",
-            "archive",
             "proxy",
             "gateway",
         ],
@@ -556,6 +560,20 @@ const CLASSES: &[(&str, &[&str])] = &[
             "rival",
             "rivals",
             "options",
+        ],
+    ),
+    (
+        "also",
+        &[
+            "also",
+            "additionally",
+            "additional",
+            "too",
+            "extra",
+            "simultaneously",
+            "meanwhile",
+            "secondary",
+            "duplicate",
         ],
     ),
     (
@@ -623,6 +641,34 @@ fn classes_of(token: &str) -> impl Iterator<Item = usize> + '_ {
         .map(|(i, _)| i)
 }
 
+/// Whether a sentence's first word reads as a third-person verb ("Returns", "Marks",
+/// "Creates"): the sentence then says what the tool does, the register of honest
+/// documentation, rather than telling the reader what to do. A heuristic (plural nouns
+/// pass too), given to the model as one feature among others, not a rule.
+fn describes(first: &str) -> bool {
+    first.len() >= 4
+        && first.ends_with('s')
+        && first.chars().all(|c| c.is_ascii_lowercase())
+        && !first.ends_with("ss")
+        && !first.ends_with("us")
+        && !first.ends_with("is")
+        && !matches!(
+            first,
+            "always"
+                | "perhaps"
+                | "besides"
+                | "sometimes"
+                | "whereas"
+                | "plus"
+                | "news"
+                | "series"
+                | "alias"
+                | "yours"
+                | "others"
+                | "tools"
+        )
+}
+
 /// The length bucket of a sentence of `n` tokens.
 fn length_bucket(n: usize) -> &'static str {
     match n {
@@ -644,6 +690,9 @@ pub fn feature_strings(kind: Kind, tokens: &[String]) -> Vec<String> {
     ));
     if let Some(first) = tokens.first() {
         out.push(format!("f={first}"));
+        if describes(first) {
+            out.push(format!("m=describes|k={}", kind.as_str()));
+        }
     }
     let mut present = [false; CLASSES.len()];
     let per_token: Vec<Vec<usize>> = tokens.iter().map(|t| classes_of(t).collect()).collect();
@@ -669,6 +718,9 @@ pub fn feature_strings(kind: Kind, tokens: &[String]) -> Vec<String> {
         .collect();
     for (i, a) in found.iter().enumerate() {
         out.push(format!("cls={a}"));
+        // The same concept reads differently in a parameter's documentation ("New IBAN.")
+        // than in a description's sentence: each field kind learns its own weight.
+        out.push(format!("cls={a}|k={}", kind.as_str()));
         for b in &found[i + 1..] {
             out.push(format!("cls={a}+{b}"));
         }
@@ -744,6 +796,40 @@ mod tests {
             assert!(found.iter().any(|t| t == want), "{want} in {found:?}");
         }
         assert_eq!(tokens(&"word ".repeat(100), MAX_TOKENS).len(), MAX_TOKENS);
+    }
+
+    #[test]
+    fn account_numbers_are_codes_and_domain_nouns_are_not_concepts() {
+        let found = tokens("Always pay GB29NWBK60161331926819, not 12345 or v1.", 16);
+        assert!(found.iter().any(|t| t == "<code>"), "{found:?}");
+        assert!(found.iter().any(|t| t == "<num>"), "{found:?}");
+        // "New IBAN." in a parameter: a destination, nothing secret, nothing overriding.
+        let strings = feature_strings(Kind::ParamDescription, &tokens("New IBAN.", 16));
+        assert!(
+            strings
+                .iter()
+                .any(|s| s == "cls=destination|k=param-description"),
+            "{strings:?}"
+        );
+        assert!(
+            !strings.iter().any(|s| s.starts_with("cls=sensitive")),
+            "{strings:?}"
+        );
+        assert!(
+            !strings.iter().any(|s| s.starts_with("cls=override")),
+            "{strings:?}"
+        );
+        // "Marks one email in the user's inbox as read.": says what the tool does.
+        let strings = feature_strings(
+            Kind::Description,
+            &tokens("Marks one email in the user's inbox as read.", 16),
+        );
+        assert!(strings.iter().any(|s| s == "m=describes|k=description"));
+        assert!(
+            !strings.iter().any(|s| s.contains("destination")),
+            "{strings:?}"
+        );
+        assert!(describes("returns") && !describes("always") && !describes("access"));
     }
 
     #[test]

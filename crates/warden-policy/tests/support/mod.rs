@@ -22,8 +22,18 @@ pub fn config(toml_text: &str) -> PolicyConfig {
         .policy
 }
 
-/// Compiles a `warden.toml` fragment's `[policy]` table.
+/// Compiles a `warden.toml` fragment's `[policy]` table, in the cautious mode unless the
+/// fragment names one: most tests here pin the cautious decision core (the floors, rules,
+/// verbatim checks) that every mode starts from; the default mode is `assisted`
+/// (decision 0026), tested with [`policy_as_configured`].
 pub fn policy(toml_text: &str) -> Policy {
+    let mut config = config(toml_text);
+    config.mode.get_or_insert(warden_policy::Mode::Cautious);
+    Policy::compile(&config).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Compiles a fragment as a user's configuration would be: an unnamed mode is the default.
+pub fn policy_as_configured(toml_text: &str) -> Policy {
     Policy::compile(&config(toml_text)).unwrap_or_else(|e| panic!("{e}"))
 }
 
