@@ -694,7 +694,7 @@ fn legacy_stream(
 // ---- 2026-07-28 ----
 
 /// Decodes a header value in the `=?base64?…?=` form; other values as they are.
-fn decode_header_value(value: &str) -> Option<String> {
+pub fn decode_header_value(value: &str) -> Option<String> {
     use base64::Engine as _;
     match value
         .strip_prefix("=?base64?")
@@ -709,7 +709,11 @@ fn decode_header_value(value: &str) -> Option<String> {
 }
 
 /// Checks that the headers agree with the body (-32020 otherwise).
-fn check_modern_headers(headers: &HeaderMap, method: &str, params: &Value) -> Result<(), RpcError> {
+pub fn check_modern_headers(
+    headers: &HeaderMap,
+    method: &str,
+    params: &Value,
+) -> Result<(), RpcError> {
     let mismatch = |what: &str| RpcError::new(HEADER_MISMATCH, format!("Header mismatch: {what}"));
     let body_version = params
         .get("_meta")
@@ -746,7 +750,7 @@ fn check_modern_headers(headers: &HeaderMap, method: &str, params: &Value) -> Re
 }
 
 /// Checks `Mcp-Param-*` headers against the arguments marked `x-mcp-header` in `schema`.
-fn check_param_headers(
+pub fn check_param_headers(
     headers: &HeaderMap,
     schema: &Value,
     arguments: &Value,

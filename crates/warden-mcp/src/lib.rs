@@ -26,7 +26,7 @@ pub mod fingerprint;
 pub mod grants;
 pub mod http;
 pub mod launcher;
-mod lines;
+pub mod lines;
 mod probe;
 mod rmcp_client;
 pub mod stderr_log;

@@ -5,7 +5,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
 /// What one bounded read produced.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum LineRead {
+pub enum LineRead {
     /// A whole line is in the buffer (without its `\n` or a trailing `\r`).
     Line,
     /// The line grew past the cap. The buffer holds its first `cap` bytes; the rest of the
@@ -18,7 +18,7 @@ pub(crate) enum LineRead {
 /// Reads one line into `line` (cleared first), never holding more than `cap` bytes of it.
 ///
 /// A final line without a newline before end of stream counts as a line.
-pub(crate) async fn read_capped_line<R: AsyncBufRead + Unpin>(
+pub async fn read_capped_line<R: AsyncBufRead + Unpin>(
     reader: &mut R,
     line: &mut Vec<u8>,
     cap: usize,
