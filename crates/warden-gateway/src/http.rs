@@ -772,7 +772,10 @@ pub fn check_param_headers(
                 .parse::<i64>()
                 .is_ok_and(|n| number.as_i64() == Some(n) || number.as_f64() == Some(n as f64)),
             (Some(Some(got)), Some(Value::String(text))) => got == text,
-            (Some(Some(got)), Some(other)) => *got == other.to_string(),
+            (Some(Some(got)), Some(Value::Bool(flag))) => got.parse::<bool>() == Ok(*flag),
+            (Some(Some(got)), Some(other)) => {
+                serde_json::to_string(other).ok().as_deref() == Some(got.as_str())
+            }
             _ => false,
         };
         if !agrees {
