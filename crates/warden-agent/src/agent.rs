@@ -810,6 +810,16 @@ impl<'h> Agent<'h> {
                 observer.event(&Event::ToolCall(event));
             }
         }
+        // One result per call, in the calls' order, each carrying its call's id: the
+        // model API refuses anything else, and a result under another call's id would be
+        // read as that call's.
+        debug_assert!(
+            blocks.len() == calls.len()
+                && blocks.iter().zip(calls).all(
+                    |(block, call)| matches!(block, Block::ToolResult { id, .. } if *id == call.id)
+                ),
+            "not one tool result per call"
+        );
         blocks
     }
 }

@@ -75,7 +75,20 @@ pub fn discover(env: &Environment) -> Result<ResolvedConfig, ConfigError> {
 pub fn load_file(path: &Path, env: &Environment) -> Result<ResolvedConfig, ConfigError> {
     let path = env.cwd.join(path);
     let text = read_required(&path)?;
-    let format = formats::detect(&path, &text)?;
+    parse_text(&path, &text, env)
+}
+
+/// Parses `text` as if it had been read from `path` (as [`load_file`] does once the file
+/// is read): the format is recognised from the name, then the content. This is the whole
+/// decoder of an untrusted configuration file without the file system read, so the fuzz
+/// targets can drive it (`fuzz/`).
+pub fn parse_text(
+    path: &Path,
+    text: &str,
+    env: &Environment,
+) -> Result<ResolvedConfig, ConfigError> {
+    let path = env.cwd.join(path);
+    let format = formats::detect(&path, text)?;
     let dir = formats::directory_of(&path);
     // `${workspaceFolder}` of a `.vscode/mcp.json` is the folder holding `.vscode`.
     let workspace = match dir.file_name() {
@@ -88,7 +101,7 @@ pub fn load_file(path: &Path, env: &Environment) -> Result<ResolvedConfig, Confi
         format,
         path,
     };
-    let parsed = formats::parse(&text, &origin, env, &workspace)?;
+    let parsed = formats::parse(text, &origin, env, &workspace)?;
     merge(vec![(origin, parsed)], None)
 }
 

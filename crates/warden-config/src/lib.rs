@@ -54,7 +54,7 @@ pub use agent::{
     DEFAULT_RESULT_WARN_TOKENS, DEFAULT_TOOL_BUDGET, DEFAULT_TOOL_DEFINITION_TOKEN_BUDGET,
     DEFAULT_TURN_TIMEOUT, MAX_MAX_TURNS, ModelConfig, PROVIDERS,
 };
-pub use discover::{discover, load_file, local_config_path, local_key, project_root};
+pub use discover::{discover, load_file, local_config_path, local_key, parse_text, project_root};
 pub use envfile::parse as parse_env_file;
 pub use environment::Environment;
 pub use error::{ConfigError, LineCol};

@@ -923,7 +923,7 @@ fn legacy_stream(
 // ---- 2026-07-28 ----
 
 /// Decodes a header value in the `=?base64?…?=` form; other values as they are.
-fn decode_header_value(value: &str) -> Option<String> {
+pub fn decode_header_value(value: &str) -> Option<String> {
     use base64::Engine as _;
     match value
         .strip_prefix("=?base64?")
@@ -938,7 +938,11 @@ fn decode_header_value(value: &str) -> Option<String> {
 }
 
 /// Checks that the headers agree with the body (-32020 otherwise).
-fn check_modern_headers(headers: &HeaderMap, method: &str, params: &Value) -> Result<(), RpcError> {
+pub fn check_modern_headers(
+    headers: &HeaderMap,
+    method: &str,
+    params: &Value,
+) -> Result<(), RpcError> {
     let mismatch = |what: &str| RpcError::new(HEADER_MISMATCH, format!("Header mismatch: {what}"));
     let body_version = params
         .get("_meta")
@@ -975,7 +979,7 @@ fn check_modern_headers(headers: &HeaderMap, method: &str, params: &Value) -> Re
 }
 
 /// Checks `Mcp-Param-*` headers against the arguments marked `x-mcp-header` in `schema`.
-fn check_param_headers(
+pub fn check_param_headers(
     headers: &HeaderMap,
     schema: &Value,
     arguments: &Value,
@@ -990,13 +994,17 @@ fn check_param_headers(
         let header_name = format!("mcp-param-{}", name.to_ascii_lowercase());
         let value = arguments.get(property).filter(|value| !value.is_null());
         let header = header_str(headers, &header_name).map(decode_header_value);
-        let expected = value.map(|value| match value {
-            Value::String(text) => text.clone(),
-            other => other.to_string(),
-        });
-        let agrees = match (&header, &expected) {
+        let agrees = match (&header, value) {
             (None, None) => true,
-            (Some(Some(got)), Some(expected)) => got == expected,
+            // Integers are compared numerically: `2.0` in the body is the header's `2`.
+            (Some(Some(got)), Some(Value::Number(number))) => got
+                .parse::<i64>()
+                .is_ok_and(|n| number.as_i64() == Some(n) || number.as_f64() == Some(n as f64)),
+            (Some(Some(got)), Some(Value::String(text))) => got == text,
+            (Some(Some(got)), Some(Value::Bool(flag))) => got.parse::<bool>() == Ok(*flag),
+            (Some(Some(got)), Some(other)) => {
+                serde_json::to_string(other).ok().as_deref() == Some(got.as_str())
+            }
             _ => false,
         };
         if !agrees {
@@ -1260,5 +1268,22 @@ mod tests {
             check_param_headers(&headers(&[]), &schema, &json!({})),
             Ok(())
         );
+    }
+
+    /// Fuzzing finding (fuzz target `mcp_headers`): `2.0` in the body against the header
+    /// `2` was refused, though the spec compares integers numerically.
+    #[test]
+    fn integer_params_are_compared_numerically() {
+        let schema = json!({"properties": {"n": {"type": "integer", "x-mcp-header": "N"}}});
+        let n2 = headers(&[("mcp-param-n", "2")]);
+        assert_eq!(check_param_headers(&n2, &schema, &json!({"n": 2})), Ok(()));
+        assert_eq!(
+            check_param_headers(&n2, &schema, &json!({"n": 2.0})),
+            Ok(())
+        );
+        assert!(check_param_headers(&n2, &schema, &json!({"n": 3})).is_err());
+        assert!(check_param_headers(&n2, &schema, &json!({"n": 2.5})).is_err());
+        let text = headers(&[("mcp-param-n", "two")]);
+        assert!(check_param_headers(&text, &schema, &json!({"n": 2})).is_err());
     }
 }

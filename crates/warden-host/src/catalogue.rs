@@ -228,7 +228,25 @@ impl Catalogue {
                 schema,
             });
         }
+        debug_assert!(
+            catalogue.indexes_consistent(),
+            "catalogue indexes out of step"
+        );
         catalogue
+    }
+
+    /// True when both indexes point at every tool exactly once, under its own names
+    /// (checked by `debug_assert!` wherever the catalogue is built).
+    fn indexes_consistent(&self) -> bool {
+        self.by_qualified.len() == self.tools.len()
+            && self.by_raw.len() == self.tools.len()
+            && self.tools.iter().enumerate().all(|(index, tool)| {
+                self.by_qualified.get(&tool.qualified) == Some(&index)
+                    && self
+                        .by_raw
+                        .get(&(tool.server.clone(), tool.def.name.clone()))
+                        == Some(&index)
+            })
     }
 
     /// Every tool, in the catalogue's stable order.

@@ -4,6 +4,9 @@
 
 use crate::NetError;
 
+/// The UTF-8 byte-order mark a stream may start with.
+const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
+
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SseEvent {
@@ -29,6 +32,9 @@ pub struct SseDecoder {
     event_bytes: usize,
     after_cr: bool,
     started: bool,
+    /// Bytes of a leading byte-order mark seen so far (held back until it is whole or
+    /// turns out not to be one).
+    bom: usize,
 }
 
 impl SseDecoder {
@@ -43,20 +49,38 @@ impl SseDecoder {
             event_bytes: 0,
             after_cr: false,
             started: false,
+            bom: 0,
         }
     }
 
-    /// Feeds bytes; returns the events they complete.
-    pub fn push(&mut self, mut bytes: &[u8]) -> Result<Vec<SseEvent>, NetError> {
-        if !self.started {
-            // A leading byte-order mark is ignored.
-            let bom = [0xEF, 0xBB, 0xBF];
-            let take = bytes.len().min(3);
-            if bytes[..take] == bom[..take] && take == 3 {
-                bytes = &bytes[3..];
-            }
-            self.started = !bytes.is_empty();
+    /// Feeds bytes; returns the events they complete. How the stream is cut into pushes
+    /// never changes the events (a byte-order mark split across pushes included).
+    pub fn push(&mut self, bytes: &[u8]) -> Result<Vec<SseEvent>, NetError> {
+        if self.started {
+            return self.feed(bytes);
         }
+        // A leading byte-order mark is ignored, even when it arrives a byte at a time.
+        let mut matched = 0;
+        while self.bom < BOM.len() && matched < bytes.len() && bytes[matched] == BOM[self.bom] {
+            self.bom += 1;
+            matched += 1;
+        }
+        if self.bom == BOM.len() {
+            self.started = true;
+            return self.feed(&bytes[matched..]);
+        }
+        if matched == bytes.len() {
+            // Still the beginning of a mark: wait for more.
+            return Ok(Vec::new());
+        }
+        // Not a mark after all: the bytes held back are the stream's first.
+        self.started = true;
+        let mut events = self.feed(&BOM[..self.bom])?;
+        events.extend(self.feed(&bytes[matched..])?);
+        Ok(events)
+    }
+
+    fn feed(&mut self, bytes: &[u8]) -> Result<Vec<SseEvent>, NetError> {
         let mut events = Vec::new();
         for &byte in bytes {
             if self.after_cr {
@@ -89,6 +113,13 @@ impl SseDecoder {
     /// Ends the stream: an event not closed by a blank line is dropped, as the standard
     /// says, unless it is complete but for the final blank line.
     pub fn finish(&mut self) -> Option<SseEvent> {
+        if !self.started && self.bom > 0 {
+            // The start of a mark the stream never finished: those bytes were data.
+            self.started = true;
+            if self.feed(&BOM[..self.bom]).is_err() {
+                return None;
+            }
+        }
         let line = std::mem::take(&mut self.line);
         if !line.is_empty() {
             let _ = self.end_line(&line);
@@ -235,5 +266,45 @@ mod tests {
             decode(&[b"data: \xff\xfe\n\n"], 1024),
             Err(NetError::NotUtf8)
         ));
+    }
+
+    /// Fuzzing finding (fuzz/corpus/sse/finding-split-bom): a byte-order mark arriving in
+    /// pieces was taken as data, so the first event was lost (its field name began with
+    /// U+FEFF) or counted three bytes against the cap.
+    #[test]
+    fn a_byte_order_mark_split_across_pushes_is_still_ignored() {
+        let whole: &[u8] = b"\xEF\xBB\xBFdata: x\n\n";
+        let want = decode(&[whole], 1024).unwrap();
+        assert_eq!(want.len(), 1);
+        for cut in 1..4 {
+            let (a, b) = whole.split_at(cut);
+            assert_eq!(decode(&[a, b], 1024).unwrap(), want, "cut at {cut}");
+            assert_eq!(decode(&[&a[..1], &a[1..], b], 1024).unwrap(), want);
+        }
+        // At the cap exactly: no error however the mark arrives.
+        let tight: &[u8] = b"\xEF\xBB\xBFli\0\0\0";
+        assert!(decode(&[tight], 5).is_ok());
+        assert!(decode(&[&tight[..1], &tight[1..]], 5).is_ok());
+        // A second mark is data, not skipped again.
+        let twice = decode(&[b"\xEF\xBB\xBF", b"\xEF\xBB\xBFdata: x\n\n"], 1024).unwrap();
+        assert!(twice.is_empty(), "{twice:?}");
+    }
+
+    #[test]
+    fn bytes_that_only_begin_like_a_mark_are_data() {
+        // Control: held back, then decoded as the stream's first bytes.
+        let split = decode(&[b"\xEF", b"\xBBdata: x\n\n"], 1024);
+        let whole = decode(&[b"\xEF\xBBdata: x\n\n"], 1024);
+        assert!(matches!(split, Err(NetError::NotUtf8)));
+        assert!(matches!(whole, Err(NetError::NotUtf8)));
+        // A stream that ends inside the mark is a stream of those bytes.
+        let mut decoder = SseDecoder::new(1024);
+        assert_eq!(decoder.push(b"\xEF\xBB").unwrap(), vec![]);
+        assert_eq!(decoder.finish(), None);
+        assert_eq!(
+            decode(&[b"da", b"ta: y\n\n"], 1024).unwrap()[0].data,
+            "y",
+            "an ordinary start is untouched"
+        );
     }
 }

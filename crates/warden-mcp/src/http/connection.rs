@@ -9,13 +9,12 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
-use tokio::sync::RwLock;
 use warden_config::{RemoteTransport, ServerSpec};
 
 use super::detect::{Remote, open};
 use super::error::HttpError;
 use super::headers::param_headers;
-use super::reconnect::backoff;
+use super::reconnect::{self, Backoff, Link};
 use super::session::{ClientProfile, Session};
 use crate::connection::{
     CallOutcome, ConnectOptions, Connection, DEFAULT_MAX_PAGES, DEFAULT_MAX_TOOLS, Era, ServerInfo,
@@ -24,22 +23,13 @@ use crate::connection::{
 use crate::error::{CallError, ConnectError, ConnectFailure};
 use crate::launcher::StopReport;
 
-/// Where a remote connection stands.
-#[derive(Debug, Clone, Default)]
-struct Health {
-    /// Reconnects made since the last success.
-    reconnects: u32,
-    /// Set once the reconnect budget is spent: the reason calls fail at once.
-    failed: Option<String>,
-}
-
 struct HttpConnection {
     name: String,
     info: ServerInfo,
     remote: Remote,
     profile: ClientProfile,
-    session: RwLock<Arc<Session>>,
-    health: Mutex<Health>,
+    link: Link<Session>,
+    backoff: Backoff,
     max_tools: usize,
     max_pages: usize,
 }
@@ -77,9 +67,10 @@ pub async fn connect(
         return super::sse_legacy::connect(spec, remote, options).await;
     }
     let profile = ClientProfile::default();
+    let backoff = Backoff::system();
     let deadline = tokio::time::Instant::now() + spec.timeouts.connect;
     let (session, info) =
-        match tokio::time::timeout_at(deadline, first_connect(&remote, &profile)).await {
+        match tokio::time::timeout_at(deadline, first_connect(&remote, &profile, &backoff)).await {
             Ok(Ok(opened)) => opened,
             Ok(Err(error)) => return Err(failure(error)),
             Err(_) => {
@@ -94,8 +85,8 @@ pub async fn connect(
         info,
         remote,
         profile,
-        session: RwLock::new(Arc::new(session)),
-        health: Mutex::new(Health::default()),
+        link: Link::new(session),
+        backoff,
         max_tools: options.max_tools.unwrap_or(DEFAULT_MAX_TOOLS),
         max_pages: options.max_pages.unwrap_or(DEFAULT_MAX_PAGES),
     }))
@@ -105,23 +96,22 @@ pub async fn connect(
 async fn first_connect(
     remote: &Remote,
     profile: &ClientProfile,
+    backoff: &Backoff,
 ) -> Result<(Session, ServerInfo), ConnectError> {
-    let attempts = remote.settings.reconnect.connect_attempts.max(1);
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        match open(remote, profile).await {
-            Ok((session, mut info)) => {
-                info.connect_attempts = attempt;
-                return Ok((session, info));
-            }
-            Err(error) if error.is_transient() && attempt < attempts => {
-                let delay = backoff(&remote.settings.reconnect, attempt - 1);
-                tracing::info!(server = %remote.name, "attempt {attempt} of {attempts} failed: {error}; next in {delay:?}");
-                tokio::time::sleep(delay).await;
-            }
-            Err(error) => return Err(connect_error(error, attempt)),
+    let (opened, attempts) = reconnect::first_connect(
+        &remote.name,
+        &remote.settings.reconnect,
+        backoff,
+        || open(remote, profile),
+        HttpError::is_transient,
+    )
+    .await;
+    match opened {
+        Ok((session, mut info)) => {
+            info.connect_attempts = attempts;
+            Ok((session, info))
         }
+        Err(error) => Err(connect_error(error, attempts)),
     }
 }
 
@@ -188,7 +178,7 @@ pub(super) fn tool_def(server: &str, tool: &Value, era: Era) -> Result<Option<To
 
 impl HttpConnection {
     async fn current(&self) -> Arc<Session> {
-        self.session.read().await.clone()
+        self.link.current()
     }
 
     /// Sends one request, reconnecting a dropped server when the policy allows. The request
@@ -200,7 +190,7 @@ impl HttpConnection {
         params: Map<String, Value>,
         current: Option<&Mutex<Option<Value>>>,
     ) -> Result<Value, CallError> {
-        if let Some(reason) = self.health().failed {
+        if let Some(reason) = self.link.health().failed {
             return Err(CallError::ServerGone {
                 reason,
                 stderr_tail: Vec::new(),
@@ -217,9 +207,8 @@ impl HttpConnection {
         let undelivered = matches!(&error, HttpError::Status { status: 503, .. })
             || matches!(&error, HttpError::Net(net) if net.to_string().contains("refused"));
         tracing::info!(server = %self.name, "{method} failed: {error}; reconnecting");
-        self.reconnect(&error).await?;
-        if undelivered || method != "tools/call" {
-            let session = self.current().await;
+        let session = self.reconnect(&session, &error).await?;
+        if reconnect::resend_after_reconnect(method, undelivered) {
             return session
                 .request(method, params, current)
                 .await
@@ -233,54 +222,29 @@ impl HttpConnection {
         })
     }
 
-    fn health(&self) -> Health {
-        self.health
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
-    }
-
-    fn update_health(&self, change: impl FnOnce(&mut Health)) {
-        change(
-            &mut self
-                .health
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        );
-    }
-
-    /// Reconnects within the budget of `attempts`, or marks the server failed.
-    async fn reconnect(&self, cause: &HttpError) -> Result<(), CallError> {
-        let policy = self.remote.settings.reconnect;
-        let mut last = cause.to_string();
-        while self.health().reconnects < policy.attempts {
-            let attempt = self.health().reconnects;
-            self.update_health(|health| health.reconnects += 1);
-            tokio::time::sleep(backoff(&policy, attempt)).await;
-            match open(&self.remote, &self.profile).await {
-                Ok((session, _info)) => {
-                    *self.session.write().await = Arc::new(session);
-                    self.update_health(|health| health.reconnects = 0);
-                    tracing::info!(server = %self.name, "reconnected after {} attempt(s)", attempt + 1);
-                    return Ok(());
-                }
-                Err(error) if error.is_transient() => last = error.to_string(),
-                Err(error) => {
-                    last = error.to_string();
-                    break;
-                }
-            }
-        }
-        let reason = format!(
-            "marked failed after {} reconnect attempt(s); last error: {last}",
-            self.health().reconnects
-        );
-        tracing::warn!(server = %self.name, "{reason}");
-        self.update_health(|health| health.failed = Some(reason.clone()));
-        Err(CallError::ServerGone {
-            reason,
-            stderr_tail: Vec::new(),
-        })
+    /// Reconnects within the budget of `attempts`, or marks the server failed; the session
+    /// to use from now on.
+    async fn reconnect(
+        &self,
+        failed: &Arc<Session>,
+        cause: &HttpError,
+    ) -> Result<Arc<Session>, CallError> {
+        let (remote, profile) = (&self.remote, &self.profile);
+        self.link
+            .reconnect(
+                &self.name,
+                &remote.settings.reconnect,
+                &self.backoff,
+                failed,
+                cause.to_string(),
+                || async move { open(remote, profile).await.map(|(session, _info)| session) },
+                HttpError::is_transient,
+            )
+            .await
+            .map_err(|reason| CallError::ServerGone {
+                reason,
+                stderr_tail: Vec::new(),
+            })
     }
 
     async fn list_all(&self) -> Result<Vec<ToolDef>, CallError> {

@@ -34,9 +34,19 @@ pub fn encode_param(value: &Value) -> Option<String> {
     match value {
         Value::String(text) => Some(encode_text(text)),
         Value::Bool(flag) => Some(flag.to_string()),
-        Value::Number(number) => number.as_i64().map(|n| n.to_string()),
+        Value::Number(number) => integer(number).map(|n| n.to_string()),
         _ => None,
     }
+}
+
+/// The integer a JSON number stands for: JSON Schema's `integer` also admits `2.0`, which
+/// must be sent as `2` (the header carries integers as decimals).
+fn integer(number: &serde_json::Number) -> Option<i64> {
+    number.as_i64().or_else(|| {
+        let float = number.as_f64()?;
+        let whole = float.fract() == 0.0 && float.abs() <= MAX_SAFE_INTEGER as f64;
+        whole.then_some(float as i64)
+    })
 }
 
 /// One `x-mcp-header` annotation of a tool: the argument's path from the root of
@@ -160,8 +170,9 @@ pub fn param_values(
             for key in &header.path[1..] {
                 value = value.get(key)?;
             }
-            if let Some(n) = value.as_i64()
-                && !(-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(&n)
+            if let Value::Number(number) = value
+                && !integer(number)
+                    .is_some_and(|n| (-MAX_SAFE_INTEGER..=MAX_SAFE_INTEGER).contains(&n))
             {
                 return None;
             }
@@ -197,6 +208,26 @@ mod tests {
         assert_eq!(encode_param(&json!(true)), Some("true".into()));
         assert_eq!(encode_param(&json!(null)), None);
         assert_eq!(encode_param(&json!(1.5)), None);
+    }
+
+    /// Fuzzing finding (fuzz target `mcp_headers`, corpus `finding-integral-float`): an
+    /// `integer` argument written `2.0` (valid JSON Schema) got no `Mcp-Param-*` header,
+    /// so a server checking headers against the body refused an honest call.
+    #[test]
+    fn an_integral_float_is_sent_as_an_integer() {
+        assert_eq!(encode_param(&json!(2.0)), Some("2".into()));
+        assert_eq!(encode_param(&json!(-7.0)), Some("-7".into()));
+        assert_eq!(encode_param(&json!(2.5)), None, "not an integer");
+        assert_eq!(encode_param(&json!(1e300)), None, "outside the safe range");
+        let schema = json!({"properties": {"n": {"type": "integer", "x-mcp-header": "N"}}});
+        let headers = param_headers(&schema).unwrap();
+        let args = json!({"n": 3.0});
+        assert_eq!(
+            param_values(&headers, args.as_object()),
+            vec![("Mcp-Param-N".to_owned(), "3".to_owned())]
+        );
+        let huge = json!({"n": 9007199254740993_i64});
+        assert_eq!(param_values(&headers, huge.as_object()), vec![]);
     }
 
     #[test]

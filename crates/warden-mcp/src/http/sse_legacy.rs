@@ -28,7 +28,7 @@ use super::exchange::{
     DeclineRequests, Endpoint, ServerRequests, StreamContext, check_status, header_text,
     media_type, rpc_error,
 };
-use super::reconnect::backoff;
+use super::reconnect::{self, Backoff};
 use super::session::LEGACY_VERSIONS;
 use crate::connection::{
     CallOutcome, ConnectOptions, Connection, DEFAULT_MAX_PAGES, DEFAULT_MAX_TOOLS, Era, ServerInfo,
@@ -125,24 +125,23 @@ pub(super) async fn connect(
         error,
         stderr_tail: Vec::new(),
     };
-    let attempts = remote.settings.reconnect.connect_attempts.max(1);
     let deadline = tokio::time::Instant::now() + spec.timeouts.connect;
+    let backoff = Backoff::system();
     let tries = async {
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            match open(&remote).await {
-                Ok((channel, mut info)) => {
-                    info.connect_attempts = attempt;
-                    return Ok((channel, info));
-                }
-                Err(error) if error.is_transient() && attempt < attempts => {
-                    let delay = backoff(&remote.settings.reconnect, attempt - 1);
-                    tracing::info!(server = %remote.name, "attempt {attempt} of {attempts} failed: {error}; next in {delay:?}");
-                    tokio::time::sleep(delay).await;
-                }
-                Err(error) => return Err(connect_error(error, attempt)),
+        let (opened, attempts) = reconnect::first_connect(
+            &remote.name,
+            &remote.settings.reconnect,
+            &backoff,
+            || open(&remote),
+            HttpError::is_transient,
+        )
+        .await;
+        match opened {
+            Ok((channel, mut info)) => {
+                info.connect_attempts = attempts;
+                Ok((channel, info))
             }
+            Err(error) => Err(connect_error(error, attempts)),
         }
     };
     let (channel, info) = match tokio::time::timeout_at(deadline, tries).await {
