@@ -18,7 +18,12 @@ use warden_policy::{
     Decision, Hints, Policy, PolicyConfig, Provenance, ToolFacts, Trust, normalize_lexically,
 };
 
+// Cautious mode: the property is about the rules' path matching; in the default (assisted)
+// mode a trusted write with a clean context is allowed anywhere not denied (decision 0026).
 const RULES: &str = r#"
+[policy]
+mode = "cautious"
+
 [[policy.rules]]
 tools = "fs__write"
 effect = "allow"
