@@ -9,10 +9,14 @@
 //! at once with a message that says the relay is reconnecting.
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// The largest secrets file a relay reads for one server.
+const MAX_SECRETS_BYTES: u64 = 64 * 1024;
 
 use tokio::io::{AsyncWriteExt, BufReader, BufWriter, DuplexStream};
 use tokio::process::Command;
@@ -498,18 +502,28 @@ impl Channel {
                     path.display()
                 ))
             })?;
-            if meta.len() > 64 * 1024 {
+            if meta.len() > MAX_SECRETS_BYTES {
                 return Err(error(format!(
                     "the secrets of `{server}` ({}) are over 64 KiB",
                     path.display()
                 )));
             }
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                error(format!(
-                    "the secrets of `{server}` ({}): {e}",
+            // Capped by the read itself too: the file may grow after the size check.
+            let mut text = String::new();
+            std::fs::File::open(path)
+                .and_then(|file| file.take(MAX_SECRETS_BYTES + 1).read_to_string(&mut text))
+                .map_err(|e| {
+                    error(format!(
+                        "the secrets of `{server}` ({}): {e}",
+                        path.display()
+                    ))
+                })?;
+            if text.len() as u64 > MAX_SECRETS_BYTES {
+                return Err(error(format!(
+                    "the secrets of `{server}` ({}) are over 64 KiB",
                     path.display()
-                ))
-            })?;
+                )));
+            }
             let vars = warden_config::parse_env_file(&text, path)
                 .map_err(|e| error(format!("the secrets of `{server}`: {e}")))?;
             all.insert(server.clone(), vars);
