@@ -53,5 +53,25 @@ pub struct EgressEvent {
     pub time_ms: i64,
 }
 
+impl EgressEvent {
+    /// An attempt of `server` not read yet: refused, nothing known, stamped `time_ms`.
+    pub(crate) fn unread(server: Arc<str>, time_ms: i64) -> EgressEvent {
+        EgressEvent {
+            server,
+            method: String::new(),
+            host: String::new(),
+            port: 0,
+            rule: None,
+            address: None,
+            decision: Decision::Refused,
+            error: None,
+            bytes_up: 0,
+            bytes_down: 0,
+            duration: Duration::ZERO,
+            time_ms,
+        }
+    }
+}
+
 /// Where events go (the audit log, in Warden).
 pub type EgressSink = Arc<dyn Fn(&EgressEvent) + Send + Sync>;

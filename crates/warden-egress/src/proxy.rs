@@ -242,20 +242,7 @@ impl EgressProxy {
     }
 
     fn event(&self) -> EgressEvent {
-        EgressEvent {
-            server: Arc::clone(&self.server),
-            method: String::new(),
-            host: String::new(),
-            port: 0,
-            rule: None,
-            address: None,
-            decision: Decision::Refused,
-            error: None,
-            bytes_up: 0,
-            bytes_down: 0,
-            duration: Duration::ZERO,
-            time_ms: now_ms(),
-        }
+        EgressEvent::unread(Arc::clone(&self.server), now_ms())
     }
 
     async fn handle(&self, mut client: TcpStream) {
@@ -638,20 +625,8 @@ struct Report<'a> {
 impl Report<'_> {
     fn event_mut(&mut self) -> &mut EgressEvent {
         // Taken only in Drop.
-        self.event.get_or_insert_with(|| EgressEvent {
-            server: Arc::from(""),
-            method: String::new(),
-            host: String::new(),
-            port: 0,
-            rule: None,
-            address: None,
-            decision: Decision::Refused,
-            error: None,
-            bytes_up: 0,
-            bytes_down: 0,
-            duration: Duration::ZERO,
-            time_ms: now_ms(),
-        })
+        self.event
+            .get_or_insert_with(|| EgressEvent::unread(Arc::from(""), now_ms()))
     }
 }
 
