@@ -92,6 +92,7 @@
 
 mod args;
 mod autonomy;
+mod caller;
 mod config;
 mod decision;
 mod glob;
@@ -106,6 +107,7 @@ pub use args::{MAX_DEPTH, MAX_VISITED_VALUES, MIN_VERBATIM_CHARS};
 pub use config::{
     ArgConstraint, Effect, Globs, Mode, PolicyConfig, RuleConfig, Scope, ServerPolicy, ToolPolicy,
 };
+pub use caller::Caller;
 pub use decision::{AutonomyRule, Decision, Reason, ReasonKind, Verdict};
 pub use label::{Confidentiality, Hints, Integrity, Label, ToolFacts, Trust};
 pub use paths::{LexicalPaths, PathResolver, normalize_lexically};
