@@ -271,7 +271,10 @@ fn read_auth(
         for (what, value) in [
             ("issuer", Some(&issuer.issuer)),
             ("jwks_uri", issuer.jwks_uri.as_ref()),
-            ("introspection_endpoint", issuer.introspection_endpoint.as_ref()),
+            (
+                "introspection_endpoint",
+                issuer.introspection_endpoint.as_ref(),
+            ),
         ] {
             if let Some(value) = value
                 && !web_url(value)

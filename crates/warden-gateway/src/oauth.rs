@@ -55,13 +55,12 @@ impl ResourceServer {
         settings: ResourceSettings,
         scopes_supported: Vec<String>,
     ) -> Result<ResourceServer, SettingsError> {
-        let resource = Url::parse(&settings.resource).map_err(|error| {
-            warden_oauth::OAuthError::BadUrl {
+        let resource =
+            Url::parse(&settings.resource).map_err(|error| warden_oauth::OAuthError::BadUrl {
                 what: "Warden's resource URL",
                 url: settings.resource.clone(),
                 reason: error.to_string(),
-            }
-        })?;
+            })?;
         let suffix = resource.path().trim_end_matches('/').to_owned();
         let mut paths = vec![METADATA_PATH.to_owned()];
         for path in [suffix.as_str(), crate::http::ENDPOINT] {
@@ -134,10 +133,12 @@ impl ResourceServer {
     pub async fn authorize(&self, headers: &HeaderMap) -> Result<Arc<Caller>, Early> {
         let mut values = headers.get_all(header::AUTHORIZATION).iter();
         let (first, second) = (values.next(), values.next());
-        let bearer = first.and_then(|value| value.to_str().ok()).and_then(|value| {
-            let (scheme, token) = value.split_once(' ')?;
-            scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-        });
+        let bearer = first
+            .and_then(|value| value.to_str().ok())
+            .and_then(|value| {
+                let (scheme, token) = value.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+            });
         let Some(token) = bearer else {
             return Err(self.refuse(
                 StatusCode::UNAUTHORIZED,
@@ -304,7 +305,9 @@ mod tests {
             }
             let refusal = server.authorize(&headers).await.unwrap_err();
             assert_eq!(refusal.status(), StatusCode::UNAUTHORIZED, "{value:?}");
-            let challenge = refusal.headers()[header::WWW_AUTHENTICATE].to_str().unwrap();
+            let challenge = refusal.headers()[header::WWW_AUTHENTICATE]
+                .to_str()
+                .unwrap();
             assert!(challenge.starts_with("Bearer "), "{challenge}");
             assert!(challenge.contains("resource_metadata="), "{challenge}");
         }

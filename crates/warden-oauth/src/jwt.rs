@@ -177,7 +177,10 @@ pub struct Jwk {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Material {
-    Rsa { n: Vec<u8>, e: Vec<u8> },
+    Rsa {
+        n: Vec<u8>,
+        e: Vec<u8>,
+    },
     /// The uncompressed point `04 || x || y`.
     P256(Vec<u8>),
     Ed25519(Vec<u8>),
@@ -236,10 +239,7 @@ pub fn parse_jwks(document: &Value) -> Vec<Jwk> {
     let Some(keys) = document.get("keys").and_then(Value::as_array) else {
         return Vec::new();
     };
-    keys.iter()
-        .filter_map(parse_jwk)
-        .take(MAX_KEYS)
-        .collect()
+    keys.iter().filter_map(parse_jwk).take(MAX_KEYS).collect()
 }
 
 fn parse_jwk(key: &Value) -> Option<Jwk> {
@@ -381,8 +381,13 @@ pub(crate) mod tests {
             let signature = match self {
                 Signer::Rsa(key) => {
                     let mut out = vec![0; key.public().modulus_len()];
-                    key.sign(&signature::RSA_PKCS1_SHA256, &rng, input.as_bytes(), &mut out)
-                        .unwrap();
+                    key.sign(
+                        &signature::RSA_PKCS1_SHA256,
+                        &rng,
+                        input.as_bytes(),
+                        &mut out,
+                    )
+                    .unwrap();
                     out
                 }
                 Signer::Ec(key) => key.sign(&rng, input.as_bytes()).unwrap().as_ref().to_vec(),
@@ -439,7 +444,14 @@ pub(crate) mod tests {
             let error = decode(&token).unwrap_err();
             assert!(error.reason.contains(word), "{header}: {error}");
         }
-        for bad in ["", "a.b", "a.b.c.d", "!!.e30.e30", "e30.e30.", "e30.W10.c2ln"] {
+        for bad in [
+            "",
+            "a.b",
+            "a.b.c.d",
+            "!!.e30.e30",
+            "e30.e30.",
+            "e30.W10.c2ln",
+        ] {
             assert!(decode(bad).is_err(), "{bad:?}");
         }
         assert!(decode(&"a".repeat(MAX_TOKEN_BYTES + 1)).is_err());

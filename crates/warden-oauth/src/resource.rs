@@ -346,17 +346,15 @@ impl Validator {
     ) -> Result<Vec<Jwk>, OAuthError> {
         let uri = match &state.settings.jwks_uri {
             Some(uri) => uri.clone(),
-            None => self
-                .discover(state, cache)
-                .await?
-                .jwks_uri
-                .ok_or_else(|| OAuthError::Malformed {
+            None => self.discover(state, cache).await?.jwks_uri.ok_or_else(|| {
+                OAuthError::Malformed {
                     what: "the authorization-server metadata",
                     reason: format!(
                         "{} publishes no jwks_uri (configure `jwks_uri`, or introspection)",
                         state.settings.issuer
                     ),
-                })?,
+                }
+            })?,
         };
         let url = self.fetcher.check_url("the jwks_uri", &uri)?;
         match self.fetcher.get_json("the issuer's key set", &url).await? {
@@ -408,10 +406,7 @@ impl Validator {
         match claims.get("iss").and_then(Value::as_str) {
             Some(iss) if iss == issuer => {}
             Some(iss) => {
-                return invalid(format!(
-                    "its issuer `{}` is not `{issuer}`",
-                    shown(iss)
-                ));
+                return invalid(format!("its issuer `{}` is not `{issuer}`", shown(iss)));
             }
             None => return invalid("it names no issuer (`iss`)".into()),
         }
@@ -712,7 +707,10 @@ mod tests {
     fn foreign_expired_and_incomplete_claims_are_refused() {
         let now = now_secs();
         invalid_because(json!({"aud": "https://upstream.example/mcp"}), "meant for");
-        invalid_because(json!({"aud": [ "https://warden.example/mcp/" ]}), "meant for");
+        invalid_because(
+            json!({"aud": [ "https://warden.example/mcp/" ]}),
+            "meant for",
+        );
         invalid_because(json!({"aud": null}), "no audience");
         invalid_because(json!({"iss": "https://other.example"}), "issuer");
         invalid_because(json!({"iss": null}), "no issuer");
@@ -726,7 +724,9 @@ mod tests {
     #[test]
     fn missing_scopes_are_named() {
         let v = validator(&["mcp:read", "mcp:tools"]);
-        let claims = v.check_claims(ISSUER, &claims(json!({})), now_secs()).unwrap();
+        let claims = v
+            .check_claims(ISSUER, &claims(json!({})), now_secs())
+            .unwrap();
         assert_eq!(
             v.check_scopes(&claims),
             Err(Rejection::InsufficientScope {
@@ -750,7 +750,10 @@ mod tests {
             jwt::tests::enc(br#"{"alg":"none"}"#),
             jwt::tests::enc(json!({"iss": ISSUER}).to_string().as_bytes())
         );
-        assert!(matches!(v.validate(&none).await, Err(Rejection::Invalid(_))));
+        assert!(matches!(
+            v.validate(&none).await,
+            Err(Rejection::Invalid(_))
+        ));
         assert!(matches!(
             v.validate("opaque").await,
             Err(Rejection::Invalid(reason)) if reason.contains("introspection")

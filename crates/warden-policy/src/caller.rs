@@ -109,7 +109,11 @@ mod tests {
     #[test]
     fn caller_limits_are_refused_on_hide_and_when_empty() {
         let hide = policy(json!([{"tools": "x__*", "effect": "hide", "caller": "a"}]));
-        assert!(hide.unwrap_err().to_string().contains("hide rule cannot have `caller`"));
+        assert!(
+            hide.unwrap_err()
+                .to_string()
+                .contains("hide rule cannot have `caller`")
+        );
         let empty = policy(json!([{"tools": "x__*", "effect": "deny", "caller_client": []}]));
         assert!(empty.unwrap_err().to_string().contains("names no caller"));
     }
@@ -135,7 +139,10 @@ mod tests {
             client_id: Some("app".into()),
             scopes: vec!["a".into()],
         };
-        assert_eq!(alice.label(), "caller:aliceadmin via app (https://as.example)");
+        assert_eq!(
+            alice.label(),
+            "caller:aliceadmin via app (https://as.example)"
+        );
         let same = Caller {
             scopes: vec![],
             ..alice.clone()

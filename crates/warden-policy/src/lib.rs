@@ -104,10 +104,10 @@ mod roles;
 pub mod scan;
 
 pub use args::{MAX_DEPTH, MAX_VISITED_VALUES, MIN_VERBATIM_CHARS};
+pub use caller::Caller;
 pub use config::{
     ArgConstraint, Effect, Globs, Mode, PolicyConfig, RuleConfig, Scope, ServerPolicy, ToolPolicy,
 };
-pub use caller::Caller;
 pub use decision::{AutonomyRule, Decision, Reason, ReasonKind, Verdict};
 pub use label::{Confidentiality, Hints, Integrity, Label, ToolFacts, Trust};
 pub use paths::{LexicalPaths, PathResolver, normalize_lexically};

@@ -705,7 +705,11 @@ fn compile_rule(index: usize, rule: &RuleConfig, paths: &dyn PathResolver) -> Re
         .unwrap_or_default();
     for (key, values, given) in [
         ("caller", &callers, rule.caller.is_some()),
-        ("caller_client", &caller_clients, rule.caller_client.is_some()),
+        (
+            "caller_client",
+            &caller_clients,
+            rule.caller_client.is_some(),
+        ),
     ] {
         if given && (values.is_empty() || values.iter().any(String::is_empty)) {
             return Err(format!("`{key}` names no caller (an empty list or value)"));

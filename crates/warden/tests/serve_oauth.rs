@@ -354,7 +354,11 @@ fn tokens_not_meant_for_warden_are_refused_with_the_right_challenge() {
             .contains("scope=\"mcp:tools\"")
     );
     // Another scheme is no token either.
-    let reply = served.post(None, &[("Authorization", "Basic YTpi".into())], &initialize_body());
+    let reply = served.post(
+        None,
+        &[("Authorization", "Basic YTpi".into())],
+        &initialize_body(),
+    );
     assert_unauthorized(&reply, false, "basic");
 
     let expired = json!({"exp": now() - 3600});
@@ -363,7 +367,11 @@ fn tokens_not_meant_for_warden_are_refused_with_the_right_challenge() {
     let their_resource = json!({"aud": format!("{}/mcp", issuer.base())});
     let cases: Vec<(&str, String, &str)> = vec![
         ("malformed", "not.a.jwt!".into(), "not"),
-        ("garbage JWS", "eyJhbGciOiJSUzI1NiJ9.e30.AAAA".into(), "issuer"),
+        (
+            "garbage JWS",
+            "eyJhbGciOiJSUzI1NiJ9.e30.AAAA".into(),
+            "issuer",
+        ),
         ("alg none", issuer.mint("none", json!({})), "unsigned"),
         (
             "HMAC with the public key as secret",
@@ -390,9 +398,17 @@ fn tokens_not_meant_for_warden_are_refused_with_the_right_challenge() {
             issuer.mint("es256", their_resource),
             "meant for",
         ),
-        ("without an audience", issuer.mint("rs256", json!({"aud": null})), "no audience"),
+        (
+            "without an audience",
+            issuer.mint("rs256", json!({"aud": null})),
+            "no audience",
+        ),
         ("expired", issuer.mint("rs256", expired), "expired"),
-        ("not yet valid", issuer.mint("rs256", not_yet), "not valid for another"),
+        (
+            "not yet valid",
+            issuer.mint("rs256", not_yet),
+            "not valid for another",
+        ),
         (
             "an opaque token introspection does not know",
             "at-12345".into(),
@@ -409,7 +425,10 @@ fn tokens_not_meant_for_warden_are_refused_with_the_right_challenge() {
     let reply = served.initialize(Some(&token));
     assert_eq!(reply.status, 403, "{}", reply.body);
     let challenge = reply.header("www-authenticate").unwrap();
-    assert!(challenge.contains("error=\"insufficient_scope\""), "{challenge}");
+    assert!(
+        challenge.contains("error=\"insufficient_scope\""),
+        "{challenge}"
+    );
     assert!(challenge.contains("scope=\"mcp:tools\""), "{challenge}");
     assert!(challenge.contains(&format!("resource_metadata=\"{METADATA_URL}\"")));
     // Health endpoints are behind the same gate.
@@ -455,8 +474,7 @@ fn protected_resource_metadata_is_served_at_both_well_known_forms() {
 }
 
 #[test]
-fn a_valid_token_reaches_a_real_upstream_without_passing_through_and_the_audit_names_the_caller()
-{
+fn a_valid_token_reaches_a_real_upstream_without_passing_through_and_the_audit_names_the_caller() {
     let scratch = Scratch::new();
     let issuer = Issuer::start(&scratch);
     let upstream = upstream(&scratch);
@@ -491,7 +509,12 @@ fn a_valid_token_reaches_a_real_upstream_without_passing_through_and_the_audit_n
         &modern_call("up__echo", json!({"text": "modern"})),
     );
     assert_eq!(reply.status, 200, "{}", reply.body);
-    assert_eq!(reply.message()["result"]["resultType"], "complete", "{}", reply.body);
+    assert_eq!(
+        reply.message()["result"]["resultType"],
+        "complete",
+        "{}",
+        reply.body
+    );
 
     // The policy sees the caller: `mallory` is denied what Alice may do.
     let mallory = issuer.mint("rs256", json!({"sub": "mallory"}));
@@ -503,7 +526,11 @@ fn a_valid_token_reaches_a_real_upstream_without_passing_through_and_the_audit_n
     assert_eq!(reply.status, 200, "{}", reply.body);
     let result = &reply.message()["result"];
     assert_eq!(result["isError"], json!(true), "{}", reply.body);
-    assert!(reply.body.contains("mallory may not echo"), "{}", reply.body);
+    assert!(
+        reply.body.contains("mallory may not echo"),
+        "{}",
+        reply.body
+    );
 
     // No token passthrough: the upstream got the calls, and never an Authorization header.
     let log = std::fs::read_to_string(upstream.log.as_ref().unwrap()).unwrap();

@@ -69,8 +69,14 @@ fn serve_auth_settings_that_cannot_work_are_refused_by_name() {
     let fx = Fixture::new();
     let issuer = "[[serve.auth.issuers]]\nissuer = \"https://auth.example\"\n";
     for (text, word) in [
-        ("[serve.auth]\nresource = \"https://w.example/mcp\"\n".to_owned(), "auth.issuers"),
-        (format!("[serve.auth]\nresource = \"w.example\"\n{issuer}"), "auth.resource"),
+        (
+            "[serve.auth]\nresource = \"https://w.example/mcp\"\n".to_owned(),
+            "auth.issuers",
+        ),
+        (
+            format!("[serve.auth]\nresource = \"w.example\"\n{issuer}"),
+            "auth.resource",
+        ),
         (format!("[serve.auth]\n{issuer}"), "resource"),
         (
             "[serve.auth]\nresource = \"https://w.example/mcp\"\n[[serve.auth.issuers]]\n\
@@ -106,7 +112,9 @@ fn serve_auth_settings_that_cannot_work_are_refused_by_name() {
             "not a scope",
         ),
         (
-            format!("[serve.auth]\nresource = \"https://w.example/mcp\"\naudience = \"x\"\n{issuer}"),
+            format!(
+                "[serve.auth]\nresource = \"https://w.example/mcp\"\naudience = \"x\"\n{issuer}"
+            ),
             "unknown field",
         ),
     ] {

@@ -79,7 +79,12 @@ impl Keys {
                     .ok()?;
                 out
             }
-            "es256" => self.ec.sign(&self.rng, input.as_bytes()).ok()?.as_ref().to_vec(),
+            "es256" => self
+                .ec
+                .sign(&self.rng, input.as_bytes())
+                .ok()?
+                .as_ref()
+                .to_vec(),
             "other-key" => self
                 .other
                 .sign(&self.rng, input.as_bytes())

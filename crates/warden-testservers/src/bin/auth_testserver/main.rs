@@ -286,7 +286,10 @@ impl Server {
             map.entry("iss")
                 .or_insert_with(|| Value::String(self.base.clone()));
         }
-        let sign = request.get("sign").and_then(Value::as_str).unwrap_or("rs256");
+        let sign = request
+            .get("sign")
+            .and_then(Value::as_str)
+            .unwrap_or("rs256");
         let token = if sign == "opaque" {
             let mut state = lock(&self.state);
             state.next += 1;
