@@ -332,6 +332,15 @@ impl Validator {
                 }
             }
         }
+        if cache.keys.is_empty() {
+            // The last read failed and the next is not due yet: the token cannot be
+            // judged, which is not the client's fault.
+            return Err(Rejection::Unavailable(format!(
+                "the key set of {} could not be read; Warden tries again at most every {}s",
+                state.settings.issuer,
+                self.settings.jwks_refresh.as_secs()
+            )));
+        }
         Ok(cache
             .keys
             .iter()
@@ -733,6 +742,28 @@ mod tests {
                 missing: vec!["mcp:tools".into()]
             })
         );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_key_set_makes_tokens_unjudgeable_not_invalid() {
+        let settings = ResourceSettings::new(
+            RESOURCE,
+            vec![IssuerSettings {
+                issuer: ISSUER.into(),
+                jwks_uri: Some("http://127.0.0.1:9/jwks".into()),
+                introspection: None,
+            }],
+        );
+        let v = Validator::new(settings).unwrap();
+        let token = Signer::ec().sign("k", &Value::Object(claims(json!({}))));
+        // The first request tries to read the set; the second, within the refresh
+        // interval, does not, and is still unavailable rather than invalid.
+        for _ in 0..2 {
+            assert!(matches!(
+                v.validate(&token).await,
+                Err(Rejection::Unavailable(_))
+            ));
+        }
     }
 
     #[tokio::test]

@@ -632,3 +632,54 @@ fn base64_url(bytes: &[u8]) -> String {
     }
     out
 }
+
+/// Runs the official Python SDK client (crates/warden/tests/support/gateway_client.py).
+fn run_sdk_client(plan: &Value) -> std::process::Output {
+    let mut command = Command::new(support::peers_dir().join("venv/bin/python"));
+    command
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/gateway_client.py"))
+        .arg(plan.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    support::run_with_limit(command, Duration::from_secs(90))
+}
+
+#[test]
+fn the_python_sdk_client_with_a_token_for_warden_works_in_both_eras_and_without_one_does_not() {
+    let scratch = Scratch::new();
+    let issuer = Issuer::start(&scratch);
+    let upstream = upstream(&scratch);
+    let config = config(&scratch, &upstream, &issuer, "");
+    let served = Served::start(&scratch, &config);
+    let url = format!("http://{}/mcp", served.addr);
+    let token = issuer.mint("es256", json!({"sub": "sdk-user"}));
+    for mode in ["legacy", "2026-07-28"] {
+        let plan = json!({
+            "mode": mode, "url": url, "elicit": "none",
+            "headers": {"Authorization": format!("Bearer {token}")},
+            "steps": [{"list": true}, {"call": "up__echo", "args": {"text": "sdk"}}],
+        });
+        let output = run_sdk_client(&plan);
+        assert!(
+            output.status.success(),
+            "{mode}: {}",
+            support::describe(&output)
+        );
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let out: Value = serde_json::from_str(stdout.lines().last().unwrap_or_default()).unwrap();
+        assert_eq!(out["tools"], json!(["up__echo"]), "{mode}: {out}");
+        assert_eq!(out["calls"][0]["isError"], false, "{mode}: {out}");
+    }
+    // The same client with the upstream's token (wrong audience) gets nowhere.
+    let foreign = issuer.mint("es256", json!({"aud": upstream.first_line}));
+    let plan = json!({
+        "mode": "legacy", "url": url, "elicit": "none",
+        "headers": {"Authorization": format!("Bearer {foreign}")},
+        "steps": [{"list": true}],
+    });
+    let output = run_sdk_client(&plan);
+    assert!(!output.status.success(), "{}", support::describe(&output));
+    let log = std::fs::read_to_string(upstream.log.as_ref().unwrap()).unwrap();
+    assert!(!log.to_ascii_lowercase().contains("authorization"), "{log}");
+}
