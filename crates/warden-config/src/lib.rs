@@ -62,7 +62,7 @@ pub use name::{MAX_SERVER_NAME_LEN, validate_server_name};
 pub use policy::{NotApplied, PolicySource, ResolvedPolicy};
 pub use read::MAX_CONFIG_FILE_BYTES;
 pub use resolved::{ResolvedConfig, Shadowed};
-pub use serve::ServeConfig;
+pub use serve::{ServeAuth, ServeConfig, ServeIssuer};
 pub use size::format_size;
 pub use spec::*;
 

@@ -43,6 +43,76 @@ pub struct ServeConfig {
     pub requests_per_second: Option<u64>,
     /// Requests a client may send at once after a quiet time (HTTP).
     pub request_burst: Option<u64>,
+    /// `[serve.auth]`: OAuth 2.1 resource-server settings; `None` keeps the loopback and
+    /// static-token rules.
+    pub auth: Option<ServeAuth>,
+}
+
+/// `[serve.auth]`: `warden serve --http` as an OAuth 2.1 resource server (decision 0033).
+///
+/// ```toml
+/// [serve.auth]
+/// resource = "https://warden.example/mcp"
+/// required_scopes = ["mcp:tools"]
+///
+/// [[serve.auth.issuers]]
+/// issuer = "https://auth.example"
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct ServeAuth {
+    /// Warden's own resource URL (the MCP endpoint as clients reach it); tokens must name
+    /// it as their audience.
+    pub resource: String,
+    /// The authorization servers whose tokens are accepted.
+    pub issuers: Vec<ServeIssuer>,
+    /// Scopes every token must carry.
+    pub required_scopes: Vec<String>,
+    /// Scopes listed in the protected-resource metadata (default: the required ones).
+    pub scopes_supported: Vec<String>,
+    /// Allowance for clock differences on `exp` and `nbf` (milliseconds in JSON).
+    #[serde(serialize_with = "ms")]
+    pub leeway: Option<Duration>,
+    /// Shortest gap between two reads of an issuer's key set (milliseconds in JSON).
+    #[serde(serialize_with = "ms")]
+    pub jwks_refresh: Option<Duration>,
+    /// Lifetime of a cached introspection answer (milliseconds in JSON).
+    #[serde(serialize_with = "ms")]
+    pub introspection_ttl: Option<Duration>,
+}
+
+/// One `[[serve.auth.issuers]]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServeIssuer {
+    /// The issuer identifier, exactly as its tokens and metadata say it.
+    pub issuer: String,
+    /// Its key set; when unset, the `jwks_uri` of its metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwks_uri: Option<String>,
+    /// Its introspection endpoint, for opaque tokens; when unset but
+    /// `introspection_client_id` is set, the one of its metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub introspection_endpoint: Option<String>,
+    /// Warden's client id at the introspection endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub introspection_client_id: Option<String>,
+    /// The environment variable holding that client's secret (never the secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub introspection_secret_env: Option<String>,
+}
+
+/// `[serve.auth]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a serve.auth table")]
+pub(crate) struct AuthTable {
+    resource: Spanned<String>,
+    #[serde(default)]
+    issuers: Vec<ServeIssuer>,
+    required_scopes: Option<Vec<String>>,
+    scopes_supported: Option<Vec<String>>,
+    leeway: Option<TimeoutValue>,
+    jwks_refresh: Option<TimeoutValue>,
+    introspection_ttl: Option<TimeoutValue>,
 }
 
 fn ms<S: serde::Serializer>(value: &Option<Duration>, serializer: S) -> Result<S::Ok, S::Error> {
@@ -68,6 +138,7 @@ pub(crate) struct ServeTable {
     page_size: Option<Spanned<usize>>,
     requests_per_second: Option<Spanned<u64>>,
     request_burst: Option<Spanned<u64>>,
+    auth: Option<Spanned<AuthTable>>,
 }
 
 /// Reads one file's `[serve]`; `start` is where the table begins in `text`.
@@ -143,7 +214,12 @@ pub(crate) fn read(
         }
         other => other.map(Spanned::into_inner),
     };
+    let auth = match table.auth {
+        Some(auth) => Some(read_auth(auth, &invalid)?),
+        None => None,
+    };
     Ok(Some(ServeConfig {
+        auth,
         listen,
         token_env,
         allowed_origins: table.allowed_origins.unwrap_or_default(),
@@ -160,6 +236,114 @@ pub(crate) fn read(
         requests_per_second: positive("requests_per_second", table.requests_per_second)?,
         request_burst: positive("request_burst", table.request_burst)?,
     }))
+}
+
+/// Checks `[serve.auth]` (URLs are checked again, fully, when `warden serve` starts).
+fn read_auth(
+    table: Spanned<AuthTable>,
+    invalid: &dyn Fn(&str, usize, String) -> ConfigError,
+) -> Result<ServeAuth, ConfigError> {
+    let start = table.span().start;
+    let table = table.into_inner();
+    let web_url = |value: &str| {
+        (value.starts_with("https://") || value.starts_with("http://")) && !value.contains('#')
+    };
+    let resource = table.resource.get_ref().trim().to_owned();
+    if !web_url(&resource) {
+        return Err(invalid(
+            "auth.resource",
+            table.resource.span().start,
+            format!(
+                "{resource:?} is not Warden's URL (write the MCP endpoint as clients reach it, \
+                 like \"https://warden.example/mcp\")"
+            ),
+        ));
+    }
+    if table.issuers.is_empty() {
+        return Err(invalid(
+            "auth.issuers",
+            start,
+            "names no authorization server: add [[serve.auth.issuers]] with `issuer`".into(),
+        ));
+    }
+    for (index, issuer) in table.issuers.iter().enumerate() {
+        let key = format!("auth.issuers[{index}]");
+        for (what, value) in [
+            ("issuer", Some(&issuer.issuer)),
+            ("jwks_uri", issuer.jwks_uri.as_ref()),
+            (
+                "introspection_endpoint",
+                issuer.introspection_endpoint.as_ref(),
+            ),
+        ] {
+            if let Some(value) = value
+                && !web_url(value)
+            {
+                return Err(invalid(
+                    &format!("{key}.{what}"),
+                    start,
+                    format!("{value:?} is not an http(s) URL"),
+                ));
+            }
+        }
+        match (
+            &issuer.introspection_client_id,
+            &issuer.introspection_secret_env,
+        ) {
+            (Some(_), Some(var)) if !is_var_name(var) => {
+                return Err(invalid(
+                    &format!("{key}.introspection_secret_env"),
+                    start,
+                    format!(
+                        "{var:?} is not an environment variable name (write the variable's \
+                         name, never the secret itself)"
+                    ),
+                ));
+            }
+            (Some(_), Some(_)) | (None, None) => {}
+            _ => {
+                return Err(invalid(
+                    &key,
+                    start,
+                    "introspection needs both `introspection_client_id` and \
+                     `introspection_secret_env`"
+                        .into(),
+                ));
+            }
+        }
+        if issuer.introspection_endpoint.is_some() && issuer.introspection_client_id.is_none() {
+            return Err(invalid(
+                &key,
+                start,
+                "`introspection_endpoint` needs `introspection_client_id` and \
+                 `introspection_secret_env` (Warden authenticates its introspection requests)"
+                    .into(),
+            ));
+        }
+    }
+    let required_scopes = table.required_scopes.unwrap_or_default();
+    if let Some(bad) = required_scopes
+        .iter()
+        .chain(table.scopes_supported.iter().flatten())
+        .find(|scope| scope.is_empty() || scope.contains([' ', '"', '\\']))
+    {
+        return Err(invalid(
+            "auth.required_scopes",
+            start,
+            format!("{bad:?} is not a scope (no spaces, quotes or backslashes)"),
+        ));
+    }
+    Ok(ServeAuth {
+        resource,
+        issuers: table.issuers,
+        scopes_supported: table
+            .scopes_supported
+            .unwrap_or_else(|| required_scopes.clone()),
+        required_scopes,
+        leeway: table.leeway.map(|t| t.0),
+        jwks_refresh: table.jwks_refresh.map(|t| t.0),
+        introspection_ttl: table.introspection_ttl.map(|t| t.0),
+    })
 }
 
 fn is_var_name(value: &str) -> bool {
@@ -194,6 +378,8 @@ pub(crate) fn merge(layers: Vec<ServeConfig>) -> ServeConfig {
         merged.page_size = layer.page_size.or(merged.page_size);
         merged.requests_per_second = layer.requests_per_second.or(merged.requests_per_second);
         merged.request_burst = layer.request_burst.or(merged.request_burst);
+        // `[serve.auth]` is replaced whole: issuers and the resource belong together.
+        merged.auth = layer.auth.or(merged.auth);
     }
     merged
 }

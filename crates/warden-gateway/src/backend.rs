@@ -45,6 +45,14 @@ impl ClientContext {
         self.session.client().unwrap_or(FRONT_END)
     }
 
+    /// Makes this client's calls for `caller` (an authenticated OAuth caller): the
+    /// policy's caller rules match on it. The audit rows name it through the client name.
+    pub fn with_caller(self, caller: Arc<warden_policy::Caller>) -> ClientContext {
+        ClientContext {
+            session: self.session.with_caller(caller),
+        }
+    }
+
     /// Whether anything untrusted has entered this client's context (for tests and logs).
     pub fn is_tainted(&self) -> bool {
         self.session.label().is_untrusted()

@@ -10,21 +10,43 @@
 //!   must carry `Authorization: Bearer TOKEN` for one of them; every token is compared in
 //!   constant time. The token that matched is the request's [`Principal`]: sessions belong
 //!   to it, and modern clients' policy contexts are kept per principal.
+//! - With `[serve.auth]` instead ([`Guard::with_resource_server`]), the gate checks `Host`
+//!   and `Origin` only; [`crate::oauth`] then admits a request with an OAuth access token
+//!   meant for Warden, whose caller is the principal.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use http::{HeaderMap, StatusCode};
 
 use crate::secret::constant_time_eq;
 
 /// Who a request speaks for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Principal {
     /// No tokens are configured (loopback only).
     Anonymous,
     /// The request carried the token configured under this name.
     Token(String),
+    /// The request carried an OAuth access token for Warden, issued to this caller
+    /// ([`crate::oauth`]).
+    Caller(Arc<warden_policy::Caller>),
 }
+
+/// Two callers are one principal when issuer, subject and client agree: a caller's next
+/// token (refreshed, other scopes) keeps its sessions.
+impl PartialEq for Principal {
+    fn eq(&self, other: &Principal) -> bool {
+        match (self, other) {
+            (Principal::Anonymous, Principal::Anonymous) => true,
+            (Principal::Token(a), Principal::Token(b)) => a == b,
+            (Principal::Caller(a), Principal::Caller(b)) => a.same_identity(b),
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Principal {}
 
 impl Principal {
     /// A short name, for audit rows and maps.
@@ -32,6 +54,15 @@ impl Principal {
         match self {
             Principal::Anonymous => "loopback".into(),
             Principal::Token(name) => format!("token:{name}"),
+            Principal::Caller(caller) => caller.label(),
+        }
+    }
+
+    /// The authenticated caller, if the request has one.
+    pub fn caller(&self) -> Option<&Arc<warden_policy::Caller>> {
+        match self {
+            Principal::Caller(caller) => Some(caller),
+            _ => None,
         }
     }
 }
@@ -50,6 +81,7 @@ pub struct Guard {
     hosts: Vec<String>,
     origins: Vec<String>,
     tokens: Vec<(String, Vec<u8>)>,
+    resource: Option<Arc<crate::oauth::ResourceServer>>,
 }
 
 /// Why a gate cannot be built.
@@ -116,6 +148,34 @@ impl Guard {
                 return Err(GuardError::WeakToken { name: name.clone() });
             }
         }
+        Ok(Guard::open(addr, hosts, origins, tokens))
+    }
+
+    /// The gate for a server bound to `addr` whose every request (but the metadata) needs
+    /// an OAuth access token `server` accepts; `hosts` and `origins` as in [`Guard::new`].
+    /// Any address may be bound: every caller is authenticated.
+    pub fn with_resource_server(
+        addr: SocketAddr,
+        hosts: &[String],
+        origins: &[String],
+        server: Arc<crate::oauth::ResourceServer>,
+    ) -> Guard {
+        let mut guard = Guard::open(addr, hosts, origins, Vec::new());
+        guard.resource = Some(server);
+        guard
+    }
+
+    /// The resource server, when `[serve.auth]` is configured.
+    pub fn resource_server(&self) -> Option<&crate::oauth::ResourceServer> {
+        self.resource.as_deref()
+    }
+
+    fn open(
+        addr: SocketAddr,
+        hosts: &[String],
+        origins: &[String],
+        tokens: Vec<(String, String)>,
+    ) -> Guard {
         let mut allowed: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| (*h).to_owned()).collect();
         if !addr.ip().is_unspecified() {
             let ip = match addr {
@@ -125,7 +185,7 @@ impl Guard {
             allowed.push(ip);
         }
         allowed.extend(hosts.iter().filter_map(|host| host_part(host)));
-        Ok(Guard {
+        Guard {
             hosts: allowed,
             origins: origins
                 .iter()
@@ -135,7 +195,8 @@ impl Guard {
                 .into_iter()
                 .map(|(name, value)| (name, value.into_bytes()))
                 .collect(),
-        })
+            resource: None,
+        }
     }
 
     /// Checks one request's headers.

@@ -100,13 +100,13 @@ impl Default for HttpLimits {
     }
 }
 
-type Body = BoxBody<Bytes, Infallible>;
+pub(crate) type Body = BoxBody<Bytes, Infallible>;
 
 /// A stateless client's policy context and its request slots.
 type ModernClient = (Arc<ClientContext>, Arc<Semaphore>);
 
 /// A response that ends a request early (boxed: responses are large).
-type Early = Box<Response<Body>>;
+pub(crate) type Early = Box<Response<Body>>;
 
 /// One legacy session.
 struct Session {
@@ -246,13 +246,13 @@ fn full(status: StatusCode, body: impl Into<Bytes>, content_type: &str) -> Respo
     response
 }
 
-fn text(status: StatusCode, message: &str) -> Response<Body> {
+pub(crate) fn text(status: StatusCode, message: &str) -> Response<Body> {
     let mut body = message.to_owned();
     body.push('\n');
     full(status, body, "text/plain; charset=utf-8")
 }
 
-fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
+pub(crate) fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
     full(status, value.to_string(), "application/json")
 }
 
@@ -280,6 +280,12 @@ async fn handle(state: &State, request: Request<IncomingBody>, peer: SocketAddr)
             return response;
         }
     };
+    // OAuth (`[serve.auth]`): the metadata documents, then a token meant for Warden.
+    let principal =
+        match crate::oauth::admit(state.guard.resource_server(), &request, principal).await {
+            Ok(principal) => principal,
+            Err(response) => return *response,
+        };
     match (request.method(), request.uri().path()) {
         (&Method::GET, LIVENESS) => return text(StatusCode::OK, "ok"),
         (&Method::GET, READINESS) => return readiness(state),
@@ -686,10 +692,19 @@ fn initialize(state: &State, id: &Value, params: &Value, principal: Principal) -
             );
         }
     };
-    let (legacy, result) = match state.gateway.initialize(params, &session_id) {
+    let (mut legacy, result) = match state.gateway.initialize(params, &session_id) {
         Ok(opened) => opened,
         Err(error) => return rpc_error(StatusCode::BAD_REQUEST, id, &error),
     };
+    if let Some(caller) = principal.caller() {
+        // An OAuth caller: its calls are decided for it and audited under its name.
+        let name = format!("{} {}", legacy.client.name(), principal.key());
+        legacy.client = state
+            .gateway
+            .backend()
+            .client(name)
+            .with_caller(Arc::clone(caller));
+    }
     {
         let Ok(mut sessions) = state.sessions.lock() else {
             return text(StatusCode::INTERNAL_SERVER_ERROR, "state lost");
@@ -1032,24 +1047,36 @@ fn modern_status(error: &RpcError) -> StatusCode {
     }
 }
 
-fn modern_client(state: &State, principal: &Principal) -> ModernClient {
+fn modern_client(state: &State, principal: &Principal) -> Option<ModernClient> {
     let key = principal.key();
-    let Ok(mut clients) = state.modern.lock() else {
-        return (
-            Arc::new(state.gateway.backend().client(key)),
-            Arc::new(Semaphore::new(1)),
-        );
+    let fresh = || {
+        let client = state.gateway.backend().client(format!("http:{key}"));
+        // An OAuth caller's calls are decided for it (the policy's caller rules).
+        match principal.caller() {
+            Some(caller) => client.with_caller(Arc::clone(caller)),
+            None => client,
+        }
     };
-    // Bounded by the principals configured (one per token, or the one loopback principal).
-    clients
-        .entry(key.clone())
-        .or_insert_with(|| {
-            (
-                Arc::new(state.gateway.backend().client(format!("http:{key}"))),
-                Arc::new(Semaphore::new(state.limits.max_in_flight_per_client.max(1))),
-            )
-        })
-        .clone()
+    let Ok(mut clients) = state.modern.lock() else {
+        return Some((Arc::new(fresh()), Arc::new(Semaphore::new(1))));
+    };
+    // Bounded by the principals configured (one per token, or the one loopback principal),
+    // or with `[serve.auth]`, by the callers the trusted issuers authenticate, at most as
+    // many as sessions: a context is never dropped (that would drop its taint).
+    if !clients.contains_key(&key) && clients.len() >= state.limits.max_sessions.max(1) {
+        return None;
+    }
+    Some(
+        clients
+            .entry(key.clone())
+            .or_insert_with(|| {
+                (
+                    Arc::new(fresh()),
+                    Arc::new(Semaphore::new(state.limits.max_in_flight_per_client.max(1))),
+                )
+            })
+            .clone(),
+    )
 }
 
 async fn modern_post(
@@ -1110,7 +1137,19 @@ async fn modern_post(
     {
         return rpc_error(StatusCode::BAD_REQUEST, &id, &error);
     }
-    let (client, slots) = modern_client(state, &principal);
+    let Some((client, slots)) = modern_client(state, &principal) else {
+        return rpc_error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &id,
+            &RpcError::new(
+                INVALID_REQUEST,
+                format!(
+                    "{} stateless clients are known, the most allowed ([serve] max_sessions)",
+                    state.limits.max_sessions
+                ),
+            ),
+        );
+    };
     let Ok(permit) = slots.try_acquire_owned() else {
         return too_many(&id, state.limits.max_in_flight_per_client);
     };

@@ -11,6 +11,8 @@
 //! - [`stdio`]: one client over stdin and stdout.
 //! - [`http`]: many clients over Streamable HTTP, with the hardening a listening socket
 //!   needs (Host and Origin checks, bearer tokens, caps and timeouts).
+//! - [`oauth`]: `[serve.auth]`, the HTTP face as an OAuth 2.1 resource server
+//!   (protected-resource metadata, bearer tokens validated for Warden, the caller).
 //! - [`secret`]: session ids, constant-time comparison, the signed approval state.
 //! - [`jsonrpc`]: the message layer.
 //! - [`rate`]: per-client request rates (a token bucket per client).
@@ -20,6 +22,7 @@ pub mod dispatch;
 pub mod guard;
 pub mod http;
 pub mod jsonrpc;
+pub mod oauth;
 mod outstanding;
 pub mod rate;
 pub mod secret;
@@ -29,4 +32,5 @@ pub use backend::{Backend, BackendError, ClientContext};
 pub use dispatch::{Gateway, ProtocolOptions};
 pub use guard::{Guard, Principal};
 pub use http::HttpLimits;
+pub use oauth::ResourceServer;
 pub use stdio::StdioLimits;

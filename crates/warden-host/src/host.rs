@@ -462,8 +462,9 @@ impl Host {
     }
 
     /// Decides a call of `tool` with `arguments` in a context whose provenance is
-    /// `context` (`Provenance::new()` for a clean one: only the user's own words). Pure and
-    /// fast; [`prepare`](Host::prepare) calls it.
+    /// `context` (`Provenance::new()` for a clean one: only the user's own words), for no
+    /// particular caller. Pure and fast; [`prepare`](Host::prepare) decides the same way,
+    /// with the session's caller, if it has one.
     pub fn decide(&self, tool: &CatalogueTool, arguments: &Value, context: &Provenance) -> Verdict {
         self.policy.decide(&tool.facts, arguments, context)
     }
@@ -548,6 +549,7 @@ impl Host {
         target: &str,
         arguments: Value,
         context: &Provenance,
+        caller: Option<&warden_policy::Caller>,
     ) -> Result<(ToolRef, Value, Verdict), HostError> {
         let tool = self.resolve(target)?;
         let arguments = match arguments {
@@ -565,7 +567,9 @@ impl Host {
                 tool: tool.qualified.clone(),
                 violations,
             })?;
-        let verdict = self.decide(&tool, &arguments, context);
+        let verdict = self
+            .policy
+            .decide_as(&tool.facts, &arguments, context, caller);
         Ok((tool, arguments, verdict))
     }
 

@@ -30,6 +30,9 @@ use crate::result_text::result_text;
 pub struct Session {
     front_end: Arc<str>,
     client: Option<Arc<str>>,
+    /// The authenticated caller the calls are made for (a gateway's OAuth caller), whom
+    /// the policy's caller rules match.
+    caller: Option<Arc<warden_policy::Caller>>,
     /// Shared with this session's detached calls, which add their results when they land.
     context: Arc<Mutex<Context>>,
     audit: Option<Arc<AuditLog>>,
@@ -49,6 +52,7 @@ impl Session {
         Session {
             front_end: front_end.into(),
             client: None,
+            caller: None,
             context: Arc::new(Mutex::new(Context {
                 provenance: Provenance::new(),
                 turn: 0,
@@ -62,6 +66,18 @@ impl Session {
     pub fn with_client(mut self, client: impl Into<Arc<str>>) -> Session {
         self.client = Some(client.into());
         self
+    }
+
+    /// Makes every call of this session for `caller` (a gateway's authenticated caller):
+    /// the policy's `caller` and `caller_client` rules match on it.
+    pub fn with_caller(mut self, caller: Arc<warden_policy::Caller>) -> Session {
+        self.caller = Some(caller);
+        self
+    }
+
+    /// The authenticated caller, if any.
+    pub fn caller(&self) -> Option<&warden_policy::Caller> {
+        self.caller.as_deref()
     }
 
     /// The front end.
@@ -138,7 +154,7 @@ impl Session {
             other => other.clone(),
         });
         let context = lock(&self.context);
-        let prepared = host.prepare(target, arguments, &context.provenance);
+        let prepared = host.prepare(target, arguments, &context.provenance, self.caller());
         drop(context);
         match prepared {
             Ok((tool, arguments, verdict)) => {

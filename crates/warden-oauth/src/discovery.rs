@@ -66,6 +66,12 @@ pub struct ServerMetadata {
     /// RFC 9207: the authorization response carries `iss`.
     #[serde(default)]
     pub authorization_response_iss_parameter_supported: Option<bool>,
+    /// Its key set (RFC 7517), which `warden serve` checks JWT access tokens with.
+    #[serde(default)]
+    pub jwks_uri: Option<String>,
+    /// Token introspection (RFC 7662), for opaque access tokens offered to `warden serve`.
+    #[serde(default)]
+    pub introspection_endpoint: Option<String>,
 }
 
 impl ServerMetadata {

@@ -19,7 +19,10 @@
 //!   memory or an opt-in 0600 file;
 //! - [`client`]: [`OAuthClient`], one server's credentials, refresh and step-up with one
 //!   refresh in flight per credential;
-//! - `fetch`: the HTTP exchanges, capped, timed out, never following a redirect.
+//! - `fetch`: the HTTP exchanges, capped, timed out, never following a redirect;
+//! - [`jwt`] and [`resource`]: the other direction, Warden as a resource server
+//!   (`warden serve --http` with `[serve.auth]`): JWT access tokens checked with the
+//!   issuer's keys, or opaque tokens introspected; issuer, audience, time and scopes.
 //!
 //! Tokens and secrets are [`store::Secret`]s: their `Debug` shows nothing, and no error
 //! message carries one.
@@ -32,8 +35,10 @@ mod error;
 mod fetch;
 pub mod flow;
 pub mod identity;
+pub mod jwt;
 pub mod loopback;
 pub mod pkce;
+pub mod resource;
 pub mod store;
 
 pub use agent::{Headless, NoUserAgent, UserAgent};

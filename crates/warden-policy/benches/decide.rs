@@ -119,6 +119,8 @@ fn rule(tools: &str, effect: Effect, when: Vec<ArgConstraint>) -> RuleConfig {
         even_if_tainted: false,
         even_if_private: false,
         note: None,
+        caller: None,
+        caller_client: None,
     }
 }
 

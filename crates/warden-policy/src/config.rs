@@ -151,9 +151,19 @@ pub struct RuleConfig {
     pub even_if_private: bool,
     /// A note shown with every decision this rule makes.
     pub note: Option<String>,
+    /// Only for calls made for these authenticated callers of `warden serve --http`
+    /// (`[serve.auth]`), by the subject (`sub`) of their access token, compared exactly.
+    /// A rule with `caller` never matches a call without an authenticated caller (the
+    /// command line, the agent loop, stdio and loopback clients). Not allowed on `hide`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<Globs>,
+    /// Only for calls made through these OAuth clients (the token's `client_id` or `azp`),
+    /// compared exactly; as `caller`, never matches a call without one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller_client: Option<Globs>,
 }
 
-/// One glob or several.
+/// One glob or several (for `caller` and `caller_client`: exact values).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(untagged)]
 pub enum Globs {

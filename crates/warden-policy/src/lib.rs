@@ -92,6 +92,7 @@
 
 mod args;
 mod autonomy;
+mod caller;
 mod config;
 mod decision;
 mod glob;
@@ -103,6 +104,7 @@ mod roles;
 pub mod scan;
 
 pub use args::{MAX_DEPTH, MAX_VISITED_VALUES, MIN_VERBATIM_CHARS};
+pub use caller::Caller;
 pub use config::{
     ArgConstraint, Effect, Globs, Mode, PolicyConfig, RuleConfig, Scope, ServerPolicy, ToolPolicy,
 };

@@ -9,6 +9,7 @@ use serde_json::{Number, Value};
 
 use crate::args::{self, Folded, Pointer, Scalar};
 use crate::autonomy;
+use crate::caller::Caller;
 use crate::config::{ArgConstraint, Effect, Mode, PolicyConfig, RuleConfig, ServerPolicy};
 use crate::decision::{Decision, Reason, ReasonKind, Verdict};
 use crate::glob::{ByteSet, Glob, RuleIndex};
@@ -70,6 +71,10 @@ struct Rule {
     when: Box<[Constraint]>,
     even_if_tainted: bool,
     even_if_private: bool,
+    /// The callers (subjects) it is limited to; empty: any call.
+    callers: Box<[String]>,
+    /// The OAuth clients it is limited to; empty: any call.
+    caller_clients: Box<[String]>,
     text: Arc<str>,
 }
 
@@ -291,7 +296,20 @@ impl Policy {
     /// or else asked about (assisted) or denied (autonomous) with the values that stood in
     /// the way. An `ask` rule asks in assisted mode and denies in autonomous mode.
     pub fn decide(&self, tool: &ToolFacts, arguments: &Value, context: &Provenance) -> Verdict {
-        let (verdict, asked_by_rule) = self.decide_cautious(tool, arguments, context);
+        self.decide_as(tool, arguments, context, None)
+    }
+
+    /// [`decide`](Policy::decide) for a call made for `caller` (an authenticated caller of
+    /// `warden serve --http`): rules limited to callers (`caller`, `caller_client`) match
+    /// only when it is one of theirs; without a caller they never match.
+    pub fn decide_as(
+        &self,
+        tool: &ToolFacts,
+        arguments: &Value,
+        context: &Provenance,
+        caller: Option<&Caller>,
+    ) -> Verdict {
+        let (verdict, asked_by_rule) = self.decide_cautious(tool, arguments, context, caller);
         if self.mode == Mode::Cautious || verdict.decision != Decision::Ask {
             return verdict;
         }
@@ -332,6 +350,7 @@ impl Policy {
         tool: &ToolFacts,
         arguments: &Value,
         context: &Provenance,
+        caller: Option<&Caller>,
     ) -> (Verdict, bool) {
         let name = tool.qualified.as_bytes();
         let name_bytes = ByteSet::of(name);
@@ -346,6 +365,7 @@ impl Policy {
             // A weaker rule cannot change the outcome or its reasons.
             if best.is_some_and(|b| rule.effect < b)
                 || !rule.globs.iter().any(|g| g.matches_with(name, name_bytes))
+                || !for_caller(rule, caller)
                 || !self.applies(rule, arguments)
             {
                 continue;
@@ -631,6 +651,22 @@ impl Policy {
     }
 }
 
+/// Whether a rule limited to callers applies to a call made for `caller`.
+fn for_caller(rule: &Rule, caller: Option<&Caller>) -> bool {
+    if rule.callers.is_empty() && rule.caller_clients.is_empty() {
+        return true;
+    }
+    let Some(caller) = caller else {
+        return false;
+    };
+    (rule.callers.is_empty() || rule.callers.contains(&caller.subject))
+        && (rule.caller_clients.is_empty()
+            || caller
+                .client_id
+                .as_ref()
+                .is_some_and(|client| rule.caller_clients.contains(client)))
+}
+
 fn compile_rule(index: usize, rule: &RuleConfig, paths: &dyn PathResolver) -> Result<Rule, String> {
     let globs = rule.tools.as_slice();
     if globs.is_empty() {
@@ -657,6 +693,34 @@ fn compile_rule(index: usize, rule: &RuleConfig, paths: &dyn PathResolver) -> Re
             }
         }
     }
+    let callers: Box<[String]> = rule
+        .caller
+        .as_ref()
+        .map(|c| c.as_slice().into())
+        .unwrap_or_default();
+    let caller_clients: Box<[String]> = rule
+        .caller_client
+        .as_ref()
+        .map(|c| c.as_slice().into())
+        .unwrap_or_default();
+    for (key, values, given) in [
+        ("caller", &callers, rule.caller.is_some()),
+        (
+            "caller_client",
+            &caller_clients,
+            rule.caller_client.is_some(),
+        ),
+    ] {
+        if given && (values.is_empty() || values.iter().any(String::is_empty)) {
+            return Err(format!("`{key}` names no caller (an empty list or value)"));
+        }
+        if given && rule.effect == Effect::Hide {
+            return Err(format!(
+                "a hide rule cannot have `{key}`: the catalogue is listed the same for every \
+                 caller; use `deny` for this caller instead"
+            ));
+        }
+    }
     let when = rule
         .when
         .iter()
@@ -675,6 +739,12 @@ fn compile_rule(index: usize, rule: &RuleConfig, paths: &dyn PathResolver) -> Re
         text.push_str(g.as_str());
     }
     text.push(')');
+    if !callers.is_empty() {
+        let _ = write!(text, " for caller {}", callers.join(", "));
+    }
+    if !caller_clients.is_empty() {
+        let _ = write!(text, " via client {}", caller_clients.join(", "));
+    }
     match rule.effect {
         Effect::Allow => {
             text.push_str(" allows");
@@ -698,6 +768,8 @@ fn compile_rule(index: usize, rule: &RuleConfig, paths: &dyn PathResolver) -> Re
         when,
         even_if_tainted: rule.even_if_tainted,
         even_if_private: rule.even_if_private,
+        callers,
+        caller_clients,
         text: text.into(),
     })
 }

@@ -82,6 +82,8 @@ fn rule() -> impl Strategy<Value = RuleConfig> {
                 even_if_tainted: allow && tainted,
                 even_if_private: allow && private,
                 note: None,
+                caller: None,
+                caller_client: None,
             }
         })
 }
@@ -215,6 +217,8 @@ proptest! {
             even_if_tainted: false,
             even_if_private: false,
             note: None,
+            caller: None,
+            caller_client: None,
         };
         let position = at.index(rules.len() + 1);
         rules.insert(position, deny);

@@ -5,6 +5,7 @@ mod discovery;
 mod formats;
 mod policy;
 mod project;
+mod serve_auth;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -78,7 +78,20 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> Result<Code, Failure> 
             origins.extend(args.allow_origin.iter().cloned());
             let mut hosts = settings.allowed_hosts.clone();
             hosts.extend(args.allow_host.iter().cloned());
-            let guard = Guard::new(addr, &hosts, &origins, tokens).map_err(Failure::usage)?;
+            let guard = match &settings.auth {
+                Some(auth) => {
+                    if !tokens.is_empty() {
+                        return Err(Failure::usage(anyhow::anyhow!(
+                            "[serve.auth] and bearer tokens ([serve] token_env, --token-env) \
+                             cannot be combined: with [serve.auth] every caller presents an \
+                             OAuth access token issued for Warden"
+                        )));
+                    }
+                    let server = resource_server(auth, &env)?;
+                    Guard::with_resource_server(addr, &hosts, &origins, Arc::new(server))
+                }
+                None => Guard::new(addr, &hosts, &origins, tokens).map_err(Failure::usage)?,
+            };
             let listener = tokio::net::TcpListener::bind(addr).await.map_err(|error| {
                 Failure::usage(anyhow::anyhow!("cannot listen on {addr}: {error}"))
             })?;
@@ -143,6 +156,13 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> Result<Code, Failure> 
                 "warden: serving MCP on http://{bound}{}",
                 warden_gateway::http::ENDPOINT
             );
+            if let Some(server) = guard.resource_server() {
+                eprintln!(
+                    "warden: OAuth resource server for {} (metadata: {})",
+                    server.document()["resource"].as_str().unwrap_or_default(),
+                    server.metadata_url()
+                );
+            }
             warden_gateway::http::serve(
                 Arc::clone(&gateway),
                 listener,
@@ -157,6 +177,56 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> Result<Code, Failure> 
     let _ = follower.await;
     shutdown(gateway).await;
     Ok(Code::Ok)
+}
+
+/// The OAuth resource server of `[serve.auth]` (decision 0033); secrets are read from the
+/// environment variables named.
+fn resource_server(
+    auth: &warden_config::ServeAuth,
+    env: &warden_config::Environment,
+) -> Result<warden_gateway::ResourceServer, Failure> {
+    use warden_oauth::resource::{Introspection, IssuerSettings, ResourceSettings};
+    let mut issuers = Vec::new();
+    for issuer in &auth.issuers {
+        let introspection = match (
+            &issuer.introspection_client_id,
+            &issuer.introspection_secret_env,
+        ) {
+            (Some(client_id), Some(var)) => {
+                let secret = env.vars.get(var).cloned().ok_or_else(|| {
+                    Failure::usage(anyhow::anyhow!(
+                        "the introspection secret variable {var} (named in [serve.auth] for \
+                         {}) is not set",
+                        issuer.issuer
+                    ))
+                })?;
+                Some(Introspection {
+                    endpoint: issuer.introspection_endpoint.clone(),
+                    client_id: client_id.clone(),
+                    client_secret: warden_oauth::Secret::new(secret),
+                })
+            }
+            _ => None,
+        };
+        issuers.push(IssuerSettings {
+            issuer: issuer.issuer.clone(),
+            jwks_uri: issuer.jwks_uri.clone(),
+            introspection,
+        });
+    }
+    let mut settings = ResourceSettings::new(auth.resource.clone(), issuers);
+    settings.required_scopes = auth.required_scopes.clone();
+    if let Some(leeway) = auth.leeway {
+        settings.leeway = leeway;
+    }
+    if let Some(refresh) = auth.jwks_refresh {
+        settings.jwks_refresh = refresh;
+    }
+    if let Some(ttl) = auth.introspection_ttl {
+        settings.introspection_ttl = ttl;
+    }
+    warden_gateway::ResourceServer::new(settings, auth.scopes_supported.clone())
+        .map_err(|error| Failure::usage(anyhow::anyhow!("[serve.auth]: {error}")))
 }
 
 /// Stdin and stdout as async files (copies of the descriptors; reads and writes run on

@@ -18,6 +18,16 @@
 //! client), `state` (the redirect carries another `state`), `plain-pkce` (only `plain` is
 //! advertised); `short-lived` is `good` with access tokens that expire in 30 s (a client
 //! refreshes them before they do).
+//!
+//! As the authorization server of `warden serve` (a resource server, decision 0033) it
+//! also publishes a key set (`/jwks`: an RS256 key from a checked-in test key, ring cannot
+//! generate RSA keys, and an ES256 key generated at start) and introspection
+//! (`/introspect`, HTTP Basic `warden-rs:introspect-secret`). `POST /admin/mint` with
+//! `{"claims": {...}, "sign": "rs256"|"es256"|"none"|"hs256-pubkey"|"other-key"|"opaque"}`
+//! returns `{"token": ...}`: a JWT signed as asked (`none` unsigned, `hs256-pubkey` HMAC
+//! with the RSA public key as the secret, `other-key` by an ES256 key not in the set), or an
+//! opaque token that introspection describes with the claims. `iss` defaults to this
+//! server. `/admin/stats` also counts key-set reads (`jwks`) and introspections.
 
 use std::collections::{HashMap, HashSet};
 use std::convert::Infallible;
@@ -36,6 +46,8 @@ use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+mod keys;
+
 const MODES: [&str; 9] = [
     "good",
     "short-lived",
@@ -50,6 +62,8 @@ const MODES: [&str; 9] = [
 
 #[derive(Default)]
 struct Stats {
+    jwks: u64,
+    introspections: u64,
     authorizations: u64,
     registrations: u64,
     code_grants: u64,
@@ -76,12 +90,15 @@ struct State {
     access: HashMap<String, (u64, String)>,
     refresh: HashMap<String, String>,
     clients: HashSet<String>,
+    /// Opaque tokens minted for introspection, with their claims.
+    opaque: HashMap<String, Value>,
 }
 
 struct Server {
     mode: &'static str,
     base: String,
     state: Mutex<State>,
+    keys: keys::Keys,
 }
 
 fn main() {
@@ -114,10 +131,12 @@ async fn serve(mode: &'static str) -> std::io::Result<()> {
         writeln!(stdout, "{base}")?;
         stdout.flush()?;
     }
+    let keys = keys::Keys::new().map_err(std::io::Error::other)?;
     let server = Arc::new(Server {
         mode,
         base,
         state: Mutex::new(State::default()),
+        keys,
     });
     loop {
         let (stream, _) = listener.accept().await?;
@@ -220,9 +239,17 @@ impl Server {
                         "token_endpoint_auth_methods_supported": ["none"],
                         "scopes_supported": ["mcp:read", "offline_access"],
                         "authorization_response_iss_parameter_supported": true,
+                        "jwks_uri": format!("{}/jwks", self.base),
+                        "introspection_endpoint": format!("{}/introspect", self.base),
                     }),
                 )
             }
+            (Method::GET, "/jwks") => {
+                lock(&self.state).stats.jwks += 1;
+                respond(StatusCode::OK, self.keys.jwks())
+            }
+            (Method::POST, "/admin/mint") => self.mint(&body),
+            (Method::POST, "/introspect") => self.introspect(authorization.as_deref(), &body),
             (Method::POST, "/register") => self.register(&body),
             (Method::GET, "/authorize") => self.authorize(&query),
             (Method::POST, "/token") => self.token(&body).await,
@@ -239,6 +266,7 @@ impl Server {
                         "authorizations": s.authorizations, "registrations": s.registrations,
                         "code_grants": s.code_grants, "refresh_grants": s.refresh_grants,
                         "valid": s.valid, "foreign": s.foreign, "missing": s.missing,
+                        "jwks": s.jwks, "introspections": s.introspections,
                     }),
                 )
             }
@@ -247,6 +275,63 @@ impl Server {
                 respond(StatusCode::METHOD_NOT_ALLOWED, json!({}))
             }
             _ => respond(StatusCode::NOT_FOUND, json!({"error": "not_found"})),
+        }
+    }
+
+    /// Mints a token for the tests of `warden serve` as a resource server.
+    fn mint(&self, body: &str) -> Response<Full<Bytes>> {
+        let request: Value = serde_json::from_str(body).unwrap_or(Value::Null);
+        let mut claims = request.get("claims").cloned().unwrap_or_else(|| json!({}));
+        if let Some(map) = claims.as_object_mut() {
+            map.entry("iss")
+                .or_insert_with(|| Value::String(self.base.clone()));
+        }
+        let sign = request
+            .get("sign")
+            .and_then(Value::as_str)
+            .unwrap_or("rs256");
+        let token = if sign == "opaque" {
+            let mut state = lock(&self.state);
+            state.next += 1;
+            let token = format!("opaque-{}", state.next);
+            state.opaque.insert(token.clone(), claims);
+            token
+        } else {
+            match self.keys.sign(sign, &claims) {
+                Some(token) => token,
+                None => {
+                    return respond(
+                        StatusCode::BAD_REQUEST,
+                        json!({"error": format!("unknown sign {sign:?}")}),
+                    );
+                }
+            }
+        };
+        respond(StatusCode::OK, json!({"token": token}))
+    }
+
+    /// RFC 7662 for the opaque tokens minted, with HTTP Basic client authentication.
+    fn introspect(&self, authorization: Option<&str>, body: &str) -> Response<Full<Bytes>> {
+        let expected = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode("warden-rs:introspect-secret")
+        );
+        if authorization != Some(expected.as_str()) {
+            return respond(StatusCode::UNAUTHORIZED, json!({"error": "invalid_client"}));
+        }
+        let params = form(body);
+        let mut state = lock(&self.state);
+        state.stats.introspections += 1;
+        let token = params.get("token").cloned().unwrap_or_default();
+        match state.opaque.get(&token) {
+            Some(claims) => {
+                let mut answer = claims.clone();
+                if let Some(map) = answer.as_object_mut() {
+                    map.insert("active".into(), Value::Bool(true));
+                }
+                respond(StatusCode::OK, answer)
+            }
+            None => respond(StatusCode::OK, json!({"active": false})),
         }
     }
 

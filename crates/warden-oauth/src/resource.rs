@@ -1,0 +1,793 @@
+//! Warden as an OAuth 2.1 resource server (`warden serve --http` with `[serve.auth]`): is
+//! this bearer token meant for Warden, and who does it speak for?
+//!
+//! The MCP authorization specification (2025-11-25 and 2026-07-28) asks a server to
+//! validate each access token for itself: issued by an authorization server it trusts,
+//! for its own resource (the audience), in its time window, with the scopes it needs. Two
+//! ways are offered, per issuer:
+//!
+//! - **JWT access tokens** (RFC 9068 shape): the signature by the issuer's keys (its JWKS,
+//!   from `jwks_uri`, configured or read from its RFC 8414 metadata; see [`crate::jwt`] for
+//!   the algorithms), then the claims. The key set is cached; a token naming an unknown
+//!   `kid` makes Warden read the set again, at most once per `jwks_refresh` interval (a
+//!   flood of made-up key ids cannot make Warden hammer the issuer), and a cached set is
+//!   read again after `jwks_max_age`. Every fetch is capped in size and time (warden-net,
+//!   [`crate::fetch`]); redirects are refused.
+//! - **Introspection** (RFC 7662) for opaque tokens, at the issuers that have it configured,
+//!   authenticated with the client credentials configured for it. Answers are cached by the
+//!   token's SHA-256 for a short time (never past the token's `exp`), in a bounded map.
+//!
+//! The claims, either way: `iss` equal to a configured issuer byte for byte; `aud` equal to
+//! (or, as a list, containing) Warden's own resource URL, byte for byte (a token minted
+//! for another server, including one of Warden's upstream servers, is refused); `exp`
+//! required and in the future, `nbf` (when present) in the past, both with a small leeway;
+//! `sub` (or, for a client's own token, `client_id`) present; then the required scopes
+//! (`scope`, space-separated, or `scp`). A token that fails any of these is `invalid_token`
+//! (401); one that passes all but the scopes is `insufficient_scope` (403).
+//!
+//! Nothing here logs or returns a token; messages quote only claims, shortened.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use url::Url;
+
+use crate::error::OAuthError;
+use crate::fetch::{Basic, Fetcher};
+use crate::jwt::{self, Jwk, Jwt, shown};
+use crate::store::Secret;
+
+/// Default allowance for clock differences on `exp` and `nbf`.
+pub const DEFAULT_LEEWAY: Duration = Duration::from_secs(60);
+/// Default shortest gap between two reads of an issuer's key set.
+pub const DEFAULT_JWKS_REFRESH: Duration = Duration::from_secs(60);
+/// Default age after which a cached key set is read again.
+pub const DEFAULT_JWKS_MAX_AGE: Duration = Duration::from_secs(3600);
+/// Default lifetime of a cached introspection answer.
+pub const DEFAULT_INTROSPECTION_TTL: Duration = Duration::from_secs(60);
+/// Default number of introspection answers kept.
+pub const DEFAULT_INTROSPECTION_CACHE: usize = 1024;
+
+/// The resource server's settings.
+#[derive(Debug, Clone)]
+pub struct ResourceSettings {
+    /// Warden's own resource identifier: the URL clients reach the MCP endpoint at
+    /// (`https://warden.example/mcp`). Tokens must name it in `aud`.
+    pub resource: String,
+    /// The authorization servers whose tokens are accepted.
+    pub issuers: Vec<IssuerSettings>,
+    /// Scopes every token must carry.
+    pub required_scopes: Vec<String>,
+    /// Allowance for clock differences.
+    pub leeway: Duration,
+    /// Shortest gap between two reads of one issuer's key set.
+    pub jwks_refresh: Duration,
+    /// Age after which a cached key set is read again.
+    pub jwks_max_age: Duration,
+    /// Lifetime of a cached introspection answer.
+    pub introspection_ttl: Duration,
+    /// Introspection answers kept at most.
+    pub introspection_cache: usize,
+}
+
+impl ResourceSettings {
+    /// Settings with the defaults for everything but the resource and issuers.
+    pub fn new(resource: impl Into<String>, issuers: Vec<IssuerSettings>) -> ResourceSettings {
+        ResourceSettings {
+            resource: resource.into(),
+            issuers,
+            required_scopes: Vec::new(),
+            leeway: DEFAULT_LEEWAY,
+            jwks_refresh: DEFAULT_JWKS_REFRESH,
+            jwks_max_age: DEFAULT_JWKS_MAX_AGE,
+            introspection_ttl: DEFAULT_INTROSPECTION_TTL,
+            introspection_cache: DEFAULT_INTROSPECTION_CACHE,
+        }
+    }
+}
+
+/// One trusted authorization server.
+#[derive(Debug, Clone)]
+pub struct IssuerSettings {
+    /// Its issuer identifier, exactly as its tokens and metadata say it.
+    pub issuer: String,
+    /// Its key set's URL; when unset, the `jwks_uri` of its metadata.
+    pub jwks_uri: Option<String>,
+    /// Introspection, for opaque tokens: where and as whom.
+    pub introspection: Option<Introspection>,
+}
+
+/// How Warden introspects tokens at one issuer.
+#[derive(Debug, Clone)]
+pub struct Introspection {
+    /// The endpoint; when unset, the `introspection_endpoint` of the issuer's metadata.
+    pub endpoint: Option<String>,
+    /// Warden's client id there.
+    pub client_id: String,
+    /// Its secret (HTTP Basic, `client_secret_basic`).
+    pub client_secret: Secret,
+}
+
+/// Who a valid token speaks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenClaims {
+    /// The issuer.
+    pub issuer: String,
+    /// The subject (`sub`; a client's own token without one: its `client_id`).
+    pub subject: String,
+    /// The client the token was issued to (`client_id`, else `azp`), if said.
+    pub client_id: Option<String>,
+    /// The scopes granted.
+    pub scopes: Vec<String>,
+    /// When it expires, in seconds since the Unix epoch.
+    pub expires_at: Option<u64>,
+}
+
+/// Why a request's token is not accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    /// Not a valid token for Warden (401, `error="invalid_token"`).
+    Invalid(String),
+    /// Valid, but without these required scopes (403, `error="insufficient_scope"`).
+    InsufficientScope {
+        /// The required scopes it lacks.
+        missing: Vec<String>,
+    },
+    /// The token cannot be judged now: the issuer's keys or introspection could not be
+    /// reached (503).
+    Unavailable(String),
+}
+
+impl std::fmt::Display for Rejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rejection::Invalid(reason) => write!(f, "the bearer token is not valid: {reason}"),
+            Rejection::InsufficientScope { missing } => write!(
+                f,
+                "the bearer token lacks the required scope(s): {}",
+                missing.join(" ")
+            ),
+            Rejection::Unavailable(reason) => {
+                write!(f, "the bearer token cannot be checked now: {reason}")
+            }
+        }
+    }
+}
+
+/// Why a validator cannot be built.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    /// The resource or an issuer URL is not acceptable.
+    #[error(transparent)]
+    Url(#[from] OAuthError),
+    /// No issuer is configured.
+    #[error("no authorization server (issuer) is configured")]
+    NoIssuer,
+    /// The same issuer is configured twice.
+    #[error("the issuer {0} is configured twice")]
+    DuplicateIssuer(String),
+}
+
+/// Checks bearer tokens for one resource. Shared by every request (`&self`).
+pub struct Validator {
+    settings: ResourceSettings,
+    fetcher: Fetcher,
+    issuers: Vec<IssuerState>,
+    introspected: Mutex<HashMap<[u8; 32], Cached>>,
+}
+
+struct IssuerState {
+    settings: IssuerSettings,
+    cache: tokio::sync::Mutex<IssuerCache>,
+}
+
+#[derive(Default)]
+struct IssuerCache {
+    /// The metadata's endpoints, once read.
+    discovered: Option<Discovered>,
+    keys: Vec<Jwk>,
+    /// When the key set was last read successfully.
+    fetched: Option<Instant>,
+    /// When a read of the key set was last tried.
+    tried: Option<Instant>,
+}
+
+#[derive(Clone)]
+struct Discovered {
+    jwks_uri: Option<String>,
+    introspection_endpoint: Option<String>,
+}
+
+struct Cached {
+    until: Instant,
+    answer: Result<TokenClaims, Rejection>,
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.as_secs())
+}
+
+impl Validator {
+    /// A validator for `settings`; URLs are checked now (https, or http to loopback).
+    pub fn new(settings: ResourceSettings) -> Result<Validator, SettingsError> {
+        let fetcher = Fetcher::new(false)?;
+        Url::parse(&settings.resource).map_err(|error| OAuthError::BadUrl {
+            what: "Warden's resource URL",
+            url: shown(&settings.resource),
+            reason: error.to_string(),
+        })?;
+        if settings.issuers.is_empty() {
+            return Err(SettingsError::NoIssuer);
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for issuer in &settings.issuers {
+            if seen.contains(&issuer.issuer.as_str()) {
+                return Err(SettingsError::DuplicateIssuer(issuer.issuer.clone()));
+            }
+            seen.push(&issuer.issuer);
+            fetcher.check_url("the issuer", &issuer.issuer)?;
+            if let Some(uri) = &issuer.jwks_uri {
+                fetcher.check_url("the jwks_uri", uri)?;
+            }
+            if let Some(endpoint) = issuer
+                .introspection
+                .as_ref()
+                .and_then(|i| i.endpoint.as_ref())
+            {
+                fetcher.check_url("the introspection endpoint", endpoint)?;
+            }
+        }
+        let issuers = settings
+            .issuers
+            .iter()
+            .map(|issuer| IssuerState {
+                settings: issuer.clone(),
+                cache: tokio::sync::Mutex::new(IssuerCache::default()),
+            })
+            .collect();
+        Ok(Validator {
+            settings,
+            fetcher,
+            issuers,
+            introspected: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &ResourceSettings {
+        &self.settings
+    }
+
+    /// Checks `token` for this resource: who it speaks for, or why it is refused.
+    pub async fn validate(&self, token: &str) -> Result<TokenClaims, Rejection> {
+        let claims = if jwt::looks_like_jwt(token) {
+            self.validate_jwt(token).await?
+        } else {
+            self.introspect(token).await?
+        };
+        self.check_scopes(&claims)?;
+        Ok(claims)
+    }
+
+    async fn validate_jwt(&self, token: &str) -> Result<TokenClaims, Rejection> {
+        let jwt = jwt::decode(token).map_err(|error| Rejection::Invalid(error.reason))?;
+        let issuer = jwt
+            .claims
+            .get("iss")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Rejection::Invalid("it names no issuer (`iss`)".into()))?;
+        let Some(state) = self.issuers.iter().find(|s| s.settings.issuer == issuer) else {
+            return Err(Rejection::Invalid(format!(
+                "it was issued by `{}`, which is not an authorization server Warden trusts",
+                shown(issuer)
+            )));
+        };
+        if !self.verify_signature(state, &jwt).await? {
+            return Err(Rejection::Invalid(format!(
+                "its signature is not by a key of `{}`",
+                shown(issuer)
+            )));
+        }
+        self.check_claims(&state.settings.issuer, &jwt.claims, now_secs())
+    }
+
+    /// Whether a key of the issuer's set signed `jwt`; reads the set when it is not cached,
+    /// when it is old, or when the token names a key id the cached set lacks (at most once
+    /// per `jwks_refresh`).
+    async fn verify_signature(&self, state: &IssuerState, jwt: &Jwt) -> Result<bool, Rejection> {
+        let mut cache = state.cache.lock().await;
+        let now = Instant::now();
+        let fits = |cache: &IssuerCache| {
+            cache
+                .keys
+                .iter()
+                .any(|key| key.fits(jwt.kid.as_deref(), jwt.alg))
+        };
+        let stale = cache
+            .fetched
+            .is_none_or(|at| now.duration_since(at) >= self.settings.jwks_max_age);
+        let may_refetch = cache
+            .tried
+            .is_none_or(|at| now.duration_since(at) >= self.settings.jwks_refresh);
+        if (stale || !fits(&cache)) && may_refetch {
+            cache.tried = Some(now);
+            match self.fetch_keys(state, &mut cache).await {
+                Ok(keys) => {
+                    cache.keys = keys;
+                    cache.fetched = Some(now);
+                }
+                Err(error) if cache.keys.is_empty() => {
+                    return Err(Rejection::Unavailable(error.to_string()));
+                }
+                Err(error) => {
+                    tracing::warn!(
+                        issuer = %state.settings.issuer,
+                        "reading the key set again failed, the cached keys stay in use: {error}"
+                    );
+                }
+            }
+        }
+        if cache.keys.is_empty() {
+            // The last read failed and the next is not due yet: the token cannot be
+            // judged, which is not the client's fault.
+            return Err(Rejection::Unavailable(format!(
+                "the key set of {} could not be read; Warden tries again at most every {}s",
+                state.settings.issuer,
+                self.settings.jwks_refresh.as_secs()
+            )));
+        }
+        Ok(cache
+            .keys
+            .iter()
+            .filter(|key| key.fits(jwt.kid.as_deref(), jwt.alg))
+            .any(|key| key.verify(jwt)))
+    }
+
+    async fn fetch_keys(
+        &self,
+        state: &IssuerState,
+        cache: &mut IssuerCache,
+    ) -> Result<Vec<Jwk>, OAuthError> {
+        let uri = match &state.settings.jwks_uri {
+            Some(uri) => uri.clone(),
+            None => self.discover(state, cache).await?.jwks_uri.ok_or_else(|| {
+                OAuthError::Malformed {
+                    what: "the authorization-server metadata",
+                    reason: format!(
+                        "{} publishes no jwks_uri (configure `jwks_uri`, or introspection)",
+                        state.settings.issuer
+                    ),
+                }
+            })?,
+        };
+        let url = self.fetcher.check_url("the jwks_uri", &uri)?;
+        match self.fetcher.get_json("the issuer's key set", &url).await? {
+            Ok(document) => {
+                let keys = jwt::parse_jwks(&document);
+                if keys.is_empty() {
+                    return Err(OAuthError::Malformed {
+                        what: "the issuer's key set",
+                        reason: "it holds no RS256, ES256 or EdDSA signing key".into(),
+                    });
+                }
+                Ok(keys)
+            }
+            Err(status) => Err(OAuthError::Status {
+                what: "the issuer's key set",
+                status,
+                detail: String::new(),
+            }),
+        }
+    }
+
+    /// The issuer's metadata endpoints (read once; the issuer is checked by discovery).
+    async fn discover(
+        &self,
+        state: &IssuerState,
+        cache: &mut IssuerCache,
+    ) -> Result<Discovered, OAuthError> {
+        if let Some(found) = &cache.discovered {
+            return Ok(found.clone());
+        }
+        let metadata =
+            crate::discovery::server_metadata(&self.fetcher, &state.settings.issuer).await?;
+        let found = Discovered {
+            jwks_uri: metadata.jwks_uri,
+            introspection_endpoint: metadata.introspection_endpoint,
+        };
+        cache.discovered = Some(found.clone());
+        Ok(found)
+    }
+
+    /// The claims checks shared by both ways, at `now` (seconds since the epoch).
+    fn check_claims(
+        &self,
+        issuer: &str,
+        claims: &Map<String, Value>,
+        now: u64,
+    ) -> Result<TokenClaims, Rejection> {
+        let invalid = |reason: String| Err(Rejection::Invalid(reason));
+        match claims.get("iss").and_then(Value::as_str) {
+            Some(iss) if iss == issuer => {}
+            Some(iss) => {
+                return invalid(format!("its issuer `{}` is not `{issuer}`", shown(iss)));
+            }
+            None => return invalid("it names no issuer (`iss`)".into()),
+        }
+        let resource = self.settings.resource.as_str();
+        let audience_ok = match claims.get("aud") {
+            Some(Value::String(aud)) => aud == resource,
+            Some(Value::Array(list)) => list.iter().any(|aud| aud.as_str() == Some(resource)),
+            _ => false,
+        };
+        if !audience_ok {
+            let named = match claims.get("aud") {
+                Some(Value::String(aud)) => format!("`{}`", shown(aud)),
+                Some(Value::Array(list)) => list
+                    .iter()
+                    .take(4)
+                    .filter_map(Value::as_str)
+                    .map(|aud| format!("`{}`", shown(aud)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                _ => "no audience".into(),
+            };
+            return invalid(format!(
+                "it is meant for {named}, not for this server ({resource}): Warden accepts \
+                 only tokens issued for itself"
+            ));
+        }
+        let leeway = self.settings.leeway.as_secs();
+        let time = |name: &str| claims.get(name).and_then(Value::as_u64);
+        let expires_at = match time("exp") {
+            Some(exp) if exp.saturating_add(leeway) <= now => {
+                return invalid(format!("it expired {}s ago", now - exp));
+            }
+            Some(exp) => Some(exp),
+            None if claims.contains_key("exp") => {
+                return invalid("its `exp` is not a number of seconds".into());
+            }
+            None => return invalid("it has no expiry (`exp`)".into()),
+        };
+        match time("nbf") {
+            Some(nbf) if nbf > now.saturating_add(leeway) => {
+                return invalid(format!("it is not valid for another {}s", nbf - now));
+            }
+            None if claims.contains_key("nbf") => {
+                return invalid("its `nbf` is not a number of seconds".into());
+            }
+            _ => {}
+        }
+        let text = |name: &str| {
+            claims
+                .get(name)
+                .and_then(Value::as_str)
+                .filter(|value| !value.is_empty())
+                .map(str::to_owned)
+        };
+        let client_id = text("client_id").or_else(|| text("azp"));
+        let Some(subject) = text("sub").or_else(|| client_id.clone()) else {
+            return invalid("it names no subject (`sub`)".into());
+        };
+        let scopes = match (claims.get("scope"), claims.get("scp")) {
+            (Some(Value::String(scope)), _) | (None, Some(Value::String(scope))) => scope
+                .split(' ')
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            (None, Some(Value::Array(list))) => list
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect(),
+            _ => Vec::new(),
+        };
+        Ok(TokenClaims {
+            issuer: issuer.to_owned(),
+            subject,
+            client_id,
+            scopes,
+            expires_at,
+        })
+    }
+
+    fn check_scopes(&self, claims: &TokenClaims) -> Result<(), Rejection> {
+        let missing: Vec<String> = self
+            .settings
+            .required_scopes
+            .iter()
+            .filter(|needed| !claims.scopes.contains(needed))
+            .cloned()
+            .collect();
+        if missing.is_empty() {
+            Ok(())
+        } else {
+            Err(Rejection::InsufficientScope { missing })
+        }
+    }
+
+    /// Introspects an opaque token at the issuers configured for it, in order; the first
+    /// that calls it active decides. Answers are cached.
+    async fn introspect(&self, token: &str) -> Result<TokenClaims, Rejection> {
+        if token.len() > jwt::MAX_TOKEN_BYTES || token.is_empty() {
+            return Err(Rejection::Invalid("it is empty or too long".into()));
+        }
+        let with_introspection: Vec<&IssuerState> = self
+            .issuers
+            .iter()
+            .filter(|s| s.settings.introspection.is_some())
+            .collect();
+        if with_introspection.is_empty() {
+            return Err(Rejection::Invalid(
+                "it is not a signed JWT, and no issuer is configured for introspection".into(),
+            ));
+        }
+        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let now = Instant::now();
+        if let Some(cached) = self.cached(&key, now) {
+            return cached;
+        }
+        let mut answer = Err(Rejection::Invalid(
+            "no trusted authorization server knows it as an active token".into(),
+        ));
+        for state in with_introspection {
+            match self.introspect_at(state, token).await {
+                Ok(None) => continue,
+                Ok(Some(claims)) => {
+                    answer = self.check_claims(&state.settings.issuer, &claims, now_secs());
+                    break;
+                }
+                Err(error) => {
+                    // Not cached: the next request tries again.
+                    return Err(Rejection::Unavailable(error.to_string()));
+                }
+            }
+        }
+        let mut until = now + self.settings.introspection_ttl;
+        if let Ok(claims) = &answer
+            && let Some(exp) = claims.expires_at
+        {
+            let left = Duration::from_secs(exp.saturating_sub(now_secs()));
+            until = until.min(now + left);
+        }
+        self.remember(key, until, answer.clone(), now);
+        answer
+    }
+
+    fn cached(&self, key: &[u8; 32], now: Instant) -> Option<Result<TokenClaims, Rejection>> {
+        let cache = self.introspected.lock().ok()?;
+        cache
+            .get(key)
+            .filter(|cached| cached.until > now)
+            .map(|cached| cached.answer.clone())
+    }
+
+    fn remember(
+        &self,
+        key: [u8; 32],
+        until: Instant,
+        answer: Result<TokenClaims, Rejection>,
+        now: Instant,
+    ) {
+        let Ok(mut cache) = self.introspected.lock() else {
+            return;
+        };
+        let cap = self.settings.introspection_cache.max(1);
+        if cache.len() >= cap {
+            cache.retain(|_, cached| cached.until > now);
+        }
+        if cache.len() >= cap {
+            // Still full of live answers: start over rather than grow.
+            cache.clear();
+        }
+        cache.insert(key, Cached { until, answer });
+    }
+
+    /// One introspection request. `Ok(None)`: the issuer says the token is not active.
+    async fn introspect_at(
+        &self,
+        state: &IssuerState,
+        token: &str,
+    ) -> Result<Option<Map<String, Value>>, OAuthError> {
+        let Some(settings) = &state.settings.introspection else {
+            return Ok(None);
+        };
+        let endpoint = match &settings.endpoint {
+            Some(endpoint) => endpoint.clone(),
+            None => {
+                let mut cache = state.cache.lock().await;
+                self.discover(state, &mut cache)
+                    .await?
+                    .introspection_endpoint
+                    .ok_or_else(|| OAuthError::Malformed {
+                        what: "the authorization-server metadata",
+                        reason: format!(
+                            "{} publishes no introspection_endpoint",
+                            state.settings.issuer
+                        ),
+                    })?
+            }
+        };
+        let url = self
+            .fetcher
+            .check_url("the introspection endpoint", &endpoint)?;
+        let (_, body) = self
+            .fetcher
+            .post_form(
+                "token introspection",
+                &url,
+                &[("token", token), ("token_type_hint", "access_token")],
+                Basic::Credentials {
+                    id: &settings.client_id,
+                    secret: settings.client_secret.expose(),
+                },
+            )
+            .await?;
+        let Value::Object(mut claims) = body else {
+            return Err(OAuthError::Malformed {
+                what: "the introspection answer",
+                reason: "not a JSON object".into(),
+            });
+        };
+        if claims.get("active") != Some(&Value::Bool(true)) {
+            return Ok(None);
+        }
+        // RFC 7662: `iss` is optional; when absent it is the server asked.
+        claims
+            .entry("iss")
+            .or_insert_with(|| Value::String(state.settings.issuer.clone()));
+        Ok(Some(claims))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jwt::tests::Signer;
+    use serde_json::json;
+
+    const RESOURCE: &str = "https://warden.example/mcp";
+    const ISSUER: &str = "https://as.example";
+
+    fn validator(required: &[&str]) -> Validator {
+        let mut settings = ResourceSettings::new(
+            RESOURCE,
+            vec![IssuerSettings {
+                issuer: ISSUER.into(),
+                jwks_uri: Some("https://as.example/jwks".into()),
+                introspection: None,
+            }],
+        );
+        settings.required_scopes = required.iter().map(|s| (*s).to_owned()).collect();
+        Validator::new(settings).unwrap()
+    }
+
+    fn claims(extra: Value) -> Map<String, Value> {
+        let now = now_secs();
+        let mut base = json!({"iss": ISSUER, "aud": RESOURCE, "sub": "alice",
+                              "client_id": "app", "exp": now + 300, "scope": "mcp:read"});
+        if let (Some(base), Some(extra)) = (base.as_object_mut(), extra.as_object()) {
+            for (key, value) in extra {
+                if value.is_null() {
+                    base.remove(key);
+                } else {
+                    base.insert(key.clone(), value.clone());
+                }
+            }
+        }
+        base.as_object().cloned().unwrap()
+    }
+
+    fn check(extra: Value) -> Result<TokenClaims, Rejection> {
+        validator(&[]).check_claims(ISSUER, &claims(extra), now_secs())
+    }
+
+    fn invalid_because(extra: Value, word: &str) {
+        match check(extra.clone()) {
+            Err(Rejection::Invalid(reason)) => {
+                assert!(reason.contains(word), "{extra}: {reason}");
+            }
+            other => panic!("{extra}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn good_claims_name_the_caller() {
+        let claims = check(json!({"scope": "mcp:read mcp:write"})).unwrap();
+        assert_eq!(claims.subject, "alice");
+        assert_eq!(claims.client_id.as_deref(), Some("app"));
+        assert_eq!(claims.scopes, vec!["mcp:read", "mcp:write"]);
+        let listed = check(json!({"aud": ["other", RESOURCE], "client_id": null,
+                                  "azp": "web", "scope": null, "scp": ["a"]}))
+        .unwrap();
+        assert_eq!(listed.client_id.as_deref(), Some("web"));
+        assert_eq!(listed.scopes, vec!["a"]);
+        // Within the leeway.
+        let now = now_secs();
+        assert!(check(json!({"exp": now - 30, "nbf": now + 30})).is_ok());
+    }
+
+    #[test]
+    fn foreign_expired_and_incomplete_claims_are_refused() {
+        let now = now_secs();
+        invalid_because(json!({"aud": "https://upstream.example/mcp"}), "meant for");
+        invalid_because(
+            json!({"aud": [ "https://warden.example/mcp/" ]}),
+            "meant for",
+        );
+        invalid_because(json!({"aud": null}), "no audience");
+        invalid_because(json!({"iss": "https://other.example"}), "issuer");
+        invalid_because(json!({"iss": null}), "no issuer");
+        invalid_because(json!({"exp": now - 61}), "expired");
+        invalid_because(json!({"exp": null}), "no expiry");
+        invalid_because(json!({"exp": "soon"}), "not a number");
+        invalid_because(json!({"nbf": now + 3600}), "not valid for another");
+        invalid_because(json!({"sub": null, "client_id": null}), "no subject");
+    }
+
+    #[test]
+    fn missing_scopes_are_named() {
+        let v = validator(&["mcp:read", "mcp:tools"]);
+        let claims = v
+            .check_claims(ISSUER, &claims(json!({})), now_secs())
+            .unwrap();
+        assert_eq!(
+            v.check_scopes(&claims),
+            Err(Rejection::InsufficientScope {
+                missing: vec!["mcp:tools".into()]
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_key_set_makes_tokens_unjudgeable_not_invalid() {
+        let settings = ResourceSettings::new(
+            RESOURCE,
+            vec![IssuerSettings {
+                issuer: ISSUER.into(),
+                jwks_uri: Some("http://127.0.0.1:9/jwks".into()),
+                introspection: None,
+            }],
+        );
+        let v = Validator::new(settings).unwrap();
+        let token = Signer::ec().sign("k", &Value::Object(claims(json!({}))));
+        // The first request tries to read the set; the second, within the refresh
+        // interval, does not, and is still unavailable rather than invalid.
+        for _ in 0..2 {
+            assert!(matches!(
+                v.validate(&token).await,
+                Err(Rejection::Unavailable(_))
+            ));
+        }
+    }
+
+    #[tokio::test]
+    async fn tokens_of_an_untrusted_issuer_or_algorithm_never_reach_a_key_fetch() {
+        // The key set's URL is unreachable: these are refused before it is needed.
+        let v = validator(&[]);
+        let signer = Signer::ec();
+        let token = signer.sign("k", &json!({"iss": "https://evil.example", "sub": "x"}));
+        match v.validate(&token).await {
+            Err(Rejection::Invalid(reason)) => assert!(reason.contains("not an authorization")),
+            other => panic!("{other:?}"),
+        }
+        let none = format!(
+            "{}.{}.",
+            jwt::tests::enc(br#"{"alg":"none"}"#),
+            jwt::tests::enc(json!({"iss": ISSUER}).to_string().as_bytes())
+        );
+        assert!(matches!(
+            v.validate(&none).await,
+            Err(Rejection::Invalid(_))
+        ));
+        assert!(matches!(
+            v.validate("opaque").await,
+            Err(Rejection::Invalid(reason)) if reason.contains("introspection")
+        ));
+    }
+}
