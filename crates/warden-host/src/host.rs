@@ -29,6 +29,7 @@ use crate::builder::HostBuilder;
 use crate::catalogue::{Catalogue, CatalogueTool, ToolRef};
 use crate::schema::{SchemaLimits, Violation};
 use crate::session::Session;
+use crate::starts::StartGate;
 
 /// Lines of a failed server's stderr shown with its reason.
 pub const STDERR_LINES_SHOWN: usize = 10;
@@ -59,6 +60,17 @@ pub struct ServerEntry {
     pub status: ServerStatus,
     /// Shared with calls detached from a step ([`Session::detach`]); closed at shutdown.
     connection: Option<Arc<Box<dyn Connection>>>,
+    /// When its status and tools come from the catalogue cache (it was not started): when
+    /// they were read from the server.
+    cached: Option<std::time::SystemTime>,
+}
+
+impl ServerEntry {
+    /// When the server's status and tools come from the catalogue cache (the server was
+    /// not started): when they were read from it; `None` for a server started now.
+    pub fn cached_at(&self) -> Option<std::time::SystemTime> {
+        self.cached
+    }
 }
 
 /// A call that did not produce a tool result.
@@ -267,6 +279,24 @@ pub(crate) struct Guard {
     pub(crate) audit: Option<Arc<AuditLog>>,
     /// The approvals, definition pins and quarantine, for reports.
     pub(crate) reviewer: Option<Arc<Reviewer>>,
+    /// The store the catalogue cache is written to, after every review by the store's own
+    /// reviewer (not when a front end replaced the review: `warden approve` offers tools
+    /// that are not pinned yet).
+    pub(crate) cache: Option<Arc<std::sync::Mutex<warden_store::Store>>>,
+}
+
+impl Guard {
+    /// Records what `servers` offered in the catalogue cache, on the calling (blocking)
+    /// thread.
+    fn save_catalogues(&self, servers: &[(&ServerSpec, &ServerInfo, &[warden_mcp::ToolDef])]) {
+        if servers.is_empty() {
+            return;
+        }
+        if let Some(store) = &self.cache {
+            let mut store = store.lock().unwrap_or_else(PoisonError::into_inner);
+            crate::cache::save(&mut store, servers);
+        }
+    }
 }
 
 impl Host {
@@ -281,18 +311,23 @@ impl Host {
     /// each tool's facts are computed once, and hidden tools are left out; `review`
     /// decides which servers start and which of their tools are offered, now and whenever
     /// a server's tool list is read again.
+    #[allow(clippy::too_many_arguments)] // one call site, the builder: its parts, spelled out
     pub(crate) async fn connect_all(
         specs: Vec<ServerSpec>,
+        cached: Vec<(ServerSpec, crate::cache::Cached)>,
         policy: Arc<Policy>,
         launcher: Arc<dyn Launcher>,
         options: &ConnectOptions,
         review: Arc<dyn Review>,
         guard: Guard,
+        starts: Arc<StartGate>,
     ) -> Self {
         let attempts = specs
             .into_iter()
-            .map(|spec| connect_one(spec, &launcher, options, &review));
+            .map(|spec| connect_one(spec, &launcher, options, &review, &starts));
         let results = join_all(attempts).await;
+        let guard = Arc::new(guard);
+        let saving = Arc::clone(&guard);
         // The review reads and writes the store (pins) and scans every description: blocking
         // work, done on a blocking thread, one server after the other in the order they
         // answered (the scan compares each server's names with those reviewed before it).
@@ -310,6 +345,31 @@ impl Host {
                 }
                 entries.push(entry);
             }
+            let started: Vec<(&ServerSpec, &ServerInfo, &[warden_mcp::ToolDef])> = entries
+                .iter()
+                .filter_map(|entry: &ServerEntry| match &entry.status {
+                    ServerStatus::Connected { info } => {
+                        lists
+                            .get(&entry.spec.name)
+                            .map(|tools: &Vec<warden_mcp::ToolDef>| {
+                                (&entry.spec, info, tools.as_slice())
+                            })
+                    }
+                    ServerStatus::Failed { .. } => None,
+                })
+                .collect();
+            saving.save_catalogues(&started);
+            // Servers answered from the cache: their cached tools are pinned definitions
+            // the review offered when they were cached (see `cache`).
+            for (spec, cached) in cached {
+                lists.insert(spec.name.clone(), cached.tools);
+                entries.push(ServerEntry {
+                    spec,
+                    status: ServerStatus::Connected { info: cached.info },
+                    connection: None,
+                    cached: Some(cached.fetched),
+                });
+            }
             (entries, lists, held)
         })
         .await;
@@ -321,6 +381,11 @@ impl Host {
         };
         entries.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
         let catalogue = build_catalogue(&lists, &policy);
+        let guard = Arc::try_unwrap(guard).unwrap_or_else(|shared| Guard {
+            audit: shared.audit.clone(),
+            reviewer: shared.reviewer.clone(),
+            cache: shared.cache.clone(),
+        });
         Self {
             entries,
             catalogue: RwLock::new(Arc::new(catalogue)),
@@ -447,6 +512,7 @@ impl Host {
             changes.push(change);
         }
         if rebuilt {
+            self.save_refreshed(&changes, &lists.reviewed).await;
             let catalogue = Arc::new(build_catalogue(&lists.reviewed, &self.policy));
             *self
                 .catalogue
@@ -454,6 +520,49 @@ impl Host {
                 .unwrap_or_else(PoisonError::into_inner) = catalogue;
         }
         changes
+    }
+
+    /// Records the re-read lists of the servers in `changes` in the catalogue cache, on a
+    /// blocking thread.
+    async fn save_refreshed(
+        &self,
+        changes: &[ToolsChange],
+        reviewed: &BTreeMap<String, Vec<warden_mcp::ToolDef>>,
+    ) {
+        if self.guard.cache.is_none() {
+            return;
+        }
+        let servers: Vec<(ServerSpec, ServerInfo, Vec<warden_mcp::ToolDef>)> = changes
+            .iter()
+            .filter(|change| change.error.is_none())
+            .filter_map(|change| {
+                let entry = self.entries.iter().find(|e| e.spec.name == change.server)?;
+                let ServerStatus::Connected { info } = &entry.status else {
+                    return None;
+                };
+                let tools = reviewed.get(&change.server)?.clone();
+                Some((entry.spec.clone(), info.clone(), tools))
+            })
+            .collect();
+        let cache = self.guard.cache.clone();
+        let saved = tokio::task::spawn_blocking(move || {
+            let borrowed: Vec<(&ServerSpec, &ServerInfo, &[warden_mcp::ToolDef])> = servers
+                .iter()
+                .map(|(spec, info, tools)| (spec, info, tools.as_slice()))
+                .collect();
+            Guard {
+                audit: None,
+                reviewer: None,
+                cache,
+            }
+            .save_catalogues(&borrowed);
+        })
+        .await;
+        if let Err(ended) = saved
+            && ended.is_panic()
+        {
+            std::panic::resume_unwind(ended.into_panic());
+        }
     }
 
     /// The policy calls are decided with.
@@ -680,7 +789,22 @@ fn describe_change(
     }
 }
 
+/// Starts one server in its turn ([`StartGate`]): the turn is held from the approval check
+/// to the first tool list, and the connect timeout begins after the wait for it.
 async fn connect_one(
+    spec: ServerSpec,
+    launcher: &Arc<dyn Launcher>,
+    options: &ConnectOptions,
+    review: &Arc<dyn Review>,
+    starts: &StartGate,
+) -> (ServerEntry, Option<Vec<warden_mcp::ToolDef>>) {
+    let turn = starts.turn(&spec.name).await;
+    let started = connect_started(spec, launcher, options, review).await;
+    turn.finish(started.1.is_some());
+    started
+}
+
+async fn connect_started(
     spec: ServerSpec,
     launcher: &Arc<dyn Launcher>,
     options: &ConnectOptions,
@@ -693,6 +817,7 @@ async fn connect_one(
             stderr_tail,
         },
         connection: None,
+        cached: None,
     };
     // Whether it may start (a project server's approval: its grants are computed from the
     // files it names, and the store read): blocking work, on a blocking thread.
@@ -731,6 +856,7 @@ async fn connect_one(
                 spec,
                 status: ServerStatus::Connected { info },
                 connection: Some(Arc::new(connection)),
+                cached: None,
             };
             (entry, Some(tools))
         }
@@ -787,6 +913,7 @@ pub(crate) fn test_host_reviewed(
             },
             spec,
             connection: Some(Arc::new(connection)),
+            cached: None,
         });
     }
     let catalogue = build_catalogue(&lists, &policy);
@@ -802,6 +929,7 @@ pub(crate) fn test_host_reviewed(
         guard: Guard {
             audit,
             reviewer: None,
+            cache: None,
         },
     }
 }

@@ -37,6 +37,8 @@ struct WardenFile {
     #[serde(default)]
     serve: Option<Spanned<crate::serve::ServeTable>>,
     #[serde(default)]
+    host: Option<Spanned<crate::host::HostTable>>,
+    #[serde(default)]
     project_servers: Entries<Spanned<String>, ProjectServerTable>,
     #[serde(default)]
     relays: Entries<Spanned<String>, RelayTable>,
@@ -271,12 +273,14 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
     )?;
     let settings = crate::agent::read(file.model, file.agent, text, origin)?;
     let serve = crate::serve::read(file.serve, text, origin)?;
+    let host = crate::host::read(file.host, text, origin)?;
     Ok(Parsed {
         servers,
         policy,
         settings,
         project_env,
         serve,
+        host,
     })
 }
 

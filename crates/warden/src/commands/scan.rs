@@ -24,7 +24,7 @@ pub async fn run(global: &GlobalArgs, args: ScanArgs) -> Result<Code, Failure> {
         )));
     }
     let policy = super::compile_policy(&config.policy)?;
-    let builder = super::host_builder(policy, &config.servers, &env)?;
+    let builder = super::host_builder(policy, &config, &env)?;
     let host = super::connect(builder, config.servers).await?;
     let mut scans = host.scans();
     add_confusables(&mut scans);
