@@ -19,6 +19,20 @@ pub struct HostConfig {
     /// The most servers starting at once (spawn, handshake, first tool list); the others
     /// wait their turn in order. `None`: the machine's available parallelism.
     pub max_parallel_starts: Option<u64>,
+    /// `idle_stop` for servers that set none: a server unused this long is stopped.
+    /// `None`: servers keep running until the command ends.
+    #[serde(serialize_with = "optional_ms")]
+    pub idle_stop: Option<std::time::Duration>,
+}
+
+fn optional_ms<S: serde::Serializer>(
+    value: &Option<std::time::Duration>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(d) => serializer.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        None => serializer.serialize_none(),
+    }
 }
 
 /// `[host]` as written.
@@ -26,6 +40,7 @@ pub struct HostConfig {
 #[serde(deny_unknown_fields, expecting = "a host table")]
 pub(crate) struct HostTable {
     max_parallel_starts: Option<Spanned<u64>>,
+    idle_stop: Option<crate::duration::TimeoutValue>,
 }
 
 /// Reads one file's `[host]`.
@@ -61,6 +76,7 @@ pub(crate) fn read(
     };
     Ok(Some(HostConfig {
         max_parallel_starts,
+        idle_stop: table.idle_stop.map(|t| t.0),
     }))
 }
 
@@ -69,6 +85,7 @@ pub(crate) fn merge(layers: Vec<HostConfig>) -> HostConfig {
     let mut merged = HostConfig::default();
     for layer in layers {
         merged.max_parallel_starts = layer.max_parallel_starts.or(merged.max_parallel_starts);
+        merged.idle_stop = layer.idle_stop.or(merged.idle_stop);
     }
     merged
 }

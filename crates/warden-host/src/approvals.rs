@@ -664,6 +664,7 @@ mod tests {
             },
             sandbox: SandboxSpec::default(),
             env_references: Vec::new(),
+            lifecycle: Default::default(),
         };
         let grants = |path: &str| Grants {
             program: PathBuf::from("/opt/s/bin/s"),

@@ -22,7 +22,7 @@ use warden_store::Store;
 use crate::approvals::Reviewer;
 use crate::audit::{AuditFailureHook, AuditLog, warn_on_failure};
 use crate::cache::Cached;
-use crate::host::{Guard, Host, NoReview, Review};
+use crate::host::{Guard, Host, NoReview, Review, Starter};
 use crate::pins::PinningLauncher;
 use crate::starts::{StartGate, default_parallel_starts};
 
@@ -38,6 +38,7 @@ pub struct HostBuilder {
     on_audit_failure: AuditFailureHook,
     starts: Option<Arc<StartGate>>,
     from_cache: bool,
+    idle_stop: Option<std::time::Duration>,
 }
 
 impl HostBuilder {
@@ -54,6 +55,7 @@ impl HostBuilder {
             on_audit_failure: warn_on_failure(),
             starts: None,
             from_cache: false,
+            idle_stop: None,
         }
     }
 
@@ -150,6 +152,13 @@ impl HostBuilder {
         self
     }
 
+    /// Stops a server unused for `idle` (one whose definition sets no `idle_stop`); its next
+    /// call starts it again. `None` (the default) keeps servers running until shutdown.
+    pub fn idle_stop(mut self, idle: Option<std::time::Duration>) -> HostBuilder {
+        self.idle_stop = idle;
+        self
+    }
+
     /// Starts every server in `specs`, at most the start limit at once
     /// ([`max_parallel_starts`](HostBuilder::max_parallel_starts)), and builds the catalogue
     /// (see [`Host::servers`] for each one's state): a server that fails or is slow costs
@@ -166,6 +175,7 @@ impl HostBuilder {
             on_audit_failure,
             starts,
             from_cache,
+            idle_stop,
         } = self;
         let starts = starts.unwrap_or_else(|| Arc::new(StartGate::new(default_parallel_starts())));
         let store = store.map(|store| Arc::new(Mutex::new(store)));
@@ -212,10 +222,13 @@ impl HostBuilder {
             (Some(store), true) => read_cache(Arc::clone(store), Arc::clone(&review), specs).await,
             _ => (specs, Vec::new()),
         };
-        Host::connect_all(
-            specs, cached, policy, launcher, &options, review, guard, starts,
-        )
-        .await
+        let starter = Starter {
+            launcher,
+            options,
+            starts,
+            idle_stop,
+        };
+        Host::connect_all(specs, cached, policy, review, guard, starter).await
     }
 }
 
@@ -233,6 +246,11 @@ async fn read_cache(
         let mut start = Vec::new();
         let mut cached = Vec::new();
         for spec in specs {
+            // Kept warm: started with the host whatever the cache holds.
+            if spec.lifecycle.start == warden_config::StartMode::Eager {
+                start.push(spec);
+                continue;
+            }
             if crate::approvals::needs_approval(&spec) && review.admit(&spec).is_err() {
                 start.push(spec);
                 continue;

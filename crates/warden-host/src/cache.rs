@@ -235,6 +235,7 @@ mod tests {
             },
             sandbox: Default::default(),
             env_references: Vec::new(),
+            lifecycle: Default::default(),
         }
     }
 

@@ -271,6 +271,12 @@ fn a_definition_changed_since_it_was_cached_is_drift_when_the_server_starts() {
     let calls_before = std::fs::read_to_string(records.join("calls")).unwrap_or_default();
     let attacked = call("after");
     assert_ne!(attacked.status.code(), Some(0), "{}", describe(&attacked));
+    // Decided on the cached definition, withdrawn once the live one was reviewed.
+    assert!(
+        support::stderr(&attacked).contains("changed or was withdrawn"),
+        "{}",
+        describe(&attacked)
+    );
     let calls_after = std::fs::read_to_string(records.join("calls")).unwrap_or_default();
     assert_eq!(calls_before, calls_after, "the call reached the server");
     // And a refreshed listing shows it held back as drift, not offered.
@@ -304,4 +310,216 @@ fn a_changed_definition_is_not_answered_from_the_cache() {
     assert_exit(&output, 0);
     assert_eq!(states(&output), [("s".to_owned(), "connected".to_owned())]);
     assert_eq!(starts(&records), 2);
+}
+
+/// `[policy]` allowing every call, and taking the test servers' results for trusted and
+/// public, so the gateway never needs to ask.
+const ALLOW_ALL: &str = "[policy]\nrules = [{ tools = \"*\", effect = \"allow\" }]\n\
+    [policy.servers.s]\nintegrity = \"trusted\"\nconfidentiality = \"public\"\n";
+
+/// A `warden serve` over stdio, spoken to line by line.
+struct Gateway {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    next_id: u64,
+}
+
+impl Gateway {
+    fn start(scratch: &Scratch, config: &Path) -> Gateway {
+        let mut command = scratch.warden(&["serve", "--config", config.to_str().unwrap()]);
+        command.stdin(std::process::Stdio::piped());
+        let mut child = command.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (sender, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if sender.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut gateway = Gateway {
+            child,
+            lines,
+            next_id: 1,
+        };
+        gateway.request(
+            "initialize",
+            serde_json::json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "lazy-test", "version": "1"}
+            }),
+        );
+        gateway
+            .write(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        gateway
+    }
+
+    fn write(&mut self, message: &Value) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().unwrap();
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    /// Sends a request and returns its result (or error), skipping notifications.
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.write(
+            &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        );
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("no answer to {method}"));
+            let message: Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                return message;
+            }
+        }
+    }
+
+    fn call(&mut self, tool: &str, arguments: Value) -> Value {
+        self.request(
+            "tools/call",
+            serde_json::json!({"name": tool, "arguments": arguments}),
+        )
+    }
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        drop(self.child.stdin.take());
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// How many test server processes of this test run now (tagged, not zombies; a confined
+/// server's pid is its sandbox's, so they are found by tag and command line).
+fn running_servers(scratch: &Scratch) -> usize {
+    scratch
+        .leftovers()
+        .iter()
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+                String::from_utf8_lossy(&cmdline).contains("warden-testserver")
+            })
+        })
+        .count()
+}
+
+/// With the cache filled, a `warden call` starts only the server it calls, and the gateway
+/// lists every tool from the cache starting nothing, then starts a server on its first call.
+#[test]
+fn servers_start_on_their_first_call_not_before() {
+    let scratch = Scratch::new();
+    let (config, records) = logged_servers(&scratch, &["a", "b", "c"]);
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{text}{ALLOW_ALL}")).unwrap();
+    assert_exit(&run(&scratch, &config, &["tools", "--json"]), 0);
+    assert_eq!(starts(&records), 3);
+
+    let call = run(
+        &scratch,
+        &config,
+        &["call", "--yes", "b/echo", "--args", r#"{"message": "hi"}"#],
+    );
+    assert_exit(&call, 0);
+    assert_eq!(starts(&records), 4, "a call started more than its server");
+
+    let mut gateway = Gateway::start(&scratch, &config);
+    let listed = gateway.request("tools/list", serde_json::json!({}));
+    let names: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .map(|tool| tool["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"a__echo") && names.contains(&"c__add"),
+        "{names:?}"
+    );
+    assert_eq!(
+        starts(&records),
+        4,
+        "listing the gateway's tools started a server"
+    );
+    let answer = gateway.call("c__echo", serde_json::json!({"message": "lazy"}));
+    assert!(answer.to_string().contains("echo: lazy"), "{answer}");
+    assert_eq!(starts(&records), 5);
+    assert_eq!(running_servers(&scratch), 1);
+    // Listing again starts nothing more.
+    gateway.request("tools/list", serde_json::json!({}));
+    assert_eq!(starts(&records), 5);
+    drop(gateway);
+    scratch.assert_no_leftovers();
+}
+
+/// `idle_stop`: a server unused that long is stopped (its process is gone, none is left
+/// behind), and its next call starts it again.
+#[test]
+fn an_idle_server_is_stopped_and_started_again_by_its_next_call() {
+    let scratch = Scratch::new();
+    let (config, records) = logged_servers(&scratch, &["s"]);
+    let text = std::fs::read_to_string(&config).unwrap();
+    let text = text.replace("[servers.s]\n", "[servers.s]\nidle_stop = \"1s\"\n");
+    std::fs::write(&config, format!("{text}{ALLOW_ALL}")).unwrap();
+    assert_exit(&run(&scratch, &config, &["tools", "--json"]), 0);
+
+    let mut gateway = Gateway::start(&scratch, &config);
+    let answer = gateway.call("s__echo", serde_json::json!({"message": "one"}));
+    assert!(answer.to_string().contains("echo: one"), "{answer}");
+    let started = starts(&records);
+    assert_eq!(running_servers(&scratch), 1);
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while running_servers(&scratch) > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(running_servers(&scratch), 0, "the idle server still runs");
+    // The gateway itself still runs, and the next call starts the server again.
+    assert!(gateway.child.try_wait().unwrap().is_none());
+    let answer = gateway.call("s__add", serde_json::json!({"a": 1, "b": 2}));
+    assert!(answer.to_string().contains('3'), "{answer}");
+    assert_eq!(starts(&records), started + 1);
+    assert_eq!(running_servers(&scratch), 1);
+    drop(gateway);
+    scratch.assert_no_leftovers();
+}
+
+/// `start = "eager"` keeps a server warm: started with the command even when the cache
+/// knows its tools.
+#[test]
+fn an_eager_server_starts_even_when_cached() {
+    let scratch = Scratch::new();
+    let (config, records) = logged_servers(&scratch, &["lazy", "warm"]);
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        text.replace("[servers.warm]\n", "[servers.warm]\nstart = \"eager\"\n"),
+    )
+    .unwrap();
+    assert_exit(&run(&scratch, &config, &["tools", "--json"]), 0);
+    assert_eq!(starts(&records), 2);
+    let output = run(&scratch, &config, &["tools", "--json"]);
+    assert_eq!(
+        states(&output),
+        [
+            ("lazy".to_owned(), "cached".to_owned()),
+            ("warm".to_owned(), "connected".to_owned())
+        ]
+    );
+    assert_eq!(starts(&records), 3);
 }

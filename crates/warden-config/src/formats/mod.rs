@@ -161,6 +161,8 @@ pub(crate) struct Draft {
     /// `relay = "NAME"` (Warden TOML only), with the relay's definition when the same file
     /// has it.
     pub relay: Option<(String, Option<crate::spec::RelayChannel>)>,
+    /// `start` and `idle_stop` (Warden TOML only).
+    pub lifecycle: crate::spec::Lifecycle,
 }
 
 /// `confine` and `[servers.NAME.sandbox]` as written (Warden TOML only).
@@ -328,6 +330,7 @@ impl Draft {
             origin: cx.origin.clone(),
             sandbox,
             env_references,
+            lifecycle: self.lifecycle,
         })
     }
 

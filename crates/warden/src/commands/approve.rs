@@ -486,6 +486,7 @@ mod tests {
                 variable: "GITHUB_TOKEN".into(),
                 field: "args[1]".into(),
             }],
+            lifecycle: Default::default(),
         };
         let allowances = [EnvAllowance {
             server: "gh".into(),

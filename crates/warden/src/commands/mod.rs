@@ -129,9 +129,10 @@ pub fn open_store(env: &Environment) -> Result<Store, Failure> {
 /// The host every command builds on: `policy`, the state store (so project servers need
 /// their approval, tool definitions and executables are checked against their pins, and
 /// every call is audited), where logs and scratch directories go, the OAuth client, and a
-/// warning on stderr when an audit row cannot be written, and how many servers start at
-/// once (`[host] max_parallel_starts`; on a terminal, the queue's progress is shown on
-/// stderr). Every server of `config` is `configured` (their write grants decide which
+/// warning on stderr when an audit row cannot be written, how many servers start at once
+/// (`[host] max_parallel_starts`; on a terminal, the queue's progress is shown on stderr),
+/// lazy starts (a server the catalogue cache knows starts on its first call) and
+/// `[host] idle_stop`. Every server of `config` is `configured` (their write grants decide which
 /// pinned files are exposed). A command adds its own hooks (an elicitor, a review) and
 /// [`connect`]s.
 pub fn host_builder(
@@ -152,6 +153,9 @@ pub fn host_builder(
         .store(open_store(env)?)
         .configured(&config.servers)
         .start_gate(starts)
+        // Servers whose tools the catalogue cache knows start on their first call.
+        .from_cache(true)
+        .idle_stop(config.host.idle_stop)
         .scratch_dir(scratch_dir(env))
         .log_dir(log_dir(env))
         .oauth(login::provider(env))
