@@ -55,17 +55,25 @@ fn sha256_hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// What a cache row of `spec` is keyed by: the sha256 of its approved definition and of
-/// its executable pin as stored now (none before its first start, or for a remote server).
+/// What a cache row of `spec` is keyed by: the sha256 of its approved definition, of its
+/// executable pin as stored now (none before its first start, or for a remote server), and
+/// of the on-disk identity of every pinned file now (device, inode, size, change time: a
+/// `stat` each, no hashing), so that an executable replaced or written since the row was
+/// recorded makes it stale, and the server is started, where its pin is checked.
 pub fn identity(store: &Store, spec: &ServerSpec) -> Result<String, StoreError> {
     let pin = store.pin_for(&key_for(spec))?;
     let pin = pin.map(|pin| {
+        let on_disk: Vec<Value> = std::iter::once(&pin.program)
+            .chain(pin.files.iter().map(|(path, _)| path))
+            .map(|path| file_identity(path))
+            .collect();
         json!({
             "rule": pin.rule,
             "program": pin.program,
             "program_sha256": pin.program_sha256,
             "files": pin.files,
             "package": pin.package,
+            "on_disk": on_disk,
         })
     });
     let value = json!({
@@ -73,6 +81,21 @@ pub fn identity(store: &Store, spec: &ServerSpec) -> Result<String, StoreError> 
         "pin": pin,
     });
     Ok(sha256_hex(canonical(&value).as_bytes()))
+}
+
+/// `path`'s device, inode, size and change time, or `null` when it cannot be read.
+fn file_identity(path: &std::path::Path) -> Value {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(path) {
+        Ok(meta) => json!([
+            meta.dev(),
+            meta.ino(),
+            meta.size(),
+            meta.ctime(),
+            meta.ctime_nsec()
+        ]),
+        Err(_) => Value::Null,
+    }
 }
 
 /// `spec`'s cached catalogue, if there is one for what the server is now and every tool in
@@ -314,6 +337,33 @@ mod tests {
         save(&mut store, &[(&s, &info(), &tools)]);
         assert!(load(&store, &s).unwrap().is_some());
         store.save_pin(&key_for(&s), &pin("bb")).unwrap();
+        assert!(load(&store, &s).unwrap().is_none());
+    }
+
+    /// A pinned file written since the row was recorded (same pin in the store) makes the
+    /// row stale: the server is started, and its pin check refuses the changed file.
+    #[test]
+    fn a_pinned_file_changed_on_disk_makes_the_row_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join("server");
+        std::fs::write(&program, b"one").unwrap();
+        let mut store = Store::open(dir.path().join("state.db")).unwrap();
+        let s = spec(program.to_str().unwrap());
+        let tools = vec![tool("echo", "Echoes.")];
+        store
+            .replace_tool_pins(&key_for(&s), &tool_pins(&tools))
+            .unwrap();
+        let pin = warden_store::Pin {
+            rule: warden_store::PIN_RULE_EXECUTED,
+            program: program.clone(),
+            program_sha256: "aa".into(),
+            files: Vec::new(),
+            package: None,
+        };
+        store.save_pin(&key_for(&s), &pin).unwrap();
+        save(&mut store, &[(&s, &info(), &tools)]);
+        assert!(load(&store, &s).unwrap().is_some());
+        std::fs::write(&program, b"two, longer").unwrap();
         assert!(load(&store, &s).unwrap().is_none());
     }
 }
