@@ -165,11 +165,22 @@ pub fn row(
     ))
 }
 
-/// Records the catalogues of `servers` (spec, self-description, offered tools), in one
-/// transaction; a failure is logged (the cache only saves time).
-pub fn save(store: &mut Store, servers: &[(&ServerSpec, &ServerInfo, &[ToolDef])]) {
+/// One server's reviewed list, as the cache is told it: spec, self-description, offered
+/// tools, and whether the review held anything back.
+pub type Reviewed<'a> = (&'a ServerSpec, &'a ServerInfo, &'a [ToolDef], bool);
+
+/// Records the catalogues of `servers`, in one transaction; a failure is logged (the cache
+/// only saves time). A server whose review held something back (drift, quarantine) gets no
+/// row, and loses the one it had: every listing starts it, so what is held back, and why, is
+/// shown each time until it is approved.
+pub fn save(store: &mut Store, servers: &[Reviewed<'_>]) {
     let mut rows = Vec::with_capacity(servers.len());
-    for (spec, info, offered) in servers {
+    let mut forget = Vec::new();
+    for (spec, info, offered, held) in servers {
+        if *held {
+            forget.push(key_for(spec));
+            continue;
+        }
         match row(store, spec, info, offered) {
             Ok(row) => rows.push(row),
             Err(error) => {
@@ -177,10 +188,10 @@ pub fn save(store: &mut Store, servers: &[(&ServerSpec, &ServerInfo, &[ToolDef])
             }
         }
     }
-    if rows.is_empty() {
+    if rows.is_empty() && forget.is_empty() {
         return;
     }
-    if let Err(error) = store.save_cached_catalogues(&rows) {
+    if let Err(error) = store.save_cached_catalogues(&rows, &forget) {
         tracing::warn!("the catalogue cache is not updated: {error}");
     }
 }
@@ -297,7 +308,7 @@ mod tests {
             .replace_tool_pins(&key_for(&s), &tool_pins(&tools))
             .unwrap();
         assert!(load(&store, &s).unwrap().is_none());
-        save(&mut store, &[(&s, &info(), &tools)]);
+        save(&mut store, &[(&s, &info(), &tools, false)]);
         let cached = load(&store, &s).unwrap().unwrap();
         assert_eq!(cached.tools, tools);
         assert_eq!(cached.info.instructions.as_deref(), Some("Use echo."));
@@ -306,6 +317,11 @@ mod tests {
         // Another command under the same name: another server, nothing cached for it.
         assert!(load(&store, &spec("/bin/two")).unwrap().is_none());
 
+        // A review that held something back removes the row: the server is started (and
+        // what it holds back shown) until that is approved.
+        save(&mut store, &[(&s, &info(), &tools, true)]);
+        assert!(load(&store, &s).unwrap().is_none());
+        save(&mut store, &[(&s, &info(), &tools, false)]);
         // A tool approved again with another definition: the row no longer shows what is
         // pinned, and is not used.
         let redefined = vec![tool("echo", "Echoes, and more."), tool("add", "Adds.")];
@@ -334,7 +350,7 @@ mod tests {
             package: None,
         };
         store.save_pin(&key_for(&s), &pin("aa")).unwrap();
-        save(&mut store, &[(&s, &info(), &tools)]);
+        save(&mut store, &[(&s, &info(), &tools, false)]);
         assert!(load(&store, &s).unwrap().is_some());
         store.save_pin(&key_for(&s), &pin("bb")).unwrap();
         assert!(load(&store, &s).unwrap().is_none());
@@ -361,7 +377,7 @@ mod tests {
             package: None,
         };
         store.save_pin(&key_for(&s), &pin).unwrap();
-        save(&mut store, &[(&s, &info(), &tools)]);
+        save(&mut store, &[(&s, &info(), &tools, false)]);
         assert!(load(&store, &s).unwrap().is_some());
         std::fs::write(&program, b"two, longer").unwrap();
         assert!(load(&store, &s).unwrap().is_none());

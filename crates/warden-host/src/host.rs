@@ -353,14 +353,29 @@ pub(crate) struct Guard {
 impl Guard {
     /// Records what `servers` offered in the catalogue cache, on the calling (blocking)
     /// thread.
-    fn save_catalogues(&self, servers: &[(&ServerSpec, &ServerInfo, &[warden_mcp::ToolDef])]) {
+    /// A server whose review found drift (a tool changed, added or removed since its pins)
+    /// counts as holding something back: it gets no row, so every listing reports it.
+    fn save_catalogues(&self, servers: &[crate::cache::Reviewed<'_>]) {
         if servers.is_empty() {
             return;
         }
-        if let Some(store) = &self.cache {
-            let mut store = store.lock().unwrap_or_else(PoisonError::into_inner);
-            crate::cache::save(&mut store, servers);
-        }
+        let Some(store) = &self.cache else {
+            return;
+        };
+        let drift = self
+            .reviewer
+            .as_ref()
+            .map(|reviewer| reviewer.drift())
+            .unwrap_or_default();
+        let servers: Vec<crate::cache::Reviewed<'_>> = servers
+            .iter()
+            .map(|&(spec, info, tools, held)| {
+                let drifted = drift.get(&spec.name).is_some_and(|found| !found.is_empty());
+                (spec, info, tools, held || drifted)
+            })
+            .collect();
+        let mut store = store.lock().unwrap_or_else(PoisonError::into_inner);
+        crate::cache::save(&mut store, &servers);
     }
 }
 
@@ -413,14 +428,17 @@ impl Host {
                 }
                 entries.push(entry);
             }
-            let started: Vec<(&ServerSpec, &ServerInfo, &[warden_mcp::ToolDef])> = entries
+            let started: Vec<crate::cache::Reviewed<'_>> = entries
                 .iter()
                 .filter_map(|entry: &ServerEntry| match &entry.status {
                     ServerStatus::Connected { info } => {
+                        let held = held
+                            .get(&entry.spec.name)
+                            .is_some_and(|held: &HashSet<String>| !held.is_empty());
                         lists
                             .get(&entry.spec.name)
                             .map(|tools: &Vec<warden_mcp::ToolDef>| {
-                                (&entry.spec, info, tools.as_slice())
+                                (&entry.spec, info, tools.as_slice(), held)
                             })
                     }
                     ServerStatus::Failed { .. } => None,
@@ -542,7 +560,8 @@ impl Host {
         let reviewed = tokio::task::spawn_blocking(move || {
             let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
             let offered = review.tools(&reviewing, tools);
-            guard.save_catalogues(&[(&reviewing, &info, offered.as_slice())]);
+            let held = !held_back(&names, &offered).is_empty();
+            guard.save_catalogues(&[(&reviewing, &info, offered.as_slice(), held)]);
             (names, offered)
         })
         .await;
@@ -686,7 +705,7 @@ impl Host {
             changes.push(change);
         }
         if rebuilt {
-            self.save_refreshed(&changes, &lists.reviewed).await;
+            self.save_refreshed(&changes, &lists).await;
             let catalogue = Arc::new(build_catalogue(&lists.reviewed, &self.policy));
             *self
                 .catalogue
@@ -698,16 +717,12 @@ impl Host {
 
     /// Records the re-read lists of the servers in `changes` in the catalogue cache, on a
     /// blocking thread.
-    async fn save_refreshed(
-        &self,
-        changes: &[ToolsChange],
-        reviewed: &BTreeMap<String, Vec<warden_mcp::ToolDef>>,
-    ) {
+    async fn save_refreshed(&self, changes: &[ToolsChange], lists: &Lists) {
         if self.guard.cache.is_none() {
             return;
         }
         let cache = Arc::clone(&self.guard);
-        let servers: Vec<(ServerSpec, ServerInfo, Vec<warden_mcp::ToolDef>)> = changes
+        let servers: Vec<(ServerSpec, ServerInfo, Vec<warden_mcp::ToolDef>, bool)> = changes
             .iter()
             .filter(|change| change.error.is_none())
             .filter_map(|change| {
@@ -715,14 +730,18 @@ impl Host {
                 let ServerStatus::Connected { info } = &entry.status else {
                     return None;
                 };
-                let tools = reviewed.get(&change.server)?.clone();
-                Some((entry.spec.clone(), info.clone(), tools))
+                let tools = lists.reviewed.get(&change.server)?.clone();
+                let held = lists
+                    .held
+                    .get(&change.server)
+                    .is_some_and(|held| !held.is_empty());
+                Some((entry.spec.clone(), info.clone(), tools, held))
             })
             .collect();
         let saved = tokio::task::spawn_blocking(move || {
-            let borrowed: Vec<(&ServerSpec, &ServerInfo, &[warden_mcp::ToolDef])> = servers
+            let borrowed: Vec<crate::cache::Reviewed<'_>> = servers
                 .iter()
-                .map(|(spec, info, tools)| (spec, info, tools.as_slice()))
+                .map(|(spec, info, tools, held)| (spec, info, tools.as_slice(), *held))
                 .collect();
             cache.save_catalogues(&borrowed);
         })

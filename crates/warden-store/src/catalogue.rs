@@ -78,11 +78,12 @@ impl Store {
     }
 
     /// Records `entries` (server key and catalogue), each replacing the server's earlier
-    /// row, all in one transaction. A row with more than [`MAX_CACHED_TOOLS`] tools is
-    /// refused, and then nothing is written.
+    /// row, and deletes the rows of the servers in `forget`, all in one transaction. A row
+    /// with more than [`MAX_CACHED_TOOLS`] tools is refused, and then nothing is written.
     pub fn save_cached_catalogues(
         &mut self,
         entries: &[(String, CachedCatalogue)],
+        forget: &[String],
     ) -> Result<(), StoreError> {
         let mut rows = Vec::with_capacity(entries.len());
         for (key, entry) in entries {
@@ -118,6 +119,13 @@ impl Store {
                      info = excluded.info, tools = excluded.tools,
                      fetched_ms = excluded.fetched_ms",
                 params![key, entry.identity, entry.info, tools, entry.fetched_ms],
+            )
+            .map_err(sqlite)?;
+        }
+        for key in forget {
+            tx.execute(
+                "DELETE FROM catalogue_cache WHERE server_key = ?1",
+                params![key],
             )
             .map_err(sqlite)?;
         }
@@ -160,7 +168,7 @@ mod tests {
         assert_eq!(store.cached_catalogue("k", "id1").unwrap(), None);
         let first = entry("id1", &[("echo", "aa"), ("add", "bb")]);
         store
-            .save_cached_catalogues(&[("k".into(), first.clone())])
+            .save_cached_catalogues(&[("k".into(), first.clone())], &[])
             .unwrap();
         assert_eq!(store.cached_catalogue("k", "id1").unwrap(), Some(first));
         // The server's definition changed: the row is stale.
@@ -168,12 +176,17 @@ mod tests {
         // A new start replaces it.
         let second = entry("id2", &[("echo", "cc")]);
         store
-            .save_cached_catalogues(&[("k".into(), second.clone())])
+            .save_cached_catalogues(&[("k".into(), second.clone())], &[])
             .unwrap();
         assert_eq!(store.cached_catalogue("k", "id2").unwrap(), Some(second));
         assert_eq!(store.cached_catalogue("k", "id1").unwrap(), None);
         store.forget_cached_catalogue("k").unwrap();
         assert_eq!(store.cached_catalogue("k", "id2").unwrap(), None);
+        store
+            .save_cached_catalogues(&[("k".into(), entry("id3", &[]))], &[])
+            .unwrap();
+        store.save_cached_catalogues(&[], &["k".into()]).unwrap();
+        assert_eq!(store.cached_catalogue("k", "id3").unwrap(), None);
     }
 
     /// A batch with one row over the limit writes nothing: no half-written state.
@@ -189,7 +202,10 @@ mod tests {
             ..entry("id", &[])
         };
         let error = store
-            .save_cached_catalogues(&[("a".into(), entry("id", &[("x", "y")])), ("b".into(), big)])
+            .save_cached_catalogues(
+                &[("a".into(), entry("id", &[("x", "y")])), ("b".into(), big)],
+                &[],
+            )
             .unwrap_err();
         assert!(error.to_string().contains("over the limit"), "{error}");
         assert_eq!(store.cached_catalogue("a", "id").unwrap(), None);
