@@ -674,7 +674,7 @@ impl<'h> Agent<'h> {
                     landed.push(Landed::Done(index, outcome, started_ms, started.elapsed()));
                     continue;
                 };
-                let detached = match session.detach(host, prepared) {
+                let detached = match session.detach(host, prepared).await {
                     Ok(detached) => detached,
                     Err(error) => {
                         landed.push(Landed::Done(

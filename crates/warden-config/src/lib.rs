@@ -38,6 +38,7 @@ mod environment;
 mod error;
 mod expand;
 mod formats;
+mod host;
 mod jsonc;
 mod name;
 mod policy;
@@ -58,6 +59,7 @@ pub use discover::{discover, load_file, local_config_path, local_key, parse_text
 pub use envfile::parse as parse_env_file;
 pub use environment::Environment;
 pub use error::{ConfigError, LineCol};
+pub use host::{HostConfig, MAX_PARALLEL_STARTS};
 pub use name::{MAX_SERVER_NAME_LEN, validate_server_name};
 pub use policy::{NotApplied, PolicySource, ResolvedPolicy};
 pub use read::MAX_CONFIG_FILE_BYTES;

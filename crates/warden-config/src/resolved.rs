@@ -7,6 +7,7 @@ use serde::Serialize;
 use crate::agent::{AgentConfig, ModelConfig};
 use crate::error::ConfigError;
 use crate::formats::Parsed;
+use crate::host::HostConfig;
 use crate::policy::ResolvedPolicy;
 use crate::spec::{EnvAllowance, Origin, Scope, ServerSpec};
 
@@ -31,6 +32,8 @@ pub struct ResolvedConfig {
     pub project_env: Vec<EnvAllowance>,
     /// The `[serve]` of the user's own files, merged key by key (see [`ServeConfig`]).
     pub serve: crate::serve::ServeConfig,
+    /// The `[host]` of the user's own files, merged key by key (see [`HostConfig`]).
+    pub host: HostConfig,
 }
 
 /// A server definition hidden by another of the same name.
@@ -64,8 +67,10 @@ pub(crate) fn merge(
     let mut settings = Vec::with_capacity(layers.len());
     let mut project_env = Vec::new();
     let mut serve = Vec::new();
+    let mut host = Vec::new();
     for (origin, parsed) in layers {
         serve.extend(parsed.serve);
+        host.extend(parsed.host);
         if origin.scope != Scope::Project {
             project_env.extend(parsed.project_env);
         }
@@ -107,5 +112,6 @@ pub(crate) fn merge(
         agent,
         project_env,
         serve: crate::serve::merge(serve),
+        host: crate::host::merge(host),
     })
 }

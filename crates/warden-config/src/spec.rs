@@ -51,6 +51,40 @@ pub struct ServerSpec {
     /// Code's `${env:VAR}`, `${userHome}`), and where: the value reaches the server, so a
     /// project file may only use the names the user allowed (`[project_servers.NAME]`).
     pub env_references: Vec<EnvReference>,
+    /// When the server is started and stopped (`start`, `idle_stop`).
+    pub lifecycle: Lifecycle,
+}
+
+/// When a server is started (`start = "lazy" | "eager"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StartMode {
+    /// On its first call, or when its tools are not in the catalogue cache.
+    #[default]
+    Lazy,
+    /// With every command that uses servers, kept warm.
+    Eager,
+}
+
+/// When a server is started and stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct Lifecycle {
+    /// `start`.
+    pub start: StartMode,
+    /// `idle_stop`: a server unused this long is stopped (started again by its next call);
+    /// `None` keeps it running (then `[host] idle_stop` applies, if set).
+    #[serde(serialize_with = "optional_ms")]
+    pub idle_stop: Option<Duration>,
+}
+
+fn optional_ms<S: serde::Serializer>(
+    value: &Option<Duration>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(d) => serializer.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
+        None => serializer.serialize_none(),
+    }
 }
 
 /// A variable of the user's environment that a server from a project file may read: one

@@ -445,6 +445,7 @@ fn spec(case: &Case) -> ServerSpec {
         },
         sandbox: Default::default(),
         env_references: Vec::new(),
+        lifecycle: Default::default(),
     }
 }
 

@@ -561,6 +561,8 @@ impl Reviewer {
         drop(store);
         let found = drift(&stored, &tools);
         if found.is_empty() {
+            // Read again without drift (approved since): no drift is reported for it.
+            lock(&self.drift).remove(&spec.name);
             return tools;
         }
         let held: HashSet<&str> = found
@@ -664,6 +666,7 @@ mod tests {
             },
             sandbox: SandboxSpec::default(),
             env_references: Vec::new(),
+            lifecycle: Default::default(),
         };
         let grants = |path: &str| Grants {
             program: PathBuf::from("/opt/s/bin/s"),

@@ -21,8 +21,10 @@ use warden_store::Store;
 
 use crate::approvals::Reviewer;
 use crate::audit::{AuditFailureHook, AuditLog, warn_on_failure};
-use crate::host::{Guard, Host, NoReview, Review};
+use crate::cache::Cached;
+use crate::host::{Guard, Host, NoReview, Review, Starter};
 use crate::pins::PinningLauncher;
+use crate::starts::{StartGate, default_parallel_starts};
 
 /// Settings and hooks for a [`Host`]; [`connect`](HostBuilder::connect) starts it.
 pub struct HostBuilder {
@@ -34,6 +36,9 @@ pub struct HostBuilder {
     review: Option<Arc<dyn Review>>,
     launcher: Option<Arc<dyn Launcher>>,
     on_audit_failure: AuditFailureHook,
+    starts: Option<Arc<StartGate>>,
+    from_cache: bool,
+    idle_stop: Option<std::time::Duration>,
 }
 
 impl HostBuilder {
@@ -48,6 +53,9 @@ impl HostBuilder {
             review: None,
             launcher: None,
             on_audit_failure: warn_on_failure(),
+            starts: None,
+            from_cache: false,
+            idle_stop: None,
         }
     }
 
@@ -120,9 +128,41 @@ impl HostBuilder {
         self
     }
 
-    /// Starts every server in `specs` at once and builds the catalogue (see
-    /// [`Host::servers`] for each one's state): a server that fails or is slow costs only
-    /// itself, each bounded by its connect timeout.
+    /// At most `limit` servers start at once (at least 1); the others wait their turn in
+    /// the order they asked. Defaults to [`default_parallel_starts`].
+    pub fn max_parallel_starts(mut self, limit: usize) -> HostBuilder {
+        self.starts = Some(Arc::new(StartGate::new(limit)));
+        self
+    }
+
+    /// Uses `gate` for the turns of server starts: a front end keeps it to watch the
+    /// queue ([`StartGate::on_progress`]).
+    pub fn start_gate(mut self, gate: Arc<StartGate>) -> HostBuilder {
+        self.starts = Some(gate);
+        self
+    }
+
+    /// Answers from the catalogue cache where it is valid ([`crate::cache`]): a server whose
+    /// cached catalogue matches what it is now (its approved definition and executable
+    /// pin, every tool still pinned as cached) is not started, and its entry says so
+    /// ([`ServerEntry::cached_at`](crate::ServerEntry::cached_at)); the others are started.
+    /// Needs a store; without one every server is started.
+    pub fn from_cache(mut self, yes: bool) -> HostBuilder {
+        self.from_cache = yes;
+        self
+    }
+
+    /// Stops a server unused for `idle` (one whose definition sets no `idle_stop`); its next
+    /// call starts it again. `None` (the default) keeps servers running until shutdown.
+    pub fn idle_stop(mut self, idle: Option<std::time::Duration>) -> HostBuilder {
+        self.idle_stop = idle;
+        self
+    }
+
+    /// Starts every server in `specs`, at most the start limit at once
+    /// ([`max_parallel_starts`](HostBuilder::max_parallel_starts)), and builds the catalogue
+    /// (see [`Host::servers`] for each one's state): a server that fails or is slow costs
+    /// only itself, each bounded by its connect timeout counted from its own start.
     pub async fn connect(self, specs: Vec<ServerSpec>) -> Host {
         let HostBuilder {
             policy,
@@ -133,7 +173,11 @@ impl HostBuilder {
             review,
             launcher,
             on_audit_failure,
+            starts,
+            from_cache,
+            idle_stop,
         } = self;
+        let starts = starts.unwrap_or_else(|| Arc::new(StartGate::new(default_parallel_starts())));
         let store = store.map(|store| Arc::new(Mutex::new(store)));
         let mut guard = Guard::default();
         let review: Arc<dyn Review> = match (review, &store) {
@@ -141,6 +185,7 @@ impl HostBuilder {
             (None, Some(store)) => {
                 let reviewer = Arc::new(Reviewer::shared(Arc::clone(store)));
                 guard.reviewer = Some(Arc::clone(&reviewer));
+                guard.cache = Some(Arc::clone(store));
                 reviewer
             }
             (None, None) => Arc::new(NoReview),
@@ -173,6 +218,55 @@ impl HostBuilder {
         if options.relay.is_none() {
             options.relay = Some(warden_relay::Dialer::global());
         }
-        Host::connect_all(specs, policy, launcher, &options, review, guard).await
+        let (specs, cached) = match (&store, from_cache && guard.cache.is_some()) {
+            (Some(store), true) => read_cache(Arc::clone(store), Arc::clone(&review), specs).await,
+            _ => (specs, Vec::new()),
+        };
+        let starter = Starter {
+            launcher,
+            options,
+            starts,
+            idle_stop,
+        };
+        Host::connect_all(specs, cached, policy, review, guard, starter).await
     }
+}
+
+/// Splits `specs` into the servers to start and those answered from the catalogue cache,
+/// reading the store on a blocking thread. A server whose row cannot be read is started,
+/// and so is a project server the review does not admit now (its approval covers files on
+/// disk the cache key does not: starting it says why it is refused).
+async fn read_cache(
+    store: Arc<Mutex<Store>>,
+    review: Arc<dyn Review>,
+    specs: Vec<ServerSpec>,
+) -> (Vec<ServerSpec>, Vec<(ServerSpec, Cached)>) {
+    let fallback = specs.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        let mut start = Vec::new();
+        let mut cached = Vec::new();
+        for spec in specs {
+            // Kept warm: started with the host whatever the cache holds.
+            if spec.lifecycle.start == warden_config::StartMode::Eager {
+                start.push(spec);
+                continue;
+            }
+            if crate::approvals::needs_approval(&spec) && review.admit(&spec).is_err() {
+                start.push(spec);
+                continue;
+            }
+            let store = store.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            match crate::cache::load(&store, &spec) {
+                Ok(Some(entry)) => cached.push((spec, entry)),
+                Ok(None) => start.push(spec),
+                Err(error) => {
+                    tracing::warn!(server = %spec.name, "its catalogue cache cannot be read: {error}");
+                    start.push(spec);
+                }
+            }
+        }
+        (start, cached)
+    })
+    .await;
+    read.unwrap_or((fallback, Vec::new()))
 }

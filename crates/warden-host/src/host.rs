@@ -29,6 +29,7 @@ use crate::builder::HostBuilder;
 use crate::catalogue::{Catalogue, CatalogueTool, ToolRef};
 use crate::schema::{SchemaLimits, Violation};
 use crate::session::Session;
+use crate::starts::StartGate;
 
 /// Lines of a failed server's stderr shown with its reason.
 pub const STDERR_LINES_SHOWN: usize = 10;
@@ -57,8 +58,72 @@ pub struct ServerEntry {
     pub spec: ServerSpec,
     /// Its state.
     pub status: ServerStatus,
-    /// Shared with calls detached from a step ([`Session::detach`]); closed at shutdown.
+    /// Its connection while it runs: shared with calls detached from a step
+    /// ([`Session::detach`]), filled by a lazy start, emptied by an idle stop, closed at
+    /// shutdown. Locked while the server starts, so concurrent calls start it once.
+    slot: Arc<tokio::sync::Mutex<Slot>>,
+    /// When its status and tools come from the catalogue cache (it was not started): when
+    /// they were read from the server.
+    cached: Option<std::time::SystemTime>,
+}
+
+/// A server's connection, if it runs now.
+struct Slot {
     connection: Option<Arc<Box<dyn Connection>>>,
+    /// When a call last asked for it.
+    used: tokio::time::Instant,
+    /// Stops it once it has been idle for its `idle_stop`.
+    watcher: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(watcher) = self.watcher.take() {
+            watcher.abort();
+        }
+    }
+}
+
+impl ServerEntry {
+    fn new(
+        spec: ServerSpec,
+        status: ServerStatus,
+        connection: Option<Box<dyn Connection>>,
+        cached: Option<std::time::SystemTime>,
+    ) -> ServerEntry {
+        ServerEntry {
+            spec,
+            status,
+            slot: Arc::new(tokio::sync::Mutex::new(Slot {
+                connection: connection.map(Arc::new),
+                used: tokio::time::Instant::now(),
+                watcher: None,
+            })),
+            cached,
+        }
+    }
+
+    /// Whether the server runs now (`false` while it is being started, or after an idle
+    /// stop, or when it was answered from the catalogue cache and not called yet).
+    pub fn is_running(&self) -> bool {
+        self.slot
+            .try_lock()
+            .is_ok_and(|slot| slot.connection.is_some())
+    }
+
+    /// Its connection now, if it runs and is not being started.
+    fn running(&self) -> Option<Arc<Box<dyn Connection>>> {
+        self.slot
+            .try_lock()
+            .ok()
+            .and_then(|slot| slot.connection.clone())
+    }
+
+    /// When the server's status and tools come from the catalogue cache (the server was
+    /// not started): when they were read from it; `None` for a server started now.
+    pub fn cached_at(&self) -> Option<std::time::SystemTime> {
+        self.cached
+    }
 }
 
 /// A call that did not produce a tool result.
@@ -248,7 +313,19 @@ pub struct Host {
     /// take turns and never build from each other's half-read lists.
     lists: tokio::sync::Mutex<Lists>,
     /// The state-store guards the host was built with (audit log, approvals and pins).
-    guard: Guard,
+    guard: Arc<Guard>,
+    /// What it takes to start a server later (a lazy start on its first call, or again
+    /// after an idle stop); `None`: servers are only started when the host is built.
+    starter: Option<Starter>,
+}
+
+/// What it takes to start a server: the launcher, the connection options and the turns.
+pub(crate) struct Starter {
+    pub(crate) launcher: Arc<dyn Launcher>,
+    pub(crate) options: ConnectOptions,
+    pub(crate) starts: Arc<StartGate>,
+    /// `idle_stop` for servers that set none.
+    pub(crate) idle_stop: Option<Duration>,
 }
 
 /// What the catalogue was last built from.
@@ -267,6 +344,39 @@ pub(crate) struct Guard {
     pub(crate) audit: Option<Arc<AuditLog>>,
     /// The approvals, definition pins and quarantine, for reports.
     pub(crate) reviewer: Option<Arc<Reviewer>>,
+    /// The store the catalogue cache is written to, after every review by the store's own
+    /// reviewer (not when a front end replaced the review: `warden approve` offers tools
+    /// that are not pinned yet).
+    pub(crate) cache: Option<Arc<std::sync::Mutex<warden_store::Store>>>,
+}
+
+impl Guard {
+    /// Records what `servers` offered in the catalogue cache, on the calling (blocking)
+    /// thread.
+    /// A server whose review found drift (a tool changed, added or removed since its pins)
+    /// counts as holding something back: it gets no row, so every listing reports it.
+    fn save_catalogues(&self, servers: &[crate::cache::Reviewed<'_>]) {
+        if servers.is_empty() {
+            return;
+        }
+        let Some(store) = &self.cache else {
+            return;
+        };
+        let drift = self
+            .reviewer
+            .as_ref()
+            .map(|reviewer| reviewer.drift())
+            .unwrap_or_default();
+        let servers: Vec<crate::cache::Reviewed<'_>> = servers
+            .iter()
+            .map(|&(spec, info, tools, held)| {
+                let drifted = drift.get(&spec.name).is_some_and(|found| !found.is_empty());
+                (spec, info, tools, held || drifted)
+            })
+            .collect();
+        let mut store = store.lock().unwrap_or_else(PoisonError::into_inner);
+        crate::cache::save(&mut store, &servers);
+    }
 }
 
 impl Host {
@@ -283,16 +393,24 @@ impl Host {
     /// a server's tool list is read again.
     pub(crate) async fn connect_all(
         specs: Vec<ServerSpec>,
+        cached: Vec<(ServerSpec, crate::cache::Cached)>,
         policy: Arc<Policy>,
-        launcher: Arc<dyn Launcher>,
-        options: &ConnectOptions,
         review: Arc<dyn Review>,
         guard: Guard,
+        starter: Starter,
     ) -> Self {
-        let attempts = specs
-            .into_iter()
-            .map(|spec| connect_one(spec, &launcher, options, &review));
+        let attempts = specs.into_iter().map(|spec| {
+            connect_one(
+                spec,
+                &starter.launcher,
+                &starter.options,
+                &review,
+                &starter.starts,
+            )
+        });
         let results = join_all(attempts).await;
+        let guard = Arc::new(guard);
+        let saving = Arc::clone(&guard);
         // The review reads and writes the store (pins) and scans every description: blocking
         // work, done on a blocking thread, one server after the other in the order they
         // answered (the scan compares each server's names with those reviewed before it).
@@ -310,6 +428,34 @@ impl Host {
                 }
                 entries.push(entry);
             }
+            let started: Vec<crate::cache::Reviewed<'_>> = entries
+                .iter()
+                .filter_map(|entry: &ServerEntry| match &entry.status {
+                    ServerStatus::Connected { info } => {
+                        let held = held
+                            .get(&entry.spec.name)
+                            .is_some_and(|held: &HashSet<String>| !held.is_empty());
+                        lists
+                            .get(&entry.spec.name)
+                            .map(|tools: &Vec<warden_mcp::ToolDef>| {
+                                (&entry.spec, info, tools.as_slice(), held)
+                            })
+                    }
+                    ServerStatus::Failed { .. } => None,
+                })
+                .collect();
+            saving.save_catalogues(&started);
+            // Servers answered from the cache: their cached tools are pinned definitions
+            // the review offered when they were cached (see `cache`).
+            for (spec, cached) in cached {
+                lists.insert(spec.name.clone(), cached.tools);
+                entries.push(ServerEntry::new(
+                    spec,
+                    ServerStatus::Connected { info: cached.info },
+                    None,
+                    Some(cached.fetched),
+                ));
+            }
             (entries, lists, held)
         })
         .await;
@@ -321,7 +467,7 @@ impl Host {
         };
         entries.sort_by(|a, b| a.spec.name.cmp(&b.spec.name));
         let catalogue = build_catalogue(&lists, &policy);
-        Self {
+        let host = Self {
             entries,
             catalogue: RwLock::new(Arc::new(catalogue)),
             policy,
@@ -331,7 +477,127 @@ impl Host {
                 held,
             }),
             guard,
+            starter: Some(starter),
+        };
+        // Servers started now stop when idle too.
+        for entry in &host.entries {
+            let mut slot = entry.slot.lock().await;
+            if slot.connection.is_some() {
+                host.watch_idle(entry, &mut slot);
+            }
         }
+        host
+    }
+
+    /// Starts the idle watcher of `entry`'s running server, if it has an `idle_stop`.
+    fn watch_idle(&self, entry: &ServerEntry, slot: &mut Slot) {
+        let idle = entry
+            .spec
+            .lifecycle
+            .idle_stop
+            .or(self.starter.as_ref().and_then(|starter| starter.idle_stop));
+        if let Some(idle) = idle {
+            slot.watcher = Some(tokio::spawn(stop_when_idle(
+                Arc::downgrade(&entry.slot),
+                idle,
+                entry.spec.name.clone(),
+            )));
+        }
+    }
+
+    /// Starts `entry`'s server (its first call, or its first after an idle stop) in its
+    /// turn, passes its tool list through the review exactly as at connect (a definition
+    /// that differs from its pin is drift, held back, whatever the catalogue cache showed),
+    /// rebuilds the catalogue and updates the cache. `slot` is the entry's, locked.
+    async fn start_lazily(
+        &self,
+        entry: &ServerEntry,
+        slot: &mut Slot,
+    ) -> Result<Arc<Box<dyn Connection>>, HostError> {
+        let Some(starter) = &self.starter else {
+            return Err(HostError::ServerUnavailable {
+                server: entry.spec.name.clone(),
+                reason: "not connected".into(),
+                stderr_tail: Vec::new(),
+            });
+        };
+        tracing::info!(server = %entry.spec.name, "starting on first use");
+        let started = start_server(
+            entry.spec.clone(),
+            &starter.launcher,
+            &starter.options,
+            &self.review,
+            &starter.starts,
+        )
+        .await;
+        let (connection, tools) =
+            started.map_err(|(reason, stderr_tail)| HostError::ServerUnavailable {
+                server: entry.spec.name.clone(),
+                reason,
+                stderr_tail,
+            })?;
+        let info = connection.info().clone();
+        self.apply_list(&entry.spec, info, tools).await;
+        let connection = Arc::new(connection);
+        slot.connection = Some(Arc::clone(&connection));
+        slot.used = tokio::time::Instant::now();
+        self.watch_idle(entry, slot);
+        Ok(connection)
+    }
+
+    /// Reviews the tool list a server just sent at its start, makes it the server's list
+    /// in the catalogue, and records it in the catalogue cache.
+    async fn apply_list(
+        &self,
+        spec: &ServerSpec,
+        info: ServerInfo,
+        tools: Vec<warden_mcp::ToolDef>,
+    ) {
+        let mut lists = self.lists.lock().await;
+        let review = Arc::clone(&self.review);
+        let guard = Arc::clone(&self.guard);
+        let reviewing = spec.clone();
+        let reviewed = tokio::task::spawn_blocking(move || {
+            let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
+            let offered = review.tools(&reviewing, tools);
+            let held = !held_back(&names, &offered).is_empty();
+            guard.save_catalogues(&[(&reviewing, &info, offered.as_slice(), held)]);
+            (names, offered)
+        })
+        .await;
+        let (names, offered) = match reviewed {
+            Ok(reviewed) => reviewed,
+            Err(ended) if ended.is_panic() => std::panic::resume_unwind(ended.into_panic()),
+            // Only when the runtime shuts down: nothing of it is offered.
+            Err(_) => (Vec::new(), Vec::new()),
+        };
+        let held = held_back(&names, &offered);
+        let mut change = ToolsChange {
+            server: spec.name.clone(),
+            ..ToolsChange::default()
+        };
+        let before = lists.reviewed.get(&spec.name).cloned().unwrap_or_default();
+        let already = lists
+            .held
+            .insert(spec.name.clone(), held)
+            .unwrap_or_default();
+        describe_change(&mut change, &before, &offered, &names, &already);
+        if !change.held_back.is_empty() || !change.changed.is_empty() || !change.removed.is_empty()
+        {
+            tracing::warn!(
+                server = %spec.name,
+                held_back = ?change.held_back,
+                changed = ?change.changed,
+                removed = ?change.removed,
+                "its tools differ from the catalogue cache's"
+            );
+        }
+        lists.reviewed.insert(spec.name.clone(), offered);
+        let catalogue = Arc::new(build_catalogue(&lists.reviewed, &self.policy));
+        *self
+            .catalogue
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = catalogue;
     }
 
     /// A new session of `front_end` (`cli`, `run`, `chat`, `serve`) on this host: a clean
@@ -376,26 +642,18 @@ impl Host {
     /// list was read.
     pub async fn refresh_tools(&self) -> Vec<ToolsChange> {
         let mut lists = self.lists.lock().await;
-        let marked: Vec<&ServerEntry> = self
+        // A server being started now is skipped: its start reads its list anyway.
+        let marked: Vec<(&ServerEntry, Arc<Box<dyn Connection>>)> = self
             .entries
             .iter()
-            .filter(|entry| {
-                entry
-                    .connection
-                    .as_ref()
-                    .is_some_and(|connection| connection.take_tools_changed())
-            })
+            .filter_map(|entry| entry.running().map(|connection| (entry, connection)))
+            .filter(|(_, connection)| connection.take_tools_changed())
             .collect();
         if marked.is_empty() {
             return Vec::new();
         }
-        let reads = marked.into_iter().map(|entry| async move {
-            let listed = match entry.connection.as_ref() {
-                Some(connection) => connection.list_tools(entry.spec.timeouts.connect).await,
-                None => Err(CallError::Protocol {
-                    reason: "not connected".into(),
-                }),
-            };
+        let reads = marked.into_iter().map(|(entry, connection)| async move {
+            let listed = connection.list_tools(entry.spec.timeouts.connect).await;
             (entry, listed)
         });
         let read: Vec<(ServerSpec, Result<Vec<warden_mcp::ToolDef>, CallError>)> = join_all(reads)
@@ -447,6 +705,7 @@ impl Host {
             changes.push(change);
         }
         if rebuilt {
+            self.save_refreshed(&changes, &lists).await;
             let catalogue = Arc::new(build_catalogue(&lists.reviewed, &self.policy));
             *self
                 .catalogue
@@ -454,6 +713,44 @@ impl Host {
                 .unwrap_or_else(PoisonError::into_inner) = catalogue;
         }
         changes
+    }
+
+    /// Records the re-read lists of the servers in `changes` in the catalogue cache, on a
+    /// blocking thread.
+    async fn save_refreshed(&self, changes: &[ToolsChange], lists: &Lists) {
+        if self.guard.cache.is_none() {
+            return;
+        }
+        let cache = Arc::clone(&self.guard);
+        let servers: Vec<(ServerSpec, ServerInfo, Vec<warden_mcp::ToolDef>, bool)> = changes
+            .iter()
+            .filter(|change| change.error.is_none())
+            .filter_map(|change| {
+                let entry = self.entries.iter().find(|e| e.spec.name == change.server)?;
+                let ServerStatus::Connected { info } = &entry.status else {
+                    return None;
+                };
+                let tools = lists.reviewed.get(&change.server)?.clone();
+                let held = lists
+                    .held
+                    .get(&change.server)
+                    .is_some_and(|held| !held.is_empty());
+                Some((entry.spec.clone(), info.clone(), tools, held))
+            })
+            .collect();
+        let saved = tokio::task::spawn_blocking(move || {
+            let borrowed: Vec<crate::cache::Reviewed<'_>> = servers
+                .iter()
+                .map(|(spec, info, tools, held)| (spec, info, tools.as_slice(), *held))
+                .collect();
+            cache.save_catalogues(&borrowed);
+        })
+        .await;
+        if let Err(ended) = saved
+            && ended.is_panic()
+        {
+            std::panic::resume_unwind(ended.into_panic());
+        }
     }
 
     /// The policy calls are decided with.
@@ -573,8 +870,11 @@ impl Host {
         Ok((tool, arguments, verdict))
     }
 
-    /// The connection `tool`'s calls go to, and its call timeout.
-    pub(crate) fn connection_for(
+    /// The connection `tool`'s calls go to, and its call timeout. A server that does not
+    /// run (answered from the catalogue cache, or stopped when idle) is started here, in its
+    /// turn, and its tool list reviewed and applied before this returns: the caller checks
+    /// afterwards that the tool is still offered as decided.
+    pub(crate) async fn connection_for(
         &self,
         tool: &CatalogueTool,
     ) -> Result<(Arc<Box<dyn Connection>>, Duration), HostError> {
@@ -584,14 +884,13 @@ impl Host {
                 suggestions: Vec::new(),
             });
         };
-        let Some(connection) = entry.connection.as_ref() else {
-            return Err(HostError::ServerUnavailable {
-                server: tool.server.clone(),
-                reason: "not connected".into(),
-                stderr_tail: Vec::new(),
-            });
+        let mut slot = entry.slot.lock().await;
+        slot.used = tokio::time::Instant::now();
+        let connection = match &slot.connection {
+            Some(connection) => Arc::clone(connection),
+            None => self.start_lazily(entry, &mut slot).await?,
         };
-        Ok((Arc::clone(connection), entry.spec.timeouts.call))
+        Ok((connection, entry.spec.timeouts.call))
     }
 
     /// Closes every connection and stops every server process, all at once.
@@ -600,16 +899,66 @@ impl Host {
     /// aborts its detached calls first); if it stays shared, it is dropped instead, which
     /// kills its server's process group when the call lets go.
     pub async fn shutdown(self) {
-        let closing = self
-            .entries
-            .into_iter()
-            .filter_map(|entry| entry.connection)
-            .map(|connection| async move {
-                if let Some(connection) = sole_owner(connection).await {
-                    connection.close().await;
+        let closing = self.entries.into_iter().map(|entry| async move {
+            let connection = {
+                let mut slot = entry.slot.lock().await;
+                if let Some(watcher) = slot.watcher.take() {
+                    watcher.abort();
                 }
-            });
+                slot.connection.take()
+            };
+            if let Some(connection) = connection
+                && let Some(connection) = sole_owner(connection).await
+            {
+                connection.close().await;
+            }
+        });
         join_all(closing).await;
+    }
+}
+
+/// Stops the server of `slot` once no call has asked for it for `idle` and none is in
+/// flight (a call holds the connection); ends with the slot, or once it stopped it.
+async fn stop_when_idle(
+    slot: std::sync::Weak<tokio::sync::Mutex<Slot>>,
+    idle: Duration,
+    server: String,
+) {
+    // A busy server is looked at again this often.
+    let again = idle.min(Duration::from_secs(1));
+    loop {
+        let due = match slot.upgrade() {
+            Some(shared) => shared.lock().await.used + idle,
+            None => return,
+        };
+        tokio::time::sleep_until(due).await;
+        let Some(shared) = slot.upgrade() else {
+            return;
+        };
+        let mut locked = shared.lock().await;
+        if locked.used + idle > tokio::time::Instant::now() {
+            continue;
+        }
+        let Some(connection) = locked.connection.take_if(|c| Arc::strong_count(c) == 1) else {
+            if locked.connection.is_none() {
+                return;
+            }
+            drop(locked);
+            tokio::time::sleep(again).await;
+            continue;
+        };
+        // This task is the watcher: forget its handle without aborting it.
+        drop(locked.watcher.take());
+        drop(locked);
+        tracing::info!(
+            server = %server,
+            "stopped after {} unused (idle_stop); its next call starts it again",
+            warden_mcp::error::humanize(idle)
+        );
+        if let Ok(connection) = Arc::try_unwrap(connection) {
+            connection.close().await;
+        }
+        return;
     }
 }
 
@@ -684,20 +1033,57 @@ fn describe_change(
     }
 }
 
+/// Starts one server in its turn ([`StartGate`]): the turn is held from the approval check
+/// to the first tool list, and the connect timeout begins after the wait for it.
 async fn connect_one(
     spec: ServerSpec,
     launcher: &Arc<dyn Launcher>,
     options: &ConnectOptions,
     review: &Arc<dyn Review>,
+    starts: &StartGate,
 ) -> (ServerEntry, Option<Vec<warden_mcp::ToolDef>>) {
-    let failed = |spec: ServerSpec, reason: String, stderr_tail: Vec<String>| ServerEntry {
-        spec,
-        status: ServerStatus::Failed {
-            reason,
-            stderr_tail,
-        },
-        connection: None,
-    };
+    match start_server(spec.clone(), launcher, options, review, starts).await {
+        Ok((connection, tools)) => {
+            let info = connection.info().clone();
+            let status = ServerStatus::Connected { info };
+            (
+                ServerEntry::new(spec, status, Some(connection), None),
+                Some(tools),
+            )
+        }
+        Err((reason, stderr_tail)) => {
+            let status = ServerStatus::Failed {
+                reason,
+                stderr_tail,
+            };
+            (ServerEntry::new(spec, status, None, None), None)
+        }
+    }
+}
+
+/// Why a server did not start: the reason and its last stderr lines.
+type StartFailure = (String, Vec<String>);
+
+/// Starts one server in its turn and reads its tool list (not reviewed yet).
+async fn start_server(
+    spec: ServerSpec,
+    launcher: &Arc<dyn Launcher>,
+    options: &ConnectOptions,
+    review: &Arc<dyn Review>,
+    starts: &StartGate,
+) -> Result<(Box<dyn Connection>, Vec<warden_mcp::ToolDef>), StartFailure> {
+    let turn = starts.turn(&spec.name).await;
+    let started = connect_started(spec, launcher, options, review).await;
+    turn.finish(started.is_ok());
+    started
+}
+
+async fn connect_started(
+    spec: ServerSpec,
+    launcher: &Arc<dyn Launcher>,
+    options: &ConnectOptions,
+    review: &Arc<dyn Review>,
+) -> Result<(Box<dyn Connection>, Vec<warden_mcp::ToolDef>), StartFailure> {
     // Whether it may start (a project server's approval: its grants are computed from the
     // files it names, and the store read): blocking work, on a blocking thread.
     let admitted = {
@@ -712,7 +1098,7 @@ async fn connect_one(
     };
     if let Err(reason) = admitted {
         tracing::info!(server = %spec.name, "not started: {reason}");
-        return (failed(spec, reason, Vec::new()), None);
+        return Err((reason, Vec::new()));
     }
     // The connect timeout covers starting, the handshake and the first tool list together.
     let started = std::time::Instant::now();
@@ -722,22 +1108,14 @@ async fn connect_one(
             tracing::info!(server = %spec.name, "not connected: {}", failure.error);
             let reason = failure.error.to_string();
             let tail = last_lines(failure.stderr_tail);
-            return (failed(spec, reason, tail), None);
+            return Err((reason, tail));
         }
     };
     let started = connection.retried_at().unwrap_or(started);
     let left = spec.timeouts.connect.saturating_sub(started.elapsed());
     let listed = connection.list_tools(left).await;
     match listed {
-        Ok(tools) => {
-            let info = connection.info().clone();
-            let entry = ServerEntry {
-                spec,
-                status: ServerStatus::Connected { info },
-                connection: Some(Arc::new(connection)),
-            };
-            (entry, Some(tools))
-        }
+        Ok(tools) => Ok((connection, tools)),
         Err(error) => {
             let reason = match error {
                 CallError::Timeout { .. } => format!(
@@ -749,7 +1127,7 @@ async fn connect_one(
             tracing::info!(server = %spec.name, "{reason}");
             let tail = last_lines(connection.stderr_tail(STDERR_LINES_SHOWN));
             connection.close().await;
-            (failed(spec, reason, tail), None)
+            Err((reason, tail))
         }
     }
 }
@@ -785,13 +1163,10 @@ pub(crate) fn test_host_reviewed(
     let mut lists = BTreeMap::new();
     for (spec, connection, tools) in servers {
         lists.insert(spec.name.clone(), tools);
-        entries.push(ServerEntry {
-            status: ServerStatus::Connected {
-                info: connection.info().clone(),
-            },
-            spec,
-            connection: Some(Arc::new(connection)),
-        });
+        let status = ServerStatus::Connected {
+            info: connection.info().clone(),
+        };
+        entries.push(ServerEntry::new(spec, status, Some(connection), None));
     }
     let catalogue = build_catalogue(&lists, &policy);
     Host {
@@ -803,10 +1178,12 @@ pub(crate) fn test_host_reviewed(
             reviewed: lists,
             held: BTreeMap::new(),
         }),
-        guard: Guard {
+        guard: Arc::new(Guard {
             audit,
             reviewer: None,
-        },
+            cache: None,
+        }),
+        starter: None,
     }
 }
 
@@ -844,7 +1221,8 @@ mod tests {
             policy,
             review: Arc::new(NoReview),
             lists: tokio::sync::Mutex::new(Lists::default()),
-            guard: Guard::default(),
+            guard: Arc::default(),
+            starter: None,
         }
     }
 

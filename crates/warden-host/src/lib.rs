@@ -26,6 +26,7 @@
 pub mod approvals;
 pub mod audit;
 pub mod builder;
+pub mod cache;
 pub mod catalogue;
 pub mod egress_audit;
 pub mod host;
@@ -35,6 +36,7 @@ pub mod result_text;
 pub mod schema;
 pub mod search;
 pub mod session;
+pub mod starts;
 
 #[cfg(test)]
 mod refresh_tests;
@@ -51,3 +53,4 @@ pub use search::{
     tool_docs, tool_docs_with,
 };
 pub use session::{Delivery, DetachedCall, PreparedCall, Session};
+pub use starts::{StartCounts, StartGate, StartState, default_parallel_starts};

@@ -137,6 +137,7 @@ fn spec() -> ServerSpec {
         },
         sandbox: Default::default(),
         env_references: Vec::new(),
+        lifecycle: Default::default(),
     }
 }
 

@@ -195,7 +195,7 @@ impl Session {
     /// [`HostError::NotApproved`], nothing sent). Its result, or its error, enters this
     /// session's context labelled with the tool's labels, and its row is written.
     pub async fn send(&self, host: &Host, call: PreparedCall) -> Result<CallOutcome, HostError> {
-        self.detach(host, call)?.run().await.deliver()
+        self.detach(host, call).await?.run().await.deliver()
     }
 
     /// Checks a prepared call as [`send`](Session::send) does and returns it ready to run
@@ -203,7 +203,7 @@ impl Session {
     /// needs. Its result is reachable only through [`Delivery::deliver`], which adds it to
     /// this session's context: a front end gives it to its model or client then, at the
     /// step it enters the context.
-    pub fn detach(&self, host: &Host, call: PreparedCall) -> Result<DetachedCall, HostError> {
+    pub async fn detach(&self, host: &Host, call: PreparedCall) -> Result<DetachedCall, HostError> {
         let PreparedCall {
             tool,
             arguments,
@@ -228,14 +228,16 @@ impl Session {
                 });
             }
         }
-        // Decided on a catalogue a refresh has replaced since: sent only if the tool is
-        // still offered with the very definition it was decided on.
+        // A server that does not run (answered from the catalogue cache, or stopped when
+        // idle) starts here, and its list is reviewed and applied before the check below.
+        let (connection, timeout) = host.connection_for(&tool).await?;
+        // Decided on a catalogue a refresh (or that start) has replaced since: sent only if
+        // the tool is still offered with the very definition it was decided on.
         if !host.still_offers(&tool) {
             return Err(HostError::Withdrawn {
                 tool: tool.qualified.clone(),
             });
         }
-        let (connection, timeout) = host.connection_for(&tool)?;
         let Value::Object(arguments) = arguments else {
             return Err(HostError::ArgumentsNotObject {
                 tool: tool.qualified.clone(),
@@ -582,6 +584,7 @@ mod tests {
             },
             sandbox: Default::default(),
             env_references: Vec::new(),
+            lifecycle: Default::default(),
         }
     }
 
@@ -687,7 +690,7 @@ mod tests {
         let call = c
             .prepare(&host, "web__fetch", json!({"url": "https://y.example"}))
             .unwrap();
-        let detached = c.detach(&host, call).unwrap();
+        let detached = c.detach(&host, call).await.unwrap();
         let delivery = tokio::spawn(detached.run()).await.unwrap();
         // Landed but not yet read: not in the context.
         assert!(!c.label().is_untrusted());

@@ -3,7 +3,9 @@
 //! server executables ([`Pin`]), approvals of project servers' definitions, the pinned
 //! definitions of each server's tools ([`ToolPin`]), the audit log of tool calls
 //! ([`AuditEntry`], arguments redacted by [`redact`]), and the agent's sessions
-//! ([`SessionSummary`], [`SessionMessage`]: the conversation history, stored as given).
+//! ([`SessionSummary`], [`SessionMessage`]: the conversation history, stored as given),
+//! and the catalogue cache ([`catalogue::CachedCatalogue`]: what each server offered when it
+//! last started, so its tools can be listed without starting it).
 //!
 //! Rules this crate keeps:
 //! - the schema is an ordered list of migrations ([`MIGRATIONS`]); the number applied is
@@ -17,6 +19,7 @@
 //!   machine; `NORMAL` would only survive the former. One fsync per write is nothing next to
 //!   a tool call.
 
+pub mod catalogue;
 pub mod redact;
 
 use std::path::{Path, PathBuf};
@@ -96,6 +99,15 @@ pub const MIGRATIONS: &[&str] = &[
     // 6: which client of a front end made an audited call (a gateway's client; `NULL` for
     // the command line and the agent loop, which have one user).
     "ALTER TABLE audit ADD COLUMN client TEXT;",
+    // 7: the catalogue cache: what each server offered when it last started, keyed by the
+    // identity of its approved definition (see [`catalogue`]).
+    "CREATE TABLE catalogue_cache (
+        server_key      TEXT PRIMARY KEY NOT NULL,
+        identity        TEXT NOT NULL,
+        info            TEXT NOT NULL,
+        tools           TEXT NOT NULL,
+        fetched_ms      INTEGER NOT NULL
+    ) STRICT;",
 ];
 
 /// The most rows [`Store::audit`] returns.

@@ -18,10 +18,11 @@
 //! ```
 //!
 //! Modes: `good`, `modern`, `stdout-logs`, `stderr-jsonrpc`, `huge-line`, `silent`,
-//! `slow-start`, `slow-modern`, `hang-on-call`, `crash-mid-call`, `exit-at-start`, `grandchild`, `roots`,
+//! `slow-start`, `serial-start`, `slow-modern`, `hang-on-call`, `crash-mid-call`,
+//! `exit-at-start`, `grandchild`, `roots`,
 //! `bad-json-lines`, `list-change`, `input-required`, `hostile`, `memory-hog`, `fork-bomb`,
 //! `disk-filler`, `read-proc-one`, `conformance`, `notify-flood` (see [`modes::Mode`]). The
-//! environment variables `WARDEN_TEST_CALL_LOG`, `WARDEN_TEST_CANCEL_LOG` and
+//! environment variables `WARDEN_TEST_CALL_LOG`, `WARDEN_TEST_CANCEL_LOG`, `WARDEN_TEST_START_LOG` and
 //! `WARDEN_TEST_PID_FILE` name files where the server records
 //! what reached it, and `WARDEN_TEST_PROBE_*` make it try, at start, what a confined server
 //! must not be able to do (see [`records`]).

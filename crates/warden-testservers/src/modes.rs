@@ -19,6 +19,11 @@ pub(crate) enum Mode {
     Silent,
     /// Sleeps `--delay-ms` before reading anything.
     SlowStart,
+    /// Holds an exclusive lock on the file `$WARDEN_TEST_START_LOCK` for `--delay-ms` before
+    /// reading anything: a start that needs a resource only one start can use at a time (a
+    /// package cache's lock, the one core of a small machine). Started together, such servers
+    /// wait for each other; started one at a time, each takes `--delay-ms`.
+    SerialStart,
     /// Like `slow-start` (sleeps `--delay-ms` first), then a modern-only server in the way of
     /// the Python SDK: once `server/discover` was answered, `initialize` is refused with
     /// -32022.
@@ -65,7 +70,7 @@ pub(crate) enum Mode {
     Conformance,
 }
 
-const MODES: [(&str, Mode); 24] = [
+const MODES: [(&str, Mode); 25] = [
     ("good", Mode::Good),
     ("modern", Mode::Modern),
     ("stdout-logs", Mode::StdoutLogs),
@@ -73,6 +78,7 @@ const MODES: [(&str, Mode); 24] = [
     ("huge-line", Mode::HugeLine),
     ("silent", Mode::Silent),
     ("slow-start", Mode::SlowStart),
+    ("serial-start", Mode::SerialStart),
     ("slow-modern", Mode::SlowModern),
     ("hang-on-call", Mode::HangOnCall),
     ("crash-mid-call", Mode::CrashMidCall),
@@ -99,7 +105,7 @@ pub(crate) struct Config {
     pub(crate) mode: Mode,
     /// `--page-size N`: page `tools/list` (any mode).
     pub(crate) page_size: Option<usize>,
-    /// `--delay-ms N` for `slow-start` and `slow-modern` (default 2000).
+    /// `--delay-ms N` for `slow-start`, `slow-modern` and `serial-start` (default 2000).
     pub(crate) delay_ms: u64,
     /// `--count N` for `bad-json-lines` and `fork-bomb` (default 1000).
     pub(crate) count: u64,

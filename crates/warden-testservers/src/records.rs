@@ -13,6 +13,40 @@ pub(crate) const CALL_LOG_ENV: &str = "WARDEN_TEST_CALL_LOG";
 pub(crate) const CANCEL_LOG_ENV: &str = "WARDEN_TEST_CANCEL_LOG";
 /// `grandchild` mode writes its own pid and the grandchild's, one per line.
 pub(crate) const PID_FILE_ENV: &str = "WARDEN_TEST_PID_FILE";
+/// Every start appends the server's pid here (tests count the servers a command started).
+pub(crate) const START_LOG_ENV: &str = "WARDEN_TEST_START_LOG";
+
+/// Records that this server started (its pid).
+pub(crate) fn record_start() -> io::Result<()> {
+    append(START_LOG_ENV, std::process::id().to_string().as_bytes())
+}
+
+/// The file `serial-start` mode locks while it starts.
+pub(crate) const START_LOCK_ENV: &str = "WARDEN_TEST_START_LOCK";
+
+/// `serial-start`: holds an exclusive lock on `$WARDEN_TEST_START_LOCK` for `delay` (waiting
+/// for it as long as it takes), then lets it go.
+pub(crate) fn serial_start(delay: std::time::Duration) -> io::Result<()> {
+    let Some(path) = std::env::var_os(START_LOCK_ENV) else {
+        return Err(io::Error::other(format!(
+            "serial-start needs {START_LOCK_ENV}"
+        )));
+    };
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("{START_LOCK_ENV}={}: {e}", path.display()),
+            )
+        })?;
+    file.lock()?;
+    std::thread::sleep(delay);
+    file.unlock()
+}
 
 fn append(env: &str, bytes: &[u8]) -> io::Result<()> {
     let Some(path) = std::env::var_os(env) else {

@@ -28,12 +28,14 @@ pub(crate) fn diagnose(text: &str) {
 
 /// Runs the whole life of the server on stdin/stdout; returns the exit status.
 pub(crate) fn run(config: &Config) -> io::Result<ExitStatus> {
+    records::record_start()?;
     match config.mode {
         Mode::ExitAtStart => {
             diagnose("fatal: cannot open database /nonexistent");
             return Ok(EXIT_AT_START);
         }
         Mode::SlowStart | Mode::SlowModern => thread::sleep(Duration::from_millis(config.delay_ms)),
+        Mode::SerialStart => records::serial_start(Duration::from_millis(config.delay_ms))?,
         Mode::Grandchild => {
             process::ignore_termination_signals()?;
             let grandchild = process::fork_sleeper()?;

@@ -2,7 +2,10 @@
 //!
 //! Two variables change the list, for tests of pinned tool definitions: a non-empty
 //! `WARDEN_TEST_DESCRIPTION_SUFFIX` is appended to `echo`'s description, and
-//! `WARDEN_TEST_EXTRA_TOOL=1` adds a tool `extra` (no arguments, answers `extra`).
+//! `WARDEN_TEST_EXTRA_TOOL=1` adds a tool `extra` (no arguments, answers `extra`). The
+//! text of the file `WARDEN_TEST_DESCRIPTION_FILE` names, when it exists, is appended to
+//! `echo`'s description too: a definition that changes while the server's configuration
+//! does not (a server updated in place).
 //! `WARDEN_TEST_SLEEP_TOOL=1` adds a tool `sleep {ms}` that waits that long (at most
 //! [`MAX_SLEEP_MS`]) before answering, for tests of concurrent calls.
 //!
@@ -13,7 +16,12 @@ use serde_json::{Map, Value, json};
 
 /// The definitions returned by `tools/list`, in a fixed order.
 pub(crate) fn definitions() -> Vec<Value> {
-    let suffix = std::env::var("WARDEN_TEST_DESCRIPTION_SUFFIX").unwrap_or_default();
+    let mut suffix = std::env::var("WARDEN_TEST_DESCRIPTION_SUFFIX").unwrap_or_default();
+    if let Some(text) = std::env::var_os("WARDEN_TEST_DESCRIPTION_FILE")
+        .and_then(|path| std::fs::read_to_string(path).ok())
+    {
+        suffix.push_str(text.trim_end());
+    }
     let mut tools = vec![
         json!({
             "name": "echo",

@@ -153,6 +153,10 @@ pub struct ToolsArgs {
             .range(1..=warden_host::MAX_SEARCH_LIMIT as u64)
     )]
     pub limit: Option<usize>,
+    /// Start every server and read its tools again, instead of answering from the catalogue
+    /// cache (what each server offered when it last started), and update the cache.
+    #[arg(long)]
+    pub refresh: bool,
 }
 
 /// `warden scan`

@@ -42,6 +42,8 @@ pub(crate) struct Parsed {
     pub project_env: Vec<crate::spec::EnvAllowance>,
     /// `[serve]`; `None` when the file has none (always for the Claude and VS Code formats).
     pub serve: Option<crate::serve::ServeConfig>,
+    /// `[host]`; `None` when the file has none (always for the Claude and VS Code formats).
+    pub host: Option<crate::host::HostConfig>,
 }
 
 /// Parses the text of one file in a known format.
@@ -64,6 +66,7 @@ pub(crate) fn parse(
         settings: FileSettings::default(),
         project_env: Vec::new(),
         serve: None,
+        host: None,
     })
 }
 
@@ -158,6 +161,8 @@ pub(crate) struct Draft {
     /// `relay = "NAME"` (Warden TOML only), with the relay's definition when the same file
     /// has it.
     pub relay: Option<(String, Option<crate::spec::RelayChannel>)>,
+    /// `start` and `idle_stop` (Warden TOML only).
+    pub lifecycle: crate::spec::Lifecycle,
 }
 
 /// `confine` and `[servers.NAME.sandbox]` as written (Warden TOML only).
@@ -325,6 +330,7 @@ impl Draft {
             origin: cx.origin.clone(),
             sandbox,
             env_references,
+            lifecycle: self.lifecycle,
         })
     }
 

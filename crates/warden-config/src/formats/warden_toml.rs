@@ -37,6 +37,8 @@ struct WardenFile {
     #[serde(default)]
     serve: Option<Spanned<crate::serve::ServeTable>>,
     #[serde(default)]
+    host: Option<Spanned<crate::host::HostTable>>,
+    #[serde(default)]
     project_servers: Entries<Spanned<String>, ProjectServerTable>,
     #[serde(default)]
     relays: Entries<Spanned<String>, RelayTable>,
@@ -100,6 +102,10 @@ struct WardenServer {
     sandbox: Option<WardenSandbox>,
     /// `relay = "NAME"`: the server runs inside the sandbox `[relays.NAME]` reaches.
     relay: Option<String>,
+    /// `start = "lazy" | "eager"`.
+    start: Option<crate::spec::StartMode>,
+    /// `idle_stop = "10m"`.
+    idle_stop: Option<TimeoutValue>,
 }
 
 /// `[servers.NAME.sandbox]`.
@@ -255,6 +261,10 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
                 era: server.era,
                 max_message_bytes: server.max_message_bytes.map(NonZeroUsize::get),
                 sandbox,
+                lifecycle: crate::spec::Lifecycle {
+                    start: server.start.unwrap_or_default(),
+                    idle_stop: server.idle_stop.map(|t| t.0),
+                },
                 relay: server.relay.map(|name| {
                     let channel = relays.get(&name).cloned();
                     (name, channel)
@@ -271,12 +281,14 @@ pub(crate) fn parse(text: &str, origin: &Origin, env: &Environment) -> Result<Pa
     )?;
     let settings = crate::agent::read(file.model, file.agent, text, origin)?;
     let serve = crate::serve::read(file.serve, text, origin)?;
+    let host = crate::host::read(file.host, text, origin)?;
     Ok(Parsed {
         servers,
         policy,
         settings,
         project_env,
         serve,
+        host,
     })
 }
 

@@ -67,6 +67,7 @@ headers = { Authorization = "Bearer ${API_TOKEN}" }
                     reference("API_TOKEN", "headers.Authorization"),
                     reference("REGION", "url"),
                 ],
+                lifecycle: Default::default(),
             },
             ServerSpec {
                 name: "time".into(),
@@ -88,6 +89,7 @@ headers = { Authorization = "Bearer ${API_TOKEN}" }
                     reference("API_TOKEN", "env.TOKEN"),
                     reference("REGION", "args[1]"),
                 ],
+                lifecycle: Default::default(),
             },
         ]
     );

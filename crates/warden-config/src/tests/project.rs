@@ -323,3 +323,38 @@ fn a_project_file_can_define_no_relay_and_no_relayed_server() {
         TransportSpec::Relay { relay, channel } if relay == "box" && channel.command[0] == "ip"
     ));
 }
+
+/// `[host]` (how servers are started) is the user's: read from their file, merged key by
+/// key, refused in a project file. `start` and `idle_stop` are per server, in any file.
+#[test]
+fn host_settings_come_from_your_own_files_and_lifecycles_from_any() {
+    let fx = fixture();
+    fx.write(
+        &fx.env.config_home.join("warden/warden.toml"),
+        "[host]\nmax_parallel_starts = 3\nidle_stop = \"10m\"\n",
+    );
+    fx.write(
+        &fx.project().join("warden.toml"),
+        "[servers.s]\ncommand = \"x\"\nstart = \"eager\"\nidle_stop = 30\n",
+    );
+    let config = discover(&fx.env).unwrap();
+    assert_eq!(config.host.max_parallel_starts, Some(3));
+    assert_eq!(
+        config.host.idle_stop,
+        Some(std::time::Duration::from_secs(600))
+    );
+    let lifecycle = config.servers[0].lifecycle;
+    assert_eq!(lifecycle.start, crate::StartMode::Eager);
+    assert_eq!(
+        lifecycle.idle_stop,
+        Some(std::time::Duration::from_secs(30))
+    );
+
+    fx.write(
+        &fx.project().join("warden.toml"),
+        "[host]\nmax_parallel_starts = 64\n",
+    );
+    let err = discover(&fx.env).unwrap_err();
+    assert!(matches!(err, ConfigError::ProjectSetting { .. }), "{err}");
+    assert!(err.to_string().contains("host"), "{err}");
+}

@@ -61,8 +61,8 @@ pub async fn run(global: &GlobalArgs, args: ApproveArgs) -> Result<Code, Failure
     // Connect it alone, with every tool offered, to see its current tool definitions.
     let policy = super::compile_policy(&config.policy)?;
     let collect = std::sync::Arc::new(Collect(Mutex::new(None)));
-    let builder = super::host_builder(policy, &config.servers, &env)?
-        .review(std::sync::Arc::clone(&collect) as _);
+    let builder =
+        super::host_builder(policy, &config, &env)?.review(std::sync::Arc::clone(&collect) as _);
     let host = super::connect(builder, vec![spec.clone()]).await?;
     let status = host.servers().first().map(|entry| entry.status.clone());
     host.shutdown().await;
@@ -486,6 +486,7 @@ mod tests {
                 variable: "GITHUB_TOKEN".into(),
                 field: "args[1]".into(),
             }],
+            lifecycle: Default::default(),
         };
         let allowances = [EnvAllowance {
             server: "gh".into(),

@@ -48,7 +48,7 @@ pub async fn run(global: &GlobalArgs, args: CallArgs) -> Result<Code, Failure> {
             "no servers are configured (see `warden config`)"
         )));
     }
-    let builder = super::host_builder(policy, &config.servers, &env)?;
+    let builder = super::host_builder(policy, &config, &env)?;
     let host = super::connect(builder, specs).await?;
     // The user's own command line: a clean context. The session records the attempt in
     // the audit log however it ends (a Ctrl-C included).

@@ -57,7 +57,7 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
     } else {
         std::sync::Arc::new(warden_mcp::DeclineAll)
     };
-    let builder = super::host_builder(policy, &config.servers, &env)?.elicitor(elicitor);
+    let builder = super::host_builder(policy, &config, &env)?.elicitor(elicitor);
     let mut host = super::connect(builder, config.servers).await?;
     let mut observer = Stored::new(screen, super::open_store(&env).ok());
     let session = host.session("chat");

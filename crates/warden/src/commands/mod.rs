@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use warden_config::{Environment, ResolvedConfig, ResolvedPolicy};
-use warden_host::{Host, HostBuilder};
+use warden_host::{Host, HostBuilder, StartCounts};
 use warden_policy::{Policy, PolicyError, Reason, ReasonKind};
 use warden_store::Store;
 
@@ -129,21 +129,54 @@ pub fn open_store(env: &Environment) -> Result<Store, Failure> {
 /// The host every command builds on: `policy`, the state store (so project servers need
 /// their approval, tool definitions and executables are checked against their pins, and
 /// every call is audited), where logs and scratch directories go, the OAuth client, and a
-/// warning on stderr when an audit row cannot be written. `configured` is every server of
-/// the configuration (their write grants decide which pinned files are exposed). A command
-/// adds its own hooks (an elicitor, a review) and [`connect`]s.
+/// warning on stderr when an audit row cannot be written, how many servers start at once
+/// (`[host] max_parallel_starts`; on a terminal, the queue's progress is shown on stderr),
+/// lazy starts (a server the catalogue cache knows starts on its first call) and
+/// `[host] idle_stop`. Every server of `config` is `configured` (their write grants decide which
+/// pinned files are exposed). A command adds its own hooks (an elicitor, a review) and
+/// [`connect`]s.
 pub fn host_builder(
     policy: Arc<Policy>,
-    configured: &[warden_config::ServerSpec],
+    config: &ResolvedConfig,
     env: &Environment,
 ) -> Result<HostBuilder, Failure> {
+    let limit = config
+        .host
+        .max_parallel_starts
+        .and_then(|limit| usize::try_from(limit).ok())
+        .unwrap_or_else(warden_host::default_parallel_starts);
+    let starts = Arc::new(warden_host::StartGate::new(limit));
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        starts.on_progress(Arc::new(show_start_progress));
+    }
     Ok(Host::builder(policy)
         .store(open_store(env)?)
-        .configured(configured)
+        .configured(&config.servers)
+        .start_gate(starts)
+        // Servers whose tools the catalogue cache knows start on their first call.
+        .from_cache(true)
+        .idle_stop(config.host.idle_stop)
         .scratch_dir(scratch_dir(env))
         .log_dir(log_dir(env))
         .oauth(login::provider(env))
         .on_audit_failure(|error| eprintln!("warden: warning: {error}")))
+}
+
+/// One line on stderr, rewritten in place, while servers wait for their turn to start or
+/// are starting; cleared when none is left.
+fn show_start_progress(_server: &str, _state: warden_host::StartState, counts: StartCounts) {
+    use std::io::Write;
+    let mut err = std::io::stderr().lock();
+    let _ = if counts.queued == 0 && counts.starting == 0 {
+        write!(err, "\r\x1b[K")
+    } else {
+        write!(
+            err,
+            "\r\x1b[Kwarden: servers: {} starting, {} queued, {} connected, {} failed",
+            counts.starting, counts.queued, counts.connected, counts.failed
+        )
+    };
+    let _ = err.flush();
 }
 
 /// Starts the servers in `specs` with `builder`, giving up (and stopping every server) if

@@ -41,7 +41,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> Result<Code, Failure> {
     };
     // Nobody to ask: every elicitation request is declined (decision 0016).
     let elicitor = std::sync::Arc::new(warden_mcp::DeclineAll);
-    let builder = super::host_builder(policy, &config.servers, &env)?.elicitor(elicitor);
+    let builder = super::host_builder(policy, &config, &env)?.elicitor(elicitor);
     let mut host = super::connect(builder, config.servers).await?;
     let mut observer: Box<dyn Observer> = if args.json {
         Box::new(JsonLines)

@@ -24,7 +24,8 @@ pub async fn run(global: &GlobalArgs, args: ScanArgs) -> Result<Code, Failure> {
         )));
     }
     let policy = super::compile_policy(&config.policy)?;
-    let builder = super::host_builder(policy, &config.servers, &env)?;
+    // The scan reads what each server lists now: every server is started.
+    let builder = super::host_builder(policy, &config, &env)?.from_cache(false);
     let host = super::connect(builder, config.servers).await?;
     let mut scans = host.scans();
     add_confusables(&mut scans);

@@ -100,7 +100,7 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> Result<Code, Failure> 
         }
         None => None,
     };
-    let builder = super::host_builder(policy, &config.servers, &env)?;
+    let builder = super::host_builder(policy, &config, &env)?;
     let host = super::connect(builder, specs).await?;
     for entry in host.servers() {
         if let ServerStatus::Failed { reason, .. } = &entry.status {

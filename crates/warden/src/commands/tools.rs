@@ -25,8 +25,11 @@ pub async fn run(global: &GlobalArgs, args: ToolsArgs, verbose: u8) -> Result<Co
         )));
     }
     let policy = super::compile_policy(&config.policy)?;
-    let builder = super::host_builder(policy, &config.servers, &env)?;
+    // The catalogue cache answers for every server it knows as it is now; `--refresh`
+    // starts them all and updates it.
+    let builder = super::host_builder(policy, &config, &env)?.from_cache(!args.refresh);
     let host = super::connect(builder, config.servers).await?;
+    note_cached(&host);
     let (drift, scans) = (host.drift(), host.scans());
     if let Some(query) = &args.search {
         let limit = args.limit.unwrap_or(DEFAULT_SEARCH_LIMIT);
@@ -48,6 +51,41 @@ pub async fn run(global: &GlobalArgs, args: ToolsArgs, verbose: u8) -> Result<Co
     }
     host.shutdown().await;
     Ok(Code::Ok)
+}
+
+/// How long ago, in one unit: `42s`, `5m`, `3h`, `2d`.
+pub fn age(age: std::time::Duration) -> String {
+    let secs = age.as_secs();
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m", secs / 60),
+        3600..86_400 => format!("{}h", secs / 3600),
+        _ => format!("{}d", secs / 86_400),
+    }
+}
+
+/// How old `entry`'s cached catalogue is, if it comes from the cache.
+fn cached_age(entry: &warden_host::ServerEntry) -> Option<std::time::Duration> {
+    entry.cached_at().map(|at| {
+        std::time::SystemTime::now()
+            .duration_since(at)
+            .unwrap_or_default()
+    })
+}
+
+/// Says on stderr how many servers were answered from the catalogue cache, and how old
+/// the oldest answer is.
+fn note_cached(host: &Host) {
+    let ages: Vec<std::time::Duration> = host.servers().iter().filter_map(cached_age).collect();
+    if let Some(oldest) = ages.iter().max() {
+        eprintln!(
+            "warden: {} of {} servers not started: their tools come from the catalogue cache \
+             (oldest {} old); `warden tools --refresh` starts them",
+            ages.len(),
+            host.servers().len(),
+            age(*oldest)
+        );
+    }
 }
 
 /// Prints the tools that best fit `query`: a table, or with `json` an array of
@@ -131,7 +169,17 @@ fn listing(host: &Host, drift: &DriftByServer, scans: &ScansByServer) -> Value {
             }
             match &entry.status {
                 ServerStatus::Connected { info } => {
-                    server["state"] = json!("connected");
+                    match (cached_age(entry), entry.cached_at()) {
+                        (Some(age), Some(at)) => {
+                            server["state"] = json!("cached");
+                            server["cached_age_s"] = json!(age.as_secs());
+                            server["cached_at_ms"] =
+                                json!(at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| {
+                                    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+                                }));
+                        }
+                        _ => server["state"] = json!("connected"),
+                    }
                     server["attempts"] = json!(info.connect_attempts);
                     server["era"] = json!(info.era);
                     server["protocol_version"] = json!(info.protocol_version);
@@ -365,8 +413,12 @@ fn text(host: &Host, drift: &DriftByServer, scans: &ScansByServer, verbose: bool
                     0 | 1 => unconfined.to_owned(),
                     n => format!("{unconfined}, after {n} attempts"),
                 };
+                let state = match cached_age(entry) {
+                    Some(old) => format!("cached {} ago (not started)", age(old)),
+                    None => "connected".to_owned(),
+                };
                 out.push_str(&format!(
-                    "{name}: connected, {} era ({}){implementation}, {} tool{}{hidden}{held}{unconfined}\n",
+                    "{name}: {state}, {} era ({}){implementation}, {} tool{}{hidden}{held}{unconfined}\n",
                     render::era(info.era),
                     inert(&info.protocol_version, Shape::Line),
                     tools.len(),

@@ -1,0 +1,385 @@
+//! The catalogue cache, host side: what a server offered when it last started, kept in the
+//! user's state store beside the pins, so that listing and searching tools need not start
+//! every server (decision 0036).
+//!
+//! - **Keyed by what the server is.** A row is recorded under the server's pin key and an
+//!   [`identity`]: the sha256 of its approved definition ([`approved_definition`]: command,
+//!   arguments, environment by hash, sandbox, origin) and of its executable pin (program,
+//!   executed files, package). When either changes, the row is stale and the server is
+//!   started to list its tools again.
+//! - **Only ever a view of what was reviewed.** A row holds the offered tools' names and
+//!   definition hashes; the definitions are read from the pinned ones, and a row naming a
+//!   tool whose pin differs (or is gone) is stale as a whole. Quarantined and drifted tools
+//!   were never offered, so they are not in it. A server started later is reviewed live,
+//!   exactly as without a cache: a definition that differs from its pin is drift, held
+//!   back, and a call decided on the cached definition is refused at send.
+//! - **The user's, not the project's.** The cache lives in the state store
+//!   (`$XDG_STATE_HOME/warden/state.db`); nothing in a repository can seed it.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use warden_config::ServerSpec;
+use warden_mcp::{Era, ServerInfo, ToolDef};
+use warden_store::catalogue::CachedCatalogue;
+use warden_store::{Store, StoreError};
+
+use crate::approvals::{approved_definition, canonical, tool_pin};
+use crate::pins::key_for;
+
+/// A server's catalogue as cached.
+#[derive(Debug, Clone)]
+pub struct Cached {
+    /// What the server said about itself when it last started.
+    pub info: ServerInfo,
+    /// The tools it offered then (their pinned definitions), in its order.
+    pub tools: Vec<ToolDef>,
+    /// When they were read from the server.
+    pub fetched: SystemTime,
+}
+
+impl Cached {
+    /// How long ago the tools were read (zero if the clock went back).
+    pub fn age(&self) -> Duration {
+        SystemTime::now()
+            .duration_since(self.fetched)
+            .unwrap_or_default()
+    }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// What a cache row of `spec` is keyed by: the sha256 of its approved definition, of its
+/// executable pin as stored now (none before its first start, or for a remote server), and
+/// of the on-disk identity of every pinned file now (device, inode, size, change time: a
+/// `stat` each, no hashing), so that an executable replaced or written since the row was
+/// recorded makes it stale, and the server is started, where its pin is checked.
+pub fn identity(store: &Store, spec: &ServerSpec) -> Result<String, StoreError> {
+    let pin = store.pin_for(&key_for(spec))?;
+    let pin = pin.map(|pin| {
+        let on_disk: Vec<Value> = std::iter::once(&pin.program)
+            .chain(pin.files.iter().map(|(path, _)| path))
+            .map(|path| file_identity(path))
+            .collect();
+        json!({
+            "rule": pin.rule,
+            "program": pin.program,
+            "program_sha256": pin.program_sha256,
+            "files": pin.files,
+            "package": pin.package,
+            "on_disk": on_disk,
+        })
+    });
+    let value = json!({
+        "definition": approved_definition(spec, None),
+        "pin": pin,
+    });
+    Ok(sha256_hex(canonical(&value).as_bytes()))
+}
+
+/// `path`'s device, inode, size and change time, or `null` when it cannot be read.
+fn file_identity(path: &std::path::Path) -> Value {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::metadata(path) {
+        Ok(meta) => json!([
+            meta.dev(),
+            meta.ino(),
+            meta.size(),
+            meta.ctime(),
+            meta.ctime_nsec()
+        ]),
+        Err(_) => Value::Null,
+    }
+}
+
+/// `spec`'s cached catalogue, if there is one for what the server is now and every tool in
+/// it is still pinned with the same definition; `None` means the server must be started to
+/// know its tools.
+pub fn load(store: &Store, spec: &ServerSpec) -> Result<Option<Cached>, StoreError> {
+    let key = key_for(spec);
+    let Some(row) = store.cached_catalogue(&key, &identity(store, spec)?)? else {
+        return Ok(None);
+    };
+    let Some(pins) = store.tool_pins(&key)? else {
+        return Ok(None);
+    };
+    let mut tools = Vec::with_capacity(row.tools.len());
+    for (name, sha256) in &row.tools {
+        let Some(pin) = pins
+            .iter()
+            .find(|pin| &pin.tool == name && &pin.sha256 == sha256)
+        else {
+            // Approved again since, or forgotten: the row is not what is pinned now.
+            return Ok(None);
+        };
+        let Some(def) = serde_json::from_str(&pin.definition)
+            .ok()
+            .and_then(|value| tool_from_pin(&value))
+        else {
+            return Ok(None);
+        };
+        tools.push(def);
+    }
+    let Some(info) = serde_json::from_str(&row.info)
+        .ok()
+        .and_then(|value| info_from_json(&value))
+    else {
+        return Ok(None);
+    };
+    let fetched = UNIX_EPOCH + Duration::from_millis(u64::try_from(row.fetched_ms).unwrap_or(0));
+    Ok(Some(Cached {
+        info,
+        tools,
+        fetched,
+    }))
+}
+
+/// The cache row of `spec`, which offered `offered` after the review and said `info`.
+pub fn row(
+    store: &Store,
+    spec: &ServerSpec,
+    info: &ServerInfo,
+    offered: &[ToolDef],
+) -> Result<(String, CachedCatalogue), StoreError> {
+    let fetched_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let tools = offered
+        .iter()
+        .map(|def| (def.name.clone(), tool_pin(def).sha256))
+        .collect();
+    Ok((
+        key_for(spec),
+        CachedCatalogue {
+            identity: identity(store, spec)?,
+            info: info_to_json(info).to_string(),
+            tools,
+            fetched_ms,
+        },
+    ))
+}
+
+/// One server's reviewed list, as the cache is told it: spec, self-description, offered
+/// tools, and whether the review held anything back.
+pub type Reviewed<'a> = (&'a ServerSpec, &'a ServerInfo, &'a [ToolDef], bool);
+
+/// Records the catalogues of `servers`, in one transaction; a failure is logged (the cache
+/// only saves time). A server whose review held something back (drift, quarantine) gets no
+/// row, and loses the one it had: every listing starts it, so what is held back, and why, is
+/// shown each time until it is approved.
+pub fn save(store: &mut Store, servers: &[Reviewed<'_>]) {
+    let mut rows = Vec::with_capacity(servers.len());
+    let mut forget = Vec::new();
+    for (spec, info, offered, held) in servers {
+        if *held {
+            forget.push(key_for(spec));
+            continue;
+        }
+        match row(store, spec, info, offered) {
+            Ok(row) => rows.push(row),
+            Err(error) => {
+                tracing::warn!(server = %spec.name, "the catalogue cache is not updated: {error}");
+            }
+        }
+    }
+    if rows.is_empty() && forget.is_empty() {
+        return;
+    }
+    if let Err(error) = store.save_cached_catalogues(&rows, &forget) {
+        tracing::warn!("the catalogue cache is not updated: {error}");
+    }
+}
+
+/// A tool definition from its pinned form ([`crate::approvals::tool_definition`]).
+fn tool_from_pin(value: &Value) -> Option<ToolDef> {
+    let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
+    let some = |key: &str| value.get(key).filter(|v| !v.is_null()).cloned();
+    Some(ToolDef {
+        name: text("name")?,
+        title: text("title"),
+        description: text("description"),
+        input_schema: value.get("inputSchema")?.clone(),
+        output_schema: some("outputSchema"),
+        annotations: some("annotations"),
+    })
+}
+
+fn info_to_json(info: &ServerInfo) -> Value {
+    json!({
+        "era": info.era,
+        "protocol_version": info.protocol_version,
+        "name": info.name,
+        "version": info.version,
+        "title": info.title,
+        "capabilities": info.capabilities,
+        "instructions": info.instructions,
+        "program": info.program,
+    })
+}
+
+fn info_from_json(value: &Value) -> Option<ServerInfo> {
+    let text = |key: &str| value.get(key).and_then(Value::as_str).map(str::to_owned);
+    let era = match value.get("era")?.as_str()? {
+        "modern" => Era::Modern,
+        "legacy" => Era::Legacy,
+        _ => return None,
+    };
+    Some(ServerInfo {
+        era,
+        protocol_version: text("protocol_version")?,
+        name: text("name"),
+        version: text("version"),
+        title: text("title"),
+        capabilities: value.get("capabilities").cloned().unwrap_or(Value::Null),
+        instructions: text("instructions"),
+        program: text("program").map(Into::into),
+        connect_attempts: 0,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::approvals::tool_pins;
+
+    fn spec(command: &str) -> ServerSpec {
+        use warden_config::{Format, Origin, Scope, TransportSpec};
+        ServerSpec {
+            name: "s".into(),
+            transport: TransportSpec::Stdio {
+                command: command.into(),
+                args: Vec::new(),
+                env: std::collections::BTreeMap::new(),
+                cwd: None,
+            },
+            timeouts: Default::default(),
+            era: Default::default(),
+            max_message_bytes: 1 << 20,
+            origin: Origin {
+                scope: Scope::Explicit,
+                format: Format::WardenToml,
+                path: "/test/warden.toml".into(),
+            },
+            sandbox: Default::default(),
+            env_references: Vec::new(),
+            lifecycle: Default::default(),
+        }
+    }
+
+    fn tool(name: &str, description: &str) -> ToolDef {
+        ToolDef {
+            name: name.into(),
+            title: None,
+            description: Some(description.into()),
+            input_schema: json!({"type": "object"}),
+            output_schema: None,
+            annotations: Some(json!({"readOnlyHint": true})),
+        }
+    }
+
+    fn info() -> ServerInfo {
+        ServerInfo {
+            era: Era::Legacy,
+            protocol_version: "2025-11-25".into(),
+            name: Some("s".into()),
+            version: None,
+            title: None,
+            capabilities: json!({"tools": {}}),
+            instructions: Some("Use echo.".into()),
+            program: None,
+            connect_attempts: 1,
+        }
+    }
+
+    #[test]
+    fn a_cached_catalogue_is_what_was_pinned_for_what_the_server_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("state.db")).unwrap();
+        let s = spec("/bin/one");
+        let tools = vec![tool("echo", "Echoes."), tool("add", "Adds.")];
+        store
+            .replace_tool_pins(&key_for(&s), &tool_pins(&tools))
+            .unwrap();
+        assert!(load(&store, &s).unwrap().is_none());
+        save(&mut store, &[(&s, &info(), &tools, false)]);
+        let cached = load(&store, &s).unwrap().unwrap();
+        assert_eq!(cached.tools, tools);
+        assert_eq!(cached.info.instructions.as_deref(), Some("Use echo."));
+        assert!(cached.age() < Duration::from_secs(60));
+
+        // Another command under the same name: another server, nothing cached for it.
+        assert!(load(&store, &spec("/bin/two")).unwrap().is_none());
+
+        // A review that held something back removes the row: the server is started (and
+        // what it holds back shown) until that is approved.
+        save(&mut store, &[(&s, &info(), &tools, true)]);
+        assert!(load(&store, &s).unwrap().is_none());
+        save(&mut store, &[(&s, &info(), &tools, false)]);
+        // A tool approved again with another definition: the row no longer shows what is
+        // pinned, and is not used.
+        let redefined = vec![tool("echo", "Echoes, and more."), tool("add", "Adds.")];
+        store
+            .replace_tool_pins(&key_for(&s), &tool_pins(&redefined))
+            .unwrap();
+        assert!(load(&store, &s).unwrap().is_none());
+    }
+
+    /// The executable pin is part of the identity: a server whose program was pinned anew
+    /// (`warden pin` after an update) is started to list its tools again.
+    #[test]
+    fn a_new_executable_pin_makes_the_row_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("state.db")).unwrap();
+        let s = spec("/bin/one");
+        let tools = vec![tool("echo", "Echoes.")];
+        store
+            .replace_tool_pins(&key_for(&s), &tool_pins(&tools))
+            .unwrap();
+        let pin = |sha: &str| warden_store::Pin {
+            rule: warden_store::PIN_RULE_EXECUTED,
+            program: "/bin/one".into(),
+            program_sha256: sha.into(),
+            files: Vec::new(),
+            package: None,
+        };
+        store.save_pin(&key_for(&s), &pin("aa")).unwrap();
+        save(&mut store, &[(&s, &info(), &tools, false)]);
+        assert!(load(&store, &s).unwrap().is_some());
+        store.save_pin(&key_for(&s), &pin("bb")).unwrap();
+        assert!(load(&store, &s).unwrap().is_none());
+    }
+
+    /// A pinned file written since the row was recorded (same pin in the store) makes the
+    /// row stale: the server is started, and its pin check refuses the changed file.
+    #[test]
+    fn a_pinned_file_changed_on_disk_makes_the_row_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let program = dir.path().join("server");
+        std::fs::write(&program, b"one").unwrap();
+        let mut store = Store::open(dir.path().join("state.db")).unwrap();
+        let s = spec(program.to_str().unwrap());
+        let tools = vec![tool("echo", "Echoes.")];
+        store
+            .replace_tool_pins(&key_for(&s), &tool_pins(&tools))
+            .unwrap();
+        let pin = warden_store::Pin {
+            rule: warden_store::PIN_RULE_EXECUTED,
+            program: program.clone(),
+            program_sha256: "aa".into(),
+            files: Vec::new(),
+            package: None,
+        };
+        store.save_pin(&key_for(&s), &pin).unwrap();
+        save(&mut store, &[(&s, &info(), &tools, false)]);
+        assert!(load(&store, &s).unwrap().is_some());
+        std::fs::write(&program, b"two, longer").unwrap();
+        assert!(load(&store, &s).unwrap().is_none());
+    }
+}
