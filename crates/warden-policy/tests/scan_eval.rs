@@ -26,6 +26,12 @@ const MAX_REAL_FPR: f64 = 0.012;
 const MAX_HARD_FPR: f64 = 0.05;
 /// Most false positives on the hand-written honest definitions of everyday domains.
 const MAX_DOMAIN_FPR: f64 = 0.01;
+/// Least recall on every poisoned definition of the second held-out set.
+const MIN_RECALL_SECOND: f64 = 0.50;
+/// Least recall of each of its three weak categories.
+const MIN_WEAK_RECALL_SECOND: f64 = 0.35;
+/// Most false positives on its hard-but-honest definitions.
+const MAX_HARD_FPR_SECOND: f64 = 0.10;
 
 /// The honest categories: real public definitions, hard-but-honest ones, and honest
 /// definitions of everyday domains (mail, calendar, banking, travel, chat, files, code
@@ -40,16 +46,24 @@ struct Tally {
     total: usize,
 }
 
-#[test]
-fn held_out_recall_and_false_positive_rates_stay_above_their_floors() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/scanner/eval.jsonl");
+/// One held-out file scanned as a catalogue: tallies per category, misses, and
+/// `(category, score, flagged by a rule)` per record for the trade-off curve.
+struct Measured {
+    tallies: BTreeMap<String, Tally>,
+    misses: Vec<String>,
+    curve: Vec<(String, f32, bool)>,
+}
+
+fn measure(file: &str) -> Measured {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("data/scanner")
+        .join(file);
     let text = std::fs::read_to_string(&path).unwrap();
     let records: Vec<Value> = text
         .lines()
         .filter(|l| !l.trim().is_empty())
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert!(records.len() > 500, "{} records", records.len());
     // The whole set is one catalogue: every tool is compared with every other server's.
     let names: Vec<(String, String)> = records
         .iter()
@@ -66,8 +80,7 @@ fn held_out_recall_and_false_positive_rates_stay_above_their_floors() {
         .collect();
     let mut tallies: BTreeMap<String, Tally> = BTreeMap::new();
     let mut misses = Vec::new();
-    // (category, poisoned, score, flagged by a rule)
-    let mut curve: Vec<(String, bool, f32, bool)> = Vec::new();
+    let mut curve: Vec<(String, f32, bool)> = Vec::new();
     for record in &records {
         let mut tool = ToolText::from_definition(&record["tool"]);
         if record["previous"].is_object() {
@@ -88,7 +101,7 @@ fn held_out_recall_and_false_positive_rates_stay_above_their_floors() {
             .flags
             .iter()
             .any(|f| !f.id.starts_with("model.") && !f.id.starts_with("update."));
-        curve.push((category.clone(), poisoned, found.score, by_rule));
+        curve.push((category.clone(), found.score, by_rule));
         if flagged != poisoned {
             let ids: Vec<String> = found
                 .flags
@@ -104,10 +117,23 @@ fn held_out_recall_and_false_positive_rates_stay_above_their_floors() {
             ));
         }
     }
-    let rate = |t: &Tally| t.flagged as f64 / t.total.max(1) as f64;
+    Measured {
+        tallies,
+        misses,
+        curve,
+    }
+}
+
+fn rate(t: &Tally) -> f64 {
+    t.flagged as f64 / t.total.max(1) as f64
+}
+
+/// Prints the table, the misses and the trade-off curve; returns the recall over every
+/// poisoned definition.
+fn report(name: &str, measured: &Measured) -> f64 {
     let (mut caught, mut poisoned) = (0, 0);
-    println!("category        flagged / total  rate");
-    for (category, tally) in &tallies {
+    println!("== {name}\ncategory        flagged / total  rate");
+    for (category, tally) in &measured.tallies {
         println!(
             "{category:<15} {:>7} / {:<5}  {:.3}",
             tally.flagged,
@@ -121,13 +147,13 @@ fn held_out_recall_and_false_positive_rates_stay_above_their_floors() {
     }
     let recall = caught as f64 / poisoned.max(1) as f64;
     println!("recall on all poisoned: {caught} / {poisoned} = {recall:.3}");
-    for miss in &misses {
+    for miss in &measured.misses {
         println!("  {miss}");
     }
     println!("threshold  recall  real-FPR  hard-FPR  domain-FPR  min-category");
     for t in [0.3f32, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9] {
         let mut per: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
-        for (category, _, score, rule) in &curve {
+        for (category, score, rule) in &measured.curve {
             let e = per.entry(category.as_str()).or_default();
             e.0 += usize::from(*rule || *score >= t);
             e.1 += 1;
@@ -153,6 +179,18 @@ fn held_out_recall_and_false_positive_rates_stay_above_their_floors() {
             r("domain")
         );
     }
+    recall
+}
+
+#[test]
+fn held_out_recall_and_false_positive_rates_stay_above_their_floors() {
+    let measured = measure("eval.jsonl");
+    let tallies = &measured.tallies;
+    assert!(
+        tallies.values().map(|t| t.total).sum::<usize>() > 500,
+        "too few records"
+    );
+    let recall = report("eval.jsonl (first held-out set)", &measured);
     let real = &tallies["real"];
     let hard = &tallies["hard"];
     let domain = &tallies["domain"];
@@ -163,7 +201,7 @@ fn held_out_recall_and_false_positive_rates_stay_above_their_floors() {
         rate(domain)
     );
     assert!(recall >= MIN_RECALL, "recall {recall:.3} < {MIN_RECALL}");
-    for (category, tally) in &tallies {
+    for (category, tally) in tallies {
         if !honest(category) {
             assert!(
                 rate(tally) >= MIN_CATEGORY_RECALL,
@@ -181,6 +219,38 @@ fn held_out_recall_and_false_positive_rates_stay_above_their_floors() {
         rate(hard) <= MAX_HARD_FPR,
         "hard-but-honest definitions flagged: {:.3} > {MAX_HARD_FPR}",
         rate(hard)
+    );
+}
+
+/// The second held-out set (`data/scanner/eval2.jsonl`, bench/scan-eval/second_eval.py):
+/// hand-written by another author than the generator's phrase banks, before the third
+/// round's model was trained, weighted to the categories the first set found weakest
+/// (preference, documentation-style, shadowing: 20 different sentences each), with 30
+/// hard-but-honest definitions in the same registers. Never read by training.
+#[test]
+fn second_held_out_set_by_another_hand_stays_above_its_floors() {
+    let measured = measure("eval2.jsonl");
+    let tallies = &measured.tallies;
+    let recall = report("eval2.jsonl (second held-out set, another hand)", &measured);
+    for category in ["preference", "documentation", "shadowing"] {
+        assert!(tallies[category].total >= 20, "{category}: too few");
+    }
+    assert!(tallies["hard"].total >= 30, "hard: too few");
+    assert!(
+        recall >= MIN_RECALL_SECOND,
+        "second set: recall {recall:.3} < {MIN_RECALL_SECOND}"
+    );
+    for category in ["preference", "documentation", "shadowing"] {
+        assert!(
+            rate(&tallies[category]) >= MIN_WEAK_RECALL_SECOND,
+            "second set, {category}: recall {:.3} < {MIN_WEAK_RECALL_SECOND}",
+            rate(&tallies[category])
+        );
+    }
+    assert!(
+        rate(&tallies["hard"]) <= MAX_HARD_FPR_SECOND,
+        "second set: hard-but-honest flagged {:.3} > {MAX_HARD_FPR_SECOND}",
+        rate(&tallies["hard"])
     );
 }
 
