@@ -282,7 +282,7 @@ fn main() {
                 .filter(|(_, r)| !r.label && r.category == honest)
                 .collect();
             top.sort_by(|a, b| b.0.total_cmp(&a.0));
-            for (score, record) in top.iter().take(8) {
+            for (score, record) in top.iter().take(40) {
                 println!("    {score:.3} {}", record.id);
             }
         }
