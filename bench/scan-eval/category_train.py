@@ -277,6 +277,19 @@ HONEST = [
     "Use the `cc` parameter to copy other people on the message.",
     "Other tools of this server accept the same `workspace` parameter.",
     "Works together with `{own}`: call it first to find the item.",
+    # output for the user and prerequisites by name (honest servers write these often)
+    "Show the results to the user as a table.",
+    "Give the user the link to the created item.",
+    "Present the options to the user and let them choose.",
+    "Return direct links so the user can open the pages.",
+    "Always cite the source URLs in the answer.",
+    "You must call '{own}' first to get the id this tool needs.",
+    "Call `{own}` before this tool to obtain a session id.",
+    "PREREQUISITE: run `{own}` first to plan the query.",
+    "Your email address (used to sign in, never shared).",
+    "Your display name, as shown to other members.",
+    "Your phone number, used only for two-factor codes.",
+    "Your API key for the service (kept in the server's config).",
 ]
 X = ["a few lines", "the metadata", "the first match", "the item count", "a preview", "ids"]
 DO = ["list records", "upload large files", "search the archive", "send a message", "read a document"]

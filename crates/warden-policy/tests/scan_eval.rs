@@ -3,10 +3,11 @@
 //! category of poisoned definitions, false-positive rates on real public definitions, on
 //! hard-but-honest ones and on hand-written honest definitions of everyday domains (mail,
 //! calendar, banking, travel, chat, files, code hosting, databases, shells, ...). The floors
-//! below are the numbers measured when the model was trained (docs/benchmarks.md: recall
-//! 0.835, lowest category 0.469, real 0.008, hard 0.042, domains 0.000), less a small
-//! margin; a change that loses quality fails here. They are below issue 17's goals (recall
-//! 0.90, every category 0.75, real 0.01), which are not met yet.
+//! below are the numbers measured when the model was trained (docs/benchmarks.md, third
+//! round: recall 0.870, lowest category 0.750, real 0.003, hard 0.042, domains 0.000; on
+//! the second held-out set recall 0.662, its three weak categories at least 0.600, hard
+//! 0.000), less a margin so that noise cannot fail CI; a change that loses quality fails
+//! here. Recall is below issue 17's goal (0.90), which is not met yet.
 //! Run with `-- --nocapture` to see the table, the trade-off curve and every miss.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -17,21 +18,21 @@ use serde_json::Value;
 use warden_policy::scan::{ToolText, assess};
 
 /// Least recall on every poisoned definition of the set.
-const MIN_RECALL: f64 = 0.82;
+const MIN_RECALL: f64 = 0.85;
 /// Least recall of any one category.
-const MIN_CATEGORY_RECALL: f64 = 0.45;
+const MIN_CATEGORY_RECALL: f64 = 0.70;
 /// Most false positives on real definitions.
-const MAX_REAL_FPR: f64 = 0.012;
+const MAX_REAL_FPR: f64 = 0.01;
 /// Most false positives on hard-but-honest definitions.
 const MAX_HARD_FPR: f64 = 0.05;
 /// Most false positives on the hand-written honest definitions of everyday domains.
 const MAX_DOMAIN_FPR: f64 = 0.01;
 /// Least recall on every poisoned definition of the second held-out set.
-const MIN_RECALL_SECOND: f64 = 0.50;
+const MIN_RECALL_SECOND: f64 = 0.62;
 /// Least recall of each of its three weak categories.
-const MIN_WEAK_RECALL_SECOND: f64 = 0.35;
+const MIN_WEAK_RECALL_SECOND: f64 = 0.55;
 /// Most false positives on its hard-but-honest definitions.
-const MAX_HARD_FPR_SECOND: f64 = 0.10;
+const MAX_HARD_FPR_SECOND: f64 = 0.04;
 
 /// The honest categories: real public definitions, hard-but-honest ones, and honest
 /// definitions of everyday domains (mail, calendar, banking, travel, chat, files, code

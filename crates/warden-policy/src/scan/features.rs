@@ -570,6 +570,7 @@ const CLASSES: &[(&str, &[&str])] = &[
             "recipients",
             "iban",
             "<code>",
+            "<other-field>",
             "attendee",
             "attendees",
             "reviewer",
@@ -685,6 +686,13 @@ const CLASSES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "invoke",
+        &[
+            "call", "calls", "called", "calling", "invoke", "invoked", "invoking", "use", "used",
+            "using", "run", "running", "execute", "executed", "routing", "handle", "handles",
+        ],
+    ),
+    (
         "person",
         &[
             "user", "users", "human", "owner", "customer", "person", "people", "someone",
@@ -711,6 +719,9 @@ const CLASSES: &[(&str, &[&str])] = &[
         ],
     ),
 ];
+
+/// Classes that are features only in pairs and in order, never alone.
+const PAIR_ONLY: &[&str] = &["modify", "invoke"];
 
 /// How many following tokens a class is paired with in order.
 const CLASS_WINDOW: usize = 4;
@@ -825,10 +836,16 @@ pub fn feature_strings(kind: Kind, tokens: &[String]) -> Vec<String> {
         .map(|((name, _), _)| *name)
         .collect();
     for (i, a) in found.iter().enumerate() {
-        out.push(format!("cls={a}"));
-        // The same concept reads differently in a parameter's documentation ("New IBAN.")
-        // than in a description's sentence: each field kind learns its own weight.
-        out.push(format!("cls={a}|k={}", kind.as_str()));
+        // A verb of changing or of using a tool says nothing alone ("append" is an
+        // ordinary enum value, "Call list_items first" ordinary advice): only with what
+        // it changes, when, or which tools.
+        if !PAIR_ONLY.contains(a) {
+            out.push(format!("cls={a}"));
+            // The same concept reads differently in a parameter's documentation ("New
+            // IBAN.") than in a description's sentence: each field kind learns its own
+            // weight.
+            out.push(format!("cls={a}|k={}", kind.as_str()));
+        }
         for b in &found[i + 1..] {
             out.push(format!("cls={a}+{b}"));
         }
