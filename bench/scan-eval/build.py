@@ -25,9 +25,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import honest_eval  # noqa: E402
 import honest_train  # noqa: E402
+import category_train  # noqa: E402
 
 # How many generated honest definitions of everyday domains the training side gets.
 HONEST_GENERATED = 2400
+# Per weak category, how many positives category_train.py writes; and its honest
+# counterparts in the same registers.
+CATEGORY_TRAIN = 200
+CATEGORY_HONEST = 600
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "crates" / "warden-policy" / "data" / "scanner"
@@ -841,6 +846,49 @@ def public_positives():
     return read(DATA / "public.jsonl")
 
 
+def category_records(split_a):
+    """Training records of category_train.py (third round): positives of the three weakest
+    categories built from their parts, and honest definitions in the same registers, on
+    training-side carriers. Only category_train's own RNG is used, so every other record
+    is unchanged."""
+    rng = category_train.R
+    pool = [r for r in split_a if description_of(r["tool"])]
+    out = []
+    for category in ("preference", "documentation", "shadowing"):
+        for i in range(CATEGORY_TRAIN):
+            carrier = rng.choice(pool)
+            tool = clone(carrier["tool"])
+            sentence = category_train.positive(category)
+            desc = description_of(tool)
+            where = rng.choice(["end", "end", "middle", "start"])
+            if where == "end" or not desc:
+                tool["description"] = (desc.rstrip() + ("\n\n" if desc else "") + sentence).strip()
+            elif where == "start":
+                tool["description"] = sentence + " " + desc
+            else:
+                cut = desc.find(". ", len(desc) // 3)
+                tool["description"] = desc.rstrip() + " " + sentence if cut < 0 else desc[: cut + 2] + sentence + " " + desc[cut + 2 :]
+            out.append(
+                {"id": f"{category}-train-c-{i}", "label": 1, "category": category,
+                 "source": "generated for Warden (category_train.py) on a carrier from " + carrier["source"],
+                 "license": "Apache-2.0 (carrier: " + carrier["license"] + ")",
+                 "server": "poisoned-" + carrier["server"], "tool": tool, "inject": [sentence]}
+            )
+    for i in range(CATEGORY_HONEST):
+        carrier = rng.choice(pool)
+        tool = clone(carrier["tool"])
+        sentence = category_train.honest_sentence()
+        desc = description_of(tool)
+        tool["description"] = (sentence + " " + desc) if rng.random() < 0.3 else (desc.rstrip() + " " + sentence).strip()
+        out.append(
+            {"id": f"hard-train-c-{i}", "label": 0, "category": "hard-generated",
+             "source": "generated for Warden (category_train.py) on a carrier from " + carrier["source"],
+             "license": "Apache-2.0 (carrier: " + carrier["license"] + ")",
+             "server": carrier["server"], "tool": tool}
+        )
+    return out
+
+
 def generate() -> None:
     real = read(DATA / "real.jsonl")
     split = {"A": [], "B": []}
@@ -923,6 +971,7 @@ def generate() -> None:
     # a generator for training, a hand-written held-out set for evaluation. Both come after
     # everything else and use no shared RNG, so the records above are unchanged by them.
     out["A"].extend(honest_train.generate(HONEST_GENERATED))
+    out["A"].extend(category_records(split["A"]))
     out["B"].extend(honest_eval.records())
     write(DATA / "train.jsonl", out["A"])
     write(DATA / "eval.jsonl", out["B"])

@@ -30,14 +30,17 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 use warden_policy::scan::features::{BUCKETS, hashed};
-use warden_policy::scan::model::{Model, sentence_tokens};
+use warden_policy::scan::model::Model;
 use warden_policy::scan::segment::Kind;
-use warden_policy::scan::{ToolText, units};
+use warden_policy::scan::{ToolText, unit_tokens, units};
 
 /// The out-of-fold false-positive rate on real definitions the threshold is set for.
 const TARGET_FPR: f64 = 0.005;
-/// The threshold is never set below this.
-const MIN_THRESHOLD: f32 = 0.5;
+/// The threshold is never set below this. The out-of-fold quantile rests on the four or
+/// five highest of about 800 honest sentences and moved between 0.50 and 0.68 over four
+/// retrains on nearly the same data (decision 0027, second revision); the floor keeps the
+/// shipped threshold from following one sentence.
+const MIN_THRESHOLD: f32 = 0.6;
 /// Log-odds added to a sentence that is new since the pinned definition.
 const UPDATE_BONUS: f32 = 1.5;
 const EPOCHS: usize = 12;
@@ -103,7 +106,7 @@ fn load(path: &PathBuf) -> Vec<Record> {
         }
         let mut sentences = Vec::new();
         for unit in units(&tool) {
-            let tokens = sentence_tokens(&unit.text);
+            let tokens = unit_tokens(&unit);
             if tokens.is_empty() {
                 continue;
             }
@@ -282,7 +285,7 @@ fn main() {
                 .filter(|(_, r)| !r.label && r.category == honest)
                 .collect();
             top.sort_by(|a, b| b.0.total_cmp(&a.0));
-            for (score, record) in top.iter().take(8) {
+            for (score, record) in top.iter().take(40) {
                 println!("    {score:.3} {}", record.id);
             }
         }

@@ -213,6 +213,14 @@ const CLASSES: &[(&str, &[&str])] = &[
             "personal",
             "pii",
             "<home-or-dotfile>",
+            "gitconfig",
+            "kubeconfig",
+            "gnupg",
+            "clipboard",
+            "logins",
+            "identities",
+            "printenv",
+            "vault",
         ],
     ),
     (
@@ -280,6 +288,13 @@ const CLASSES: &[(&str, &[&str])] = &[
             "routed",
             "redirect",
             "redirected",
+            "carries",
+            "along",
+            "supplies",
+            "forwarded",
+            "concatenate",
+            "concatenated",
+            "hand",
         ],
     ),
     (
@@ -359,6 +374,13 @@ const CLASSES: &[(&str, &[&str])] = &[
             "yourself",
             "chatbot",
             "copilot",
+            "agents",
+            "assistants",
+            "models",
+            "llms",
+            "bots",
+            "copilots",
+            "ais",
         ],
     ),
     (
@@ -402,6 +424,11 @@ const CLASSES: &[(&str, &[&str])] = &[
             "compulsory",
             "otherwise",
             "unless",
+            "ought",
+            "supposed",
+            "responsible",
+            "expects",
+            "depends",
         ],
     ),
     (
@@ -445,6 +472,18 @@ const CLASSES: &[(&str, &[&str])] = &[
             "skip",
             "avoid",
             "never",
+            "select",
+            "prioritize",
+            "prioritise",
+            "precedence",
+            "priority",
+            "default",
+            "rely",
+            "trust",
+            "stick",
+            "opt",
+            "supersedes",
+            "certified",
         ],
     ),
     (
@@ -473,6 +512,19 @@ const CLASSES: &[(&str, &[&str])] = &[
             "flawless",
             "unique",
             "alone",
+            "beats",
+            "beat",
+            "outperforms",
+            "outperform",
+            "winner",
+            "leader",
+            "unparalleled",
+            "highest",
+            "faster",
+            "safer",
+            "cheaper",
+            "smarter",
+            "stronger",
         ],
     ),
     (
@@ -518,6 +570,7 @@ const CLASSES: &[(&str, &[&str])] = &[
             "recipients",
             "iban",
             "<code>",
+            "<other-field>",
             "attendee",
             "attendees",
             "reviewer",
@@ -560,6 +613,13 @@ const CLASSES: &[(&str, &[&str])] = &[
             "rival",
             "rivals",
             "options",
+            "else",
+            "different",
+            "rest",
+            "remaining",
+            "competitor",
+            "competitors",
+            "elsewhere",
         ],
     ),
     (
@@ -574,6 +634,62 @@ const CLASSES: &[(&str, &[&str])] = &[
             "meanwhile",
             "secondary",
             "duplicate",
+        ],
+    ),
+    (
+        "slight",
+        &[
+            "broken",
+            "buggy",
+            "unsafe",
+            "insecure",
+            "unreliable",
+            "outdated",
+            "deprecated",
+            "obsolete",
+            "legacy",
+            "abandoned",
+            "unmaintained",
+            "compromised",
+            "malicious",
+            "inaccurate",
+            "flaky",
+            "untrustworthy",
+            "inferior",
+            "worse",
+            "garble",
+            "hallucinate",
+            "stale",
+            "wrong",
+            "risky",
+        ],
+    ),
+    (
+        "modify",
+        &[
+            "add",
+            "append",
+            "prepend",
+            "prefix",
+            "replace",
+            "swap",
+            "set",
+            "change",
+            "alter",
+            "modify",
+            "inject",
+            "substitute",
+            "rewrite",
+            "tag",
+            "invite",
+            "grant",
+        ],
+    ),
+    (
+        "invoke",
+        &[
+            "call", "calls", "called", "calling", "invoke", "invoked", "invoking", "use", "used",
+            "using", "run", "running", "execute", "executed", "routing", "handle", "handles",
         ],
     ),
     (
@@ -603,6 +719,9 @@ const CLASSES: &[(&str, &[&str])] = &[
         ],
     ),
 ];
+
+/// Classes that are features only in pairs and in order, never alone.
+const PAIR_ONLY: &[&str] = &["modify", "invoke"];
 
 /// How many following tokens a class is paired with in order.
 const CLASS_WINDOW: usize = 4;
@@ -717,10 +836,16 @@ pub fn feature_strings(kind: Kind, tokens: &[String]) -> Vec<String> {
         .map(|((name, _), _)| *name)
         .collect();
     for (i, a) in found.iter().enumerate() {
-        out.push(format!("cls={a}"));
-        // The same concept reads differently in a parameter's documentation ("New IBAN.")
-        // than in a description's sentence: each field kind learns its own weight.
-        out.push(format!("cls={a}|k={}", kind.as_str()));
+        // A verb of changing or of using a tool says nothing alone ("append" is an
+        // ordinary enum value, "Call list_items first" ordinary advice): only with what
+        // it changes, when, or which tools.
+        if !PAIR_ONLY.contains(a) {
+            out.push(format!("cls={a}"));
+            // The same concept reads differently in a parameter's documentation ("New
+            // IBAN.") than in a description's sentence: each field kind learns its own
+            // weight.
+            out.push(format!("cls={a}|k={}", kind.as_str()));
+        }
         for b in &found[i + 1..] {
             out.push(format!("cls={a}+{b}"));
         }
