@@ -156,8 +156,9 @@ pub struct Offers {
     pub completions: bool,
 }
 
-/// The error code of a resource that is not found (as servers answer it).
-pub const RESOURCE_NOT_FOUND: i64 = -32002;
+/// The error code of a resource that is not found: invalid params, with the URI in
+/// `data` (SEP-2164; earlier revisions used -32002).
+pub const RESOURCE_NOT_FOUND: i64 = INVALID_PARAMS;
 
 impl Backend {
     /// A backend over `host`. With `only`, the gateway fronts that one server under its
@@ -544,35 +545,32 @@ impl Backend {
     /// server whose template matches it, else the only server offering resources. A URI
     /// two servers claim is refused, naming them.
     async fn resource_server(&self, uri: &str) -> Result<String, RpcError> {
-        for kind in [Kind::Resources, Kind::Templates] {
-            let mut servers = self
-                .latest(kind)
-                .await
-                .servers_for_uri(uri, kind == Kind::Templates)
-                .into_iter()
-                .map(str::to_owned)
-                .collect::<Vec<_>>();
-            if servers.is_empty() {
-                // Listed since the last read?
-                servers = self
-                    .aggregate(kind)
-                    .await
+        // What was read last, then (a URI listed since?) what the servers list now.
+        for fresh in [false, true] {
+            for kind in [Kind::Resources, Kind::Templates] {
+                let aggregate = if fresh {
+                    self.aggregate(kind).await
+                } else {
+                    self.latest(kind).await
+                };
+                let mut servers: Vec<String> = aggregate
                     .servers_for_uri(uri, kind == Kind::Templates)
                     .into_iter()
                     .map(str::to_owned)
                     .collect();
-            }
-            match servers.len() {
-                0 => continue,
-                1 => return Ok(servers.remove(0)),
-                _ => {
-                    return Err(RpcError::new(
-                        INVALID_PARAMS,
-                        format!(
-                            "the resource `{uri}` is claimed by more than one server ({});                              Warden does not guess which one to read it from",
-                            servers.join(", ")
-                        ),
-                    ));
+                match servers.len() {
+                    0 => continue,
+                    1 => return Ok(servers.remove(0)),
+                    _ => {
+                        return Err(RpcError::new(
+                            INVALID_PARAMS,
+                            format!(
+                                "the resource `{uri}` is claimed by more than one server ({}); \
+                                 Warden does not guess which one to read it from",
+                                servers.join(", ")
+                            ),
+                        ));
+                    }
                 }
             }
         }
@@ -606,7 +604,15 @@ impl Backend {
         let result = self
             .forward(&server, "resources/read", forwarded)
             .await
-            .map_err(upstream_error)?;
+            .map_err(|error| {
+                let error = upstream_error(error);
+                // A resource that is not found names its URI (SEP-2164).
+                if error.data.is_none() && matches!(error.code, INVALID_PARAMS | -32002) {
+                    error.with_data(json!({"uri": uri}))
+                } else {
+                    error
+                }
+            })?;
         client
             .session
             .receive(&self.host, &server, uri, &text_of(&result));

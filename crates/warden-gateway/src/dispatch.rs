@@ -514,7 +514,9 @@ impl Gateway {
             _ => match self.offered(client, method, &params).await {
                 Some(result) => {
                     let mut result = result?;
-                    if method.ends_with("/list") {
+                    // Never cached by the client: a read's text is labelled into the
+                    // client's context each time it is read through Warden.
+                    if method.ends_with("/list") || method == "resources/read" {
                         cacheable(&mut result);
                     }
                     result

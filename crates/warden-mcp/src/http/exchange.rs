@@ -70,6 +70,9 @@ impl Notices {
     }
 }
 
+/// The prefix of the request ids of Warden's `subscriptions/listen` requests.
+pub(crate) const LISTEN_ID_PREFIX: &str = "warden-listen-";
+
 /// How opening a stream of the server's own messages went.
 pub(crate) enum ListenOpen {
     /// Open.
@@ -509,8 +512,12 @@ impl Endpoint {
                 } else {
                     self.notices.note(&message);
                 }
-            } else if message.get("id").is_some() {
-                // The answer to a listen request: the server ended the stream.
+            } else if message
+                .get("id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| id.starts_with(LISTEN_ID_PREFIX))
+            {
+                // The answer to a `subscriptions/listen`: the server ended the stream.
                 break;
             }
         }

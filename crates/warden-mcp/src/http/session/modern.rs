@@ -13,8 +13,8 @@ use super::{
     is_safe, lock, result_of,
 };
 use crate::http::error::HttpError;
-use crate::http::exchange::ListenOpen;
 use crate::http::exchange::StreamContext;
+use crate::http::exchange::{LISTEN_ID_PREFIX, ListenOpen};
 use crate::http::headers::{name_of, param_headers, param_values};
 
 impl Session {
@@ -96,7 +96,7 @@ impl Session {
                 let count = opened.fetch_add(1, Ordering::Relaxed);
                 let message = json!({
                     "jsonrpc": "2.0",
-                    "id": format!("warden-listen-{count}"),
+                    "id": format!("{LISTEN_ID_PREFIX}{count}"),
                     "method": "subscriptions/listen",
                     "params": params.clone(),
                 });
