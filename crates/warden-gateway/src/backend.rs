@@ -17,6 +17,7 @@
 //! follow the host's current catalogue, and a change of what is offered is announced to
 //! the transports through [`Backend::changes`], which they relay to their clients.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -26,7 +27,11 @@ use tokio::sync::watch;
 use warden_host::{ApprovedBy, Catalogue, Host, HostError, Session, ToolsChange};
 use warden_policy::{Decision, Verdict};
 
-use crate::jsonrpc::{INVALID_PARAMS, RpcError};
+use crate::aggregate::{
+    Aggregate, Kind, MAX_ITEMS_PER_SERVER, MAX_PAGES_PER_SERVER, ServerItems, text_of,
+};
+use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, RpcError};
+use crate::metrics::{CallOutcome, Metrics, Refusal};
 
 /// The front end named in audit rows.
 const FRONT_END: &str = "serve";
@@ -135,12 +140,33 @@ pub struct Backend {
     listed: Mutex<Listed>,
     /// Bumped each time what clients are offered changed.
     changes: watch::Sender<u64>,
+    /// The latest list of resources, templates and prompts read from the upstream
+    /// servers: a page after the first is served from it, and reads are routed by it.
+    aggregates: Mutex<HashMap<Kind, Arc<Aggregate>>>,
+    /// What was done, for `/metrics`.
+    metrics: Metrics,
 }
 
 struct Listed {
     from: Arc<Catalogue>,
     entries: Arc<Vec<Value>>,
 }
+
+/// What some upstream server the gateway serves offers besides tools (a server the policy
+/// hides does not count): the capabilities to declare.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Offers {
+    /// Resources (and templates).
+    pub resources: bool,
+    /// Prompts.
+    pub prompts: bool,
+    /// Argument completion.
+    pub completions: bool,
+}
+
+/// The error code of a resource that is not found: invalid params, with the URI in
+/// `data` (SEP-2164; earlier revisions used -32002).
+pub const RESOURCE_NOT_FOUND: i64 = INVALID_PARAMS;
 
 impl Backend {
     /// A backend over `host`. With `only`, the gateway fronts that one server under its
@@ -170,6 +196,8 @@ impl Backend {
             only,
             listed: Mutex::new(Listed { from, entries }),
             changes: watch::channel(0).0,
+            aggregates: Mutex::new(HashMap::new()),
+            metrics: Metrics::default(),
         })
     }
 
@@ -253,6 +281,11 @@ impl Backend {
         (connected, states)
     }
 
+    /// The counters of what this gateway did.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     /// The single server fronted with `--only`, if any.
     pub fn only(&self) -> Option<&str> {
         self.only.as_deref()
@@ -320,6 +353,7 @@ impl Backend {
             Err(error) => return Ok(CallReply::Result(error_result(&error.to_string()))),
         };
         let tool = call.tool();
+        let server = tool.server.clone();
         match call.verdict().decision {
             Decision::Allow => {}
             Decision::Deny => {
@@ -330,6 +364,7 @@ impl Backend {
                 );
                 // Dropped unsent: recorded as denied.
                 drop(call);
+                self.metrics.refused(Refusal::PolicyDenied);
                 return Ok(CallReply::Result(error_result(&text)));
             }
             Decision::Ask => {
@@ -350,6 +385,7 @@ impl Backend {
                     AskAnswer::Refused { text } => {
                         // Dropped unsent: recorded as not approved.
                         drop(call);
+                        self.metrics.refused(Refusal::NotApproved);
                         return Ok(CallReply::Result(error_result(&text)));
                     }
                     // This request is recorded as not approved (dropped unsent); the client
@@ -358,7 +394,15 @@ impl Backend {
                 }
             }
         }
-        let reply = match session.send(&self.host, call).await {
+        let started = std::time::Instant::now();
+        let sent = session.send(&self.host, call).await;
+        let outcome = match &sent {
+            Ok(outcome) if outcome.is_error => CallOutcome::ToolError,
+            Ok(_) => CallOutcome::Ok,
+            Err(_) => CallOutcome::Failed,
+        };
+        self.metrics.upstream(&server, outcome, started.elapsed());
+        let reply = match sent {
             Ok(outcome) => {
                 let mut result = json!({"content": outcome.content});
                 if let Some(structured) = outcome.structured {
@@ -372,6 +416,319 @@ impl Backend {
             Err(error) => error_result(&format!("The call failed: {error}")),
         };
         Ok(CallReply::Result(reply))
+    }
+}
+
+/// Resources, prompts and completion: read from the upstream servers that offer them,
+/// aggregated ([`crate::aggregate`]), and labelled into the client's context when their
+/// text reaches it.
+impl Backend {
+    /// Whether the policy hides every tool of `server` (a `hide` rule matching
+    /// `server__*`): its resources and prompts are not shown either.
+    fn server_hidden(&self, server: &str) -> bool {
+        self.host.policy().is_hidden(&format!("{server}__*"))
+    }
+
+    /// The servers served here that declared `capability` and are not hidden, by name.
+    fn offering(&self, capability: &str) -> Vec<String> {
+        self.host
+            .servers_offering(capability)
+            .into_iter()
+            .filter(|server| self.only.as_deref().is_none_or(|only| only == *server))
+            .filter(|server| !self.server_hidden(server))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// What the upstream servers served here offer besides tools.
+    pub fn offers(&self) -> Offers {
+        Offers {
+            resources: !self.offering("resources").is_empty(),
+            prompts: !self.offering("prompts").is_empty(),
+            completions: !self.offering("completions").is_empty(),
+        }
+    }
+
+    /// Reads one list from every server that offers it, all at once (each read bounded
+    /// by its server's call timeout, [`MAX_PAGES_PER_SERVER`] pages and
+    /// [`MAX_ITEMS_PER_SERVER`] items; a server that fails is left out and logged, never
+    /// failing the list), aggregates it, and keeps it as the latest.
+    pub async fn aggregate(&self, kind: Kind) -> Arc<Aggregate> {
+        let servers = self.offering(kind.capability());
+        let reads = servers.iter().map(|server| self.read_list(server, kind));
+        let lists: Vec<ServerItems> = futures::future::join_all(reads)
+            .await
+            .into_iter()
+            .flatten()
+            .collect();
+        let policy = self.host.policy();
+        let aggregate = Arc::new(Aggregate::build(
+            kind,
+            lists,
+            self.only.is_some(),
+            &|name| policy.is_hidden(name),
+        ));
+        self.aggregates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(kind, Arc::clone(&aggregate));
+        aggregate
+    }
+
+    /// The latest aggregate of `kind`, read now if there is none yet.
+    pub async fn latest(&self, kind: Kind) -> Arc<Aggregate> {
+        let kept = self
+            .aggregates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&kind)
+            .cloned();
+        match kept {
+            Some(aggregate) => aggregate,
+            None => self.aggregate(kind).await,
+        }
+    }
+
+    /// Sends one forwarded request to `server`, counted as an upstream call.
+    async fn forward(
+        &self,
+        server: &str,
+        method: &str,
+        params: Map<String, Value>,
+    ) -> Result<Value, HostError> {
+        let started = std::time::Instant::now();
+        let result = self.host.forward(server, method, params).await;
+        let outcome = if result.is_ok() {
+            CallOutcome::Ok
+        } else {
+            CallOutcome::Failed
+        };
+        self.metrics.upstream(server, outcome, started.elapsed());
+        result
+    }
+
+    /// Every item of one list from one server, following its cursors within bounds.
+    async fn read_list(&self, server: &str, kind: Kind) -> Option<ServerItems> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _page in 0..MAX_PAGES_PER_SERVER {
+            let mut params = Map::new();
+            if let Some(cursor) = cursor.take() {
+                params.insert("cursor".into(), Value::String(cursor));
+            }
+            let page = match self.forward(server, kind.method(), params).await {
+                Ok(page) => page,
+                Err(error) => {
+                    tracing::warn!(server = %server, "{} left out: {error}", kind.method());
+                    return None;
+                }
+            };
+            for item in page
+                .get(kind.key())
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if items.len() == MAX_ITEMS_PER_SERVER {
+                    tracing::warn!(server = %server, "{} cut at {MAX_ITEMS_PER_SERVER} items", kind.method());
+                    return Some(ServerItems {
+                        server: server.to_owned(),
+                        items,
+                    });
+                }
+                items.push(item.clone());
+            }
+            match page.get("nextCursor").and_then(Value::as_str) {
+                Some(next) if !next.is_empty() => cursor = Some(next.to_owned()),
+                _ => break,
+            }
+        }
+        Some(ServerItems {
+            server: server.to_owned(),
+            items,
+        })
+    }
+
+    /// The one server a resource `uri` belongs to: the server that lists it, else the
+    /// server whose template matches it, else the only server offering resources. A URI
+    /// two servers claim is refused, naming them.
+    async fn resource_server(&self, uri: &str) -> Result<String, RpcError> {
+        // What was read last, then (a URI listed since?) what the servers list now.
+        for fresh in [false, true] {
+            for kind in [Kind::Resources, Kind::Templates] {
+                let aggregate = if fresh {
+                    self.aggregate(kind).await
+                } else {
+                    self.latest(kind).await
+                };
+                let mut servers: Vec<String> = aggregate
+                    .servers_for_uri(uri, kind == Kind::Templates)
+                    .into_iter()
+                    .map(str::to_owned)
+                    .collect();
+                match servers.len() {
+                    0 => continue,
+                    1 => return Ok(servers.remove(0)),
+                    _ => {
+                        return Err(RpcError::new(
+                            INVALID_PARAMS,
+                            format!(
+                                "the resource `{uri}` is claimed by more than one server ({}); \
+                                 Warden does not guess which one to read it from",
+                                servers.join(", ")
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        let mut offering = self.offering("resources");
+        if offering.len() == 1 {
+            return Ok(offering.remove(0));
+        }
+        Err(RpcError::new(
+            RESOURCE_NOT_FOUND,
+            format!("Resource not found: no server served here lists `{uri}`"),
+        )
+        .with_data(json!({"uri": uri})))
+    }
+
+    /// `resources/read` for `client`: routed to the server the URI belongs to, its
+    /// contents labelled into the client's context (untrusted server text, as a tool
+    /// result), then returned. The answer is bounded as a tool result is (the server's
+    /// `max_message_bytes`).
+    pub async fn read_resource(
+        &self,
+        client: &ClientContext,
+        params: &Value,
+    ) -> Result<Value, RpcError> {
+        let uri = params
+            .get("uri")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::new(INVALID_PARAMS, "resources/read needs a string `uri`"))?;
+        let server = self.resource_server(uri).await?;
+        let mut forwarded = Map::new();
+        forwarded.insert("uri".into(), Value::String(uri.to_owned()));
+        let result = self
+            .forward(&server, "resources/read", forwarded)
+            .await
+            .map_err(|error| {
+                let error = upstream_error(error);
+                // A resource that is not found names its URI (SEP-2164).
+                if error.data.is_none() && matches!(error.code, INVALID_PARAMS | -32002) {
+                    error.with_data(json!({"uri": uri}))
+                } else {
+                    error
+                }
+            })?;
+        client
+            .session
+            .receive(&self.host, &server, uri, &text_of(&result));
+        Ok(result)
+    }
+
+    /// `prompts/get` for `client`: the prompt resolved by its name here, asked of its
+    /// server under its own name, its messages labelled into the client's context, then
+    /// returned.
+    pub async fn get_prompt(
+        &self,
+        client: &ClientContext,
+        params: &Value,
+    ) -> Result<Value, RpcError> {
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| RpcError::new(INVALID_PARAMS, "prompts/get needs a string `name`"))?;
+        let (server, raw) = self.prompt_origin(name).await?;
+        let mut forwarded = Map::new();
+        forwarded.insert("name".into(), Value::String(raw));
+        if let Some(arguments) = params.get("arguments")
+            && !arguments.is_null()
+        {
+            forwarded.insert("arguments".into(), arguments.clone());
+        }
+        let result = self
+            .forward(&server, "prompts/get", forwarded)
+            .await
+            .map_err(upstream_error)?;
+        client
+            .session
+            .receive(&self.host, &server, name, &text_of(&result));
+        Ok(result)
+    }
+
+    async fn prompt_origin(&self, name: &str) -> Result<(String, String), RpcError> {
+        if let Some((server, raw)) = self.latest(Kind::Prompts).await.prompt(name) {
+            return Ok((server.to_owned(), raw.to_owned()));
+        }
+        match self.aggregate(Kind::Prompts).await.prompt(name) {
+            Some((server, raw)) => Ok((server.to_owned(), raw.to_owned())),
+            None => Err(RpcError::new(
+                INVALID_PARAMS,
+                format!("Unknown prompt: {name}"),
+            )),
+        }
+    }
+
+    /// `completion/complete`: a prompt argument's completion is asked of the prompt's
+    /// server (under the prompt's own name), a resource template's of the server whose
+    /// template it is. A server that does not complete answers nothing (no values).
+    pub async fn complete(&self, params: &Value) -> Result<Value, RpcError> {
+        let reference = params
+            .get("ref")
+            .and_then(Value::as_object)
+            .ok_or_else(|| RpcError::new(INVALID_PARAMS, "completion/complete needs a `ref`"))?;
+        let mut forwarded = match params {
+            Value::Object(params) => params.clone(),
+            _ => Map::new(),
+        };
+        forwarded.remove("_meta");
+        let server = match reference.get("type").and_then(Value::as_str) {
+            Some("ref/prompt") => {
+                let name = reference
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| {
+                        RpcError::new(INVALID_PARAMS, "a prompt reference needs a `name`")
+                    })?;
+                let (server, raw) = self.prompt_origin(name).await?;
+                forwarded.insert("ref".into(), json!({"type": "ref/prompt", "name": raw}));
+                server
+            }
+            Some("ref/resource") => {
+                let uri = reference
+                    .get("uri")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| {
+                        RpcError::new(INVALID_PARAMS, "a resource reference needs a `uri`")
+                    })?;
+                self.resource_server(uri).await?
+            }
+            _ => {
+                return Err(RpcError::new(
+                    INVALID_PARAMS,
+                    "`ref.type` must be `ref/prompt` or `ref/resource`",
+                ));
+            }
+        };
+        if !self.offering("completions").contains(&server) {
+            return Ok(json!({"completion": {"values": [], "hasMore": false}}));
+        }
+        self.forward(&server, "completion/complete", forwarded)
+            .await
+            .map_err(upstream_error)
+    }
+}
+
+/// An upstream's answer to a forwarded request, as the client's error: the server's own
+/// JSON-RPC error passes through (code and message); anything else says what failed.
+fn upstream_error(error: HostError) -> RpcError {
+    match error {
+        HostError::Call {
+            source: warden_mcp::CallError::Rejected { code, message },
+            ..
+        } => RpcError::new(i64::from(code), message),
+        other => RpcError::new(INTERNAL_ERROR, other.to_string()),
     }
 }
 

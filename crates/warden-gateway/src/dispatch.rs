@@ -2,7 +2,8 @@
 //!
 //! - 2025-11-25 ("legacy"): `initialize` opens a session ([`LegacySession`]) that fixes
 //!   the negotiated version and whether the client can answer elicitations; then `ping`,
-//!   `tools/list` (paginated), `tools/call`, and empty lists for resources and prompts.
+//!   `tools/list` (paginated), `tools/call`, and the resources, prompts and completion of
+//!   the upstream servers (aggregated: [`crate::aggregate`]).
 //! - 2026-07-28 ("modern"): stateless; every request carries its version and the client's
 //!   capabilities in `_meta` ([`ModernRequest`]); `server/discover`; every result has a
 //!   `resultType`; an approval question is an `InputRequiredResult` whose `requestState` is
@@ -18,6 +19,7 @@ use base64::Engine as _;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
+use crate::aggregate::Kind;
 use crate::backend::{AskAnswer, AskInfo, Asker, Backend, CallReply, ClientContext};
 use crate::jsonrpc::{
     INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, MISSING_CAPABILITY, RpcError,
@@ -250,14 +252,68 @@ impl Gateway {
     }
 
     fn capabilities(&self) -> Value {
-        // Resources and prompts are answered (with empty lists for now), so declared.
         // Tool list changes are announced: 2025-11-25 as notifications (stdio, the HTTP GET
-        // stream), 2026-07-28 on `subscriptions/listen` streams.
-        json!({
-            "tools": {"listChanged": true},
-            "resources": {"listChanged": false},
-            "prompts": {"listChanged": false},
-        })
+        // stream), 2026-07-28 on `subscriptions/listen` streams. Resources, prompts and
+        // completion are declared when some upstream served here offers them (their lists
+        // are read when asked for; their changes are not relayed yet).
+        let offers = self.backend.offers();
+        let mut capabilities = json!({"tools": {"listChanged": true}});
+        if offers.resources {
+            capabilities["resources"] = json!({"listChanged": false, "subscribe": false});
+        }
+        if offers.prompts {
+            capabilities["prompts"] = json!({"listChanged": false});
+        }
+        if offers.completions {
+            capabilities["completions"] = json!({});
+        }
+        capabilities
+    }
+
+    /// Answers the methods of resources, prompts and completion, the same in both eras.
+    async fn offered(
+        &self,
+        client: &ClientContext,
+        method: &str,
+        params: &Value,
+    ) -> Option<Result<Value, RpcError>> {
+        let kind = match method {
+            "resources/list" => Kind::Resources,
+            "resources/templates/list" => Kind::Templates,
+            "prompts/list" => Kind::Prompts,
+            "resources/read" => return Some(self.backend.read_resource(client, params).await),
+            "prompts/get" => return Some(self.backend.get_prompt(client, params).await),
+            "completion/complete" => return Some(self.backend.complete(params).await),
+            _ => return None,
+        };
+        Some(self.list_offered(kind, params).await)
+    }
+
+    /// One page of an aggregated list: the first page reads the upstream lists again; the
+    /// pages after it are slices of what that read kept, so a client's pages agree.
+    async fn list_offered(&self, kind: Kind, params: &Value) -> Result<Value, RpcError> {
+        let prefix = kind.cursor_prefix();
+        let (aggregate, start) = match params.get("cursor") {
+            None | Some(Value::Null) => (self.backend.aggregate(kind).await, 0),
+            Some(Value::String(cursor)) => {
+                let start = decode_cursor_with(prefix, cursor)
+                    .ok_or_else(|| RpcError::new(INVALID_PARAMS, "invalid cursor"))?;
+                let aggregate = self.backend.latest(kind).await;
+                if start >= aggregate.entries.len().max(1) {
+                    return Err(RpcError::new(INVALID_PARAMS, "invalid cursor"));
+                }
+                (aggregate, start)
+            }
+            Some(_) => return Err(RpcError::new(INVALID_PARAMS, "invalid cursor")),
+        };
+        let entries = &aggregate.entries;
+        let end = start.saturating_add(self.page_size).min(entries.len());
+        let page: Vec<Value> = entries.get(start..end).unwrap_or_default().to_vec();
+        let mut result = json!({kind.key(): page});
+        if end < entries.len() {
+            result["nextCursor"] = Value::String(encode_cursor_with(prefix, end));
+        }
+        Ok(result)
     }
 
     /// Answers `initialize`: the session it opens and the result. `tag` names the
@@ -286,6 +342,9 @@ impl Gateway {
                 .client(audit_name(params.get("clientInfo"), tag)),
             initialized: AtomicBool::new(false),
         };
+        self.backend
+            .metrics()
+            .request("initialize", true, std::time::Duration::ZERO);
         let result = json!({
             "protocolVersion": version,
             "capabilities": self.capabilities(),
@@ -304,8 +363,24 @@ impl Gateway {
         }
     }
 
-    /// Handles one request of a legacy client after `initialize`.
+    /// Handles one request of a legacy client after `initialize` (counted for
+    /// `/metrics`).
     pub async fn legacy(
+        &self,
+        session: &LegacySession,
+        method: &str,
+        params: Value,
+        peer: &dyn Peer,
+    ) -> Result<Value, RpcError> {
+        let started = std::time::Instant::now();
+        let answer = self.legacy_answer(session, method, params, peer).await;
+        self.backend
+            .metrics()
+            .request(method, answer.is_ok(), started.elapsed());
+        answer
+    }
+
+    async fn legacy_answer(
         &self,
         session: &LegacySession,
         method: &str,
@@ -337,14 +412,14 @@ impl Gateway {
                     )),
                 }
             }
-            "resources/list" => Ok(json!({"resources": []})),
-            "resources/templates/list" => Ok(json!({"resourceTemplates": []})),
-            "prompts/list" => Ok(json!({"prompts": []})),
             "logging/setLevel" => Ok(json!({})),
-            _ => Err(RpcError::new(
-                METHOD_NOT_FOUND,
-                format!("Method not found: {method}"),
-            )),
+            _ => match self.offered(&session.client, method, &params).await {
+                Some(result) => result,
+                None => Err(RpcError::new(
+                    METHOD_NOT_FOUND,
+                    format!("Method not found: {method}"),
+                )),
+            },
         }
     }
 
@@ -384,8 +459,24 @@ impl Gateway {
     }
 
     /// Handles one modern request (already checked with [`modern_check`]) for `client`.
-    /// The result carries `resultType` and the server's description in `_meta`.
+    /// The result carries `resultType` and the server's description in `_meta`. Counted
+    /// for `/metrics`.
     pub async fn modern(
+        &self,
+        client: &ClientContext,
+        request: &ModernRequest,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, RpcError> {
+        let started = std::time::Instant::now();
+        let answer = self.modern_answer(client, request, method, params).await;
+        self.backend
+            .metrics()
+            .request(method, answer.is_ok(), started.elapsed());
+        answer
+    }
+
+    async fn modern_answer(
         &self,
         client: &ClientContext,
         request: &ModernRequest,
@@ -420,27 +511,23 @@ impl Gateway {
                     CallReply::Input(result) => result,
                 }
             }
-            "resources/list" => {
-                let mut result = json!({"resources": []});
-                cacheable(&mut result);
-                result
-            }
-            "resources/templates/list" => {
-                let mut result = json!({"resourceTemplates": []});
-                cacheable(&mut result);
-                result
-            }
-            "prompts/list" => {
-                let mut result = json!({"prompts": []});
-                cacheable(&mut result);
-                result
-            }
-            _ => {
-                return Err(RpcError::new(
-                    METHOD_NOT_FOUND,
-                    format!("Method not found: {method}"),
-                ));
-            }
+            _ => match self.offered(client, method, &params).await {
+                Some(result) => {
+                    let mut result = result?;
+                    // Never cached by the client: a read's text is labelled into the
+                    // client's context each time it is read through Warden.
+                    if method.ends_with("/list") || method == "resources/read" {
+                        cacheable(&mut result);
+                    }
+                    result
+                }
+                None => {
+                    return Err(RpcError::new(
+                        METHOD_NOT_FOUND,
+                        format!("Method not found: {method}"),
+                    ));
+                }
+            },
         };
         if result.get("resultType").is_none() {
             result["resultType"] = json!("complete");
@@ -497,15 +584,24 @@ fn cacheable(result: &mut Value) {
 const CURSOR_PREFIX: &str = "warden-tools:";
 
 fn encode_cursor(start: usize) -> String {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{CURSOR_PREFIX}{start}"))
+    encode_cursor_with(CURSOR_PREFIX, start)
 }
 
 fn decode_cursor(cursor: &str) -> Option<usize> {
+    decode_cursor_with(CURSOR_PREFIX, cursor)
+}
+
+/// A cursor of one list (`prefix` names it, so one list's cursor is refused by another).
+fn encode_cursor_with(prefix: &str, start: usize) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{prefix}{start}"))
+}
+
+fn decode_cursor_with(prefix: &str, cursor: &str) -> Option<usize> {
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(cursor)
         .ok()?;
     let text = String::from_utf8(bytes).ok()?;
-    text.strip_prefix(CURSOR_PREFIX)?.parse().ok()
+    text.strip_prefix(prefix)?.parse().ok()
 }
 
 fn call_params(params: &Value) -> Result<(String, Value), RpcError> {

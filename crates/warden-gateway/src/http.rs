@@ -50,6 +50,7 @@ use crate::jsonrpc::{
     self, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, Incoming, METHOD_NOT_FOUND,
     PARSE_ERROR, RpcError,
 };
+use crate::metrics::Refusal;
 use crate::outstanding::Outstanding;
 
 /// The endpoint's path.
@@ -136,9 +137,17 @@ struct State {
     rates: crate::rate::Limiter,
 }
 
+impl State {
+    fn metrics(&self) -> &crate::metrics::Metrics {
+        self.gateway.backend().metrics()
+    }
+}
+
 /// Health paths, answered after the same gate as the endpoint.
 const LIVENESS: &str = "/healthz";
 const READINESS: &str = "/readyz";
+/// The counters, in Prometheus text; behind the same gate.
+const METRICS: &str = "/metrics";
 
 /// Serves `gateway` on `listener` until `stop` completes; then stops accepting.
 pub async fn serve(
@@ -270,6 +279,11 @@ async fn handle(state: &State, request: Request<IncomingBody>, peer: SocketAddr)
         Ok(principal) => principal,
         Err(refusal) => {
             tracing::info!(%peer, "refused: {}", refusal.reason);
+            state.metrics().refused(match refusal.status {
+                StatusCode::FORBIDDEN => Refusal::Forbidden,
+                StatusCode::UNAUTHORIZED => Refusal::Unauthorized,
+                _ => Refusal::BadRequest,
+            });
             let mut response = text(refusal.status, &refusal.reason);
             if refusal.status == StatusCode::UNAUTHORIZED {
                 response.headers_mut().insert(
@@ -289,6 +303,7 @@ async fn handle(state: &State, request: Request<IncomingBody>, peer: SocketAddr)
     match (request.method(), request.uri().path()) {
         (&Method::GET, LIVENESS) => return text(StatusCode::OK, "ok"),
         (&Method::GET, READINESS) => return readiness(state),
+        (&Method::GET, METRICS) => return metrics(state),
         _ => {}
     }
     if request.uri().path() != ENDPOINT {
@@ -324,6 +339,17 @@ async fn handle(state: &State, request: Request<IncomingBody>, peer: SocketAddr)
             response
         }
     }
+}
+
+/// The counters in Prometheus text, with the open sessions and stateless clients.
+fn metrics(state: &State) -> Response<Body> {
+    let sessions = state.sessions.lock().map(|s| s.len()).unwrap_or_default();
+    let stateless = state.modern.lock().map(|m| m.len()).unwrap_or_default();
+    full(
+        StatusCode::OK,
+        state.metrics().render(sessions, stateless),
+        "text/plain; version=0.0.4; charset=utf-8",
+    )
 }
 
 /// Ready: not stopping, and at least one upstream server connected (each server's state
@@ -386,6 +412,7 @@ fn accepts(headers: &HeaderMap) -> bool {
 async fn read_body(state: &State, request: Request<IncomingBody>) -> Result<Bytes, Early> {
     let max = state.limits.max_body_bytes;
     let too_large = || {
+        state.metrics().refused(Refusal::BodyTooLarge);
         Box::new(text(
             StatusCode::PAYLOAD_TOO_LARGE,
             &format!("the body is larger than {max} bytes"),
@@ -460,6 +487,7 @@ async fn post(
     if let Incoming::Request { id, .. } = &message
         && let Err(refused) = take_rate(state, &headers, &principal)
     {
+        state.metrics().refused(Refusal::Rate);
         return rate_refusal(state, id, refused);
     }
     let modern = era_of(method, params) == Some(Era::Modern)
@@ -507,6 +535,7 @@ fn find_session(
             if idle > state.limits.session_idle {
                 sessions.remove(id);
                 cancel_all(&session);
+                state.metrics().refused(Refusal::UnknownSession);
                 return Err(Box::new(session_gone()));
             }
             if let Ok(mut last) = session.last_used.lock() {
@@ -514,7 +543,10 @@ fn find_session(
             }
             Ok(session)
         }
-        _ => Err(Box::new(session_gone())),
+        _ => {
+            state.metrics().refused(Refusal::UnknownSession);
+            Err(Box::new(session_gone()))
+        }
     }
 }
 
@@ -596,6 +628,8 @@ async fn legacy_post(
         }
         Incoming::Request { id, method, params } => {
             let Ok(permit) = Arc::clone(&session.slots).try_acquire_owned() else {
+                state.metrics().refused(Refusal::InFlight);
+                state.metrics().refused(Refusal::InFlight);
                 return too_many(&id, state.limits.max_in_flight_per_client);
             };
             if method == "tools/call" {
@@ -721,6 +755,7 @@ fn initialize(state: &State, id: &Value, params: &Value, principal: Principal) -
             });
         }
         if sessions.len() >= state.limits.max_sessions {
+            state.metrics().refused(Refusal::Sessions);
             return rpc_error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 id,
@@ -1120,6 +1155,7 @@ async fn modern_post(
         .and_then(|meta| meta.get(dispatch::META_VERSION))
         .is_some();
     if body_has_version && let Err(error) = check_modern_headers(headers, &method, &params) {
+        state.metrics().refused(Refusal::HeaderMismatch);
         return rpc_error(StatusCode::BAD_REQUEST, &id, &error);
     }
     let checked = match state.gateway.modern_check(&params) {
@@ -1135,6 +1171,7 @@ async fn modern_post(
             params.get("arguments").unwrap_or(&Value::Null),
         )
     {
+        state.metrics().refused(Refusal::HeaderMismatch);
         return rpc_error(StatusCode::BAD_REQUEST, &id, &error);
     }
     let Some((client, slots)) = modern_client(state, &principal) else {

@@ -6,6 +6,8 @@
 //!
 //! - [`backend`]: the only module that uses the host core: the tool list, and a call made
 //!   for one client in that client's own policy context.
+//! - [`aggregate`]: resources, templates and prompts of every upstream as one list each,
+//!   and the routes back to the server each belongs to.
 //! - [`dispatch`]: the protocol, both eras (2025-11-25 sessions, 2026-07-28 stateless),
 //!   independent of the transport.
 //! - [`stdio`]: one client over stdin and stdout.
@@ -16,19 +18,22 @@
 //! - [`secret`]: session ids, constant-time comparison, the signed approval state.
 //! - [`jsonrpc`]: the message layer.
 //! - [`rate`]: per-client request rates (a token bucket per client).
+//! - [`metrics`]: counters of requests, upstream calls and refusals, for `/metrics`.
 
+pub mod aggregate;
 pub mod backend;
 pub mod dispatch;
 pub mod guard;
 pub mod http;
 pub mod jsonrpc;
 pub mod oauth;
+pub mod metrics;
 mod outstanding;
 pub mod rate;
 pub mod secret;
 pub mod stdio;
 
-pub use backend::{Backend, BackendError, ClientContext};
+pub use backend::{Backend, BackendError, ClientContext, Offers};
 pub use dispatch::{Gateway, ProtocolOptions};
 pub use guard::{Guard, Principal};
 pub use http::HttpLimits;

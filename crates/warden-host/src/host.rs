@@ -893,6 +893,58 @@ impl Host {
         Ok((connection, entry.spec.timeouts.call))
     }
 
+    /// The connected servers that declared `capability` (`resources`, `prompts`,
+    /// `completions`: a key of the capabilities they sent), in name order. What they offer
+    /// besides tools is read with [`Host::forward`].
+    pub fn servers_offering(&self, capability: &str) -> Vec<&str> {
+        self.entries
+            .iter()
+            .filter(|entry| entry.connection.is_some())
+            .filter(|entry| match &entry.status {
+                ServerStatus::Connected { info } => info
+                    .capabilities
+                    .get(capability)
+                    .is_some_and(|declared| !declared.is_null()),
+                ServerStatus::Failed { .. } => false,
+            })
+            .map(|entry| entry.spec.name.as_str())
+            .collect()
+    }
+
+    /// Sends `server` one read of what it offers besides tools (a method of
+    /// [`warden_mcp::FORWARDED_METHODS`]: resources, prompts, completion) within its call
+    /// timeout, and returns the result as sent. What comes back is the server's text,
+    /// untrusted like a tool result: a front end that shows it to a model records it with
+    /// [`Session::receive`], which labels it.
+    pub async fn forward(
+        &self,
+        server: &str,
+        method: &str,
+        params: serde_json::Map<String, Value>,
+    ) -> Result<Value, HostError> {
+        let Some(entry) = self.entries.iter().find(|e| e.spec.name == server) else {
+            return Err(HostError::ServerUnavailable {
+                server: server.to_owned(),
+                reason: "not configured".into(),
+                stderr_tail: Vec::new(),
+            });
+        };
+        let Some(connection) = entry.connection.as_ref().map(Arc::clone) else {
+            return Err(HostError::ServerUnavailable {
+                server: server.to_owned(),
+                reason: "not connected".into(),
+                stderr_tail: Vec::new(),
+            });
+        };
+        connection
+            .request(method, params, entry.spec.timeouts.call)
+            .await
+            .map_err(|source| HostError::Call {
+                tool: format!("{server} {method}"),
+                source,
+            })
+    }
+
     /// Closes every connection and stops every server process, all at once.
     ///
     /// A connection still shared with a detached call is waited for briefly (the caller

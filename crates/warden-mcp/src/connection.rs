@@ -122,6 +122,25 @@ pub const DEFAULT_MAX_TOOLS: usize = 4096;
 /// Pages of `tools/list` followed by default.
 pub const DEFAULT_MAX_PAGES: usize = 64;
 
+/// The requests [`Connection::request`] forwards: reads of what a server offers besides
+/// tools. Nothing here changes a server's state (a subscription would: not forwarded).
+pub const FORWARDED_METHODS: [&str; 6] = [
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+];
+
+/// The error for a method [`Connection::request`] does not forward.
+pub(crate) fn not_forwarded(method: &str) -> CallError {
+    CallError::Rejected {
+        code: -32601,
+        message: format!("`{method}` is not forwarded to this server by Warden"),
+    }
+}
+
 /// Runs `work` within `timeout`; past it, [`CallError::Timeout`] (the work is dropped).
 pub(crate) async fn within<T>(
     timeout: Duration,
@@ -164,6 +183,21 @@ pub trait Connection: Send + Sync {
     /// notification keeps the default: never marked.
     fn take_tools_changed(&self) -> bool {
         false
+    }
+    /// Sends one request of the resources, prompts or completion families
+    /// ([`FORWARDED_METHODS`]) and returns its result as the server sent it, within
+    /// `timeout`. The answer is bounded by the same per-message cap as a tool result (the
+    /// server's `max_message_bytes`: it travels on the same transport). A method outside
+    /// that list is refused without being sent. A transport that cannot forward keeps the
+    /// default: refused, so the gateway offers nothing of that server but its tools.
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: Map<String, Value>,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value, CallError>> {
+        let _ = (params, timeout);
+        Box::pin(async move { Err(not_forwarded(method)) })
     }
     /// The last `count` lines the server wrote to stderr.
     fn stderr_tail(&self, count: usize) -> Vec<String>;

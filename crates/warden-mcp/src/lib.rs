@@ -34,7 +34,8 @@ pub mod stdio;
 
 pub use confined::{ConfinedLauncher, Substituted};
 pub use connection::{
-    CallOutcome, ConnectOptions, Connection, Era, RelayDialer, ServerInfo, ToolDef, connect,
+    CallOutcome, ConnectOptions, Connection, Era, FORWARDED_METHODS, RelayDialer, ServerInfo,
+    ToolDef, connect,
 };
 pub use elicit::{
     DeclineAll, ElicitationAnswer, ElicitationRequest, Elicitor, client_capabilities,

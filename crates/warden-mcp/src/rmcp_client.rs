@@ -751,6 +751,16 @@ impl RmcpConnection {
         timeout: Duration,
     ) -> Result<ServerResult, CallError> {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        self.send_request(request, timeout).await
+    }
+
+    /// Sends one request and waits up to `timeout` for its answer; dropped first, the
+    /// server is told the request is cancelled ([`CancelOnDrop`]).
+    async fn send_request(
+        &self,
+        request: ClientRequest,
+        timeout: Duration,
+    ) -> Result<ServerResult, CallError> {
         let handle = match self
             .peer
             .send_cancellable_request(request, PeerRequestOptions::with_timeout(timeout))
@@ -799,6 +809,29 @@ impl RmcpConnection {
             what: "pages of tools",
         })
     }
+}
+
+/// The typed request for one of [`crate::connection::FORWARDED_METHODS`]; anything else,
+/// or params the method does not take, is refused without being sent.
+fn forwarded_request(method: &str, params: Map<String, Value>) -> Result<ClientRequest, CallError> {
+    if !crate::connection::FORWARDED_METHODS.contains(&method) {
+        return Err(crate::connection::not_forwarded(method));
+    }
+    let request: ClientRequest = serde_json::from_value(
+        serde_json::json!({"method": method, "params": params}),
+    )
+    .map_err(|error| CallError::Rejected {
+        code: -32602,
+        message: format!("invalid params for {method}: {error}"),
+    })?;
+    // The untagged union falls back to a custom request: only the typed one is sent.
+    if matches!(request, ClientRequest::CustomRequest(_)) || request.method() != method {
+        return Err(CallError::Rejected {
+            code: -32602,
+            message: format!("invalid params for {method}"),
+        });
+    }
+    Ok(request)
 }
 
 /// Sends `notifications/cancelled` for a request when dropped while still armed (`id` set):
@@ -874,6 +907,26 @@ impl Connection for RmcpConnection {
         })
     }
 
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: Map<String, Value>,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value, CallError>> {
+        Box::pin(async move {
+            let request = forwarded_request(method, params)?;
+            let limit = timeout + CANCEL_WRITE_LIMIT;
+            let sent = self.send_request(request, timeout);
+            let result = match tokio::time::timeout(limit, sent).await {
+                Ok(result) => result?,
+                Err(_) => return Err(CallError::Timeout { after: timeout }),
+            };
+            serde_json::to_value(&result).map_err(|error| CallError::Protocol {
+                reason: format!("the answer to {method} could not be read: {error}"),
+            })
+        })
+    }
+
     fn take_tools_changed(&self) -> bool {
         self.tools_changed.swap(false, Ordering::SeqCst)
     }
@@ -912,6 +965,53 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
+
+    fn params(value: Value) -> Map<String, Value> {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    /// Only the six read-only methods are forwarded, each as rmcp's typed request (so a
+    /// malformed one is refused here, before anything is sent); a method that changes
+    /// state (a subscription, a call) is refused whatever its params.
+    #[test]
+    fn forwarded_requests_are_typed_and_limited() {
+        let read = forwarded_request("resources/read", params(json!({"uri": "demo://a"})));
+        assert!(matches!(read, Ok(ClientRequest::ReadResourceRequest(_))));
+        let listed = forwarded_request("prompts/list", Map::new());
+        assert!(matches!(listed, Ok(ClientRequest::ListPromptsRequest(_))));
+        let paged = forwarded_request("resources/list", params(json!({"cursor": "2"})));
+        assert!(matches!(paged, Ok(ClientRequest::ListResourcesRequest(_))));
+        let prompt = forwarded_request(
+            "prompts/get",
+            params(json!({"name": "p", "arguments": {"a": "b"}})),
+        );
+        assert!(matches!(prompt, Ok(ClientRequest::GetPromptRequest(_))));
+        let complete = forwarded_request(
+            "completion/complete",
+            params(json!({"ref": {"type": "ref/prompt", "name": "p"},
+                          "argument": {"name": "a", "value": "x"}})),
+        );
+        assert!(matches!(complete, Ok(ClientRequest::CompleteRequest(_))));
+        for (method, given) in [
+            ("resources/subscribe", json!({"uri": "demo://a"})),
+            ("tools/call", json!({"name": "echo"})),
+            ("logging/setLevel", json!({"level": "debug"})),
+            ("made/up", json!({})),
+        ] {
+            assert!(
+                matches!(
+                    forwarded_request(method, params(given)),
+                    Err(CallError::Rejected { code: -32601, .. })
+                ),
+                "{method} was not refused"
+            );
+        }
+        // A read without its URI is not sent.
+        assert!(matches!(
+            forwarded_request("resources/read", Map::new()),
+            Err(CallError::Rejected { code: -32602, .. })
+        ));
+    }
 
     /// A launcher whose start blocks its thread for `0`, then refuses.
     struct Blocking(std::time::Duration);

@@ -1,9 +1,11 @@
 //! Mode `conformance`: the fixture `warden serve --only fixture` fronts for the official
 //! conformance suite's server scenarios (scripts/conformance-server). It offers the tools
 //! those scenarios call, under the names they use, each answering with the content the
-//! scenario checks. Tools that need a server-to-client request (sampling, elicitation) or
-//! notifications (logging, progress) answer plainly: the gateway does not relay those yet,
-//! and the scenarios that need them are expected failures with that reason.
+//! scenario checks, and the resources, resource template, prompts and completion the
+//! resource and prompt scenarios read (decision 0035). Tools that need a server-to-client
+//! request (sampling, elicitation) or notifications (logging, progress) answer plainly: the
+//! gateway does not relay those yet, and the scenarios that need them are expected failures
+//! with that reason. Subscriptions are not offered (the gateway does not forward them).
 
 use serde_json::{Value, json};
 
@@ -90,4 +92,100 @@ pub(crate) fn call(name: &str) -> Option<Value> {
         _ => return None,
     };
     Some(json!({"content": content}))
+}
+
+/// The capabilities the fixture declares.
+pub(crate) fn capabilities() -> Value {
+    json!({"tools": {}, "resources": {}, "prompts": {}, "completions": {}})
+}
+
+const TEXT_URI: &str = "test://static-text";
+const BINARY_URI: &str = "test://static-binary";
+const TEMPLATE: &str = "test://template/{id}/data";
+
+fn prompt_text(text: &str) -> Value {
+    json!({"role": "user", "content": {"type": "text", "text": text}})
+}
+
+/// Answers the resource, prompt and completion methods; `None` for any other method.
+pub(crate) fn answer(method: &str, params: &Value) -> Option<Result<Value, (i64, String)>> {
+    let text = |key: &str| params.get(key).and_then(Value::as_str).unwrap_or_default();
+    let answer = match method {
+        "resources/list" => Ok(json!({"resources": [
+            {"uri": TEXT_URI, "name": "static-text", "description": "A static text resource.",
+             "mimeType": "text/plain"},
+            {"uri": BINARY_URI, "name": "static-binary",
+             "description": "A static binary resource.", "mimeType": "image/png"},
+        ]})),
+        "resources/templates/list" => Ok(json!({"resourceTemplates": [
+            {"uriTemplate": TEMPLATE, "name": "template",
+             "description": "Data for an id.", "mimeType": "application/json"},
+        ]})),
+        "resources/read" => {
+            let uri = text("uri");
+            if uri == TEXT_URI {
+                Ok(json!({"contents": [{"uri": uri, "mimeType": "text/plain",
+                                        "text": "This is the content of the static text resource."}]}))
+            } else if uri == BINARY_URI {
+                Ok(json!({"contents": [{"uri": uri, "mimeType": "image/png", "blob": PNG}]}))
+            } else if let Some(id) = uri
+                .strip_prefix("test://template/")
+                .and_then(|rest| rest.strip_suffix("/data"))
+            {
+                Ok(
+                    json!({"contents": [{"uri": uri, "mimeType": "application/json",
+                                        "text": json!({"id": id, "data": format!("Data for ID: {id}")}).to_string()}]}),
+                )
+            } else {
+                Err((-32602, format!("Resource not found: {uri}")))
+            }
+        }
+        "prompts/list" => Ok(json!({"prompts": [
+            {"name": "test_simple_prompt", "description": "A simple prompt without arguments."},
+            {"name": "test_prompt_with_arguments", "description": "A prompt with two arguments.",
+             "arguments": [{"name": "arg1", "description": "First argument", "required": true},
+                           {"name": "arg2", "description": "Second argument", "required": true}]},
+            {"name": "test_prompt_with_embedded_resource",
+             "description": "A prompt with an embedded resource.",
+             "arguments": [{"name": "resourceUri", "description": "The resource to embed",
+                            "required": true}]},
+            {"name": "test_prompt_with_image", "description": "A prompt with an image."},
+        ]})),
+        "prompts/get" => {
+            let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
+            let argument = |key: &str| {
+                arguments
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let messages = match text("name") {
+                "test_simple_prompt" => vec![prompt_text("This is a simple prompt for testing.")],
+                "test_prompt_with_arguments" => vec![prompt_text(&format!(
+                    "Prompt with arguments: arg1='{}', arg2='{}'",
+                    argument("arg1"),
+                    argument("arg2")
+                ))],
+                "test_prompt_with_embedded_resource" => vec![
+                    json!({"role": "user", "content": {"type": "resource", "resource": {
+                        "uri": argument("resourceUri"), "mimeType": "text/plain",
+                        "text": "Embedded resource content for testing."}}}),
+                    prompt_text("Please process the embedded resource above."),
+                ],
+                "test_prompt_with_image" => vec![
+                    json!({"role": "user", "content": {"type": "image", "data": PNG,
+                                                       "mimeType": "image/png"}}),
+                    prompt_text("Please analyze the image above."),
+                ],
+                other => return Some(Err((-32602, format!("unknown prompt: {other}")))),
+            };
+            Ok(json!({"messages": messages}))
+        }
+        "completion/complete" => {
+            Ok(json!({"completion": {"values": [], "total": 0, "hasMore": false}}))
+        }
+        _ => return None,
+    };
+    Some(answer)
 }

@@ -133,6 +133,9 @@ impl Server {
                 if self.settings.list_change || self.settings.redefine {
                     result["capabilities"]["tools"]["listChanged"] = json!(true);
                 }
+                if self.settings.conformance {
+                    result["capabilities"] = crate::conformance::capabilities();
+                }
                 if self.settings.hostile {
                     result["serverInfo"] = crate::hostile::server_info();
                 }
@@ -140,9 +143,18 @@ impl Server {
             }
             "server/discover" if self.settings.discover => {
                 self.modern = true;
-                Ok(discover_result())
+                let mut result = discover_result();
+                if self.settings.conformance {
+                    result["capabilities"] = crate::conformance::capabilities();
+                }
+                Ok(result)
             }
             "ping" => Ok(json!({})),
+            _ if self.settings.conformance
+                && let Some(answer) = crate::conformance::answer(method, params) =>
+            {
+                answer
+            }
             "tools/list" => self.list_tools(params),
             "tools/call" => self.call_tool(params),
             _ => Err((METHOD_NOT_FOUND, format!("method not found: {method}"))),

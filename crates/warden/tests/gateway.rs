@@ -1076,3 +1076,273 @@ fn a_client_past_its_rate_is_refused_with_a_clear_error_and_others_are_not() {
     drop(served);
     scratch.assert_no_leftovers();
 }
+
+// Resources, prompts and completion (issue 11): server-everything's, through the gateway.
+
+/// The test server `t` (tools only, under [`POLICY`], its results labelled trusted) and
+/// server-everything (resources, templates, prompts, completion), with `extra` (a
+/// `[serve]` table, a hide rule).
+fn everything_config(scratch: &Scratch, extra: &str) -> PathBuf {
+    let everything = server_toml(
+        "everything",
+        "node".as_ref(),
+        &[&support::node_server("server-everything"), "stdio"],
+        "timeout = { connect = \"60s\" }",
+    );
+    // `t`'s own results are declared trusted and public, so only what server-everything
+    // says can taint a context here; `t` stays untrusted for its annotations (its echo
+    // may write).
+    let t_labels = "[policy.servers.t]\nintegrity = \"trusted\"\nconfidentiality = \"public\"\n";
+    config(scratch, &format!("{everything}\n{t_labels}\n{extra}"))
+}
+
+const DYNAMIC_TEXT: &str = "demo://resource/dynamic/text/{resourceId}";
+
+fn offered_steps() -> Value {
+    json!([
+        // A clean context: the allowed echo runs.
+        {"call": "t__echo", "args": {"message": "before"}},
+        {"offered": true},
+        {"complete": {"prompt": "everything__completable-prompt"}, "argument": {"name": "department", "value": "Eng"}},
+        {"complete": {"template": DYNAMIC_TEXT}, "argument": {"name": "resourceId", "value": "1"}},
+        // Listing and completing do not taint: the echo still runs.
+        {"call": "t__echo", "args": {"message": "after listing"}},
+        {"read": "demo://resource/static/document/features.md"},
+        // What the resource said is in this client's context now: the echo is asked.
+        {"call": "t__echo", "args": {"message": "after reading"}},
+        {"prompt": "everything__simple-prompt"},
+        {"prompt": "everything__completable-prompt", "args": {"department": "Sales", "name": "Eve"}},
+        // And so is what the prompts said.
+        {"call": "t__echo", "args": {"message": "after prompts"}},
+        {"read": "demo://resource/dynamic/text/7"},
+        {"read": "demo://nowhere/at/all"},
+    ])
+}
+
+/// What every era and transport must show for [`offered_steps`].
+fn assert_offered(out: &Value) {
+    let capabilities = &out["capabilities"];
+    assert!(capabilities.get("resources").is_some(), "{out}");
+    assert!(capabilities.get("prompts").is_some(), "{out}");
+    assert!(capabilities.get("completions").is_some(), "{out}");
+    // Resources keep their URIs; their names say where they come from.
+    let resources = out["resources"].as_array().unwrap();
+    let features = resources
+        .iter()
+        .find(|r| r["uri"] == "demo://resource/static/document/features.md")
+        .unwrap_or_else(|| panic!("{out}"));
+    assert_eq!(features["name"], "everything__features.md");
+    assert!(
+        out["resources_pages"].as_u64().unwrap() > 1,
+        "several pages: {out}"
+    );
+    let templates: Vec<&str> = out["templates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["uriTemplate"].as_str().unwrap())
+        .collect();
+    assert!(templates.contains(&DYNAMIC_TEXT), "{out}");
+    // Prompts are named like tools.
+    let prompts: Vec<&str> = out["prompt_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert!(prompts.contains(&"everything__simple-prompt"), "{out}");
+    assert!(prompts.contains(&"everything__completable-prompt"), "{out}");
+    assert_eq!(
+        out["prompts"][0]["texts"][0], "This is a simple prompt without arguments.",
+        "{out}"
+    );
+    assert_eq!(
+        out["prompts"][1]["texts"][0], "Please promote Eve to the head of the Sales team.",
+        "{out}"
+    );
+    assert_eq!(
+        out["completions"][0]["values"],
+        json!(["Engineering"]),
+        "{out}"
+    );
+    assert!(
+        out["completions"][1]["values"].is_array(),
+        "a template's completion is answered: {out}"
+    );
+    let features = out["reads"][0]["texts"][0].as_str().unwrap_or_default();
+    assert!(!features.is_empty(), "{out}");
+    let dynamic = out["reads"][1]["texts"][0].as_str().unwrap_or_default();
+    assert!(dynamic.contains('7'), "routed by its template: {out}");
+    assert!(
+        out["reads"][2]["error"]
+            .as_str()
+            .is_some_and(|e| !e.is_empty()),
+        "{out}"
+    );
+    // The echo ran twice in a clean context, then the resource tainted it, then the
+    // prompts added to that.
+    assert_eq!(call(out, 0)["isError"], false, "{out}");
+    assert_eq!(call(out, 1)["isError"], false, "listing tainted: {out}");
+    assert_eq!(call(out, 2)["isError"], true, "{out}");
+    let asked = call(out, 2)["text"].as_str().unwrap();
+    assert!(asked.contains("did not run `t__echo`"), "{asked}");
+    assert!(
+        asked.contains("text from demo://resource/static/document/features.md"),
+        "{asked}"
+    );
+    let asked = call(out, 3)["text"].as_str().unwrap();
+    assert!(
+        asked.contains("text from everything__completable-prompt"),
+        "{asked}"
+    );
+}
+
+const SMALL_PAGES: &str = "[serve]\npage_size = 3\n";
+
+#[test]
+fn resources_prompts_and_completion_over_stdio_in_both_eras() {
+    for mode in ["legacy", "2026-07-28"] {
+        let scratch = Scratch::new();
+        let config = everything_config(&scratch, SMALL_PAGES);
+        let out = run_client(stdio_plan(&scratch, &config, mode, "none", offered_steps()));
+        assert_offered(&out);
+        scratch.assert_no_leftovers();
+    }
+}
+
+#[test]
+fn resources_prompts_and_completion_over_http_in_both_eras() {
+    let scratch = Scratch::new();
+    let config = everything_config(&scratch, SMALL_PAGES);
+    let served = Served::start(&scratch, &config, &[], &[]);
+    for mode in ["legacy", "2026-07-28"] {
+        let out = run_client(json!({
+            "mode": mode,
+            "url": served.url,
+            "elicit": "none",
+            "steps": offered_steps(),
+        }));
+        assert_offered(&out);
+    }
+    drop(served);
+    scratch.assert_no_leftovers();
+}
+
+/// A server the policy hides entirely shows no resources, prompts or completion: not
+/// listed, not declared, not readable by URI. The positive control is the same server
+/// unhidden in the tests above.
+#[test]
+fn a_hidden_server_shows_no_resources_or_prompts() {
+    let scratch = Scratch::new();
+    let config = everything_config(
+        &scratch,
+        "[[policy.rules]]\ntools = \"everything__*\"\neffect = \"hide\"\n",
+    );
+    let steps = json!([
+        {"offered": true},
+        {"read": "demo://resource/static/document/features.md"},
+        {"prompt": "everything__simple-prompt"},
+        {"call": "t__echo", "args": {"message": "still served"}},
+    ]);
+    let out = run_client(stdio_plan(&scratch, &config, "legacy", "none", steps));
+    let capabilities = &out["capabilities"];
+    assert!(capabilities.get("resources").is_none(), "{out}");
+    assert!(capabilities.get("prompts").is_none(), "{out}");
+    assert!(capabilities.get("completions").is_none(), "{out}");
+    assert_eq!(out["resources"], json!([]), "{out}");
+    assert_eq!(out["templates"], json!([]), "{out}");
+    assert_eq!(out["prompt_list"], json!([]), "{out}");
+    assert!(out["reads"][0]["error"].is_string(), "{out}");
+    assert!(out["prompts"][0]["error"].is_string(), "{out}");
+    // The other server is served as before.
+    assert_eq!(call(&out, 0)["isError"], false, "{out}");
+    scratch.assert_no_leftovers();
+}
+
+/// `/metrics` counts what the gateway did, with bounded labels, behind the same gate: a
+/// rebinding Host gets 403 there too (and is counted as a refusal); a made-up method is
+/// counted as `other`, never under its own name.
+#[test]
+fn metrics_count_requests_and_refusals_behind_the_gate() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let opened = Post::to(&served).send(&served, &initialize_body());
+    assert_eq!(opened.status, 200, "{}", opened.body);
+    let session = opened.header("mcp-session-id").unwrap().to_owned();
+    let in_session = Post::to(&served).with("Mcp-Session-Id", session.clone());
+    let listed = in_session.send(&served, &list_body());
+    assert_eq!(listed.status, 200, "{}", listed.body);
+    let made_up = json!({"jsonrpc": "2.0", "id": 3, "method": "x-secret-tool-name/argh"});
+    let refused = in_session.send(&served, &made_up);
+    assert_eq!(refused.status, 200, "{}", refused.body);
+    let call = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                      "params": {"name": "t__echo", "arguments": {"message": "counted"}}});
+    let called = in_session.send(&served, &call);
+    assert_eq!(called.status, 200, "{}", called.body);
+    let rebound = get(&served, "/metrics", "evil.example:80");
+    assert_eq!(rebound.status, 403, "{}", rebound.body);
+    let metrics = get(&served, "/metrics", &served.addr);
+    assert_eq!(metrics.status, 200, "{}", metrics.body);
+    let text = &metrics.body;
+    for line in [
+        "warden_requests_total{method=\"initialize\",outcome=\"ok\"} 1",
+        "warden_requests_total{method=\"tools/list\",outcome=\"ok\"} 1",
+        "warden_requests_total{method=\"tools/call\",outcome=\"ok\"} 1",
+        "warden_requests_total{method=\"other\",outcome=\"error\"} 1",
+        "warden_upstream_calls_total{server=\"t\",outcome=\"ok\"} 1",
+        "warden_upstream_call_duration_seconds_count{server=\"t\"} 1",
+        "warden_refusals_total{reason=\"forbidden\"} 1",
+        "warden_open_sessions 1",
+        "# TYPE warden_request_duration_seconds histogram",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
+    }
+    assert!(!text.contains("x-secret"), "{text}");
+    assert!(!text.contains(&session), "{text}");
+    drop(served);
+    scratch.assert_no_leftovers();
+}
+
+/// A remote (HTTP) upstream's tool list change reaches the gateway's clients: an inner
+/// `warden serve --http` fronts the `list-change` test server, and an outer `warden serve`
+/// (stdio, the Python SDK client in front) has the inner one as a remote server, once in
+/// each era: 2025-11-25 (the session's GET stream) and 2026-07-28
+/// (`subscriptions/listen`). Before this, the outer gateway never heard of the change.
+#[test]
+fn a_remote_servers_list_change_reaches_gateway_clients() {
+    for era in ["legacy", "modern"] {
+        let inner_scratch = Scratch::new();
+        let inner_config = live_config(&inner_scratch, "list-change");
+        let inner = Served::start(&inner_scratch, &inner_config, &[], &[]);
+        let scratch = Scratch::new();
+        let config = scratch.config(&format!(
+            "[servers.in]\nurl = {:?}\nera = {era:?}\n\
+             [[policy.rules]]\ntools = \"in__*\"\neffect = \"allow\"\n",
+            inner.url
+        ));
+        let steps = json!([
+            {"list": true},
+            // The inner test server changes its list at its first call, and says so.
+            {"call": "in__t__echo", "args": {"message": "hi"}},
+            {"wait_changed": 20},
+            {"list": true},
+        ]);
+        let out = run_client(stdio_plan(&scratch, &config, "legacy", "none", steps));
+        assert_eq!(
+            out["lists"][0],
+            json!(["in__t__echo", "in__t__add", "in__t__fail"]),
+            "{era}: {out}"
+        );
+        assert_eq!(call(&out, 0)["isError"], false, "{era}: {out}");
+        assert_eq!(out["changes"], json!([true]), "{era}: announced: {out}");
+        assert_eq!(
+            out["lists"][1],
+            json!(["in__t__echo", "in__t__add"]),
+            "{era}: {out}"
+        );
+        drop(inner);
+        inner_scratch.assert_no_leftovers();
+        scratch.assert_no_leftovers();
+    }
+}

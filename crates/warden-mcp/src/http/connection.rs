@@ -398,6 +398,38 @@ impl Connection for HttpConnection {
         })
     }
 
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: Map<String, Value>,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value, CallError>> {
+        Box::pin(async move {
+            if !crate::connection::FORWARDED_METHODS.contains(&method) {
+                return Err(crate::connection::not_forwarded(method));
+            }
+            let in_flight = Mutex::new(None);
+            let sent = self.request(method, params, Some(&in_flight));
+            match tokio::time::timeout(timeout, sent).await {
+                Ok(result) => result,
+                Err(_) => {
+                    let id = in_flight
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .take();
+                    if let Some(id) = id {
+                        self.current().await.cancel(id).await;
+                    }
+                    Err(CallError::Timeout { after: timeout })
+                }
+            }
+        })
+    }
+
+    fn take_tools_changed(&self) -> bool {
+        self.profile.notices.take_tools_changed()
+    }
+
     fn stderr_tail(&self, _count: usize) -> Vec<String> {
         Vec::new()
     }

@@ -120,6 +120,7 @@ impl Remote {
             max_bytes: self.max_bytes,
             server: self.name.clone(),
             auth: self.oauth.clone(),
+            notices: Arc::default(),
         })
     }
 

@@ -39,6 +39,59 @@ pub trait ServerRequests: Send + Sync {
     fn answer(&self, method: &str, params: &Value) -> Result<Value, (i64, String)>;
 }
 
+/// What a server announced on any of its streams that Warden acts on later: that its tool
+/// list changed (`notifications/tools/list_changed`). Shared by every session of one
+/// connection (a reconnect keeps it), read by [`crate::Connection::take_tools_changed`].
+#[derive(Debug, Default)]
+pub struct Notices {
+    tools_changed: std::sync::atomic::AtomicBool,
+}
+
+impl Notices {
+    /// Takes note of a notification a server sent.
+    pub(crate) fn note(&self, message: &Value) {
+        if message.get("method").and_then(Value::as_str) == Some("notifications/tools/list_changed")
+        {
+            self.mark_tools_changed();
+        }
+    }
+
+    /// Marks the tool list as possibly changed (a notice, or a gap in a stream that may
+    /// have lost one: reading the list again is cheap, missing a change is not).
+    pub(crate) fn mark_tools_changed(&self) {
+        self.tools_changed
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// True once after the server said its tool list changed, clearing the mark.
+    pub fn take_tools_changed(&self) -> bool {
+        self.tools_changed
+            .swap(false, std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// The prefix of the request ids of Warden's `subscriptions/listen` requests.
+pub(crate) const LISTEN_ID_PREFIX: &str = "warden-listen-";
+
+/// How opening a stream of the server's own messages went.
+pub(crate) enum ListenOpen {
+    /// Open.
+    Open(reqwest::Response),
+    /// The server offers no such stream (405): not an error.
+    NotOffered,
+    /// It could not be opened now (why, for the log).
+    Failed(String),
+}
+
+/// Where a stream of the server's own messages stands, across its reconnections.
+#[derive(Debug, Default)]
+pub(crate) struct ListenState {
+    /// The last event id seen (legacy: sent back as `Last-Event-ID`).
+    pub last_id: Option<String>,
+    /// The delay the server asked for before reconnecting (`retry:`), clamped.
+    pub retry: Option<Duration>,
+}
+
 /// Warden's default: answers `ping`, declines elicitation (declared on every connection,
 /// see [`crate::client_capabilities`]: the user's answer is "no"), and refuses everything
 /// else (sampling and roots are never declared).
@@ -67,6 +120,8 @@ pub(crate) struct Endpoint {
     pub server: String,
     /// Signs in on a 401 and steps up on a 403 `insufficient_scope`, if configured.
     pub auth: Option<Arc<OAuthClient>>,
+    /// Where the server's notices go (the connection's, set by the session).
+    pub notices: Arc<Notices>,
 }
 
 /// The answer to one POST.
@@ -303,6 +358,7 @@ impl Endpoint {
                         self.answer(&message, context).await;
                     } else {
                         tracing::debug!(server = %self.server, method = %message["method"], "notification on the response stream");
+                        self.notices.note(&message);
                     }
                     continue;
                 }
@@ -342,16 +398,21 @@ impl Endpoint {
         }
     }
 
-    /// Opens the session's own event stream (legacy era: `GET` with the session headers),
-    /// on which a server may send requests (elicitation, roots, ping). `None` when the
-    /// server has none (405) or does not answer within `limit`.
+    /// Opens the session's own event stream (legacy era: `GET` with the session headers,
+    /// and `Last-Event-ID` when resuming after `last_id`), within `limit`. A 405 means the
+    /// server offers none.
     pub async fn open_listen(
         &self,
         session_headers: &[(HeaderName, HeaderValue)],
+        last_id: Option<&str>,
         limit: Duration,
-    ) -> Option<reqwest::Response> {
+    ) -> ListenOpen {
+        let mut extra = session_headers.to_vec();
+        if let Some(value) = last_id.and_then(|id| HeaderValue::from_str(id).ok()) {
+            extra.push((HeaderName::from_static("last-event-id"), value));
+        }
         let send = self
-            .request(Method::GET, session_headers)
+            .request(Method::GET, &extra)
             .header(ACCEPT, "text/event-stream")
             .send();
         match tokio::time::timeout(limit, send).await {
@@ -359,42 +420,108 @@ impl Endpoint {
                 if response.status().is_success()
                     && media_type(response.headers()) == "text/event-stream" =>
             {
-                Some(response)
+                ListenOpen::Open(response)
             }
-            Ok(Ok(response)) => {
-                tracing::debug!(server = %self.server, status = %response.status(), "no server event stream");
-                None
+            Ok(Ok(response)) if response.status() == StatusCode::METHOD_NOT_ALLOWED => {
+                tracing::debug!(server = %self.server, "the server offers no event stream of its own (405)");
+                ListenOpen::NotOffered
             }
-            Ok(Err(error)) => {
-                tracing::debug!(server = %self.server, "no server event stream: {}", NetError::from_reqwest(error));
-                None
-            }
-            Err(_) => None,
+            Ok(Ok(response)) => ListenOpen::Failed(format!("HTTP {}", response.status())),
+            Ok(Err(error)) => ListenOpen::Failed(NetError::from_reqwest(error).to_string()),
+            Err(_) => ListenOpen::Failed(format!("no answer within {limit:?}")),
         }
     }
 
-    /// Answers the requests a server sends on the stream `open_listen` opened, until it
-    /// ends. The caller aborts the task when the session closes.
+    /// POSTs `message` (a 2026-07-28 `subscriptions/listen` request) and returns its event
+    /// stream, within `limit`; the caller reads it with [`listen`](Endpoint::listen).
+    pub async fn open_subscription(
+        &self,
+        message: &Value,
+        extra: &[(HeaderName, HeaderValue)],
+        limit: Duration,
+    ) -> ListenOpen {
+        let Ok(body) = serde_json::to_vec(message) else {
+            return ListenOpen::Failed("could not encode the request".into());
+        };
+        let send = self
+            .request(Method::POST, extra)
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header(CONTENT_TYPE, "application/json")
+            .body(body)
+            .send();
+        match tokio::time::timeout(limit, send).await {
+            Ok(Ok(response))
+                if response.status().is_success()
+                    && media_type(response.headers()) == "text/event-stream" =>
+            {
+                ListenOpen::Open(response)
+            }
+            Ok(Ok(response)) if response.status() == StatusCode::METHOD_NOT_ALLOWED => {
+                ListenOpen::NotOffered
+            }
+            Ok(Ok(response)) => {
+                let status = response.status();
+                let json = media_type(response.headers()) == "application/json";
+                let body = read_capped(response, ERROR_BODY_CAP)
+                    .await
+                    .unwrap_or_default();
+                // A JSON answer (an error: method not found, ...) means no stream is offered.
+                if json && status.is_success() || status == StatusCode::NOT_FOUND {
+                    tracing::debug!(server = %self.server, "subscriptions/listen not offered: {}", excerpt(&body));
+                    return ListenOpen::NotOffered;
+                }
+                ListenOpen::Failed(format!("HTTP {status}: {}", excerpt(&body)))
+            }
+            Ok(Err(error)) => ListenOpen::Failed(NetError::from_reqwest(error).to_string()),
+            Err(_) => ListenOpen::Failed(format!("no answer within {limit:?}")),
+        }
+    }
+
+    /// Reads a stream of the server's own messages until it ends: answers its requests,
+    /// notes its notices ([`Notices`]), and keeps the last event id and retry delay in
+    /// `state`. Returns how many events came. The caller aborts the task when the session
+    /// closes.
     pub async fn listen(
         &self,
         response: reqwest::Response,
-        session_headers: Vec<(HeaderName, HeaderValue)>,
+        session_headers: &[(HeaderName, HeaderValue)],
         requests: &dyn ServerRequests,
-    ) {
+        state: &mut ListenState,
+    ) -> usize {
         let context = StreamContext {
-            session_headers: &session_headers,
+            session_headers,
             resumable: false,
             requests,
         };
+        let mut seen = 0usize;
         let mut events = Box::pin(sse_events(response, self.max_bytes));
         while let Some(Ok(event)) = events.next().await {
+            seen += 1;
+            if let Some(id) = event.id {
+                state.last_id = Some(id);
+            }
+            if let Some(millis) = event.retry {
+                state.retry = Some(Duration::from_millis(millis).min(MAX_RETRY_DELAY));
+            }
             let Ok(message) = serde_json::from_str::<Value>(&event.data) else {
                 continue;
             };
-            if message.get("method").is_some() && message.get("id").is_some() {
-                self.answer(&message, &context).await;
+            if message.get("method").is_some() {
+                if message.get("id").is_some() {
+                    self.answer(&message, &context).await;
+                } else {
+                    self.notices.note(&message);
+                }
+            } else if message
+                .get("id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| id.starts_with(LISTEN_ID_PREFIX))
+            {
+                // The answer to a `subscriptions/listen`: the server ended the stream.
+                break;
             }
         }
+        seen
     }
 
     /// Answers one server request by POSTing the response (legacy era).

@@ -9,14 +9,21 @@ The plan is a JSON object:
   headers     extra HTTP headers (a bearer token)
   elicit      "approve", "decline", or "none" (no elicitation capability at all)
   steps       [{"list": true} | {"call": NAME, "args": {...}} | {"listen": true}
-               | {"wait_changed": SECONDS}], run in order. `listen` opens a
+               | {"wait_changed": SECONDS} | {"offered": true} | {"read": URI}
+               | {"prompt": NAME, "args": {...}}
+               | {"complete": {"prompt": NAME} or {"template": URI},
+                  "argument": {"name": ..., "value": ...}}], run in order. `listen` opens a
                2026-07-28 `subscriptions/listen` stream for tool list changes;
                `wait_changed` waits for the next `notifications/tools/list_changed`
                (a notification, or an event on the listen stream) and records whether
                one came. A call the server answers with a JSON-RPC error records it.
 
-It prints one JSON object: the protocol version, the tool names of every page, each call's
-isError and text, and the messages of the elicitations it answered.
+`offered` lists every page of resources, resource templates and prompts (names and URIs);
+`read`, `prompt` and `complete` record the texts, messages or values, or the error.
+
+It prints one JSON object: the protocol version, the server's capabilities, the tool names
+of every page, each call's isError and text, and the messages of the elicitations it
+answered.
 """
 
 import asyncio
@@ -47,7 +54,8 @@ async def main() -> None:
         http_client = httpx.AsyncClient(headers=plan.get("headers", {}), timeout=30)
         server = streamable_http_client(plan["url"], http_client=http_client)
     callback = None if plan.get("elicit", "none") == "none" else approve
-    out = {"tools": [], "pages": 0, "calls": [], "asked": asked, "changes": [], "lists": []}
+    out = {"tools": [], "pages": 0, "calls": [], "asked": asked, "changes": [], "lists": [],
+           "reads": [], "prompts": [], "completions": []}
     changed = asyncio.Event()
 
     async def on_message(message) -> None:
@@ -66,6 +74,11 @@ async def main() -> None:
     async with Client(server, mode=plan.get("mode", "auto"), elicitation_callback=callback, cache=None,
                       message_handler=on_message) as client:
         out["protocol"] = client.protocol_version
+        if plan.get("mode") == "2026-07-28":
+            # Without a probe the client assumes empty capabilities: ask the server.
+            out["capabilities"] = (await client.session.send_discover("2026-07-28")).get("capabilities", {})
+        else:
+            out["capabilities"] = client.server_capabilities.model_dump(exclude_none=True, by_alias=True)
         for step in plan["steps"]:
             if step.get("list"):
                 cursor = None
@@ -90,6 +103,53 @@ async def main() -> None:
                 except TimeoutError:
                     out["changes"].append(False)
                 changed.clear()
+            elif step.get("offered"):
+                for what, fetch in (("resources", client.list_resources),
+                                    ("templates", client.list_resource_templates),
+                                    ("prompt_list", client.list_prompts)):
+                    cursor = None
+                    seen = []
+                    pages = 0
+                    while True:
+                        page = await fetch(cursor=cursor, cache_mode="bypass")
+                        pages += 1
+                        if what == "resources":
+                            seen.extend({"uri": str(r.uri), "name": r.name} for r in page.resources)
+                        elif what == "templates":
+                            seen.extend({"uriTemplate": t.uri_template, "name": t.name}
+                                        for t in page.resource_templates)
+                        else:
+                            seen.extend(p.name for p in page.prompts)
+                        cursor = page.next_cursor
+                        if not cursor:
+                            break
+                    out[what] = seen
+                    out[what + "_pages"] = pages
+            elif "read" in step:
+                try:
+                    result = await client.read_resource(step["read"], cache_mode="bypass")
+                    out["reads"].append({"uri": step["read"],
+                                         "texts": [getattr(c, "text", None) for c in result.contents]})
+                except Exception as error:
+                    out["reads"].append({"uri": step["read"], "error": str(error)})
+            elif "prompt" in step:
+                try:
+                    result = await client.get_prompt(step["prompt"], step.get("args"))
+                    texts = [getattr(m.content, "text", None) for m in result.messages]
+                    out["prompts"].append({"name": step["prompt"], "texts": texts})
+                except Exception as error:
+                    out["prompts"].append({"name": step["prompt"], "error": str(error)})
+            elif "complete" in step:
+                ref_spec = step["complete"]
+                if "prompt" in ref_spec:
+                    ref = types.PromptReference(type="ref/prompt", name=ref_spec["prompt"])
+                else:
+                    ref = types.ResourceTemplateReference(type="ref/resource", uri=ref_spec["template"])
+                try:
+                    result = await client.complete(ref, step["argument"])
+                    out["completions"].append({"values": result.completion.values})
+                except Exception as error:
+                    out["completions"].append({"error": str(error)})
             elif "call" in step:
                 try:
                     result = await client.call_tool(step["call"], step.get("args", {}))

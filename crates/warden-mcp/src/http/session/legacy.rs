@@ -9,11 +9,12 @@ use warden_net::reqwest::Method;
 use warden_net::reqwest::header::{HeaderName, HeaderValue};
 
 use super::{
-    FAREWELL_LIMIT, LEGACY_VERSIONS, LISTEN_OPEN_LIMIT, MAX_SESSION_ID, Session, header, lock,
-    result_of,
+    FAREWELL_LIMIT, LEGACY_VERSIONS, LISTEN_OPEN_LIMIT, MAX_SESSION_ID, Session, follow, header,
+    lock, result_of,
 };
 use crate::connection::Era;
 use crate::http::error::HttpError;
+use crate::http::exchange::ListenOpen;
 use crate::http::exchange::StreamContext;
 
 impl Session {
@@ -137,19 +138,41 @@ impl Session {
         Ok(result)
     }
 
-    /// Starts (or restarts, after a new `initialize`) the task that answers requests the
-    /// server sends on the session's own event stream.
-    /// The stream is open before this returns, so a request the server sends while
-    /// answering the next call is not lost.
+    /// Starts (or restarts, after a new `initialize`) the task that follows the session's
+    /// own event stream: it answers the requests the server sends there and notes its
+    /// notices (tool list changes), and reopens the stream with `Last-Event-ID` when it
+    /// ends, within a retry budget. The stream is open before this returns, so a request
+    /// the server sends while answering the next call is not lost. A 405 means the server
+    /// offers no such stream: nothing to follow.
     pub(super) async fn listen(&self, headers: Vec<(HeaderName, HeaderValue)>) {
-        let Some(response) = self.endpoint.open_listen(&headers, LISTEN_OPEN_LIMIT).await else {
-            return;
+        let response = match self
+            .endpoint
+            .open_listen(&headers, None, LISTEN_OPEN_LIMIT)
+            .await
+        {
+            ListenOpen::Open(response) => response,
+            ListenOpen::NotOffered => return,
+            ListenOpen::Failed(reason) => {
+                tracing::debug!(server = %self.endpoint.server, "no server event stream: {reason}");
+                return;
+            }
         };
         let endpoint = self.endpoint.clone();
         let requests = self.profile.requests.clone();
-        let task = tokio::spawn(async move {
-            endpoint.listen(response, headers, requests.as_ref()).await;
-        });
+        let reopen_with = {
+            let endpoint = self.endpoint.clone();
+            let headers = headers.clone();
+            move |last_id: Option<String>| {
+                let endpoint = endpoint.clone();
+                let headers = headers.clone();
+                async move {
+                    endpoint
+                        .open_listen(&headers, last_id.as_deref(), LISTEN_OPEN_LIMIT)
+                        .await
+                }
+            }
+        };
+        let task = tokio::spawn(follow(endpoint, response, headers, requests, reopen_with));
         if let Some(old) = lock(&self.listener).replace(task) {
             old.abort();
         }

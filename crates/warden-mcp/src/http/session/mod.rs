@@ -18,10 +18,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
+use warden_net::reqwest;
 use warden_net::reqwest::header::{HeaderName, HeaderValue};
 
 use super::error::HttpError;
-use super::exchange::{Endpoint, Reply, ServerRequests, rpc_error};
+use super::exchange::{
+    Endpoint, ListenOpen, ListenState, Notices, Reply, ServerRequests, rpc_error,
+};
 use super::headers::ParamHeader;
 use crate::connection::{Era, ServerInfo};
 
@@ -36,10 +39,84 @@ pub const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26"
 const MAX_INPUT_ROUNDS: usize = 8;
 /// Time allowed for the `DELETE` of a session, and for a cancellation notice.
 const FAREWELL_LIMIT: Duration = Duration::from_secs(2);
-/// Time allowed to open the legacy session's own event stream.
+/// Time allowed to open a stream of the server's own messages (the legacy session's GET
+/// stream, a modern `subscriptions/listen`).
 const LISTEN_OPEN_LIMIT: Duration = Duration::from_secs(2);
 /// Pages of `tools/list` fetched again after a header mismatch.
 const MAX_RELIST_PAGES: usize = 64;
+/// Consecutive failed attempts to reopen a stream of the server's own messages (the
+/// legacy GET stream, a modern `subscriptions/listen`) before Warden stops following it;
+/// a stream that stayed open for [`HEALTHY_STREAM`] restores the budget.
+const MAX_LISTEN_RETRIES: u32 = 5;
+/// A stream open at least this long counted as healthy when it ends (an idle timeout, a
+/// server's periodic close): its retry budget starts again.
+const HEALTHY_STREAM: Duration = Duration::from_secs(10);
+/// The first delay before reopening a stream when the server named none; it doubles.
+const LISTEN_RETRY_BASE: Duration = Duration::from_millis(500);
+/// The longest delay before reopening a stream.
+const LISTEN_RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// Whether a server's capabilities say it announces tool list changes.
+fn announces_tool_changes(capabilities: &Value) -> bool {
+    capabilities
+        .get("tools")
+        .and_then(|tools| tools.get("listChanged"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// Follows a stream of the server's own messages for as long as the session lives:
+/// reads it ([`Endpoint::listen`]), and when it ends, opens it again with `reopen`
+/// (legacy: `Last-Event-ID`; modern: a new `subscriptions/listen`) after a delay (the
+/// server's `retry`, else a doubling back-off), at most [`MAX_LISTEN_RETRIES`] failures in
+/// a row. A 405 (or a listen the server does not offer) ends it quietly. Each reopening
+/// marks the tool list as possibly changed: a notice may have been lost in the gap.
+async fn follow<F, Fut>(
+    endpoint: Arc<Endpoint>,
+    first: reqwest::Response,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    requests: Arc<dyn ServerRequests>,
+    mut reopen: F,
+) where
+    F: FnMut(Option<String>) -> Fut,
+    Fut: std::future::Future<Output = ListenOpen>,
+{
+    let mut state = ListenState::default();
+    let mut response = first;
+    let mut failures = 0u32;
+    loop {
+        let opened = tokio::time::Instant::now();
+        endpoint
+            .listen(response, &headers, requests.as_ref(), &mut state)
+            .await;
+        if opened.elapsed() >= HEALTHY_STREAM {
+            failures = 0;
+        }
+        response = loop {
+            if failures >= MAX_LISTEN_RETRIES {
+                tracing::warn!(server = %endpoint.server, "stopped following the server's event stream after {MAX_LISTEN_RETRIES} failed reconnections; its tool list changes are read at the next reconnect");
+                return;
+            }
+            failures += 1;
+            let backoff = LISTEN_RETRY_BASE
+                .saturating_mul(1 << failures.min(8))
+                .min(LISTEN_RETRY_MAX);
+            tokio::time::sleep(state.retry.unwrap_or(backoff)).await;
+            match reopen(state.last_id.clone()).await {
+                ListenOpen::Open(response) => {
+                    tracing::debug!(server = %endpoint.server, "event stream reopened");
+                    endpoint.notices.mark_tools_changed();
+                    break response;
+                }
+                ListenOpen::NotOffered => return,
+                ListenOpen::Failed(reason) => {
+                    tracing::debug!(server = %endpoint.server, "event stream not reopened: {reason}");
+                }
+            }
+        };
+    }
+}
+
 /// Longest session id accepted.
 const MAX_SESSION_ID: usize = 1024;
 
@@ -72,6 +149,8 @@ pub struct ClientProfile {
     pub requests: Arc<dyn ServerRequests>,
     /// The handshake revision offered in `initialize`.
     pub legacy_version: String,
+    /// Where the server's notices go; shared by every session of one connection.
+    pub notices: Arc<Notices>,
 }
 
 impl Default for ClientProfile {
@@ -82,6 +161,7 @@ impl Default for ClientProfile {
             capabilities: crate::client_capabilities(),
             requests: Arc::new(super::exchange::DeclineRequests),
             legacy_version: LEGACY_VERSIONS[0].into(),
+            notices: Arc::default(),
         }
     }
 }
@@ -120,7 +200,8 @@ fn header(name: &'static str, value: &str) -> Option<(HeaderName, HeaderValue)> 
 }
 
 impl Session {
-    pub(crate) fn new(endpoint: Endpoint, era: Era, profile: ClientProfile) -> Session {
+    pub(crate) fn new(mut endpoint: Endpoint, era: Era, profile: ClientProfile) -> Session {
+        endpoint.notices = Arc::clone(&profile.notices);
         let version = match era {
             Era::Modern => MODERN_VERSION.to_owned(),
             Era::Legacy => profile.legacy_version.clone(),
@@ -156,7 +237,11 @@ impl Session {
         match self.era {
             Era::Modern => {
                 let result = self.request("server/discover", Map::new(), None).await?;
-                Ok(self.modern_info(&result))
+                let info = self.modern_info(&result);
+                if announces_tool_changes(&info.capabilities) {
+                    self.subscribe();
+                }
+                Ok(info)
             }
             Era::Legacy => {
                 let result = self.initialize().await?;
@@ -207,6 +292,15 @@ impl Session {
             result,
             result.get("serverInfo"),
         )
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // A session replaced by a reconnect stops following its streams.
+        if let Some(task) = lock(&self.listener).take() {
+            task.abort();
+        }
     }
 }
 

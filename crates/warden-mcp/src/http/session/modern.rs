@@ -2,16 +2,19 @@
 //! it; `-32022` retried once with a version the server names; a broken stream re-issues a
 //! read under a new id; `input_required` answered within a bound.
 
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value, json};
 use warden_net::reqwest::header::{HeaderName, HeaderValue};
 
 use super::{
-    MAX_INPUT_ROUNDS, MAX_RELIST_PAGES, MODERN_VERSION, Session, header, is_safe, lock, result_of,
+    LISTEN_OPEN_LIMIT, MAX_INPUT_ROUNDS, MAX_RELIST_PAGES, MODERN_VERSION, Session, follow, header,
+    is_safe, lock, result_of,
 };
 use crate::http::error::HttpError;
 use crate::http::exchange::StreamContext;
+use crate::http::exchange::{LISTEN_ID_PREFIX, ListenOpen};
 use crate::http::headers::{name_of, param_headers, param_values};
 
 impl Session {
@@ -50,6 +53,73 @@ impl Session {
             if let Ok(headers) = param_headers(schema) {
                 known.insert(name.to_owned(), headers);
             }
+        }
+    }
+
+    /// Adds what every modern request carries in `_meta`: the version, who Warden is, and
+    /// its capabilities.
+    fn add_meta(&self, meta: &mut Map<String, Value>, version: &str) {
+        meta.insert(
+            "io.modelcontextprotocol/protocolVersion".into(),
+            json!(version),
+        );
+        meta.insert(
+            "io.modelcontextprotocol/clientInfo".into(),
+            json!({"name": self.profile.name, "version": self.profile.version}),
+        );
+        meta.insert(
+            "io.modelcontextprotocol/clientCapabilities".into(),
+            self.profile.capabilities.clone(),
+        );
+    }
+
+    /// Starts the task that follows a `subscriptions/listen` stream for the server's tool
+    /// list changes (the 2026-07-28 replacement of the GET stream), and opens it again
+    /// when it ends, within the retry budget ([`follow`]); a server that does not offer
+    /// it is not asked again. Called once the server said it announces tool list changes.
+    pub(super) fn subscribe(&self) {
+        let version = self.protocol_version();
+        let mut meta = Map::new();
+        self.add_meta(&mut meta, &version);
+        let params = json!({"notifications": {"toolsListChanged": true}, "_meta": meta});
+        let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
+        headers.extend(header("mcp-protocol-version", &version));
+        headers.extend(header("mcp-method", "subscriptions/listen"));
+        let endpoint = self.endpoint.clone();
+        let requests = self.profile.requests.clone();
+        let opened = Arc::new(AtomicU64::new(0));
+        let open = {
+            let endpoint = endpoint.clone();
+            move |_last_id: Option<String>| {
+                let endpoint = endpoint.clone();
+                let headers = headers.clone();
+                let count = opened.fetch_add(1, Ordering::Relaxed);
+                let message = json!({
+                    "jsonrpc": "2.0",
+                    "id": format!("{LISTEN_ID_PREFIX}{count}"),
+                    "method": "subscriptions/listen",
+                    "params": params.clone(),
+                });
+                async move {
+                    endpoint
+                        .open_subscription(&message, &headers, LISTEN_OPEN_LIMIT)
+                        .await
+                }
+            }
+        };
+        let task = tokio::spawn(async move {
+            match open(None).await {
+                ListenOpen::Open(response) => {
+                    follow(endpoint, response, Vec::new(), requests, open).await;
+                }
+                ListenOpen::NotOffered => {}
+                ListenOpen::Failed(reason) => {
+                    tracing::debug!(server = %endpoint.server, "subscriptions/listen not opened: {reason}");
+                }
+            }
+        });
+        if let Some(old) = lock(&self.listener).replace(task) {
+            old.abort();
         }
     }
 
@@ -116,18 +186,7 @@ impl Session {
                 .remove("_meta")
                 .and_then(|meta| meta.as_object().cloned())
                 .unwrap_or_default();
-            meta.insert(
-                "io.modelcontextprotocol/protocolVersion".into(),
-                json!(version),
-            );
-            meta.insert(
-                "io.modelcontextprotocol/clientInfo".into(),
-                json!({"name": self.profile.name, "version": self.profile.version}),
-            );
-            meta.insert(
-                "io.modelcontextprotocol/clientCapabilities".into(),
-                self.profile.capabilities.clone(),
-            );
+            self.add_meta(&mut meta, &version);
             let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
             headers.extend(header("mcp-protocol-version", &version));
             headers.extend(header("mcp-method", method));
