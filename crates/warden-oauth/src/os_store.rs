@@ -8,7 +8,8 @@
 //! only ever used for its own resource and a registration only with its own issuer.
 //!
 //! Every call to the credential store runs on its own thread under a time limit
-//! ([`DEFAULT_LIMIT`]): a session bus that accepts the connection but never answers, or a
+//! ([`DEFAULT_LIMIT`], or longer where a person may be answering an unlock prompt; the
+//! probe always [`DEFAULT_LIMIT`]): a session bus that accepts the connection but never answers, or a
 //! collection that waits for a password prompt nobody will see, makes that call fail with
 //! the limit named instead of hanging Warden. After one such timeout the store counts as
 //! unreachable for the rest of the process, so later calls fail at once.
@@ -78,11 +79,18 @@ impl OsStore {
     /// Whether a credential store answers: reads an entry that need not exist. `Err` says
     /// why not (no session bus, no Secret Service on it, a timeout, no store on this
     /// platform).
+    /// It waits at most [`DEFAULT_LIMIT`] whatever the store's limit: looking for an entry
+    /// that is not there needs no unlock prompt.
     pub fn probe(&self) -> Result<(), OAuthError> {
-        self.call("probe", Op::Get).map(|_| ())
+        self.call_within("probe", Op::Get, self.limit.min(DEFAULT_LIMIT))
+            .map(|_| ())
     }
 
     fn call(&self, account: &str, op: Op) -> Result<Answer, OAuthError> {
+        self.call_within(account, op, self.limit)
+    }
+
+    fn call_within(&self, account: &str, op: Op, limit: Duration) -> Result<Answer, OAuthError> {
         if let Some(reason) = lock(&self.broken).clone() {
             return Err(OAuthError::Store(reason));
         }
@@ -99,7 +107,7 @@ impl OsStore {
                 "the operating system's credential store: cannot start a thread: {error}"
             )));
         }
-        match receive.recv_timeout(self.limit) {
+        match receive.recv_timeout(limit) {
             Ok(answer) => answer.map_err(|reason| {
                 OAuthError::Store(format!(
                     "the operating system's credential store ({}): {reason}",
@@ -111,7 +119,7 @@ impl OsStore {
                 let reason = format!(
                     "the operating system's credential store ({}) did not answer within {} s",
                     platform::NAME,
-                    self.limit.as_secs_f32()
+                    limit.as_secs_f32()
                 );
                 *lock(&self.broken) = Some(reason.clone());
                 Err(OAuthError::Store(reason))

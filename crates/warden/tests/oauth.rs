@@ -145,6 +145,73 @@ async fn signing_in_works_and_the_token_reaches_only_its_own_resource() {
     assert!(stats["valid"].as_u64().unwrap() >= 2, "{stats}");
 }
 
+/// Connects to `server` judging it a public server (as if it were not on loopback): the
+/// session, or the error.
+async fn connect_as_public(server: &AuthServer) -> Result<Session, String> {
+    let url = warden_oauth::Url::parse(&server.url()).unwrap();
+    let fetcher = warden_oauth::Fetcher::for_server(false, &url)
+        .unwrap()
+        .judging_server_public();
+    let agent = Headless::new(warden_oauth::Fetcher::new(false).unwrap(), REDIRECT);
+    let oauth = Arc::new(
+        OAuthClient::with_fetcher(
+            "docs",
+            url,
+            fetcher,
+            ClientSettings::default(),
+            Arc::new(MemoryStore::default()),
+            Arc::new(agent),
+        )
+        .unwrap(),
+    );
+    let remote = remote("docs", &server.url(), oauth);
+    match tokio::time::timeout(LIMIT, open(&remote, &ClientProfile::default())).await {
+        Ok(Ok((session, _))) => Ok(session),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err("timed out".into()),
+    }
+}
+
+#[tokio::test]
+async fn a_public_server_naming_a_loopback_authorization_server_is_refused() {
+    // Positive control: judged public, an honest server whose authorization server is on
+    // its own origin signs in.
+    let good = AuthServer::start("good");
+    let session = connect_as_public(&good).await.unwrap();
+    list(&session).await;
+    assert_eq!(good.stats()["code_grants"], 1);
+    // The protected-resource metadata names an authorization server on 127.0.0.2: refused
+    // before its metadata is asked for, with the range named.
+    let server = AuthServer::start("private-as");
+    let error = connect_as_public(&server).await.unwrap_err();
+    assert!(
+        error.contains("127.0.0.2")
+            && error.contains("loopback")
+            && error.contains("is not on such a host"),
+        "{error}"
+    );
+    let stats = server.stats();
+    assert_eq!(stats["authorizations"], 0, "{stats}");
+    assert_eq!(stats["registrations"], 0, "{stats}");
+    // Control: the same server judged by its real (loopback) host may use a loopback
+    // authorization server; the attempt then fails only because nothing listens there.
+    let error = connect(&server).await.unwrap_err();
+    assert!(!error.contains("is not on such a host"), "{error}");
+}
+
+#[tokio::test]
+async fn a_public_server_whose_token_endpoint_is_on_loopback_gets_no_code() {
+    let server = AuthServer::start("private-token");
+    let error = connect_as_public(&server).await.unwrap_err();
+    assert!(
+        error.contains("the token endpoint") && error.contains("is not on such a host"),
+        "{error}"
+    );
+    // The authorization happened (its endpoint is the server's own origin), but the code
+    // never left for the loopback address.
+    assert_eq!(server.stats()["code_grants"], 0);
+}
+
 /// Connects in an attack mode: the error, and the server's counts afterwards.
 async fn refused(mode: &str) -> (String, Value) {
     let server = AuthServer::start(mode);

@@ -57,7 +57,10 @@ impl Provider {
     fn new(env: &Environment) -> Provider {
         let file = Arc::new(FileStore::new(token_file(env)));
         Provider {
-            os: Arc::new(OsStore::new().with_file(file.clone())),
+            os: Arc::new(
+                OsStore::with_service(warden_oauth::os_store::SERVICE, os_limit())
+                    .with_file(file.clone()),
+            ),
             file,
             memory: Arc::new(MemoryStore::default()),
             os_answers: OnceLock::new(),
@@ -132,6 +135,16 @@ impl Provider {
             agent,
         )?;
         Ok(Arc::new(client))
+    }
+}
+
+/// How long one credential-store call may take: in a terminal a person may be unlocking the
+/// keyring in a prompt the desktop shows, so a minute; otherwise the store's default.
+fn os_limit() -> std::time::Duration {
+    if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        std::time::Duration::from_secs(60)
+    } else {
+        warden_oauth::os_store::DEFAULT_LIMIT
     }
 }
 
@@ -324,7 +337,7 @@ pub fn logout(global: &GlobalArgs, args: LogoutArgs) -> Result<Code, Failure> {
     let (config, env) = super::load_config(global)?;
     let spec = remote_spec(&config.servers, &args.server)?;
     let file = FileStore::new(token_file(&env));
-    let os = OsStore::new();
+    let os = OsStore::with_service(warden_oauth::os_store::SERVICE, os_limit());
     let mut removed_from = Vec::new();
     let mut failures = Vec::new();
     match os.remove(&spec.name) {
