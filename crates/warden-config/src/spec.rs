@@ -277,16 +277,20 @@ impl std::fmt::Debug for OAuthSpec {
     }
 }
 
-/// Where a remote server's OAuth tokens are kept (`token_store`).
+/// Where a remote server's OAuth tokens are kept (`token_store`; decision 0034).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TokenStoreChoice {
-    /// In memory only: forgotten when Warden exits (the default).
+    /// The operating system's credential store (the default); where none answers, in
+    /// memory only, said when it happens.
     #[default]
-    Memory,
-    /// A file of mode 0600 under the state directory: an explicit opt-in, since anything
-    /// running as the same user can read it.
+    Keyring,
+    /// The credential store where one answers, else a file of mode 0600 under the state
+    /// directory: the explicit opt-in to the file, since anything running as the same user
+    /// can read it.
     File,
+    /// In memory only: forgotten when Warden exits.
+    Memory,
 }
 
 /// The HTTP transport of a remote server.

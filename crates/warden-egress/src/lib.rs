@@ -22,16 +22,15 @@
 //! A server that ignores the proxy variables reaches nothing: there is no route out of its
 //! namespace.
 
-mod addr;
 mod event;
 mod proxy;
 mod resolve;
 pub mod sni;
 
-pub use addr::special_range;
 pub use event::{Decision, EgressEvent, EgressSink};
 pub use proxy::{EgressLimits, EgressProxy, MAX_HEAD, MAX_REFUSALS_REPORTED_PER_SECOND, ProxyTask};
 pub use resolve::{Resolution, Resolver, StaticResolver, SystemResolver};
+pub use warden_net::special_range;
 
 /// Locks `mutex`, taking over a poisoned one (its data stays consistent: counters).
 pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -28,10 +28,10 @@ use tokio::sync::Semaphore;
 use tokio::task::{JoinHandle, JoinSet};
 use warden_config::egress::{EgressAllowlist, EgressKind, EgressRule, Host, normalize_host};
 
-use crate::addr::special_range;
 use crate::event::{Decision, EgressEvent, EgressSink};
 use crate::resolve::Resolver;
 use crate::sni::{Hello, MAX_RECORD, parse_client_hello};
+use warden_net::special_range;
 
 /// Largest request head the proxy reads.
 pub const MAX_HEAD: usize = 16 * 1024;

@@ -37,6 +37,58 @@ static CRYPTO: Once = Once::new();
 
 /// Builds a client under Warden's rules (see the crate docs).
 pub fn client(options: &HttpOptions) -> Result<reqwest::Client, NetError> {
+    builder(options)?
+        .build()
+        .map_err(|error| NetError::Setup(error.to_string()))
+}
+
+/// Builds a client like [`client`] that reaches public addresses only: a name is resolved
+/// by Warden and its special-range addresses ([`crate::special_range`]: loopback, private,
+/// link-local and the cloud metadata service, ...) are dropped, so a name that has only
+/// such addresses fails to connect, saying which. The connection goes to an address that
+/// was checked (no second lookup to rebind). IP-literal hosts are not resolved: callers
+/// check them with [`crate::special_range`] before sending.
+pub fn public_client(options: &HttpOptions) -> Result<reqwest::Client, NetError> {
+    builder(options)?
+        .dns_resolver(std::sync::Arc::new(PublicOnly))
+        .build()
+        .map_err(|error| NetError::Setup(error.to_string()))
+}
+
+/// Name lookups that keep only public addresses.
+struct PublicOnly;
+
+impl reqwest::dns::Resolve for PublicOnly {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        Box::pin(lookup_public(name.as_str().to_owned()))
+    }
+}
+
+/// The public addresses of `host`; an error naming the first special one when it has no
+/// other.
+async fn lookup_public(
+    host: String,
+) -> Result<reqwest::dns::Addrs, Box<dyn std::error::Error + Send + Sync>> {
+    let found: Vec<std::net::SocketAddr> =
+        tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
+    let (public, special): (Vec<_>, Vec<_>) = found
+        .into_iter()
+        .partition(|address| crate::special_range(address.ip()).is_none());
+    if public.is_empty() {
+        let reason = match special.first() {
+            Some(address) => format!(
+                "{host} resolves to {} ({}), not to a public address: refused",
+                address.ip(),
+                crate::special_range(address.ip()).unwrap_or("special range")
+            ),
+            None => format!("{host} has no address"),
+        };
+        return Err(reason.into());
+    }
+    Ok(Box::new(public.into_iter()))
+}
+
+fn builder(options: &HttpOptions) -> Result<reqwest::ClientBuilder, NetError> {
     CRYPTO.call_once(|| {
         // Fails only if another provider was installed first, which is then used instead.
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -56,9 +108,7 @@ pub fn client(options: &HttpOptions) -> Result<reqwest::Client, NetError> {
             .map_err(|error| NetError::Setup(format!("proxy {proxy:?}: {error}")))?;
         builder = builder.proxy(proxy);
     }
-    builder
-        .build()
-        .map_err(|error| NetError::Setup(error.to_string()))
+    Ok(builder)
 }
 
 /// True when `url` names a loopback host (`localhost`, `127.0.0.0/8`, `::1`), where plain
@@ -94,6 +144,24 @@ mod tests {
             let parsed = reqwest::Url::parse(url).unwrap();
             assert_eq!(is_loopback_url(&parsed), loopback, "{url}");
         }
+    }
+
+    #[tokio::test]
+    async fn the_public_resolver_drops_special_addresses() {
+        use reqwest::dns::Resolve as _;
+        // `localhost` (and /etc/hosts names like it) resolve to loopback only: refused,
+        // with the address and its range named.
+        let error = PublicOnly
+            .resolve("localhost".parse().unwrap())
+            .await
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            error.contains("localhost resolves to") && error.contains("loopback"),
+            "{error}"
+        );
+        public_client(&HttpOptions::default()).unwrap();
     }
 
     #[test]

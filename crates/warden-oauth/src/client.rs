@@ -106,12 +106,25 @@ impl OAuthClient {
         store: Arc<dyn Store>,
         agent: Arc<dyn UserAgent>,
     ) -> Result<OAuthClient, OAuthError> {
-        let fetcher = Fetcher::new(allow_http)?;
         let server_url = Url::parse(server_url).map_err(|error| OAuthError::BadUrl {
             what: "the server URL",
             url: server_url.to_owned(),
             reason: error.to_string(),
         })?;
+        let fetcher = Fetcher::for_server(allow_http, &server_url)?;
+        OAuthClient::with_fetcher(name, server_url, fetcher, settings, store, agent)
+    }
+
+    /// [`OAuthClient::new`] with the given fetcher (tests judge a loopback server as public
+    /// with [`Fetcher::judging_server_public`]).
+    pub fn with_fetcher(
+        name: &str,
+        server_url: Url,
+        fetcher: Fetcher,
+        settings: ClientSettings,
+        store: Arc<dyn Store>,
+        agent: Arc<dyn UserAgent>,
+    ) -> Result<OAuthClient, OAuthError> {
         let record = store.load(name)?;
         let grant = record
             .grants

@@ -3,11 +3,20 @@
 //! exchange within a time limit, redirects refused with their target named, and only
 //! `https://` URLs (plain `http://` only to a loopback host, or where the server's
 //! configuration allows it).
+//!
+//! A fetcher made [`Fetcher::for_server`] also keeps discovery from reaching into the
+//! machine or its network: unless the configured server is itself on a special-range host
+//! (loopback, private, link-local, ...; [`warden_net::special_range`]), a URL named by a
+//! discovery document (an authorization server, a metadata, registration or token
+//! endpoint) on such a host is refused before any request: an IP literal by its range, a
+//! name by the addresses it resolves to (the connection goes to an address that was
+//! checked). URLs on the server's own origin are always allowed: the user chose that host.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use url::Url;
+use url::{Host, Url};
 use warden_net::reqwest::{self, StatusCode, header};
 use warden_net::{NetError, read_capped};
 
@@ -23,6 +32,18 @@ pub const EXCHANGE_LIMIT: Duration = Duration::from_secs(15);
 pub struct Fetcher {
     http: reqwest::Client,
     allow_http: bool,
+    reach: Option<Reach>,
+}
+
+/// Which hosts a server's sign-in may reach.
+#[derive(Clone)]
+struct Reach {
+    /// The configured server: its origin is always reachable.
+    server: Url,
+    /// Whether the server itself is on a special-range host, decided once.
+    server_special: Arc<tokio::sync::OnceCell<bool>>,
+    /// A client whose name lookups keep only public addresses.
+    public: reqwest::Client,
 }
 
 /// How a `POST` authenticates the client (token endpoint only).
@@ -34,18 +55,73 @@ pub(crate) enum Basic<'a> {
 impl Fetcher {
     /// A fetcher on a fresh warden-net client. `allow_http` permits plain `http://` to
     /// hosts that are not loopback (the server's `allow_http`).
+    /// It reaches any host (the headless user agent of the tests and the conformance
+    /// client); a server's sign-in uses [`Fetcher::for_server`].
     pub fn new(allow_http: bool) -> Result<Fetcher, OAuthError> {
-        let options = warden_net::HttpOptions {
-            connect_timeout: Duration::from_secs(10),
-            read_idle_timeout: EXCHANGE_LIMIT,
-            request_timeout: Some(EXCHANGE_LIMIT),
-            ..warden_net::HttpOptions::default()
-        };
-        let http = warden_net::client(&options).map_err(|source| OAuthError::Net {
+        let http = warden_net::client(&options()).map_err(|source| OAuthError::Net {
             what: "HTTP client",
             source,
         })?;
-        Ok(Fetcher { http, allow_http })
+        Ok(Fetcher {
+            http,
+            allow_http,
+            reach: None,
+        })
+    }
+
+    /// A fetcher for the sign-in to the server at `server_url`: hosts in special ranges are
+    /// reachable only when the server itself is on one (see the module docs).
+    pub fn for_server(allow_http: bool, server_url: &Url) -> Result<Fetcher, OAuthError> {
+        let mut fetcher = Fetcher::new(allow_http)?;
+        let public = warden_net::public_client(&options()).map_err(|source| OAuthError::Net {
+            what: "HTTP client",
+            source,
+        })?;
+        fetcher.reach = Some(Reach {
+            server: server_url.clone(),
+            server_special: Arc::new(tokio::sync::OnceCell::new()),
+            public,
+        });
+        Ok(fetcher)
+    }
+
+    /// Judges the server's host as public whatever it is: for tests of the refusal on a
+    /// machine where every server is on loopback.
+    pub fn judging_server_public(self) -> Fetcher {
+        if let Some(reach) = &self.reach {
+            let _ = reach.server_special.set(false);
+        }
+        self
+    }
+
+    /// The client that may carry a request to `url`, or the refusal.
+    async fn route(&self, what: &'static str, url: &Url) -> Result<&reqwest::Client, OAuthError> {
+        let Some(reach) = &self.reach else {
+            return Ok(&self.http);
+        };
+        if url.origin() == reach.server.origin() {
+            return Ok(&self.http);
+        }
+        let server_special = *reach
+            .server_special
+            .get_or_init(|| host_is_special(&reach.server))
+            .await;
+        if server_special {
+            return Ok(&self.http);
+        }
+        if let Some(range) = literal_special(url) {
+            return Err(OAuthError::BadUrl {
+                what,
+                url: excerpt(url.as_str().as_bytes()),
+                reason: format!(
+                    "its host is {range}, and the server {} is not on such a host: a \
+                     discovery document may not point Warden at the loopback, the private \
+                     network or the cloud metadata service",
+                    reach.server.host_str().unwrap_or_default()
+                ),
+            });
+        }
+        Ok(&reach.public)
     }
 
     /// Parses `url` and checks it may be used for `what`.
@@ -61,7 +137,8 @@ impl Fetcher {
         url: &Url,
     ) -> Result<Result<Value, u16>, OAuthError> {
         let request = self
-            .http
+            .route(what, url)
+            .await?
             .get(url.clone())
             .header(header::ACCEPT, "application/json");
         let response = send(what, request).await?;
@@ -89,7 +166,8 @@ impl Fetcher {
             body.finish()
         };
         let mut request = self
-            .http
+            .route(what, url)
+            .await?
             .post(url.clone())
             .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
             .header(header::ACCEPT, "application/json")
@@ -122,7 +200,8 @@ impl Fetcher {
         body: &Value,
     ) -> Result<(StatusCode, Value), OAuthError> {
         let request = self
-            .http
+            .route(what, url)
+            .await?
             .post(url.clone())
             .header(header::CONTENT_TYPE, "application/json")
             .header(header::ACCEPT, "application/json")
@@ -166,6 +245,49 @@ impl Fetcher {
             .get(header::LOCATION)
             .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
         Ok((response.status(), location))
+    }
+}
+
+fn options() -> warden_net::HttpOptions {
+    warden_net::HttpOptions {
+        connect_timeout: Duration::from_secs(10),
+        read_idle_timeout: EXCHANGE_LIMIT,
+        request_timeout: Some(EXCHANGE_LIMIT),
+        ..warden_net::HttpOptions::default()
+    }
+}
+
+/// The special range of `url`'s host when it is an IP literal or a `localhost` name.
+fn literal_special(url: &Url) -> Option<&'static str> {
+    match url.host()? {
+        Host::Ipv4(ip) => warden_net::special_range(ip.into()),
+        Host::Ipv6(ip) => warden_net::special_range(ip.into()),
+        Host::Domain(name) => {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            (name == "localhost" || name.ends_with(".localhost")).then_some("loopback (localhost)")
+        }
+    }
+}
+
+/// Whether the configured server is on a special-range host: an IP literal or `localhost`
+/// in one, or a name whose addresses all are (a LAN or company-internal server). A lookup
+/// that fails judges it public (the stricter side).
+async fn host_is_special(server: &Url) -> bool {
+    if literal_special(server).is_some() {
+        return true;
+    }
+    let (Some(host), Some(port)) = (server.host_str(), server.port_or_known_default()) else {
+        return false;
+    };
+    match tokio::time::timeout(EXCHANGE_LIMIT, tokio::net::lookup_host((host, port))).await {
+        Ok(Ok(addresses)) => {
+            let addresses: Vec<_> = addresses.collect();
+            !addresses.is_empty()
+                && addresses
+                    .iter()
+                    .all(|address| warden_net::special_range(address.ip()).is_some())
+        }
+        _ => false,
     }
 }
 
@@ -299,6 +421,67 @@ mod tests {
         ] {
             assert!(check_url("x", bad, true).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn special_hosts_are_recognised_in_urls() {
+        for (url, range) in [
+            ("http://169.254.169.254/latest/meta-data", Some("metadata")),
+            ("https://127.0.0.1:8443/token", Some("loopback")),
+            ("https://[::1]/token", Some("loopback")),
+            ("https://[::ffff:10.0.0.1]/token", Some("private")),
+            ("https://10.1.2.3/register", Some("private")),
+            ("https://192.168.0.1/jwks", Some("private")),
+            ("https://localhost/token", Some("loopback")),
+            ("https://a.localhost./token", Some("loopback")),
+            ("https://as.example.com/token", None),
+            ("https://140.82.112.5/token", None),
+        ] {
+            let found = literal_special(&Url::parse(url).unwrap());
+            match range {
+                Some(word) => assert!(found.is_some_and(|r| r.contains(word)), "{url}: {found:?}"),
+                None => assert_eq!(found, None, "{url}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_public_server_may_not_point_warden_at_special_hosts() {
+        let server = Url::parse("https://mcp.example.com/mcp").unwrap();
+        let fetcher = Fetcher::for_server(false, &server)
+            .unwrap()
+            .judging_server_public();
+        // Refused before any request (these addresses are never contacted).
+        // Only loopback addresses here, in case the refusal ever breaks: the other ranges
+        // are judged by the same `literal_special` (above).
+        for url in [
+            "http://127.0.0.2:9/.well-known/oauth-authorization-server",
+            "http://[::1]:9/token",
+            "http://localhost:9/register",
+        ] {
+            let error = fetcher
+                .get_json(
+                    "the authorization-server metadata",
+                    &Url::parse(url).unwrap(),
+                )
+                .await
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("is not on such a host"), "{url}: {error}");
+        }
+        // A loopback server may use a loopback authorization server: the request is made
+        // (and fails here only because nothing listens on that port).
+        let local = Url::parse("http://127.0.0.1:9/mcp").unwrap();
+        let fetcher = Fetcher::for_server(false, &local).unwrap();
+        let error = fetcher
+            .get_json(
+                "the authorization-server metadata",
+                &Url::parse("http://127.0.0.2:9/").unwrap(),
+            )
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(!error.contains("is not on such a host"), "{error}");
     }
 
     #[test]

@@ -17,6 +17,7 @@
 //!   a paste-back fallback;
 //! - [`store`]: grants keyed by issuer and resource, registrations keyed by issuer;
 //!   memory or an opt-in 0600 file;
+//! - [`os_store`]: the operating system's credential store (`keyring`), every call timed;
 //! - [`client`]: [`OAuthClient`], one server's credentials, refresh and step-up with one
 //!   refresh in flight per credential;
 //! - `fetch`: the HTTP exchanges, capped, timed out, never following a redirect;
@@ -37,6 +38,7 @@ pub mod flow;
 pub mod identity;
 pub mod jwt;
 pub mod loopback;
+pub mod os_store;
 pub mod pkce;
 pub mod resource;
 pub mod store;
@@ -48,5 +50,6 @@ pub use error::OAuthError;
 pub use fetch::{Fetcher, check_url};
 pub use identity::{ClientSettings, Preregistered};
 pub use loopback::Loopback;
+pub use os_store::OsStore;
 pub use store::{AuthMethod, FileStore, MemoryStore, Secret, Store};
 pub use url::Url;

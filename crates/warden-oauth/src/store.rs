@@ -181,6 +181,12 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+#[cfg(unix)]
+fn euid() -> u32 {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
 /// Largest token file read.
 const MAX_FILE: u64 = 4 * 1024 * 1024;
 
@@ -209,19 +215,41 @@ impl FileStore {
 
     fn read_all(&self) -> Result<BTreeMap<String, ServerRecord>, OAuthError> {
         let fail = |what: String| OAuthError::Store(format!("{}: {what}", self.path.display()));
-        let metadata = match std::fs::symlink_metadata(&self.path) {
-            Ok(metadata) => metadata,
+        match std::fs::symlink_metadata(&self.path) {
+            Ok(_) => {}
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                 return Ok(BTreeMap::new());
             }
             Err(error) => return Err(fail(error.to_string())),
-        };
+        }
+        self.check_dir()?;
+        // Opened without following a symbolic link, then judged by what was opened (no
+        // window between the check and the read).
+        let mut options = std::fs::OpenOptions::new();
+        options.read(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt as _;
+            options.custom_flags(libc::O_NOFOLLOW);
+        }
+        let file = options
+            .open(&self.path)
+            .map_err(|error| fail(format!("{error} (a symbolic link is not accepted here)")))?;
+        let metadata = file.metadata().map_err(|error| fail(error.to_string()))?;
         if !metadata.file_type().is_file() {
             return Err(fail("not a regular file".into()));
         }
         #[cfg(unix)]
         {
             use std::os::unix::fs::MetadataExt as _;
+            if metadata.uid() != euid() {
+                return Err(fail(format!(
+                    "owned by uid {}, not by you (uid {}): another user could have written \
+                     or read it (delete it and sign in again)",
+                    metadata.uid(),
+                    euid()
+                )));
+            }
             if metadata.mode() & 0o077 != 0 {
                 return Err(fail(format!(
                     "mode {:o} lets other users read it; expected 0600 (chmod 600 it, or \
@@ -237,8 +265,8 @@ impl FileStore {
         let mut text = Vec::new();
         {
             use std::io::Read as _;
-            std::fs::File::open(&self.path)
-                .and_then(|file| file.take(MAX_FILE + 1).read_to_end(&mut text))
+            file.take(MAX_FILE + 1)
+                .read_to_end(&mut text)
                 .map_err(|error| fail(error.to_string()))?;
         }
         if text.len() as u64 > MAX_FILE {
@@ -247,18 +275,72 @@ impl FileStore {
         serde_json::from_slice(&text).map_err(|error| fail(format!("not valid: {error}")))
     }
 
+    /// The file's directory, if it exists, must be a real directory of this user that
+    /// nobody else can write to (someone who can would swap the file); one that others can
+    /// only read is tightened to 0700.
+    fn check_dir(&self) -> Result<(), OAuthError> {
+        let Some(dir) = self.path.parent() else {
+            return Err(OAuthError::Store(format!(
+                "{}: has no parent directory",
+                self.path.display()
+            )));
+        };
+        let fail = |what: String| OAuthError::Store(format!("{}: {what}", dir.display()));
+        let metadata = match std::fs::symlink_metadata(dir) {
+            Ok(metadata) => metadata,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(error) => return Err(fail(error.to_string())),
+        };
+        if !metadata.file_type().is_dir() {
+            return Err(fail(
+                "not a directory (a symbolic link is not accepted for the token file's directory)"
+                    .into(),
+            ));
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+            if metadata.uid() != euid() {
+                return Err(fail(format!(
+                    "owned by uid {}, not by you (uid {}): Warden keeps no tokens in another \
+                     user's directory",
+                    metadata.uid(),
+                    euid()
+                )));
+            }
+            if metadata.mode() & 0o022 != 0 {
+                return Err(fail(format!(
+                    "mode {:o} lets other users replace files in it; expected 0700 (chmod 700 it)",
+                    metadata.mode() & 0o777
+                )));
+            }
+            if metadata.mode() & 0o077 != 0 {
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                    .map_err(|error| fail(format!("cannot make it 0700: {error}")))?;
+            }
+        }
+        Ok(())
+    }
+
     fn write_all(&self, records: &BTreeMap<String, ServerRecord>) -> Result<(), OAuthError> {
         let fail = |what: String| OAuthError::Store(format!("{}: {what}", self.path.display()));
         let dir = self
             .path
             .parent()
             .ok_or_else(|| fail("has no parent directory".into()))?;
-        std::fs::create_dir_all(dir).map_err(|error| fail(error.to_string()))?;
-        #[cfg(unix)]
         {
-            use std::os::unix::fs::PermissionsExt as _;
-            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+            let mut builder = std::fs::DirBuilder::new();
+            builder.recursive(true);
+            #[cfg(unix)]
+            {
+                use std::os::unix::fs::DirBuilderExt as _;
+                builder.mode(0o700);
+            }
+            builder
+                .create(dir)
+                .map_err(|error| fail(error.to_string()))?;
         }
+        self.check_dir()?;
         let text = serde_json::to_vec_pretty(records).map_err(|error| fail(error.to_string()))?;
         let temp = self.path.with_extension("tmp");
         let _ = std::fs::remove_file(&temp);
@@ -391,5 +473,73 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let error = store.load("docs").unwrap_err().to_string();
         assert!(error.contains("0600"), "{error}");
+    }
+
+    /// A store in a fresh 0700 directory, with one record saved (the honest setup).
+    #[cfg(unix)]
+    fn saved() -> (tempfile::TempDir, FileStore, ServerRecord) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = FileStore::new(dir.path().join("state/oauth-tokens.json"));
+        let mut record = ServerRecord::default();
+        record.put_grant(grant("https://as.example", "tok"));
+        store.save("docs", &record).unwrap();
+        assert_eq!(store.load("docs").unwrap(), record);
+        (dir, store, record)
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_token_file_of_another_user_is_refused() {
+        // The other-local-user adversary plants a file where Warden keeps its tokens (as
+        // root can here, chown it to nobody): it is neither read nor written over.
+        let (_dir, store, record) = saved();
+        std::os::unix::fs::chown(store.path(), Some(65534), Some(65534)).unwrap();
+        let error = store.load("docs").unwrap_err().to_string();
+        assert!(error.contains("owned by uid 65534"), "{error}");
+        let error = store.save("docs", &record).unwrap_err().to_string();
+        assert!(error.contains("owned by uid 65534"), "{error}");
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_token_directory_of_another_user_or_writable_by_others_is_refused() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let (_dir, store, record) = saved();
+        let parent = store.path().parent().unwrap().to_owned();
+        // Writable by others: someone could swap the file.
+        std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let error = store.load("docs").unwrap_err().to_string();
+        assert!(error.contains("lets other users replace"), "{error}");
+        let error = store.save("docs", &record).unwrap_err().to_string();
+        assert!(error.contains("lets other users replace"), "{error}");
+        // Owned by another user, even with a strict mode.
+        std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::chown(&parent, Some(65534), Some(65534)).unwrap();
+        let error = store.load("docs").unwrap_err().to_string();
+        assert!(error.contains("owned by uid 65534"), "{error}");
+        let error = store.save("docs", &record).unwrap_err().to_string();
+        assert!(error.contains("owned by uid 65534"), "{error}");
+        // Control: given back, with only read access for others, it works again and is
+        // tightened to 0700.
+        std::os::unix::fs::chown(&parent, Some(euid()), None).unwrap();
+        std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(store.load("docs").unwrap(), record);
+        let mode = std::fs::metadata(&parent).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+    }
+
+    #[test]
+    #[cfg(unix)]
+    fn a_token_file_that_is_a_symbolic_link_is_refused() {
+        let (dir, store, record) = saved();
+        // The link points at a real 0600 file with valid content: still refused, since the
+        // link could be changed to point anywhere between a check and a read.
+        let elsewhere = dir.path().join("elsewhere.json");
+        std::fs::rename(store.path(), &elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, store.path()).unwrap();
+        let error = store.load("docs").unwrap_err().to_string();
+        assert!(error.contains("symbolic link"), "{error}");
+        let error = store.save("docs", &record).unwrap_err().to_string();
+        assert!(error.contains("symbolic link"), "{error}");
     }
 }

@@ -78,8 +78,9 @@ pub enum Command {
     after_help = "Warden discovers the server's authorization server, registers (or uses the \
 client_id of [servers.NAME.oauth]), and sends you to its consent page with a redirect back to \
 a port of 127.0.0.1. On a machine without a browser, open the printed address elsewhere and \
-paste here the whole address the browser ends up at. Tokens are kept only with \
-token_store = \"file\" (a 0600 file under the state directory).\n\n\
+paste here the whole address the browser ends up at. Tokens are kept in the operating \
+system's credential store (the Secret Service on Linux); where none answers, only in memory, \
+unless token_store = \"file\" allows a 0600 file under the state directory.\n\n\
 Examples:\n  warden login docs\n  warden login docs --no-browser"
 )]
 pub struct LoginArgs {

@@ -7,6 +7,9 @@
 
 mod support;
 
+#[path = "../../warden-oauth/tests/support/keyring_bus.rs"]
+mod keyring_bus;
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
@@ -140,6 +143,73 @@ async fn signing_in_works_and_the_token_reaches_only_its_own_resource() {
     assert_eq!(stats["code_grants"], 1, "{stats}");
     assert_eq!(stats["foreign"], 0, "{stats}");
     assert!(stats["valid"].as_u64().unwrap() >= 2, "{stats}");
+}
+
+/// Connects to `server` judging it a public server (as if it were not on loopback): the
+/// session, or the error.
+async fn connect_as_public(server: &AuthServer) -> Result<Session, String> {
+    let url = warden_oauth::Url::parse(&server.url()).unwrap();
+    let fetcher = warden_oauth::Fetcher::for_server(false, &url)
+        .unwrap()
+        .judging_server_public();
+    let agent = Headless::new(warden_oauth::Fetcher::new(false).unwrap(), REDIRECT);
+    let oauth = Arc::new(
+        OAuthClient::with_fetcher(
+            "docs",
+            url,
+            fetcher,
+            ClientSettings::default(),
+            Arc::new(MemoryStore::default()),
+            Arc::new(agent),
+        )
+        .unwrap(),
+    );
+    let remote = remote("docs", &server.url(), oauth);
+    match tokio::time::timeout(LIMIT, open(&remote, &ClientProfile::default())).await {
+        Ok(Ok((session, _))) => Ok(session),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err("timed out".into()),
+    }
+}
+
+#[tokio::test]
+async fn a_public_server_naming_a_loopback_authorization_server_is_refused() {
+    // Positive control: judged public, an honest server whose authorization server is on
+    // its own origin signs in.
+    let good = AuthServer::start("good");
+    let session = connect_as_public(&good).await.unwrap();
+    list(&session).await;
+    assert_eq!(good.stats()["code_grants"], 1);
+    // The protected-resource metadata names an authorization server on 127.0.0.2: refused
+    // before its metadata is asked for, with the range named.
+    let server = AuthServer::start("private-as");
+    let error = connect_as_public(&server).await.unwrap_err();
+    assert!(
+        error.contains("127.0.0.2")
+            && error.contains("loopback")
+            && error.contains("is not on such a host"),
+        "{error}"
+    );
+    let stats = server.stats();
+    assert_eq!(stats["authorizations"], 0, "{stats}");
+    assert_eq!(stats["registrations"], 0, "{stats}");
+    // Control: the same server judged by its real (loopback) host may use a loopback
+    // authorization server; the attempt then fails only because nothing listens there.
+    let error = connect(&server).await.unwrap_err();
+    assert!(!error.contains("is not on such a host"), "{error}");
+}
+
+#[tokio::test]
+async fn a_public_server_whose_token_endpoint_is_on_loopback_gets_no_code() {
+    let server = AuthServer::start("private-token");
+    let error = connect_as_public(&server).await.unwrap_err();
+    assert!(
+        error.contains("the token endpoint") && error.contains("is not on such a host"),
+        "{error}"
+    );
+    // The authorization happened (its endpoint is the server's own origin), but the code
+    // never left for the loopback address.
+    assert_eq!(server.stats()["code_grants"], 0);
 }
 
 /// Connects in an attack mode: the error, and the server's counts afterwards.
@@ -311,11 +381,21 @@ fn browser_get(url: &str) -> (String, Option<String>) {
 /// Runs `warden login docs`, plays the browser, and either lets the browser's redirect
 /// reach Warden's loopback listener or pastes it on standard input.
 fn login(scratch: &support::Scratch, config: &str, paste: bool) -> std::process::Output {
-    let mut child = scratch
-        .warden(&["login", "docs", "--no-browser", "--config", config])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
+    login_on(scratch, config, paste, None)
+}
+
+/// [`login`], with the session bus at `bus` (a private one with a Secret Service).
+fn login_on(
+    scratch: &support::Scratch,
+    config: &str,
+    paste: bool,
+    bus: Option<&str>,
+) -> std::process::Output {
+    let mut command = scratch.warden(&["login", "docs", "--no-browser", "--config", config]);
+    if let Some(bus) = bus {
+        command.env("DBUS_SESSION_BUS_ADDRESS", bus);
+    }
+    let mut child = command.stdin(Stdio::piped()).spawn().unwrap();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut url = String::new();
     stdout.read_line(&mut url).unwrap();
@@ -362,10 +442,12 @@ fn login_keeps_tokens_in_a_0600_file_only_when_opted_in_and_logout_forgets_them(
         support::describe(&output)
     );
     assert_eq!(server.stats()["authorizations"], 0);
-    // Signed in through the loopback redirect: the tokens land in a 0600 file, said loudly.
+    // Signed in through the loopback redirect, with no credential store on this session
+    // bus: the tokens land in a 0600 file, said loudly.
     let output = login(&scratch, config, false);
+    let said = support::stderr(&output);
     assert!(
-        support::stderr(&output).contains("mode 0600"),
+        said.contains("no credential store") && said.contains("FILE") && said.contains("mode 0600"),
         "{}",
         support::describe(&output)
     );
@@ -405,8 +487,11 @@ fn login_accepts_a_pasted_redirect_and_keeps_nothing_without_the_opt_in() {
     let scratch = support::Scratch::new();
     let config = scratch.config(&format!("[servers.docs]\nurl = \"{}\"\n", server.url()));
     let output = login(&scratch, config.to_str().unwrap(), true);
+    let said = support::stderr(&output);
     assert!(
-        support::stderr(&output).contains("NOT kept"),
+        said.contains("NOT kept")
+            && said.contains("no credential store")
+            && said.contains("token_store = \"file\""),
         "{}",
         support::describe(&output)
     );
@@ -417,6 +502,198 @@ fn login_accepts_a_pasted_redirect_and_keeps_nothing_without_the_opt_in() {
             .join("state/warden/oauth-tokens.json")
             .exists()
     );
+}
+
+/// `warden` with `args`, on the session bus at `bus`.
+fn run_on(scratch: &support::Scratch, bus: &str, args: &[&str]) -> std::process::Output {
+    let mut command = scratch.warden(args);
+    command.env("DBUS_SESSION_BUS_ADDRESS", bus);
+    support::run_with_limit(command, LIMIT)
+}
+
+#[test]
+fn login_keeps_tokens_in_a_real_secret_service_and_logout_forgets_them() {
+    let bus = keyring_bus::PrivateBus::with_keyring();
+    let server = AuthServer::start("good");
+    let scratch = support::Scratch::new();
+    // No token_store: the credential store is the default.
+    let config = scratch.config(&format!("[servers.docs]\nurl = \"{}\"\n", server.url()));
+    let config = config.to_str().unwrap();
+    let tokens = scratch.path().join("state/warden/oauth-tokens.json");
+    let output = login_on(&scratch, config, false, Some(&bus.address));
+    let said = support::stderr(&output);
+    assert!(
+        said.contains("kept in the operating system's credential store")
+            && !said.contains("NOT kept")
+            && !said.contains("no credential store"),
+        "{}",
+        support::describe(&output)
+    );
+    assert!(!tokens.exists(), "a token file was written");
+    // Another command, on the same bus, signs in with what the Secret Service holds.
+    let output = run_on(&scratch, &bus.address, &["tools", "--config", config]);
+    let text = support::stdout(&output);
+    assert!(
+        text.contains("docs: connected") && text.contains("sign-in: signed in with"),
+        "{}",
+        support::describe(&output)
+    );
+    assert!(
+        !text.contains("at-") && !support::stderr(&output).contains("at-"),
+        "a token was printed: {}",
+        support::describe(&output)
+    );
+    assert_eq!(server.stats()["code_grants"], 1);
+    // Without the bus (no credential store), the same command has no token: it was never
+    // anywhere but in the Secret Service.
+    let output = scratch.run(&["tools", "--config", config], LIMIT);
+    assert!(
+        support::stdout(&output).contains("docs: NEEDS AUTHORIZATION"),
+        "{}",
+        support::describe(&output)
+    );
+    // Logged out: removed from the Secret Service.
+    let output = run_on(
+        &scratch,
+        &bus.address,
+        &["logout", "docs", "--config", config],
+    );
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        support::describe(&output)
+    );
+    assert!(
+        support::stderr(&output).contains("removed from the operating system's credential store"),
+        "{}",
+        support::describe(&output)
+    );
+    let output = run_on(&scratch, &bus.address, &["tools", "--config", config]);
+    assert!(
+        support::stdout(&output).contains("docs: NEEDS AUTHORIZATION"),
+        "{}",
+        support::describe(&output)
+    );
+    let output = run_on(
+        &scratch,
+        &bus.address,
+        &["logout", "docs", "--config", config],
+    );
+    assert!(
+        support::stderr(&output).contains("nothing was stored"),
+        "{}",
+        support::describe(&output)
+    );
+}
+
+#[test]
+fn tokens_in_the_old_file_keep_working_and_move_to_the_secret_service() {
+    let server = AuthServer::start("good");
+    let scratch = support::Scratch::new();
+    let config = scratch.config(&format!(
+        "[servers.docs]\nurl = \"{}\"\n\n[servers.docs.oauth]\ntoken_store = \"file\"\n",
+        server.url()
+    ));
+    let config = config.to_str().unwrap();
+    let tokens = scratch.path().join("state/warden/oauth-tokens.json");
+    // Signed in where no credential store answers: the file (opted in).
+    login(&scratch, config, true);
+    let stored: Value = serde_json::from_slice(&std::fs::read(&tokens).unwrap()).unwrap();
+    assert!(stored.get("docs").is_some(), "{stored}");
+    // Now a Secret Service answers: the tokens still work, and move there.
+    let bus = keyring_bus::PrivateBus::with_keyring();
+    let output = run_on(&scratch, &bus.address, &["tools", "--config", config]);
+    assert!(
+        support::stdout(&output).contains("docs: connected")
+            && support::stderr(&output).contains("moved from"),
+        "{}",
+        support::describe(&output)
+    );
+    let stored: Value = serde_json::from_slice(&std::fs::read(&tokens).unwrap()).unwrap();
+    assert!(stored.get("docs").is_none(), "{stored}");
+    let output = run_on(&scratch, &bus.address, &["tools", "--config", config]);
+    assert!(
+        support::stdout(&output).contains("docs: connected"),
+        "{}",
+        support::describe(&output)
+    );
+    assert_eq!(server.stats()["code_grants"], 1);
+}
+
+#[test]
+fn without_a_secret_service_warden_says_so_promptly_and_goes_on() {
+    let server = AuthServer::start("good");
+    let scratch = support::Scratch::new();
+    let config = scratch.config(&format!("[servers.docs]\nurl = \"{}\"\n", server.url()));
+    let config = config.to_str().unwrap();
+    // A session bus with nothing on it, and one that accepts and never answers: `warden
+    // tools` reports the server as needing a sign-in, says why nothing is kept, and ends.
+    let bare = keyring_bus::PrivateBus::bare();
+    let silent = keyring_bus::SilentBus::start();
+    for bus in [bare.address.as_str(), silent.address.as_str()] {
+        let started = std::time::Instant::now();
+        let output = run_on(&scratch, bus, &["tools", "--config", config]);
+        assert!(started.elapsed() < Duration::from_secs(30), "{bus}");
+        let said = support::stderr(&output);
+        assert!(
+            support::stdout(&output).contains("docs: NEEDS AUTHORIZATION")
+                && said.contains("no credential store")
+                && said.contains("memory only"),
+            "{bus}: {}",
+            support::describe(&output)
+        );
+    }
+    assert!(
+        !scratch
+            .path()
+            .join("state/warden/oauth-tokens.json")
+            .exists()
+    );
+}
+
+#[test]
+fn a_token_file_other_users_can_read_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    // Another local user's trap: a world-readable token file (with made-up tokens) already
+    // where Warden would keep them. Warden neither uses nor writes to it.
+    let server = AuthServer::start("good");
+    let scratch = support::Scratch::new();
+    let config = scratch.config(&format!(
+        "[servers.docs]\nurl = \"{}\"\n\n[servers.docs.oauth]\ntoken_store = \"file\"\n",
+        server.url()
+    ));
+    let config = config.to_str().unwrap();
+    let tokens = scratch.path().join("state/warden/oauth-tokens.json");
+    std::fs::create_dir_all(tokens.parent().unwrap()).unwrap();
+    std::fs::set_permissions(
+        tokens.parent().unwrap(),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    std::fs::write(&tokens, "{}").unwrap();
+    std::fs::set_permissions(&tokens, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let output = scratch.run(&["tools", "--config", config], LIMIT);
+    let said = support::stderr(&output);
+    assert!(said.contains("mode 644"), "{}", support::describe(&output));
+    let mut child = scratch
+        .warden(&["login", "docs", "--no-browser", "--config", config])
+        .spawn()
+        .unwrap();
+    let output = support::wait_with_limit(child, LIMIT);
+    assert_ne!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        support::describe(&output)
+    );
+    assert!(
+        support::stderr(&output).contains("mode 644"),
+        "{}",
+        support::describe(&output)
+    );
+    assert_eq!(std::fs::read_to_string(&tokens).unwrap(), "{}");
+    assert_eq!(server.stats()["code_grants"], 0);
 }
 
 #[tokio::test]

@@ -1,10 +1,13 @@
 //! `warden login SERVER` and `warden logout SERVER`, and the OAuth provider every command
 //! connects remote servers with (docs/remote-servers.md, decision 0022).
 //!
-//! - Where tokens go: in memory (the default: forgotten when the command ends), or, only
-//!   when the server's configuration says `token_store = "file"`, in
-//!   `$XDG_STATE_HOME/warden/oauth-tokens.json` (mode 0600), with a warning every time the
-//!   file is used. The operating system's credential store is not supported yet.
+//! - Where tokens go (decision 0034): the operating system's credential store (the Secret
+//!   Service on Linux), asked once per command whether it answers, every call timed. Where
+//!   none answers: in memory (forgotten when the command ends), said once per server, or,
+//!   only when the server's configuration says `token_store = "file"`, in
+//!   `$XDG_STATE_HOME/warden/oauth-tokens.json` (mode 0600), said loudly. Records still in
+//!   that file move to the credential store when it answers. `token_store = "memory"`
+//!   keeps nothing.
 //! - Who asks the user: only `warden login`. Every other command connects with no user
 //!   agent, so a server that needs a sign-in is reported ("needs sign-in: run `warden
 //!   login NAME`") and the command goes on without it; a stored refresh token is still
@@ -14,7 +17,7 @@
 //!   accepts the redirected-to URL pasted on standard input, for a machine without a
 //!   browser.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::IsTerminal as _;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -23,7 +26,7 @@ use anyhow::anyhow;
 use warden_config::{Environment, ServerSpec, TokenStoreChoice, TransportSpec};
 use warden_mcp::http::{OAuthProvider, Remote};
 use warden_oauth::{
-    AuthState, ClientSettings, FileStore, Loopback, MemoryStore, NoUserAgent, OAuthClient,
+    AuthState, ClientSettings, FileStore, Loopback, MemoryStore, NoUserAgent, OAuthClient, OsStore,
     Preregistered, Secret, Store, UserAgent,
 };
 
@@ -42,14 +45,26 @@ pub fn token_file(env: &Environment) -> PathBuf {
 pub struct Provider {
     file: Arc<FileStore>,
     memory: Arc<MemoryStore>,
+    os: Arc<OsStore>,
+    /// Whether the credential store answered, asked once per process.
+    os_answers: OnceLock<Result<(), String>>,
+    /// Servers whose store was already announced.
+    said: Mutex<BTreeSet<String>>,
     clients: Mutex<BTreeMap<String, Arc<OAuthClient>>>,
 }
 
 impl Provider {
     fn new(env: &Environment) -> Provider {
+        let file = Arc::new(FileStore::new(token_file(env)));
         Provider {
-            file: Arc::new(FileStore::new(token_file(env))),
+            os: Arc::new(
+                OsStore::with_service(warden_oauth::os_store::SERVICE, os_limit())
+                    .with_file(file.clone()),
+            ),
+            file,
             memory: Arc::new(MemoryStore::default()),
+            os_answers: OnceLock::new(),
+            said: Mutex::new(BTreeSet::new()),
             clients: Mutex::new(BTreeMap::new()),
         }
     }
@@ -59,17 +74,47 @@ impl Provider {
         lock(&self.clients).get(server).map(|client| client.state())
     }
 
+    /// `Err` with the reason when the operating system's credential store does not answer.
+    fn os_answers(&self) -> Result<(), String> {
+        self.os_answers
+            .get_or_init(|| self.os.probe().map_err(|error| error.to_string()))
+            .clone()
+    }
+
+    /// Whether `store` is the one that keeps nothing after the command.
+    fn forgets(&self, store: &Arc<dyn Store>) -> bool {
+        let memory: Arc<dyn Store> = self.memory.clone();
+        Arc::ptr_eq(store, &memory)
+    }
+
+    /// Where `name`'s tokens are kept; the first time for each server, a warning when that
+    /// is not the credential store.
     fn store(&self, name: &str, choice: TokenStoreChoice) -> Arc<dyn Store> {
+        let first = lock(&self.said).insert(name.to_owned());
         match choice {
             TokenStoreChoice::Memory => self.memory.clone(),
-            TokenStoreChoice::File => {
-                tracing::warn!(
-                    server = %name,
-                    "OAuth tokens for this server are kept in {} because its configuration says token_store = \"file\": anything running as you can read them",
-                    self.file.path().display()
-                );
-                self.file.clone()
-            }
+            TokenStoreChoice::Keyring | TokenStoreChoice::File => match self.os_answers() {
+                Ok(()) => self.os.clone(),
+                Err(reason) if choice == TokenStoreChoice::File => {
+                    if first {
+                        tracing::warn!(
+                            server = %name,
+                            "no credential store: {reason}. OAuth tokens for this server are kept in the FILE {} (mode 0600) because its configuration says token_store = \"file\": anything running as you can read them",
+                            self.file.path().display()
+                        );
+                    }
+                    self.file.clone()
+                }
+                Err(reason) => {
+                    if first {
+                        tracing::warn!(
+                            server = %name,
+                            "no credential store: {reason}. OAuth tokens for this server are kept in memory only and forgotten when this command ends; to keep them in a 0600 file instead, set token_store = \"file\" under [servers.{name}.oauth]"
+                        );
+                    }
+                    self.memory.clone()
+                }
+            },
         }
     }
 
@@ -90,6 +135,16 @@ impl Provider {
             agent,
         )?;
         Ok(Arc::new(client))
+    }
+}
+
+/// How long one credential-store call may take: in a terminal a person may be unlocking the
+/// keyring in a prompt the desktop shows, so a minute; otherwise the store's default.
+fn os_limit() -> std::time::Duration {
+    if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        std::time::Duration::from_secs(60)
+    } else {
+        warden_oauth::os_store::DEFAULT_LIMIT
     }
 }
 
@@ -261,39 +316,67 @@ pub async fn login(global: &GlobalArgs, args: LoginArgs) -> Result<Code, Failure
         spec.name,
         inert(&describe(&client.state()), Shape::Line)
     );
-    match settings.oauth.token_store {
-        TokenStoreChoice::File => eprintln!(
-            "The tokens are kept in {} (mode 0600), as the configuration asks.",
-            token_file(&env).display()
-        ),
-        TokenStoreChoice::Memory => eprintln!(
-            "The tokens are NOT kept after this command: set token_store = \"file\" under \
-             [servers.{}.oauth] to keep them in a 0600 file (the operating system's credential \
-             store is not supported yet).",
-            spec.name
-        ),
+    let store = provider.store(&spec.name, settings.oauth.token_store);
+    if provider.forgets(&store) {
+        eprintln!(
+            "The tokens are NOT kept after this command ({}).",
+            match settings.oauth.token_store {
+                TokenStoreChoice::Memory => "the configuration says token_store = \"memory\"",
+                _ => "no credential store answered: see the warning above",
+            }
+        );
+    } else {
+        eprintln!("The tokens are kept in {}.", store.describe());
     }
     Ok(Code::Ok)
 }
 
-/// `warden logout SERVER`.
+/// `warden logout SERVER`: forgets the server's record in the credential store (when it
+/// answers) and in the token file (when there is one), whatever `token_store` says now.
 pub fn logout(global: &GlobalArgs, args: LogoutArgs) -> Result<Code, Failure> {
     let (config, env) = super::load_config(global)?;
     let spec = remote_spec(&config.servers, &args.server)?;
-    let store = FileStore::new(token_file(&env));
-    let removed = store
-        .remove(&spec.name)
-        .map_err(|error| unavailable(&spec.name, error))?;
-    if removed {
+    let file = FileStore::new(token_file(&env));
+    let os = OsStore::with_service(warden_oauth::os_store::SERVICE, os_limit());
+    let mut removed_from = Vec::new();
+    let mut failures = Vec::new();
+    match os.remove(&spec.name) {
+        Ok(true) => removed_from.push(os.describe()),
+        Ok(false) => {}
+        // No credential store here (or it did not answer): said, but not a failure, since a
+        // machine without one is common; whatever it may hold stays there.
+        Err(error) => eprintln!(
+            "{}: warning: {error}; anything kept there for it remains",
+            spec.name
+        ),
+    }
+    if file.path().exists() {
+        match file.remove(&spec.name) {
+            Ok(true) => removed_from.push(file.describe()),
+            Ok(false) => {}
+            Err(error) => failures.push(error.to_string()),
+        }
+    }
+    if removed_from.is_empty() {
+        eprintln!("{}: nothing was stored for it", spec.name);
+    } else {
         eprintln!(
             "{}: signed out; its tokens and registrations were removed from {}",
             spec.name,
-            store.path().display()
+            removed_from.join(" and ")
         );
-    } else {
-        eprintln!("{}: nothing was stored for it", spec.name);
     }
-    Ok(Code::Ok)
+    if failures.is_empty() {
+        return Ok(Code::Ok);
+    }
+    Err(Failure {
+        code: Code::Unavailable,
+        error: anyhow!(
+            "{}: the token file could not be changed, so its tokens may remain: {}",
+            spec.name,
+            failures.join("; ")
+        ),
+    })
 }
 
 fn unavailable(server: &str, error: warden_oauth::OAuthError) -> Failure {

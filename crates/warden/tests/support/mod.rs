@@ -107,6 +107,12 @@ impl Scratch {
             .env(TAG_VAR, &self.tag)
             .env("XDG_STATE_HOME", self.path().join("state"))
             .env("XDG_CONFIG_HOME", self.path().join("config-home"))
+            // No credential store unless a test brings one (crates/warden/tests/oauth.rs):
+            // never the session bus of whoever runs the tests.
+            .env(
+                "DBUS_SESSION_BUS_ADDRESS",
+                format!("unix:path={}", self.path().join("no-bus").display()),
+            )
             .env_remove("WARDEN_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

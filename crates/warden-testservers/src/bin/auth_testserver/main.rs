@@ -16,8 +16,11 @@
 //! another server), `token-redirect` (the token endpoint redirects to another host),
 //! `authorize-elsewhere` (the authorization endpoint redirects to another host, not to the
 //! client), `state` (the redirect carries another `state`), `plain-pkce` (only `plain` is
-//! advertised); `short-lived` is `good` with access tokens that expire in 30 s (a client
-//! refreshes them before they do).
+//! advertised), `private-as` (the protected-resource metadata names an authorization
+//! server on another loopback address, 127.0.0.2), `private-token` (the token endpoint is on
+//! 127.0.0.2): a client that judges this server public must refuse both before any request
+//! (nothing listens there); `short-lived` is `good` with access tokens that expire in 30 s
+//! (a client refreshes them before they do).
 //!
 //! As the authorization server of `warden serve` (a resource server, decision 0033) it
 //! also publishes a key set (`/jwks`: an RS256 key from a checked-in test key, ring cannot
@@ -48,7 +51,7 @@ use sha2::{Digest, Sha256};
 
 mod keys;
 
-const MODES: [&str; 9] = [
+const MODES: [&str; 11] = [
     "good",
     "short-lived",
     "mixup",
@@ -58,6 +61,8 @@ const MODES: [&str; 9] = [
     "authorize-elsewhere",
     "state",
     "plain-pkce",
+    "private-as",
+    "private-token",
 ];
 
 #[derive(Default)]
@@ -210,9 +215,14 @@ impl Server {
                 } else {
                     self.resource()
                 };
+                let issuer = if self.mode == "private-as" {
+                    self.base.replace("127.0.0.1", "127.0.0.2")
+                } else {
+                    self.base.clone()
+                };
                 respond(
                     StatusCode::OK,
-                    json!({"resource": resource, "authorization_servers": [self.base], "scopes_supported": ["mcp:read"]}),
+                    json!({"resource": resource, "authorization_servers": [issuer], "scopes_supported": ["mcp:read"]}),
                 )
             }
             (Method::GET, "/.well-known/oauth-authorization-server") => {
@@ -231,7 +241,11 @@ impl Server {
                     json!({
                         "issuer": issuer,
                         "authorization_endpoint": format!("{}/authorize", self.base),
-                        "token_endpoint": format!("{}/token", self.base),
+                        "token_endpoint": if self.mode == "private-token" {
+                            format!("{}/token", self.base.replace("127.0.0.1", "127.0.0.2"))
+                        } else {
+                            format!("{}/token", self.base)
+                        },
                         "registration_endpoint": format!("{}/register", self.base),
                         "response_types_supported": ["code"],
                         "grant_types_supported": ["authorization_code", "refresh_token"],

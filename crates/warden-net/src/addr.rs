@@ -1,7 +1,9 @@
-//! Which addresses a name may not resolve to: loopback, private, link-local (the cloud
+//! Which addresses are not the public Internet: loopback, private, link-local (the cloud
 //! metadata service at 169.254.169.254), CGNAT, multicast, unspecified, documentation and
 //! the other special-purpose ranges (IANA's registries), for IPv4 and IPv6 alike, including
-//! IPv4 addresses written inside IPv6 (mapped, compatible, NAT64, 6to4).
+//! IPv4 addresses written inside IPv6 (mapped, compatible, NAT64, 6to4). One copy for the
+//! egress proxy (a sandboxed server's names) and the OAuth client (hosts named in discovery
+//! documents).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
