@@ -17,6 +17,7 @@
 //!   machine; `NORMAL` would only survive the former. One fsync per write is nothing next to
 //!   a tool call.
 
+pub mod packages;
 pub mod redact;
 
 use std::path::{Path, PathBuf};
@@ -96,6 +97,9 @@ pub const MIGRATIONS: &[&str] = &[
     // 6: which client of a front end made an audited call (a gateway's client; `NULL` for
     // the command line and the agent loop, which have one user).
     "ALTER TABLE audit ADD COLUMN client TEXT;",
+    // 7: packages Warden installed for `npx`/`uvx` servers (see [`packages`]): what was
+    // resolved, where it lies, and the hashes it is checked against at every start.
+    packages::MIGRATION,
 ];
 
 /// The most rows [`Store::audit`] returns.
