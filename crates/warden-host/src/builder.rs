@@ -34,6 +34,7 @@ pub struct HostBuilder {
     review: Option<Arc<dyn Review>>,
     launcher: Option<Arc<dyn Launcher>>,
     on_audit_failure: AuditFailureHook,
+    packages_dir: Option<PathBuf>,
 }
 
 impl HostBuilder {
@@ -48,6 +49,7 @@ impl HostBuilder {
             review: None,
             launcher: None,
             on_audit_failure: warn_on_failure(),
+            packages_dir: None,
         }
     }
 
@@ -69,6 +71,13 @@ impl HostBuilder {
     /// The base of confined servers' private scratch directories.
     pub fn scratch_dir(mut self, dir: PathBuf) -> HostBuilder {
         self.scratch_dir = dir;
+        self
+    }
+
+    /// Where packages of `npx`/`uvx` servers are installed ([`crate::packages`]); without
+    /// one (or without a store) such servers run their launcher as written.
+    pub fn packages_dir(mut self, dir: PathBuf) -> HostBuilder {
+        self.packages_dir = Some(dir);
         self
     }
 
@@ -133,6 +142,7 @@ impl HostBuilder {
             review,
             launcher,
             on_audit_failure,
+            packages_dir,
         } = self;
         let store = store.map(|store| Arc::new(Mutex::new(store)));
         let mut guard = Guard::default();
@@ -158,12 +168,17 @@ impl HostBuilder {
             (Some(launcher), _) => launcher,
             (None, Some(store)) => {
                 let configured = configured.as_deref().unwrap_or(&specs);
-                Arc::new(PinningLauncher::shared(
-                    confined(scratch_dir),
-                    Arc::clone(store),
-                    &specs,
-                    configured,
-                ))
+                let inner = confined(scratch_dir);
+                let pinning =
+                    PinningLauncher::shared(inner.clone(), Arc::clone(store), &specs, configured);
+                Arc::new(match packages_dir {
+                    // Installs run confined like servers, through the same launcher.
+                    Some(dir) => pinning.with_packages(warden_packages::Packages::new(
+                        dir,
+                        Arc::new(warden_packages::ConfinedRunner::new(inner)),
+                    )),
+                    None => pinning,
+                })
             }
             (None, None) => Arc::new(confined(scratch_dir)),
         };
