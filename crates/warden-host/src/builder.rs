@@ -171,14 +171,16 @@ impl HostBuilder {
                 let inner = confined(scratch_dir);
                 let pinning =
                     PinningLauncher::shared(inner.clone(), Arc::clone(store), &specs, configured);
-                Arc::new(match packages_dir {
+                let pinning = Arc::new(match packages_dir {
                     // Installs run confined like servers, through the same launcher.
                     Some(dir) => pinning.with_packages(warden_packages::Packages::new(
                         dir,
                         Arc::new(warden_packages::ConfinedRunner::new(inner)),
                     )),
                     None => pinning,
-                })
+                });
+                pinning.install_missing(&specs).await;
+                pinning
             }
             (None, None) => Arc::new(confined(scratch_dir)),
         };

@@ -53,7 +53,8 @@ pub fn prepare(
     let Some(spec) = warden_packages::parse(&request.command, &request.args) else {
         return Ok(None);
     };
-    let refused = |error: &dyn std::fmt::Display| LaunchError::Refused(format!("not started: {error}"));
+    let refused =
+        |error: &dyn std::fmt::Display| LaunchError::Refused(format!("not started: {error}"));
     let stored = lock(store)
         .package_pin_for(key)
         .map_err(|error| refused(&format!("cannot read its package pin: {error}")))?;
@@ -70,7 +71,9 @@ pub fn prepare(
                 package = %spec.display(),
                 "installing the server's package (confined, registry hosts only)"
             );
-            let installed = packages.install(key, &spec).map_err(|error| refused(&error))?;
+            let installed = packages
+                .install(key, &spec)
+                .map_err(|error| refused(&error))?;
             lock(store)
                 .save_package_pin(key, &installed.pin)
                 .map_err(|error| refused(&format!("cannot record its package pin: {error}")))?;

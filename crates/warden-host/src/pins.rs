@@ -271,6 +271,43 @@ impl PinningLauncher {
         self
     }
 
+    /// Installs the packages of the servers in `specs` that have none pinned yet (or whose
+    /// package spec changed), all at once, before any server is connected: an install
+    /// takes far longer than a connect timeout. A failure is logged; the server's start
+    /// then tries again and reports it.
+    pub async fn install_missing(self: &Arc<Self>, specs: &[ServerSpec]) {
+        let Some(packages) = &self.packages else {
+            return;
+        };
+        let mut pending = Vec::new();
+        for spec in specs {
+            let (Some(request), Some(key)) =
+                (LaunchRequest::for_spec(spec), self.keys.get(&spec.name))
+            else {
+                continue;
+            };
+            let Some(package) = warden_packages::parse(&request.command, &request.args) else {
+                continue;
+            };
+            let pinned = self.lock_store().package_pin_for(key).ok().flatten();
+            if pinned.is_some_and(|pin| crate::packages::pin_matches(&pin, &package)) {
+                continue;
+            }
+            let (packages, store, key) = (packages.clone(), Arc::clone(&self.store), key.clone());
+            let grants = self.grants.clone();
+            pending.push(tokio::task::spawn_blocking(move || {
+                if let Err(error) =
+                    crate::packages::prepare(&packages, &store, &key, &request, &grants)
+                {
+                    tracing::warn!(server = %request.server, %error, "package install failed");
+                }
+            }));
+        }
+        for task in pending {
+            let _ = task.await;
+        }
+    }
+
     fn lock_store(&self) -> std::sync::MutexGuard<'_, Store> {
         match self.store.lock() {
             Ok(store) => store,

@@ -146,12 +146,13 @@ impl Entry {
     }
 }
 
-/// Where Warden keeps installed packages: `$XDG_STATE_HOME/warden/packages`. When Warden
-/// runs as root its confined servers run as uid 65534, which must be able to reach the
-/// package; if a directory above the state directory is closed to others (root's home is
-/// mode 700), `/var/lib/warden/packages` is used instead.
+/// Where Warden keeps installed packages: `$XDG_STATE_HOME/warden-packages`, beside (not
+/// inside) Warden's private state directory, which holds the audit log and stays closed.
+/// When Warden runs as root its confined servers run as uid 65534, which must be able to
+/// reach the package; if a directory above the state home is closed to others (root's
+/// home is mode 700), `/var/lib/warden/packages` is used instead.
 pub fn packages_dir(state_home: &Path) -> PathBuf {
-    let preferred = state_home.join("warden").join("packages");
+    let preferred = state_home.join("warden-packages");
     // SAFETY: geteuid cannot fail and touches no memory.
     if unsafe { libc::geteuid() } != 0 {
         return preferred;
@@ -378,7 +379,6 @@ impl Packages {
                     &wheels_text,
                     "--require-hashes",
                     "--no-deps",
-                    "--no-compile",
                     "-r",
                     &lock_text,
                 ],

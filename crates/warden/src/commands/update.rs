@@ -143,14 +143,15 @@ pub async fn run(global: &GlobalArgs, args: UpdateArgs) -> Result<Code, Failure>
         }
     }
     // The entry point of the new install, pinned as what the server executes.
-    let entry = warden_packages::entry(&package, std::path::Path::new(&fresh.pin.dir))
-        .map_err(|error| {
+    let entry = warden_packages::entry(&package, std::path::Path::new(&fresh.pin.dir)).map_err(
+        |error| {
             discard(&packages);
             Failure {
                 code: Code::Unavailable,
                 error: anyhow::anyhow!("server `{name}`: {error}"),
             }
-        })?;
+        },
+    )?;
     let rewritten = entry.rewrite(&request, &package);
     let fingerprint = launcher.fingerprint(&rewritten).map_err(|error| {
         discard(&packages);
