@@ -107,9 +107,10 @@ pub fn prepare(
 /// Removes an installation that is no longer pinned, if it lies in the package cache.
 pub fn remove_install(packages: &Packages, pin: &PackagePin) {
     let dir = Path::new(&pin.dir);
-    if dir.starts_with(packages.base()) && dir != packages.base() {
-        if let Err(error) = std::fs::remove_dir_all(dir) {
-            tracing::warn!(dir = %dir.display(), %error, "could not remove an earlier package install");
-        }
+    if dir.starts_with(packages.base())
+        && dir != packages.base()
+        && let Err(error) = std::fs::remove_dir_all(dir)
+    {
+        tracing::warn!(dir = %dir.display(), %error, "could not remove an earlier package install");
     }
 }
