@@ -179,7 +179,14 @@ impl HostBuilder {
                     )),
                     None => pinning,
                 });
-                pinning.install_missing(&specs).await;
+                // Only servers that may start (a project server once approved) get their
+                // package installed.
+                let admitted: Vec<ServerSpec> = specs
+                    .iter()
+                    .filter(|spec| review.admit(spec).is_ok())
+                    .cloned()
+                    .collect();
+                pinning.install_missing(&admitted).await;
                 pinning
             }
             (None, None) => Arc::new(confined(scratch_dir)),

@@ -114,3 +114,24 @@ pub fn remove_install(packages: &Packages, pin: &PackagePin) {
         tracing::warn!(dir = %dir.display(), %error, "could not remove an earlier package install");
     }
 }
+
+/// The request a package server runs from its pinned install, without checking the install
+/// (commands that describe a server: `warden probe`, `warden pin`); `request` as it is when
+/// it is not a package server, or nothing is installed for its current spec.
+pub fn installed_request(store: &Store, key: &str, request: &LaunchRequest) -> LaunchRequest {
+    let Some(spec) = warden_packages::parse(&request.command, &request.args) else {
+        return request.clone();
+    };
+    let Some(pin) = store
+        .package_pin_for(key)
+        .ok()
+        .flatten()
+        .filter(|pin| pin_matches(pin, &spec))
+    else {
+        return request.clone();
+    };
+    match warden_packages::entry(&spec, Path::new(&pin.dir)) {
+        Ok(entry) => entry.rewrite(request, &spec),
+        Err(_) => request.clone(),
+    }
+}

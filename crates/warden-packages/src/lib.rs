@@ -647,3 +647,140 @@ fn write_file(path: &Path, text: &str) -> Result<(), PackageError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Plays the registry's client: writes what a given install would have written.
+    struct Fake {
+        bin: String,
+        steps: Mutex<Vec<Step>>,
+    }
+
+    impl Runner for Fake {
+        fn run(&self, step: &Step, dir: &Path, _limit: Duration) -> Result<(), PackageError> {
+            self.steps.lock().unwrap().push(step.clone());
+            let package = dir.join("node_modules/@s/pkg");
+            std::fs::create_dir_all(package.join("dist")).unwrap();
+            std::fs::write(
+                package.join("package.json"),
+                format!(
+                    r#"{{"name":"@s/pkg","version":"1.4.0","bin":{{"pkg":"{}"}}}}"#,
+                    self.bin
+                ),
+            )
+            .unwrap();
+            std::fs::write(package.join("dist/index.js"), "console.log(1)").unwrap();
+            std::fs::write(dir.join(NPM_LOCK), "{}").unwrap();
+            Ok(())
+        }
+    }
+
+    fn cache(bin: &str) -> (tempfile::TempDir, Packages, Arc<Fake>) {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Fake {
+            bin: bin.to_owned(),
+            steps: Mutex::new(Vec::new()),
+        });
+        let packages = Packages::new(dir.path().join("packages"), Arc::clone(&fake) as _);
+        (dir, packages, fake)
+    }
+
+    fn npx(list: &[&str]) -> PackageSpec {
+        let args: Vec<String> = list.iter().map(|s| (*s).to_owned()).collect();
+        parse("npx", &args).unwrap()
+    }
+
+    #[test]
+    fn an_npm_install_is_confined_to_the_registry_without_scripts_and_pinned() {
+        let (_dir, packages, fake) = cache("dist/index.js");
+        let spec = npx(&["-y", "@s/pkg", "--flag"]);
+        let installed = packages.install("key", &spec).unwrap();
+        let steps = fake.steps.lock().unwrap().clone();
+        assert_eq!(steps.len(), 1);
+        assert!(steps[0].args.contains(&"--ignore-scripts".to_owned()));
+        assert!(steps[0].args.contains(&"@s/pkg@latest".to_owned()));
+        assert_eq!(steps[0].hosts, ["registry.npmjs.org"]);
+        assert_eq!(steps[0].env["npm_config_ignore_scripts"], "true");
+        assert_eq!(installed.pin.version, "1.4.0");
+        assert_eq!(installed.pin.requested, "");
+        packages.verify("s", &installed.pin).unwrap();
+
+        // The request now runs node on the installed script, with the server's arguments.
+        let dir = PathBuf::from(&installed.pin.dir);
+        let request = LaunchRequest {
+            server: "s".into(),
+            command: "npx".into(),
+            args: vec!["-y".into(), "@s/pkg".into(), "--flag".into()],
+            env: BTreeMap::new(),
+            cwd: None,
+            sandbox: warden_config::SandboxSpec::default(),
+        };
+        let rewritten = entry(&spec, &dir).unwrap().rewrite(&request, &spec);
+        assert_eq!(rewritten.command, "node");
+        assert!(rewritten.args[0].ends_with("node_modules/@s/pkg/dist/index.js"));
+        assert_eq!(rewritten.args[1], "--flag");
+
+        // A changed lockfile and a new file are both named.
+        std::fs::write(dir.join(NPM_LOCK), "{\"x\":1}").unwrap();
+        std::fs::write(dir.join("node_modules/@s/pkg/dist/extra.js"), "evil").unwrap();
+        let error = packages
+            .verify("s", &installed.pin)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("lockfile"), "{error}");
+        assert!(
+            error.contains("added    node_modules/@s/pkg/dist/extra.js"),
+            "{error}"
+        );
+        assert!(error.contains("warden update s"), "{error}");
+    }
+
+    #[test]
+    fn a_bin_outside_the_installation_is_refused_and_leaves_nothing() {
+        let (_dir, packages, _fake) = cache("../../../../../../../../etc/hostname");
+        let error = packages
+            .install("key", &npx(&["-y", "@s/pkg"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("not a file inside the installation")
+                || error.contains("find the command"),
+            "{error}"
+        );
+        let parent = std::fs::read_dir(packages.base())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            std::fs::read_dir(parent.path()).unwrap().count(),
+            0,
+            "removed"
+        );
+    }
+
+    #[test]
+    fn a_pypi_lockfile_lists_every_wheel_with_its_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path()
+                .join("mcp_server_time-2026.10.19-py3-none-any.whl"),
+            "a",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("tzdata-2025.1-py2.py3-none-any.whl"), "b").unwrap();
+        let spec = parse("uvx", &["mcp-server-time".to_owned()]).unwrap();
+        let (lock, version) = pypi_lock(&spec, dir.path()).unwrap();
+        assert_eq!(version, "2026.10.19");
+        let lines: Vec<&str> = lock.lines().skip(1).collect();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].starts_with("mcp-server-time==2026.10.19 --hash=sha256:ca978112"));
+        assert!(lines[1].starts_with("tzdata==2025.1 --hash=sha256:"));
+        std::fs::write(dir.path().join("pkg-1.0.tar.gz"), "sdist").unwrap();
+        assert!(pypi_lock(&spec, dir.path()).is_err(), "only wheels");
+    }
+}
