@@ -39,6 +39,7 @@ pub struct HostBuilder {
     starts: Option<Arc<StartGate>>,
     from_cache: bool,
     idle_stop: Option<std::time::Duration>,
+    packages_dir: Option<PathBuf>,
 }
 
 impl HostBuilder {
@@ -56,6 +57,7 @@ impl HostBuilder {
             starts: None,
             from_cache: false,
             idle_stop: None,
+            packages_dir: None,
         }
     }
 
@@ -77,6 +79,13 @@ impl HostBuilder {
     /// The base of confined servers' private scratch directories.
     pub fn scratch_dir(mut self, dir: PathBuf) -> HostBuilder {
         self.scratch_dir = dir;
+        self
+    }
+
+    /// Where packages of `npx`/`uvx` servers are installed ([`crate::packages`]); without
+    /// one (or without a store) such servers run their launcher as written.
+    pub fn packages_dir(mut self, dir: PathBuf) -> HostBuilder {
+        self.packages_dir = Some(dir);
         self
     }
 
@@ -176,6 +185,7 @@ impl HostBuilder {
             starts,
             from_cache,
             idle_stop,
+            packages_dir,
         } = self;
         let starts = starts.unwrap_or_else(|| Arc::new(StartGate::new(default_parallel_starts())));
         let store = store.map(|store| Arc::new(Mutex::new(store)));
@@ -203,12 +213,26 @@ impl HostBuilder {
             (Some(launcher), _) => launcher,
             (None, Some(store)) => {
                 let configured = configured.as_deref().unwrap_or(&specs);
-                Arc::new(PinningLauncher::shared(
-                    confined(scratch_dir),
-                    Arc::clone(store),
-                    &specs,
-                    configured,
-                ))
+                let inner = confined(scratch_dir);
+                let pinning =
+                    PinningLauncher::shared(inner.clone(), Arc::clone(store), &specs, configured);
+                let pinning = Arc::new(match packages_dir {
+                    // Installs run confined like servers, through the same launcher.
+                    Some(dir) => pinning.with_packages(warden_packages::Packages::new(
+                        dir,
+                        Arc::new(warden_packages::ConfinedRunner::new(inner)),
+                    )),
+                    None => pinning,
+                });
+                // Only servers that may start (a project server once approved) get their
+                // package installed.
+                let admitted: Vec<ServerSpec> = specs
+                    .iter()
+                    .filter(|spec| review.admit(spec).is_ok())
+                    .cloned()
+                    .collect();
+                pinning.install_missing(&admitted).await;
+                pinning
             }
             (None, None) => Arc::new(confined(scratch_dir)),
         };

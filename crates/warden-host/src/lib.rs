@@ -31,6 +31,7 @@ pub mod catalogue;
 pub mod egress_audit;
 pub mod host;
 pub mod naming;
+pub mod packages;
 pub mod pins;
 pub mod result_text;
 pub mod schema;

@@ -227,6 +227,7 @@ pub struct PinningLauncher {
     store: Arc<Mutex<Store>>,
     keys: HashMap<String, String>,
     grants: Vec<WriteGrant>,
+    packages: Option<warden_packages::Packages>,
 }
 
 impl PinningLauncher {
@@ -258,10 +259,95 @@ impl PinningLauncher {
             store,
             keys,
             grants,
+            packages: None,
         }
     }
 
-    fn check(&self, key: &str, request: &LaunchRequest) -> Result<Fingerprint, LaunchError> {
+    /// Installs and runs the packages of servers written as `npx -y PKG` or `uvx PKG` from
+    /// `packages` (see [`crate::packages`]) instead of letting the launcher fetch them at
+    /// every start.
+    pub fn with_packages(mut self, packages: warden_packages::Packages) -> Self {
+        self.packages = Some(packages);
+        self
+    }
+
+    /// Installs the packages of the servers in `specs` that have none pinned yet (or whose
+    /// package spec changed), all at once, before any server is connected: an install
+    /// takes far longer than a connect timeout. A failure is logged; the server's start
+    /// then tries again and reports it.
+    pub async fn install_missing(self: &Arc<Self>, specs: &[ServerSpec]) {
+        let Some(packages) = &self.packages else {
+            return;
+        };
+        let mut pending = Vec::new();
+        for spec in specs {
+            let (Some(request), Some(key)) =
+                (LaunchRequest::for_spec(spec), self.keys.get(&spec.name))
+            else {
+                continue;
+            };
+            let Some(package) = warden_packages::parse(&request.command, &request.args) else {
+                continue;
+            };
+            let pinned = self.lock_store().package_pin_for(key).ok().flatten();
+            if pinned.is_some_and(|pin| crate::packages::pin_matches(&pin, &package)) {
+                continue;
+            }
+            let (packages, store, key) = (packages.clone(), Arc::clone(&self.store), key.clone());
+            let grants = self.grants.clone();
+            pending.push(tokio::task::spawn_blocking(move || {
+                if let Err(error) =
+                    crate::packages::prepare(&packages, &store, &key, &request, &grants)
+                {
+                    tracing::warn!(server = %request.server, %error, "package install failed");
+                }
+            }));
+        }
+        for task in pending {
+            let _ = task.await;
+        }
+    }
+
+    fn lock_store(&self) -> std::sync::MutexGuard<'_, Store> {
+        match self.store.lock() {
+            Ok(store) => store,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// `check` with the executable pin of a package server recorded afresh when its
+    /// package was just installed (or the pin predates package installs: it pinned the
+    /// launcher, which no longer runs).
+    fn check(
+        &self,
+        key: &str,
+        request: &LaunchRequest,
+        package: Option<crate::packages::Prepared>,
+    ) -> Result<Fingerprint, LaunchError> {
+        if let Some(prepared) = package {
+            let stale = self
+                .lock_store()
+                .pin_for(key)
+                .ok()
+                .flatten()
+                .is_some_and(|pin| prepared.installed || pin.package.is_some());
+            if stale {
+                let current = self.current(request)?;
+                self.lock_store()
+                    .save_pin(key, &to_pin(&current))
+                    .map_err(|error| {
+                        LaunchError::Refused(format!(
+                            "cannot record the pinned executable: {error}"
+                        ))
+                    })?;
+                tracing::info!(server = %request.server, "pinned the installed package's entry point");
+                return Ok(current);
+            }
+        }
+        self.check_pin(key, request)
+    }
+
+    fn current(&self, request: &LaunchRequest) -> Result<Fingerprint, LaunchError> {
         let current = match self.inner.fingerprint(request) {
             Ok(fingerprint) => fingerprint,
             Err(warden_mcp::FingerprintError::Resolve(error)) => return Err(error),
@@ -275,10 +361,12 @@ impl PinningLauncher {
         if !exposed.is_empty() {
             return Err(LaunchError::Refused(exposed_refusal(&exposed)));
         }
-        let mut store = match self.store.lock() {
-            Ok(store) => store,
-            Err(poisoned) => poisoned.into_inner(),
-        };
+        Ok(current)
+    }
+
+    fn check_pin(&self, key: &str, request: &LaunchRequest) -> Result<Fingerprint, LaunchError> {
+        let current = self.current(request)?;
+        let mut store = self.lock_store();
         let stored = store.pin_for(key).map_err(|error| {
             LaunchError::Refused(format!("cannot check the pinned executable: {error}"))
         })?;
@@ -329,8 +417,18 @@ impl Launcher for PinningLauncher {
     fn launch(&self, request: &LaunchRequest) -> Result<Launched, LaunchError> {
         match self.keys.get(&request.server) {
             Some(key) => {
-                let fingerprint = self.check(key, request)?;
-                self.inner.launch_pinned(request, &fingerprint)
+                // A package server runs its installed entry point, never the launcher.
+                let prepared = match &self.packages {
+                    Some(packages) => {
+                        crate::packages::prepare(packages, &self.store, key, request, &self.grants)?
+                    }
+                    None => None,
+                };
+                let request = prepared
+                    .as_ref()
+                    .map_or_else(|| request.clone(), |p| p.request.clone());
+                let fingerprint = self.check(key, &request, prepared)?;
+                self.inner.launch_pinned(&request, &fingerprint)
             }
             None => self.inner.launch(request),
         }

@@ -20,6 +20,7 @@
 //!   a tool call.
 
 pub mod catalogue;
+pub mod packages;
 pub mod redact;
 
 use std::path::{Path, PathBuf};
@@ -108,6 +109,9 @@ pub const MIGRATIONS: &[&str] = &[
         tools           TEXT NOT NULL,
         fetched_ms      INTEGER NOT NULL
     ) STRICT;",
+    // 8: packages Warden installed for `npx`/`uvx` servers (see [`packages`]): what was
+    // resolved, where it lies, and the hashes it is checked against at every start.
+    packages::MIGRATION,
 ];
 
 /// The most rows [`Store::audit`] returns.

@@ -48,6 +48,8 @@ pub enum Command {
     Pin(PinArgs),
     /// Approve a project server, or a server's changed or new tool definitions.
     Approve(ApproveArgs),
+    /// Install an `npx`/`uvx` server's package again, show what changed, and pin it.
+    Update(UpdateArgs),
     /// Show the audit log: every call attempted, its decision and its outcome.
     Audit(AuditArgs),
     /// Give a model one task; it works through your servers under the policy.
@@ -242,6 +244,25 @@ pub struct PinArgs {
     #[arg(long, conflicts_with = "yes")]
     pub show: bool,
     /// Accept the current state without asking (for scripts, after reviewing `--show`).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+}
+
+/// `warden update`
+#[derive(Debug, Args)]
+#[command(
+    after_help = "A server written as `npx -y PKG[@VERSION]` or `uvx PKG[==VERSION]` (also `uv \
+tool run`, `pipx run`) runs the package Warden installed for it on its first start, never what \
+the registry serves later. This installs the package again (confined, the registry's hosts \
+only), shows the version and every installed file that changed (by sha256), and pins the new \
+install once you accept: on the terminal, or with --yes. Without a terminal and without --yes it \
+only reports. An install that was changed on disk is replaced by a fresh one the same way.\n\n\
+Examples:\n  warden update everything\n  warden update time --yes"
+)]
+pub struct UpdateArgs {
+    /// The server whose package to update.
+    pub server: String,
+    /// Accept the new install without asking (for scripts).
     #[arg(long, short = 'y')]
     pub yes: bool,
 }

@@ -66,6 +66,7 @@ pub async fn run(global: &GlobalArgs, args: ApproveArgs) -> Result<Code, Failure
     let host = super::connect(builder, vec![spec.clone()]).await?;
     let status = host.servers().first().map(|entry| entry.status.clone());
     host.shutdown().await;
+    package_lines(&spec, &env);
     let listed = match collect.0.lock() {
         Ok(mut listed) => listed.take(),
         Err(poisoned) => poisoned.into_inner().take(),
@@ -430,6 +431,42 @@ fn shell_word(word: &str) -> String {
         word.to_owned()
     } else {
         format!("'{}'", inert(&word.replace('\'', r"'\''"), Shape::Line))
+    }
+}
+
+/// For a server written as `npx -y PKG` / `uvx PKG`: the version Warden installed and
+/// pinned for it (its first start, just now or earlier), which is what runs from now on.
+fn package_lines(spec: &ServerSpec, env: &warden_config::Environment) {
+    let Some(request) = warden_mcp::LaunchRequest::for_spec(spec) else {
+        return;
+    };
+    let Some(package) = warden_packages::parse(&request.command, &request.args) else {
+        return;
+    };
+    let name = inert(&spec.name, Shape::Line);
+    let pin = super::open_store(env)
+        .ok()
+        .and_then(|store| store.package_pin_for(&pins::key_for(spec)).ok().flatten());
+    match pin {
+        Some(pin) => {
+            println!(
+                "{name}: package {}@{} ({}; asked for {}), installed in {}",
+                inert(&pin.name, Shape::Line),
+                inert(&pin.version, Shape::Line),
+                pin.ecosystem,
+                inert(&package.display(), Shape::Line),
+                inert(&pin.dir, Shape::Line),
+            );
+            println!(
+                "{name}: lockfile sha256 {}; installed tree sha256 {}; later starts run this \
+                 install offline, `warden update {name}` resolves again",
+                pin.lock_sha256, pin.tree_sha256
+            );
+        }
+        None => println!(
+            "{name}: package {} is not installed yet (its install failed; see above)",
+            inert(&package.display(), Shape::Line)
+        ),
     }
 }
 

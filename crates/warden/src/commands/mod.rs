@@ -14,6 +14,7 @@ pub mod run;
 pub mod scan;
 pub mod serve;
 pub mod tools;
+pub mod update;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -157,6 +158,7 @@ pub fn host_builder(
         .from_cache(true)
         .idle_stop(config.host.idle_stop)
         .scratch_dir(scratch_dir(env))
+        .packages_dir(warden_packages::packages_dir(&env.state_home))
         .log_dir(log_dir(env))
         .oauth(login::provider(env))
         .on_audit_failure(|error| eprintln!("warden: warning: {error}")))

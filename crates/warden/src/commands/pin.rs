@@ -30,12 +30,14 @@ pub fn run(global: &GlobalArgs, args: PinArgs) -> Result<Code, Failure> {
         )));
     };
     let launcher = ConfinedLauncher::from_env(super::scratch_dir(&env));
+    let mut store = super::open_store(&env)?;
+    let key = pins::key_for(spec);
+    // A package server (`npx -y PKG`) runs its installed entry point: that is what is pinned.
+    let request = warden_host::packages::installed_request(&store, &key, &request);
     let current = launcher.fingerprint(&request).map_err(|error| Failure {
         code: Code::Unavailable,
         error: anyhow::anyhow!("server `{}`: {error}", args.server),
     })?;
-    let mut store = super::open_store(&env)?;
-    let key = pins::key_for(spec);
     let stored = store.pin_for(&key).map_err(unavailable)?;
     let name = inert(&args.server, Shape::Line);
     let changed = match &stored {

@@ -62,6 +62,15 @@ pub async fn run(global: &GlobalArgs, args: ProbeArgs) -> Result<Code, Failure> 
             spec.name
         )));
     };
+    // A package server (`npx -y PKG`) runs its installed entry point: probe that.
+    let request = match super::open_store(&env) {
+        Ok(store) => warden_host::packages::installed_request(
+            &store,
+            &warden_host::pins::key_for(spec),
+            &request,
+        ),
+        Err(_) => request,
+    };
     let config_dir = spec.origin.path.parent().map(Path::to_path_buf);
     let input = probe_input(&env, &request, config_dir.as_deref(), &args.connect);
     let unavailable = |error: anyhow::Error| Failure {

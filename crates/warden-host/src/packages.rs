@@ -1,0 +1,137 @@
+//! Package servers at the launcher seam: a server written as `npx -y PKG` or `uvx PKG`
+//! (see [`warden_packages::parse`]) is resolved to the entry point of the package Warden
+//! installed for it, before its executable pin is checked and before the sandbox spawn.
+//!
+//! On its first start (or `warden approve`, which starts it) the package is installed
+//! (confined, registry hosts only) and pinned in the store; on every later start the
+//! installed tree and its lockfile must hash to the pin, else the start is refused until
+//! `warden update SERVER`. The registry is never asked again at start. A changed package
+//! spec in the configuration (another version, another package) is a new install: the
+//! definition is the user's (and a project server's definition needs a new approval).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use warden_mcp::{LaunchError, LaunchRequest, WriteGrant};
+use warden_packages::{PackageSpec, Packages};
+use warden_store::Store;
+use warden_store::packages::PackagePin;
+
+/// A package server's request, rewritten to its installed entry point.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// What to launch instead of the configured launcher.
+    pub request: LaunchRequest,
+    /// Whether the package was installed by this start (its entry point is pinned anew).
+    pub installed: bool,
+}
+
+fn lock(store: &Arc<Mutex<Store>>) -> std::sync::MutexGuard<'_, Store> {
+    match store.lock() {
+        Ok(store) => store,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+/// Whether `pin` was made for `spec` as configured now.
+pub fn pin_matches(pin: &PackagePin, spec: &PackageSpec) -> bool {
+    pin.ecosystem == spec.ecosystem.as_str()
+        && pin.name == spec.name
+        && pin.requested == spec.requested
+}
+
+/// The request that runs `request`'s package, installing and pinning it first when it has
+/// no pin yet; `None` when `request` is not a package server. A pinned install that
+/// changed, or that someone else could change, is refused ([`LaunchError::Refused`]).
+pub fn prepare(
+    packages: &Packages,
+    store: &Arc<Mutex<Store>>,
+    key: &str,
+    request: &LaunchRequest,
+    grants: &[WriteGrant],
+) -> Result<Option<Prepared>, LaunchError> {
+    let Some(spec) = warden_packages::parse(&request.command, &request.args) else {
+        return Ok(None);
+    };
+    let refused =
+        |error: &dyn std::fmt::Display| LaunchError::Refused(format!("not started: {error}"));
+    let stored = lock(store)
+        .package_pin_for(key)
+        .map_err(|error| refused(&format!("cannot read its package pin: {error}")))?;
+    let (pin, installed) = match stored {
+        Some(pin) if pin_matches(&pin, &spec) => {
+            packages
+                .verify(&request.server, &pin)
+                .map_err(|error| refused(&error))?;
+            (pin, false)
+        }
+        earlier => {
+            tracing::info!(
+                server = %request.server,
+                package = %spec.display(),
+                "installing the server's package (confined, registry hosts only)"
+            );
+            let installed = packages
+                .install(key, &spec)
+                .map_err(|error| refused(&error))?;
+            lock(store)
+                .save_package_pin(key, &installed.pin)
+                .map_err(|error| refused(&format!("cannot record its package pin: {error}")))?;
+            tracing::info!(
+                server = %request.server,
+                package = %spec.name,
+                version = %installed.pin.version,
+                lock_sha256 = %installed.pin.lock_sha256,
+                "package installed and pinned"
+            );
+            if let Some(earlier) = earlier {
+                remove_install(packages, &earlier);
+            }
+            (installed.pin, true)
+        }
+    };
+    let dir = PathBuf::from(&pin.dir);
+    if let Some(why) = warden_mcp::exposure(&dir, grants) {
+        return Err(refused(&format!(
+            "its package directory {} could be changed by someone other than you: {why}",
+            dir.display()
+        )));
+    }
+    let entry = warden_packages::entry(&spec, &dir).map_err(|error| refused(&error))?;
+    Ok(Some(Prepared {
+        request: entry.rewrite(request, &spec),
+        installed,
+    }))
+}
+
+/// Removes an installation that is no longer pinned, if it lies in the package cache.
+pub fn remove_install(packages: &Packages, pin: &PackagePin) {
+    let dir = Path::new(&pin.dir);
+    if dir.starts_with(packages.base())
+        && dir != packages.base()
+        && let Err(error) = std::fs::remove_dir_all(dir)
+    {
+        tracing::warn!(dir = %dir.display(), %error, "could not remove an earlier package install");
+    }
+}
+
+/// The request a package server runs from its pinned install, without checking the install
+/// (commands that describe a server: `warden probe`, `warden pin`); `request` as it is when
+/// it is not a package server, or nothing is installed for its current spec.
+pub fn installed_request(store: &Store, key: &str, request: &LaunchRequest) -> LaunchRequest {
+    let Some(spec) = warden_packages::parse(&request.command, &request.args) else {
+        return request.clone();
+    };
+    let Some(pin) = store
+        .package_pin_for(key)
+        .ok()
+        .flatten()
+        .filter(|pin| pin_matches(pin, &spec))
+    else {
+        return request.clone();
+    };
+    match warden_packages::entry(&spec, Path::new(&pin.dir)) {
+        Ok(entry) => entry.rewrite(request, &spec),
+        Err(_) => request.clone(),
+    }
+}

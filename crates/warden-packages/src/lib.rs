@@ -1,0 +1,786 @@
+//! Packages installed and pinned by Warden: a server written as `npx -y PKG[@VERSION]` or
+//! `uvx PKG[==VERSION]` (also `uv tool run`, `pipx run`) is not left to download and run
+//! whatever the registry serves at each start. Warden installs the package once, outside
+//! the server's sandbox but confined itself ([`install`]), into its own directory under
+//! the package cache, records the resolved version and the hashes of the lockfile and of
+//! the installed tree ([`warden_store::packages::PackagePin`]), and every later start runs
+//! the installed entry point ([`Entry`]) under the server's own confinement (no network
+//! unless it has an allowlist), after checking that nothing installed changed
+//! ([`Packages::verify`]). `warden update SERVER` installs again and shows the difference
+//! before the pin moves (decision 0037).
+
+pub mod install;
+pub mod spec;
+pub mod tree;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use warden_mcp::LaunchRequest;
+use warden_store::packages::PackagePin;
+
+pub use install::{ConfinedRunner, Runner, Step};
+pub use spec::{Ecosystem, PackageSpec, parse};
+pub use tree::Manifest;
+
+/// How long one install step may run.
+pub const STEP_LIMIT: Duration = Duration::from_secs(600);
+
+/// The lockfile of an npm install (written by npm).
+pub const NPM_LOCK: &str = "package-lock.json";
+/// The lockfile of a PyPI install (written by Warden: `name==version --hash=sha256:…`).
+pub const PYPI_LOCK: &str = "requirements.lock";
+
+/// What went wrong with a package.
+#[derive(Debug, thiserror::Error)]
+pub enum PackageError {
+    /// A file operation failed.
+    #[error("cannot {action} {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// On what.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// An install step failed.
+    #[error("installing the package failed at `{step}`: {detail}")]
+    Install {
+        /// The step.
+        step: String,
+        /// What happened.
+        detail: String,
+    },
+    /// The installed package is not what a server can run.
+    #[error("package {package}: {reason}")]
+    Invalid {
+        /// The package.
+        package: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The package directory could be changed by someone other than the user.
+    #[error(
+        "the package directory {} is not safe to run from: {reason}; it must be owned by you \
+         and not writable by its group or others (`warden update SERVER` installs it again)",
+        path.display()
+    )]
+    Unsafe {
+        /// The installation directory.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The installed tree or its lockfile changed since it was pinned.
+    #[error(
+        "the installed package {package} changed since it was pinned:\n{}\n  \
+         `warden update {server}` installs it again and shows what the registry serves",
+        lines.iter().map(|l| format!("  - {l}")).collect::<Vec<_>>().join("\n")
+    )]
+    Changed {
+        /// The server.
+        server: String,
+        /// `name@version`.
+        package: String,
+        /// What changed.
+        lines: Vec<String>,
+    },
+    /// A tree over a limit.
+    #[error("the package directory {} is too large: {limit}", path.display())]
+    TooLarge {
+        /// The installation directory.
+        path: PathBuf,
+        /// Which limit.
+        limit: String,
+    },
+}
+
+impl PackageError {
+    pub(crate) fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
+        PackageError::Io {
+            action,
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+/// A fresh install: its pin, and the manifest the pin's hash was taken of.
+#[derive(Debug, Clone)]
+pub struct Installed {
+    /// What to record.
+    pub pin: PackagePin,
+    /// Every installed file.
+    pub manifest: Manifest,
+}
+
+/// How the installed package is run: the program, the arguments before the server's own,
+/// and variables added to its environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The program (`node`, or the console script's absolute path).
+    pub command: String,
+    /// Arguments placed before the server's own (npm: the `bin` script's absolute path).
+    pub args: Vec<String>,
+    /// Added to the server's environment.
+    pub env: BTreeMap<String, String>,
+}
+
+impl Entry {
+    /// `request` (a server written with a package launcher) rewritten to run the entry
+    /// point: the launcher and the package spec are replaced; the server's own arguments,
+    /// environment, working directory and sandbox stay.
+    pub fn rewrite(&self, request: &LaunchRequest, spec: &PackageSpec) -> LaunchRequest {
+        let mut out = request.clone();
+        out.command = self.command.clone();
+        out.args = self.args.iter().chain(&spec.args).cloned().collect();
+        for (name, value) in &self.env {
+            out.env.entry(name.clone()).or_insert_with(|| value.clone());
+        }
+        out
+    }
+}
+
+/// Where Warden keeps installed packages: `$XDG_STATE_HOME/warden-packages`, beside (not
+/// inside) Warden's private state directory, which holds the audit log and stays closed.
+/// When Warden runs as root its confined servers run as uid 65534, which must be able to
+/// reach the package; if a directory above the state home is closed to others (root's
+/// home is mode 700), `/var/lib/warden/packages` is used instead.
+pub fn packages_dir(state_home: &Path) -> PathBuf {
+    let preferred = state_home.join("warden-packages");
+    // SAFETY: geteuid cannot fail and touches no memory.
+    if unsafe { libc::geteuid() } != 0 {
+        return preferred;
+    }
+    let open = state_home.ancestors().all(|dir| {
+        std::fs::metadata(dir)
+            .map(|meta| !meta.is_dir() || meta.permissions().mode() & 0o001 != 0)
+            .unwrap_or(true)
+    });
+    if open {
+        preferred
+    } else {
+        PathBuf::from("/var/lib/warden/packages")
+    }
+}
+
+/// The package cache: installs, verifies and locates installed packages.
+#[derive(Clone)]
+pub struct Packages {
+    base: PathBuf,
+    runner: Arc<dyn Runner>,
+    step_limit: Duration,
+}
+
+impl std::fmt::Debug for Packages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Packages")
+            .field("base", &self.base)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Packages {
+    /// A cache under `base` whose installs run through `runner`.
+    pub fn new(base: impl Into<PathBuf>, runner: Arc<dyn Runner>) -> Self {
+        Self {
+            base: base.into(),
+            runner,
+            step_limit: STEP_LIMIT,
+        }
+    }
+
+    /// The cache's directory.
+    pub fn base(&self) -> &Path {
+        &self.base
+    }
+
+    /// Installs `spec` for the server stored under `key` into a new directory of its own
+    /// and returns what to pin. Nothing is recorded here; a failed install leaves nothing
+    /// behind.
+    pub fn install(&self, key: &str, spec: &PackageSpec) -> Result<Installed, PackageError> {
+        let parent = self
+            .base
+            .join(&tree::hex(&Sha256::digest(key.as_bytes()))[..16]);
+        make_dir(&self.base)?;
+        make_dir(&parent)?;
+        let dir = unique_dir(&parent)?;
+        let result = self.install_into(spec, &dir);
+        if result.is_err() {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+        result
+    }
+
+    fn install_into(&self, spec: &PackageSpec, dir: &Path) -> Result<Installed, PackageError> {
+        // SAFETY: geteuid cannot fail and touches no memory.
+        if unsafe { libc::geteuid() } == 0 {
+            // The install runs as the sandbox's uid; given back to root afterwards.
+            std::os::unix::fs::chown(
+                dir,
+                Some(warden_sandbox::SANDBOX_UID),
+                Some(warden_sandbox::SANDBOX_GID),
+            )
+            .map_err(|source| PackageError::io("change the owner of", dir, source))?;
+        }
+        let version = match spec.ecosystem {
+            Ecosystem::Npm => self.install_npm(spec, dir)?,
+            Ecosystem::PyPi => self.install_pypi(spec, dir)?,
+        };
+        tree::normalise(dir)?;
+        let manifest = tree::scan(dir)?;
+        let lock = dir.join(lock_name(spec.ecosystem));
+        let lock_sha256 = tree::file_sha256(&lock)?;
+        // The entry point must exist before anything is pinned.
+        entry(spec, dir)?;
+        Ok(Installed {
+            pin: PackagePin {
+                ecosystem: spec.ecosystem.as_str().to_owned(),
+                name: spec.name.clone(),
+                requested: spec.requested.clone(),
+                version,
+                dir: dir.to_string_lossy().into_owned(),
+                lock_sha256,
+                tree_sha256: manifest.sha256(),
+                manifest: manifest.to_json(),
+            },
+            manifest,
+        })
+    }
+
+    fn install_npm(&self, spec: &PackageSpec, dir: &Path) -> Result<String, PackageError> {
+        let manifest = dir.join("package.json");
+        write_file(
+            &manifest,
+            "{\n  \"name\": \"warden-package\",\n  \"version\": \"0.0.0\",\n  \"private\": true\n}\n",
+        )?;
+        let env: BTreeMap<String, String> = [
+            ("npm_config_globalconfig", "/dev/null"),
+            ("npm_config_update_notifier", "false"),
+            ("npm_config_fund", "false"),
+            ("npm_config_audit", "false"),
+            ("npm_config_ignore_scripts", "true"),
+            ("npm_config_loglevel", "warn"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let step = Step {
+            what: format!("npm install {}", spec.requirement()),
+            program: "npm".to_owned(),
+            args: vec![
+                "install".to_owned(),
+                "--ignore-scripts".to_owned(),
+                "--no-audit".to_owned(),
+                "--no-fund".to_owned(),
+                "--save-exact".to_owned(),
+                "--registry=https://registry.npmjs.org/".to_owned(),
+                spec.requirement(),
+            ],
+            env,
+            cwd: dir.to_path_buf(),
+            hosts: hosts(spec.ecosystem),
+        };
+        self.runner.run(&step, dir, self.step_limit)?;
+        let installed = npm_package_json(spec, dir)?;
+        installed
+            .get("version")
+            .and_then(|v| v.as_str())
+            .map(str::to_owned)
+            .ok_or_else(|| PackageError::Invalid {
+                package: spec.name.clone(),
+                reason: "its package.json has no version".to_owned(),
+            })
+    }
+
+    fn install_pypi(&self, spec: &PackageSpec, dir: &Path) -> Result<String, PackageError> {
+        let python = if Path::new("/usr/bin/python3").exists() {
+            "/usr/bin/python3".to_owned()
+        } else {
+            "python3".to_owned()
+        };
+        let venv = dir.join("venv");
+        let wheels = dir.join("wheels");
+        let venv_python = venv
+            .join("bin")
+            .join("python")
+            .to_string_lossy()
+            .into_owned();
+        let env: BTreeMap<String, String> = [
+            ("PIP_CONFIG_FILE", "/dev/null"),
+            ("PIP_DISABLE_PIP_VERSION_CHECK", "1"),
+            ("PIP_NO_CACHE_DIR", "1"),
+            ("PIP_NO_INPUT", "1"),
+            ("PYTHONDONTWRITEBYTECODE", "1"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect();
+        let step = |what: &str, program: &str, args: &[&str], hosts: Vec<String>| Step {
+            what: what.to_owned(),
+            program: program.to_owned(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            env: env.clone(),
+            cwd: dir.to_path_buf(),
+            hosts,
+        };
+        let venv_text = venv.to_string_lossy().into_owned();
+        self.runner.run(
+            &step(
+                "python3 -m venv",
+                &python,
+                &["-m", "venv", &venv_text],
+                Vec::new(),
+            ),
+            dir,
+            self.step_limit,
+        )?;
+        let wheels_text = wheels.to_string_lossy().into_owned();
+        let requirement = spec.requirement();
+        self.runner.run(
+            &step(
+                &format!("pip download {requirement}"),
+                &venv_python,
+                &[
+                    "-m",
+                    "pip",
+                    "download",
+                    "--only-binary=:all:",
+                    "--index-url",
+                    "https://pypi.org/simple",
+                    "--dest",
+                    &wheels_text,
+                    &requirement,
+                ],
+                hosts(spec.ecosystem),
+            ),
+            dir,
+            self.step_limit,
+        )?;
+        let (lock, version) = pypi_lock(spec, &wheels)?;
+        let lock_path = dir.join(PYPI_LOCK);
+        write_file(&lock_path, &lock)?;
+        let lock_text = lock_path.to_string_lossy().into_owned();
+        self.runner.run(
+            &step(
+                "pip install --require-hashes",
+                &venv_python,
+                &[
+                    "-m",
+                    "pip",
+                    "install",
+                    "--no-index",
+                    "--find-links",
+                    &wheels_text,
+                    "--require-hashes",
+                    "--no-deps",
+                    "-r",
+                    &lock_text,
+                ],
+                Vec::new(),
+            ),
+            dir,
+            self.step_limit,
+        )?;
+        std::fs::remove_dir_all(&wheels)
+            .map_err(|source| PackageError::io("remove", &wheels, source))?;
+        Ok(version)
+    }
+
+    /// Checks the installation `pin` records, for the server `server`: the directory is
+    /// safe (owned by the user, not writable by others), the lockfile and every installed
+    /// file are as pinned. [`PackageError::Changed`] names every difference.
+    pub fn verify(&self, server: &str, pin: &PackagePin) -> Result<(), PackageError> {
+        let dir = PathBuf::from(&pin.dir);
+        let ecosystem = match pin.ecosystem.as_str() {
+            "npm" => Ecosystem::Npm,
+            _ => Ecosystem::PyPi,
+        };
+        let package = format!("{}@{}", pin.name, pin.version);
+        if !dir.is_dir() {
+            return Err(PackageError::Changed {
+                server: server.to_owned(),
+                package,
+                lines: vec![format!("{} is missing", dir.display())],
+            });
+        }
+        let manifest = tree::scan(&dir)?;
+        let mut lines = Vec::new();
+        let lock = dir.join(lock_name(ecosystem));
+        match tree::file_sha256(&lock) {
+            Ok(hash) if hash == pin.lock_sha256 => {}
+            Ok(hash) => lines.push(format!(
+                "lockfile {} changed: sha256 {}… -> {}…",
+                lock.display(),
+                &pin.lock_sha256.get(..12).unwrap_or(""),
+                &hash[..12]
+            )),
+            Err(_) => lines.push(format!("lockfile {} is missing", lock.display())),
+        }
+        if manifest.sha256() != pin.tree_sha256 {
+            let pinned = Manifest::from_json(&pin.manifest);
+            lines.extend(tree::diff(&pinned, &manifest, 20));
+            if pinned.sha256() != pin.tree_sha256 {
+                lines.push("the stored manifest does not match its pin".to_owned());
+            }
+        }
+        if lines.is_empty() {
+            Ok(())
+        } else {
+            Err(PackageError::Changed {
+                server: server.to_owned(),
+                package,
+                lines,
+            })
+        }
+    }
+}
+
+fn hosts(ecosystem: Ecosystem) -> Vec<String> {
+    ecosystem
+        .registry_hosts()
+        .iter()
+        .map(|h| (*h).to_owned())
+        .collect()
+}
+
+/// The lockfile's name for `ecosystem`.
+pub fn lock_name(ecosystem: Ecosystem) -> &'static str {
+    match ecosystem {
+        Ecosystem::Npm => NPM_LOCK,
+        Ecosystem::PyPi => PYPI_LOCK,
+    }
+}
+
+/// How to run `spec` installed in `dir`: npm runs `node` on the `bin` script the package
+/// names for `spec.bin` (or its only one); PyPI runs the venv's console script.
+pub fn entry(spec: &PackageSpec, dir: &Path) -> Result<Entry, PackageError> {
+    let invalid = |reason: String| PackageError::Invalid {
+        package: spec.name.clone(),
+        reason,
+    };
+    match spec.ecosystem {
+        Ecosystem::Npm => {
+            let package_dir = dir.join("node_modules").join(&spec.name);
+            let json = npm_package_json(spec, dir)?;
+            let script = match json.get("bin") {
+                Some(serde_json::Value::String(path)) => path.clone(),
+                Some(serde_json::Value::Object(map)) => {
+                    let chosen = map
+                        .get(&spec.bin)
+                        .or_else(|| (map.len() == 1).then(|| map.values().next()).flatten());
+                    match chosen.and_then(|v| v.as_str()) {
+                        Some(path) => path.to_owned(),
+                        None => {
+                            return Err(invalid(format!(
+                                "it has no command `{}` (it has: {})",
+                                spec.bin,
+                                map.keys().cloned().collect::<Vec<_>>().join(", ")
+                            )));
+                        }
+                    }
+                }
+                _ => {
+                    return Err(invalid(
+                        "its package.json names no command (`bin`)".to_owned(),
+                    ));
+                }
+            };
+            let path = package_dir.join(&script);
+            let resolved = std::fs::canonicalize(&path)
+                .map_err(|source| PackageError::io("find the command", &path, source))?;
+            let root = std::fs::canonicalize(dir)
+                .map_err(|source| PackageError::io("read", dir, source))?;
+            if !resolved.starts_with(&root) || !resolved.is_file() {
+                return Err(invalid(format!(
+                    "its command {script} is not a file inside the installation"
+                )));
+            }
+            Ok(Entry {
+                command: "node".to_owned(),
+                args: vec![resolved.to_string_lossy().into_owned()],
+                env: BTreeMap::new(),
+            })
+        }
+        Ecosystem::PyPi => {
+            let script = dir.join("venv").join("bin").join(&spec.bin);
+            let meta = std::fs::symlink_metadata(&script).map_err(|_| {
+                invalid(format!(
+                    "it installed no command `{}` (looked for {})",
+                    spec.bin,
+                    script.display()
+                ))
+            })?;
+            if !meta.is_file() {
+                return Err(invalid(format!("{} is not a file", script.display())));
+            }
+            Ok(Entry {
+                command: script.to_string_lossy().into_owned(),
+                args: Vec::new(),
+                env: [("PYTHONDONTWRITEBYTECODE".to_owned(), "1".to_owned())]
+                    .into_iter()
+                    .collect(),
+            })
+        }
+    }
+}
+
+fn npm_package_json(spec: &PackageSpec, dir: &Path) -> Result<serde_json::Value, PackageError> {
+    let path = dir
+        .join("node_modules")
+        .join(&spec.name)
+        .join("package.json");
+    let meta =
+        std::fs::metadata(&path).map_err(|source| PackageError::io("read", &path, source))?;
+    if meta.len() > 4 * 1024 * 1024 {
+        return Err(PackageError::Invalid {
+            package: spec.name.clone(),
+            reason: format!("{} is larger than 4 MiB", path.display()),
+        });
+    }
+    let text =
+        std::fs::read_to_string(&path).map_err(|source| PackageError::io("read", &path, source))?;
+    serde_json::from_str(&text).map_err(|error| PackageError::Invalid {
+        package: spec.name.clone(),
+        reason: format!("{}: {error}", path.display()),
+    })
+}
+
+/// The lockfile for the wheels pip downloaded into `wheels` (one line per wheel,
+/// `name==version --hash=sha256:…`, sorted), and the version of `spec`'s own package.
+fn pypi_lock(spec: &PackageSpec, wheels: &Path) -> Result<(String, String), PackageError> {
+    let mut lines = Vec::new();
+    let mut version = None;
+    let wanted = spec::normalize_python_name(&spec.name);
+    let entries =
+        std::fs::read_dir(wheels).map_err(|source| PackageError::io("list", wheels, source))?;
+    for entry in entries {
+        let entry = entry.map_err(|source| PackageError::io("list", wheels, source))?;
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let Some(stem) = file.strip_suffix(".whl") else {
+            return Err(PackageError::Invalid {
+                package: spec.name.clone(),
+                reason: format!("pip downloaded {file}, which is not a wheel"),
+            });
+        };
+        let mut parts = stem.split('-');
+        let (Some(name), Some(ver)) = (parts.next(), parts.next()) else {
+            return Err(PackageError::Invalid {
+                package: spec.name.clone(),
+                reason: format!("unreadable wheel name {file}"),
+            });
+        };
+        let name = spec::normalize_python_name(name);
+        if name == wanted {
+            version = Some(ver.to_owned());
+        }
+        let sha256 = tree::file_sha256(&entry.path())?;
+        lines.push(format!("{name}=={ver} --hash=sha256:{sha256}"));
+    }
+    lines.sort();
+    let version = version.ok_or_else(|| PackageError::Invalid {
+        package: spec.name.clone(),
+        reason: "pip did not download it".to_owned(),
+    })?;
+    let mut text = String::from("# written by Warden: every wheel installed, with its sha256\n");
+    for line in lines {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    Ok((text, version))
+}
+
+fn make_dir(dir: &Path) -> Result<(), PackageError> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)
+        .map_err(|source| PackageError::io("create", dir, source))?;
+    let meta =
+        std::fs::symlink_metadata(dir).map_err(|source| PackageError::io("read", dir, source))?;
+    if let Some(reason) = tree::unsafe_entry(dir, &meta) {
+        return Err(PackageError::Unsafe {
+            path: dir.to_path_buf(),
+            reason,
+        });
+    }
+    Ok(())
+}
+
+/// A new directory under `parent` for one install.
+fn unique_dir(parent: &Path) -> Result<PathBuf, PackageError> {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    for attempt in 0..100u32 {
+        let dir = parent.join(format!("{secs}-{}-{attempt}", std::process::id()));
+        match std::fs::DirBuilder::new().mode(0o755).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(source) => return Err(PackageError::io("create", &dir, source)),
+        }
+    }
+    Err(PackageError::io(
+        "create",
+        parent,
+        std::io::Error::other("no free name after 100 attempts"),
+    ))
+}
+
+/// Writes a file into an installation directory being filled: when Warden runs as root it
+/// is given to the sandbox's uid, like the directory, so the install may change it.
+fn write_file(path: &Path, text: &str) -> Result<(), PackageError> {
+    std::fs::write(path, text).map_err(|source| PackageError::io("write", path, source))?;
+    // SAFETY: geteuid cannot fail and touches no memory.
+    if unsafe { libc::geteuid() } == 0 {
+        std::os::unix::fs::chown(
+            path,
+            Some(warden_sandbox::SANDBOX_UID),
+            Some(warden_sandbox::SANDBOX_GID),
+        )
+        .map_err(|source| PackageError::io("change the owner of", path, source))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::sync::Mutex;
+
+    /// Plays the registry's client: writes what a given install would have written.
+    struct Fake {
+        bin: String,
+        steps: Mutex<Vec<Step>>,
+    }
+
+    impl Runner for Fake {
+        fn run(&self, step: &Step, dir: &Path, _limit: Duration) -> Result<(), PackageError> {
+            self.steps.lock().unwrap().push(step.clone());
+            let package = dir.join("node_modules/@s/pkg");
+            std::fs::create_dir_all(package.join("dist")).unwrap();
+            std::fs::write(
+                package.join("package.json"),
+                format!(
+                    r#"{{"name":"@s/pkg","version":"1.4.0","bin":{{"pkg":"{}"}}}}"#,
+                    self.bin
+                ),
+            )
+            .unwrap();
+            std::fs::write(package.join("dist/index.js"), "console.log(1)").unwrap();
+            std::fs::write(dir.join(NPM_LOCK), "{}").unwrap();
+            Ok(())
+        }
+    }
+
+    fn cache(bin: &str) -> (tempfile::TempDir, Packages, Arc<Fake>) {
+        let dir = tempfile::tempdir().unwrap();
+        let fake = Arc::new(Fake {
+            bin: bin.to_owned(),
+            steps: Mutex::new(Vec::new()),
+        });
+        let packages = Packages::new(dir.path().join("packages"), Arc::clone(&fake) as _);
+        (dir, packages, fake)
+    }
+
+    fn npx(list: &[&str]) -> PackageSpec {
+        let args: Vec<String> = list.iter().map(|s| (*s).to_owned()).collect();
+        parse("npx", &args).unwrap()
+    }
+
+    #[test]
+    fn an_npm_install_is_confined_to_the_registry_without_scripts_and_pinned() {
+        let (_dir, packages, fake) = cache("dist/index.js");
+        let spec = npx(&["-y", "@s/pkg", "--flag"]);
+        let installed = packages.install("key", &spec).unwrap();
+        let steps = fake.steps.lock().unwrap().clone();
+        assert_eq!(steps.len(), 1);
+        assert!(steps[0].args.contains(&"--ignore-scripts".to_owned()));
+        assert!(steps[0].args.contains(&"@s/pkg@latest".to_owned()));
+        assert_eq!(steps[0].hosts, ["registry.npmjs.org"]);
+        assert_eq!(steps[0].env["npm_config_ignore_scripts"], "true");
+        assert_eq!(installed.pin.version, "1.4.0");
+        assert_eq!(installed.pin.requested, "");
+        packages.verify("s", &installed.pin).unwrap();
+
+        // The request now runs node on the installed script, with the server's arguments.
+        let dir = PathBuf::from(&installed.pin.dir);
+        let request = LaunchRequest {
+            server: "s".into(),
+            command: "npx".into(),
+            args: vec!["-y".into(), "@s/pkg".into(), "--flag".into()],
+            env: BTreeMap::new(),
+            cwd: None,
+            sandbox: warden_config::SandboxSpec::default(),
+        };
+        let rewritten = entry(&spec, &dir).unwrap().rewrite(&request, &spec);
+        assert_eq!(rewritten.command, "node");
+        assert!(rewritten.args[0].ends_with("node_modules/@s/pkg/dist/index.js"));
+        assert_eq!(rewritten.args[1], "--flag");
+
+        // A changed lockfile and a new file are both named.
+        std::fs::write(dir.join(NPM_LOCK), "{\"x\":1}").unwrap();
+        std::fs::write(dir.join("node_modules/@s/pkg/dist/extra.js"), "evil").unwrap();
+        let error = packages
+            .verify("s", &installed.pin)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("lockfile"), "{error}");
+        assert!(
+            error.contains("added    node_modules/@s/pkg/dist/extra.js"),
+            "{error}"
+        );
+        assert!(error.contains("warden update s"), "{error}");
+    }
+
+    #[test]
+    fn a_bin_outside_the_installation_is_refused_and_leaves_nothing() {
+        let (_dir, packages, _fake) = cache("../../../../../../../../etc/hostname");
+        let error = packages
+            .install("key", &npx(&["-y", "@s/pkg"]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("not a file inside the installation")
+                || error.contains("find the command"),
+            "{error}"
+        );
+        let parent = std::fs::read_dir(packages.base())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            std::fs::read_dir(parent.path()).unwrap().count(),
+            0,
+            "removed"
+        );
+    }
+
+    #[test]
+    fn a_pypi_lockfile_lists_every_wheel_with_its_hash() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path()
+                .join("mcp_server_time-2026.10.19-py3-none-any.whl"),
+            "a",
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("tzdata-2025.1-py2.py3-none-any.whl"), "b").unwrap();
+        let spec = parse("uvx", &["mcp-server-time".to_owned()]).unwrap();
+        let (lock, version) = pypi_lock(&spec, dir.path()).unwrap();
+        assert_eq!(version, "2026.10.19");
+        let lines: Vec<&str> = lock.lines().skip(1).collect();
+        assert_eq!(lines.len(), 2);
+        assert!(lines[0].starts_with("mcp-server-time==2026.10.19 --hash=sha256:ca978112"));
+        assert!(lines[1].starts_with("tzdata==2025.1 --hash=sha256:"));
+        std::fs::write(dir.path().join("pkg-1.0.tar.gz"), "sdist").unwrap();
+        assert!(pypi_lock(&spec, dir.path()).is_err(), "only wheels");
+    }
+}

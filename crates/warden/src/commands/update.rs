@@ -1,0 +1,190 @@
+//! `warden update SERVER`: installs an `npx`/`uvx` server's package again (confined, the
+//! registry's hosts only), shows how it differs from the pinned install (the version, the
+//! lockfile, every installed file by sha256), and moves the pin to it once the user
+//! accepts on the terminal or passed `--yes`. Without either it reports and changes
+//! nothing. It is also how an install that was changed on disk is replaced (decision 0037).
+
+use std::sync::Arc;
+
+use warden_mcp::{ConfinedLauncher, LaunchRequest};
+use warden_packages::{ConfinedRunner, Manifest, Packages};
+
+use crate::cli::{GlobalArgs, UpdateArgs};
+use crate::exit::{Code, Failure};
+use crate::untrusted::{Shape, inert};
+use warden_host::pins;
+
+/// Most changed files listed.
+const MAX_LISTED: usize = 200;
+
+/// Runs `warden update`.
+pub async fn run(global: &GlobalArgs, args: UpdateArgs) -> Result<Code, Failure> {
+    let (config, env) = super::load_config(global)?;
+    let Some(spec) = config
+        .servers
+        .iter()
+        .find(|spec| spec.name == args.server)
+        .cloned()
+    else {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "no server `{}` is configured (see `warden config`)",
+            args.server
+        )));
+    };
+    let name = inert(&args.server, Shape::Line);
+    let request = LaunchRequest::for_spec(&spec);
+    let package = request
+        .as_ref()
+        .and_then(|request| warden_packages::parse(&request.command, &request.args));
+    let (Some(request), Some(package)) = (request, package) else {
+        return Err(Failure::usage(anyhow::anyhow!(
+            "server `{name}` is not written as `npx -y PACKAGE` or `uvx PACKAGE`; nothing to \
+             update (`warden pin {name}` accepts a changed executable)"
+        )));
+    };
+    let key = pins::key_for(&spec);
+    let store = super::open_store(&env)?;
+    let old = store.package_pin_for(&key).map_err(unavailable)?;
+    drop(store);
+    let launcher = ConfinedLauncher::from_env(super::scratch_dir(&env));
+    let packages = Packages::new(
+        warden_packages::packages_dir(&env.state_home),
+        Arc::new(ConfinedRunner::new(launcher.clone())),
+    );
+    println!(
+        "{name}: installing {} again (confined; network to {} only)",
+        inert(&package.display(), Shape::Line),
+        package.ecosystem.registry_hosts().join(", ")
+    );
+    let fresh = {
+        let packages = packages.clone();
+        let key = key.clone();
+        let package = package.clone();
+        tokio::task::spawn_blocking(move || packages.install(&key, &package))
+            .await
+            .map_err(|error| Failure {
+                code: Code::Unavailable,
+                error: anyhow::anyhow!("the install did not finish: {error}"),
+            })?
+            .map_err(|error| Failure {
+                code: Code::Unavailable,
+                error: anyhow::anyhow!("server `{name}`: {error}"),
+            })?
+    };
+    let discard = |packages: &Packages| warden_host::packages::remove_install(packages, &fresh.pin);
+    let same = match &old {
+        None => {
+            println!(
+                "{name}: not installed before; now {}@{}",
+                inert(&fresh.pin.name, Shape::Line),
+                inert(&fresh.pin.version, Shape::Line)
+            );
+            false
+        }
+        Some(old) => {
+            let same = old.tree_sha256 == fresh.pin.tree_sha256
+                && old.lock_sha256 == fresh.pin.lock_sha256
+                && warden_host::packages::pin_matches(old, &package);
+            if old.version == fresh.pin.version {
+                println!(
+                    "{name}: {} {} (unchanged version)",
+                    inert(&fresh.pin.name, Shape::Line),
+                    inert(&fresh.pin.version, Shape::Line)
+                );
+            } else {
+                println!(
+                    "{name}: {} {} -> {}",
+                    inert(&fresh.pin.name, Shape::Line),
+                    inert(&old.version, Shape::Line),
+                    inert(&fresh.pin.version, Shape::Line)
+                );
+            }
+            if old.lock_sha256 != fresh.pin.lock_sha256 {
+                println!(
+                    "  lockfile sha256 {}… -> {}…",
+                    old.lock_sha256.get(..12).unwrap_or(""),
+                    fresh.pin.lock_sha256.get(..12).unwrap_or("")
+                );
+            }
+            let lines = warden_packages::tree::diff(
+                &Manifest::from_json(&old.manifest),
+                &fresh.manifest,
+                MAX_LISTED,
+            );
+            if lines.is_empty() {
+                println!("  no installed file changed");
+            } else {
+                println!("  installed files that changed:");
+                for line in &lines {
+                    println!("    {}", inert(line, Shape::Line));
+                }
+            }
+            same
+        }
+    };
+    if !same {
+        let question = format!(
+            "Pin `{name}` to {}@{}?",
+            inert(&fresh.pin.name, Shape::Line),
+            inert(&fresh.pin.version, Shape::Line)
+        );
+        if let Err(refusal) = crate::terminal::confirm(args.yes, &question) {
+            discard(&packages);
+            return Err(Failure {
+                code: Code::Denied,
+                error: match refusal {
+                    crate::terminal::Refusal::NoTerminal => anyhow::anyhow!(
+                        "nothing updated: there is no terminal to ask on (use --yes after \
+                         reviewing)"
+                    ),
+                    crate::terminal::Refusal::Declined => anyhow::anyhow!("nothing updated"),
+                },
+            });
+        }
+    }
+    // The entry point of the new install, pinned as what the server executes.
+    let entry = warden_packages::entry(&package, std::path::Path::new(&fresh.pin.dir)).map_err(
+        |error| {
+            discard(&packages);
+            Failure {
+                code: Code::Unavailable,
+                error: anyhow::anyhow!("server `{name}`: {error}"),
+            }
+        },
+    )?;
+    let rewritten = entry.rewrite(&request, &package);
+    let fingerprint = launcher.fingerprint(&rewritten).map_err(|error| {
+        discard(&packages);
+        Failure {
+            code: Code::Unavailable,
+            error: anyhow::anyhow!("server `{name}`: {error}"),
+        }
+    })?;
+    let mut store = super::open_store(&env)?;
+    store
+        .save_package_pin(&key, &fresh.pin)
+        .map_err(unavailable)?;
+    store
+        .save_pin(&key, &pins::to_pin(&fingerprint))
+        .map_err(unavailable)?;
+    if let Some(old) = &old {
+        warden_host::packages::remove_install(&packages, old);
+    }
+    if same {
+        println!("{name}: the install on disk was replaced by a fresh one matching its pin");
+    } else {
+        println!(
+            "{name}: pinned to {}@{}",
+            inert(&fresh.pin.name, Shape::Line),
+            inert(&fresh.pin.version, Shape::Line)
+        );
+    }
+    Ok(Code::Ok)
+}
+
+fn unavailable(error: warden_store::StoreError) -> Failure {
+    Failure {
+        code: Code::Unavailable,
+        error: error.into(),
+    }
+}

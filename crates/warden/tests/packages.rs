@@ -1,0 +1,305 @@
+//! Packages of `npx`/`uvx` servers, installed and pinned by Warden (decision 0037), with
+//! the real registries: server-everything through `npx -y` and mcp-server-time through
+//! `uvx`, installed once (confined, registry hosts only) and reused by every assertion
+//! here: a later start runs offline; a modified installed file, a changed lockfile and a
+//! directory others may write are refused, each with an honest control; `warden update`
+//! reports without a terminal and re-pins only with `--yes`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use support::{Scratch, assert_exit, json, server_toml, stdout};
+
+/// server-everything and mcp-server-time at the versions tests/peers pins.
+const EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+const TIME: &str = "mcp-server-time==2026.10.19";
+
+/// An install from a real registry on a loaded machine.
+const INSTALL_LIMIT: Duration = Duration::from_secs(600);
+const LIMIT: Duration = Duration::from_secs(60);
+
+fn states(listing: &serde_json::Value) -> Vec<(String, String, String)> {
+    listing["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_owned(),
+                s["state"].as_str().unwrap().to_owned(),
+                s["reason"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn state_of(listing: &serde_json::Value, name: &str) -> (String, String) {
+    let (_, state, reason) = states(listing)
+        .into_iter()
+        .find(|(n, _, _)| n == name)
+        .unwrap_or_else(|| panic!("no server {name} in {listing}"));
+    (state, reason)
+}
+
+/// `warden tools --json`, optionally in a network namespace of its own with nothing in it
+/// (no route anywhere: an install or a registry lookup would fail).
+fn tools(scratch: &Scratch, config: &str, offline: bool) -> serde_json::Value {
+    let mut command = scratch.warden(&["--config", config, "tools", "--json"]);
+    if offline {
+        let inner = command;
+        command = Command::new("unshare");
+        command
+            .arg("--net")
+            .arg("--")
+            .arg(inner.get_program())
+            .args(inner.get_args())
+            .current_dir(scratch.path())
+            .envs(inner.get_envs().filter_map(|(k, v)| v.map(|v| (k, v))))
+            .env_remove("WARDEN_LOG")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+    }
+    let output = support::run_with_limit(command, LIMIT);
+    assert_exit(&output, 0);
+    json(&output)
+}
+
+/// The one install directory under the package cache holding `marker`.
+fn install_dir(scratch: &Scratch, marker: &str) -> PathBuf {
+    let base = scratch.path().join("state/warden-packages");
+    let mut found = Vec::new();
+    for server in std::fs::read_dir(&base).unwrap() {
+        for install in std::fs::read_dir(server.unwrap().path()).unwrap() {
+            let install = install.unwrap().path();
+            if install.join(marker).exists() {
+                found.push(install);
+            }
+        }
+    }
+    assert_eq!(found.len(), 1, "installs holding {marker}: {found:?}");
+    found.remove(0)
+}
+
+fn append(path: &Path, text: &str) {
+    use std::io::Write;
+    let mut file = std::fs::OpenOptions::new().append(true).open(path).unwrap();
+    file.write_all(text.as_bytes()).unwrap();
+}
+
+#[test]
+fn npx_and_uvx_servers_are_installed_pinned_run_offline_and_refused_when_changed() {
+    let scratch = Scratch::new();
+    // The state home must be reachable by the sandbox's uid (Warden runs as root here):
+    // the package cache is beside Warden's private state directory.
+    std::fs::create_dir_all(scratch.path().join("state")).unwrap();
+    std::fs::set_permissions(
+        scratch.path().join("state"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let toml = server_toml(
+        "everything",
+        Path::new("npx"),
+        &["-y", EVERYTHING, "stdio"],
+        "",
+    ) + &server_toml(
+        "time",
+        Path::new("uvx"),
+        &[TIME, "--local-timezone", "UTC"],
+        "",
+    );
+    let config = scratch.config(&toml);
+    let config = config.to_str().unwrap();
+
+    // `warden approve` installs (first start) and shows what was pinned.
+    let output = scratch.run(
+        &["--config", config, "approve", "everything", "--yes"],
+        INSTALL_LIMIT,
+    );
+    assert_exit(&output, 0);
+    let text = stdout(&output);
+    assert!(
+        text.contains("package @modelcontextprotocol/server-everything@2026.8.31 (npm")
+            && text.contains("lockfile sha256"),
+        "{text}"
+    );
+    let npm = install_dir(&scratch, "package-lock.json");
+    assert!(
+        npm.join("node_modules/@modelcontextprotocol/server-everything/package.json")
+            .is_file()
+    );
+
+    // The install was confined: its only connections went through the egress proxy, to
+    // the registry, and are in the audit log.
+    let audit = scratch.run(&["audit", "--json", "--server", "package-install"], LIMIT);
+    assert_exit(&audit, 0);
+    let rows = json(&audit);
+    let rows = rows.as_array().unwrap();
+    assert!(!rows.is_empty(), "no egress rows for the install");
+    for row in rows {
+        assert_eq!(row["front_end"], "egress", "{row}");
+        assert_eq!(row["arguments"]["host"], "registry.npmjs.org", "{row}");
+    }
+
+    // The first `tools` installs the PyPI package; both connect.
+    let output = scratch.run(&["--config", config, "tools", "--json"], INSTALL_LIMIT);
+    assert_exit(&output, 0);
+    let listing = json(&output);
+    for name in ["everything", "time"] {
+        assert_eq!(
+            state_of(&listing, name).0,
+            "connected",
+            "{:?}",
+            states(&listing)
+        );
+    }
+    let pypi = install_dir(&scratch, "requirements.lock");
+    let lock = std::fs::read_to_string(pypi.join("requirements.lock")).unwrap();
+    assert!(
+        lock.lines()
+            .any(|l| l.starts_with("mcp-server-time==2026.10.19 --hash=sha256:")),
+        "{lock}"
+    );
+
+    // A second start needs no network at all: Warden and both servers run in an empty
+    // network namespace, and neither launcher nor registry is asked again.
+    let listing = tools(&scratch, config, true);
+    for name in ["everything", "time"] {
+        assert_eq!(
+            state_of(&listing, name).0,
+            "connected",
+            "{:?}",
+            states(&listing)
+        );
+    }
+
+    // Attack: a file of the installed npm package is modified. Refused, naming the file;
+    // the untouched PyPI server still starts (control).
+    let script = npm.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let original = std::fs::read(&script).unwrap();
+    append(&script, "\n// changed after pinning\n");
+    let listing = tools(&scratch, config, true);
+    let (state, reason) = state_of(&listing, "everything");
+    assert_eq!(state, "failed", "{:?}", states(&listing));
+    assert!(
+        reason.contains("changed since it was pinned")
+            && reason.contains(
+                "changed  node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+            )
+            && reason.contains("warden update everything"),
+        "{reason}"
+    );
+    assert_eq!(
+        state_of(&listing, "time").0,
+        "connected",
+        "{:?}",
+        states(&listing)
+    );
+    std::fs::write(&script, &original).unwrap();
+
+    // Attack: the PyPI lockfile is changed. Refused until it is what was pinned again.
+    let lock_path = pypi.join("requirements.lock");
+    append(&lock_path, "evil==1.0 --hash=sha256:00\n");
+    let (state, reason) = state_of(&tools(&scratch, config, true), "time");
+    assert_eq!(state, "failed");
+    assert!(
+        reason.contains("lockfile") && reason.contains("requirements.lock changed"),
+        "{reason}"
+    );
+    std::fs::write(&lock_path, &lock).unwrap();
+
+    // Attack surface: a directory of the install that others may write (another local
+    // user could swap code in). Refused, naming it; fixed permissions start again.
+    let bin = pypi.join("venv/bin");
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (state, reason) = state_of(&tools(&scratch, config, true), "time");
+    assert_eq!(state, "failed");
+    assert!(
+        reason.contains("venv/bin is writable by its group or by others"),
+        "{reason}"
+    );
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let listing = tools(&scratch, config, true);
+    for name in ["everything", "time"] {
+        assert_eq!(
+            state_of(&listing, name).0,
+            "connected",
+            "{:?}",
+            states(&listing)
+        );
+    }
+
+    // `warden update`: the pin says an older version with one file fewer (as if the
+    // registry now served a new release), and the install on disk was tampered with.
+    let db = scratch.path().join("state/warden/state.db");
+    let key = warden_store::server_key("everything", "explicit", Path::new(config));
+    {
+        let mut store = warden_store::Store::open(&db).unwrap();
+        let mut pin = store.package_pin_for(&key).unwrap().unwrap();
+        pin.version = "2026.8.30".into();
+        let mut manifest = warden_packages::Manifest::from_json(&pin.manifest);
+        manifest
+            .items
+            .remove("node_modules/@modelcontextprotocol/server-everything/package.json")
+            .unwrap();
+        pin.manifest = manifest.to_json();
+        pin.tree_sha256 = manifest.sha256();
+        store.save_package_pin(&key, &pin).unwrap();
+    }
+    append(&script, "\n// tampered\n");
+    // Without a terminal and without --yes: the diff is reported, nothing changes.
+    let output = scratch.run(&["--config", config, "update", "everything"], INSTALL_LIMIT);
+    assert_exit(&output, 4);
+    let text = stdout(&output);
+    assert!(
+        text.contains("@modelcontextprotocol/server-everything 2026.8.30 -> 2026.8.31")
+            && text.contains(
+                "added    node_modules/@modelcontextprotocol/server-everything/package.json"
+            ),
+        "{text}"
+    );
+    assert!(
+        support::stderr(&output).contains("nothing updated"),
+        "{}",
+        support::describe(&output)
+    );
+    let store = warden_store::Store::open(&db).unwrap();
+    assert_eq!(
+        store.package_pin_for(&key).unwrap().unwrap().version,
+        "2026.8.30"
+    );
+    drop(store);
+    assert_eq!(
+        install_dir(&scratch, "package-lock.json"),
+        npm,
+        "the install was kept"
+    );
+    let (state, _) = state_of(&tools(&scratch, config, true), "everything");
+    assert_eq!(state, "failed", "still refused");
+    // With --yes: a fresh install is pinned, the tampered one removed, and it starts.
+    let output = scratch.run(
+        &["--config", config, "update", "everything", "--yes"],
+        INSTALL_LIMIT,
+    );
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("pinned to @modelcontextprotocol/server-everything@2026.8.31")
+    );
+    assert!(!npm.exists(), "the earlier install is removed");
+    let listing = tools(&scratch, config, true);
+    for name in ["everything", "time"] {
+        assert_eq!(
+            state_of(&listing, name).0,
+            "connected",
+            "{:?}",
+            states(&listing)
+        );
+    }
+    scratch.assert_no_leftovers();
+}
