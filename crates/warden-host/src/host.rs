@@ -893,13 +893,12 @@ impl Host {
         Ok((connection, entry.spec.timeouts.call))
     }
 
-    /// The connected servers that declared `capability` (`resources`, `prompts`,
+    /// The servers (running, or known from the catalogue cache) that declared `capability` (`resources`, `prompts`,
     /// `completions`: a key of the capabilities they sent), in name order. What they offer
     /// besides tools is read with [`Host::forward`].
     pub fn servers_offering(&self, capability: &str) -> Vec<&str> {
         self.entries
             .iter()
-            .filter(|entry| entry.connection.is_some())
             .filter(|entry| match &entry.status {
                 ServerStatus::Connected { info } => info
                     .capabilities
@@ -929,12 +928,15 @@ impl Host {
                 stderr_tail: Vec::new(),
             });
         };
-        let Some(connection) = entry.connection.as_ref().map(Arc::clone) else {
-            return Err(HostError::ServerUnavailable {
-                server: server.to_owned(),
-                reason: "not connected".into(),
-                stderr_tail: Vec::new(),
-            });
+        // A server known from the catalogue cache but not started yet starts now, as on
+        // its first tool call.
+        let connection = {
+            let mut slot = entry.slot.lock().await;
+            slot.used = tokio::time::Instant::now();
+            match &slot.connection {
+                Some(connection) => Arc::clone(connection),
+                None => self.start_lazily(entry, &mut slot).await?,
+            }
         };
         connection
             .request(method, params, entry.spec.timeouts.call)
