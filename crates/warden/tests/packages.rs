@@ -53,6 +53,10 @@ fn tools(scratch: &Scratch, config: &str, offline: bool) -> serde_json::Value {
     if offline {
         let inner = command;
         command = Command::new("unshare");
+        // SAFETY: geteuid cannot fail and touches no memory.
+        if unsafe { libc::geteuid() } != 0 {
+            command.args(["--user", "--map-current-user"]);
+        }
         command
             .arg("--net")
             .arg("--")
