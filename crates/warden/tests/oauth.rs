@@ -676,7 +676,7 @@ fn a_token_file_other_users_can_read_is_refused() {
     let output = scratch.run(&["tools", "--config", config], LIMIT);
     let said = support::stderr(&output);
     assert!(said.contains("mode 644"), "{}", support::describe(&output));
-    let mut child = scratch
+    let child = scratch
         .warden(&["login", "docs", "--no-browser", "--config", config])
         .spawn()
         .unwrap();
