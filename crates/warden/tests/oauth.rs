@@ -183,7 +183,7 @@ async fn a_public_server_naming_a_loopback_authorization_server_is_refused() {
     // The protected-resource metadata names an authorization server on 127.0.0.2: refused
     // before its metadata is asked for, with the range named.
     let server = AuthServer::start("private-as");
-    let error = connect_as_public(&server).await.unwrap_err();
+    let error = connect_as_public(&server).await.err().unwrap();
     assert!(
         error.contains("127.0.0.2")
             && error.contains("loopback")
@@ -195,14 +195,14 @@ async fn a_public_server_naming_a_loopback_authorization_server_is_refused() {
     assert_eq!(stats["registrations"], 0, "{stats}");
     // Control: the same server judged by its real (loopback) host may use a loopback
     // authorization server; the attempt then fails only because nothing listens there.
-    let error = connect(&server).await.unwrap_err();
+    let error = connect(&server).await.err().unwrap();
     assert!(!error.contains("is not on such a host"), "{error}");
 }
 
 #[tokio::test]
 async fn a_public_server_whose_token_endpoint_is_on_loopback_gets_no_code() {
     let server = AuthServer::start("private-token");
-    let error = connect_as_public(&server).await.unwrap_err();
+    let error = connect_as_public(&server).await.err().unwrap();
     assert!(
         error.contains("the token endpoint") && error.contains("is not on such a host"),
         "{error}"
@@ -569,12 +569,6 @@ fn login_keeps_tokens_in_a_real_secret_service_and_logout_forgets_them() {
         "{}",
         support::describe(&output)
     );
-    let output = run_on(&scratch, &bus.address, &["tools", "--config", config]);
-    assert!(
-        support::stdout(&output).contains("docs: NEEDS AUTHORIZATION"),
-        "{}",
-        support::describe(&output)
-    );
     let output = run_on(
         &scratch,
         &bus.address,
@@ -582,6 +576,12 @@ fn login_keeps_tokens_in_a_real_secret_service_and_logout_forgets_them() {
     );
     assert!(
         support::stderr(&output).contains("nothing was stored"),
+        "{}",
+        support::describe(&output)
+    );
+    let output = run_on(&scratch, &bus.address, &["tools", "--config", config]);
+    assert!(
+        support::stdout(&output).contains("docs: NEEDS AUTHORIZATION"),
         "{}",
         support::describe(&output)
     );
@@ -676,7 +676,7 @@ fn a_token_file_other_users_can_read_is_refused() {
     let output = scratch.run(&["tools", "--config", config], LIMIT);
     let said = support::stderr(&output);
     assert!(said.contains("mode 644"), "{}", support::describe(&output));
-    let mut child = scratch
+    let child = scratch
         .warden(&["login", "docs", "--no-browser", "--config", config])
         .spawn()
         .unwrap();
