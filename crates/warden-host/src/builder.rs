@@ -270,8 +270,11 @@ async fn read_cache(
         let mut start = Vec::new();
         let mut cached = Vec::new();
         for spec in specs {
-            // Kept warm: started with the host whatever the cache holds.
-            if spec.lifecycle.start == warden_config::StartMode::Eager {
+            // Kept warm: started with the host whatever the cache holds. A remote (or
+            // relayed) server is not cached: its list may depend on who signed in.
+            if spec.lifecycle.start == warden_config::StartMode::Eager
+                || !crate::cache::cacheable(&spec)
+            {
                 start.push(spec);
                 continue;
             }

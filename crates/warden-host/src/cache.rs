@@ -48,6 +48,14 @@ impl Cached {
     }
 }
 
+/// Whether `spec`'s catalogue is cached: local (stdio) servers only. A remote server's list
+/// may depend on who is signed in (2026-07-28's `cacheScope: "private"`), which Warden does
+/// not read yet, and starting one costs no local CPU; a relayed server's start is its
+/// relay's.
+pub fn cacheable(spec: &ServerSpec) -> bool {
+    matches!(spec.transport, warden_config::TransportSpec::Stdio { .. })
+}
+
 fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
@@ -177,6 +185,9 @@ pub fn save(store: &mut Store, servers: &[Reviewed<'_>]) {
     let mut rows = Vec::with_capacity(servers.len());
     let mut forget = Vec::new();
     for (spec, info, offered, held) in servers {
+        if !cacheable(spec) {
+            continue;
+        }
         if *held {
             forget.push(key_for(spec));
             continue;

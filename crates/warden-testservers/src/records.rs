@@ -43,9 +43,17 @@ pub(crate) fn serial_start(delay: std::time::Duration) -> io::Result<()> {
                 format!("{START_LOCK_ENV}={}: {e}", path.display()),
             )
         })?;
-    file.lock()?;
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&file);
+    // SAFETY: `flock` on a descriptor this function owns and keeps open throughout.
+    if unsafe { libc::flock(fd, libc::LOCK_EX) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
     std::thread::sleep(delay);
-    file.unlock()
+    // SAFETY: as above; closing the file would release the lock too.
+    if unsafe { libc::flock(fd, libc::LOCK_UN) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 fn append(env: &str, bytes: &[u8]) -> io::Result<()> {

@@ -396,7 +396,7 @@ fn a_shipped_pyvenv_cfg_grants_nothing_and_a_changed_grant_asks_again() {
         !shown.contains(&home.join(".aws").display().to_string()),
         "{shown}"
     );
-    let output = warden(&scratch, &home, &[], &["tools", "--json"]);
+    let output = warden(&scratch, &home, &[], &["tools", "--refresh", "--json"]);
     assert_eq!(
         first_server(&output)["state"],
         "connected",
@@ -407,12 +407,14 @@ fn a_shipped_pyvenv_cfg_grants_nothing_and_a_changed_grant_asks_again() {
     assert!(probe.contains("read: denied"), "{probe}");
     assert!(!probe.contains("aws_secret"), "{probe}");
 
-    // Editing `pyvenv.cfg` after the approval changes nothing it could be granted.
+    // Editing `pyvenv.cfg` after the approval changes nothing it could be granted. (Each
+    // listing here starts the server, `--refresh`, rather than answering from the
+    // catalogue cache: what is checked is what a start is granted.)
     put(
         &cfg,
         &format!("home = {}\n", home.join(".aws/bin").display()),
     );
-    let output = warden(&scratch, &home, &[], &["tools", "--json"]);
+    let output = warden(&scratch, &home, &[], &["tools", "--refresh", "--json"]);
     assert_eq!(
         first_server(&output)["state"],
         "connected",
@@ -423,7 +425,7 @@ fn a_shipped_pyvenv_cfg_grants_nothing_and_a_changed_grant_asks_again() {
     // A change on disk that does change a grant (a `package.json` makes the whole project
     // the argument's package directory) is a new definition: approved again first.
     put(&proj.join("package.json"), "{}");
-    let output = warden(&scratch, &home, &[], &["tools", "--json"]);
+    let output = warden(&scratch, &home, &[], &["tools", "--refresh", "--json"]);
     let server = first_server(&output);
     assert_eq!(server["state"], "failed", "{server}");
     assert!(
@@ -443,7 +445,7 @@ fn a_shipped_pyvenv_cfg_grants_nothing_and_a_changed_grant_asks_again() {
         "{}",
         describe(&output)
     );
-    let output = warden(&scratch, &home, &[], &["tools", "--json"]);
+    let output = warden(&scratch, &home, &[], &["tools", "--refresh", "--json"]);
     assert_eq!(
         first_server(&output)["state"],
         "connected",
@@ -583,7 +585,7 @@ fn a_symlink_planted_in_a_write_grant_does_not_redirect_the_next_start() {
         &scratch,
         &home,
         &[],
-        &["--config", config, "tools", "--json"],
+        &["--config", config, "tools", "--refresh", "--json"],
     );
     assert_eq!(
         first_server(&output)["state"],
@@ -594,6 +596,8 @@ fn a_symlink_planted_in_a_write_grant_does_not_redirect_the_next_start() {
     assert!(report(&out).contains("read: denied"), "{}", report(&out));
 
     // What the server could do with its write grant: `data` becomes a link to ~/.ssh.
+    // (`--refresh`: the listing starts the server rather than answering from the catalogue
+    // cache; a call would start it just the same, decision 0036.)
     std::fs::remove_dir(&data).unwrap();
     symlink(home.join(".ssh"), &data).unwrap();
     std::fs::remove_file(&out).unwrap();
@@ -601,7 +605,7 @@ fn a_symlink_planted_in_a_write_grant_does_not_redirect_the_next_start() {
         &scratch,
         &home,
         &[],
-        &["--config", config, "tools", "--json"],
+        &["--config", config, "tools", "--refresh", "--json"],
     );
     assert_exit(&output, 0);
     let server = first_server(&output);

@@ -122,7 +122,10 @@ fn a_broken_server_is_reported_and_the_others_still_connect() {
     assert_eq!(connected, 6);
 
     // The text view says the same to a person.
-    let output = scratch.run(&["--config", config.to_str().unwrap(), "tools"], LIMIT);
+    let output = scratch.run(
+        &["--config", config.to_str().unwrap(), "tools", "--refresh"],
+        LIMIT,
+    );
     let text = stdout(&output);
     assert!(text.contains("broken: FAILED: "), "{text}");
     assert!(
@@ -358,7 +361,13 @@ fn mcp_server_sqlite_starts_again_and_again_while_its_database_changes() {
     let mut sizes = Vec::new();
     for (round, (tool, query)) in queries.iter().enumerate() {
         let output = scratch.run(
-            &["--config", config.to_str().unwrap(), "tools", "--json"],
+            &[
+                "--config",
+                config.to_str().unwrap(),
+                "tools",
+                "--refresh",
+                "--json",
+            ],
             LIMIT,
         );
         assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));

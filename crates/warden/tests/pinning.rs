@@ -21,8 +21,10 @@ fn append(path: &Path, bytes: &[u8]) {
     file.write_all(bytes).unwrap();
 }
 
+/// `warden tools --json`, starting every server (`--refresh`: these tests are about what a
+/// start checks, not about the catalogue cache).
 fn tools(scratch: &Scratch, config: &str) -> serde_json::Value {
-    let output = scratch.run(&["--config", config, "tools", "--json"], LIMIT);
+    let output = scratch.run(&["--config", config, "tools", "--refresh", "--json"], LIMIT);
     assert_exit(&output, 0);
     json(&output)
 }

@@ -148,7 +148,10 @@ pub fn host_builder(
         .unwrap_or_else(warden_host::default_parallel_starts);
     let starts = Arc::new(warden_host::StartGate::new(limit));
     if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        starts.on_progress(Arc::new(show_start_progress));
+        let shown = std::sync::atomic::AtomicBool::new(false);
+        starts.on_progress(Arc::new(move |_server, _state, counts| {
+            show_start_progress(&shown, limit, counts);
+        }));
     }
     Ok(Host::builder(policy)
         .store(open_store(env)?)
@@ -164,12 +167,19 @@ pub fn host_builder(
         .on_audit_failure(|error| eprintln!("warden: warning: {error}")))
 }
 
-/// One line on stderr, rewritten in place, while servers wait for their turn to start or
-/// are starting; cleared when none is left.
-fn show_start_progress(_server: &str, _state: warden_host::StartState, counts: StartCounts) {
+/// One line on stderr, rewritten in place, once servers really queue (every turn is
+/// taken); cleared when none is left. Nothing is shown when no server had to wait.
+fn show_start_progress(shown: &std::sync::atomic::AtomicBool, limit: usize, counts: StartCounts) {
     use std::io::Write;
+    use std::sync::atomic::Ordering;
+    let queueing = counts.queued > 0 && counts.starting >= limit;
+    if !queueing && !shown.load(Ordering::Relaxed) {
+        return;
+    }
+    shown.store(true, Ordering::Relaxed);
     let mut err = std::io::stderr().lock();
     let _ = if counts.queued == 0 && counts.starting == 0 {
+        shown.store(false, Ordering::Relaxed);
         write!(err, "\r\x1b[K")
     } else {
         write!(
