@@ -46,10 +46,12 @@ fn state_of(listing: &serde_json::Value, name: &str) -> (String, String) {
     (state, reason)
 }
 
-/// `warden tools --json`, optionally in a network namespace of its own with nothing in it
-/// (no route anywhere: an install or a registry lookup would fail).
+/// `warden tools --json --refresh` (every server really started, not answered from the
+/// catalogue cache: what a start checks is what this test is about), optionally in a
+/// network namespace of its own with nothing in it (no route anywhere: an install or a
+/// registry lookup would fail).
 fn tools(scratch: &Scratch, config: &str, offline: bool) -> serde_json::Value {
-    let mut command = scratch.warden(&["--config", config, "tools", "--json"]);
+    let mut command = scratch.warden(&["--config", config, "tools", "--json", "--refresh"]);
     if offline {
         let inner = command;
         command = Command::new("unshare");
