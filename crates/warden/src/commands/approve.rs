@@ -17,17 +17,7 @@ use warden_host::pins;
 /// Runs `warden approve`.
 pub async fn run(global: &GlobalArgs, args: ApproveArgs) -> Result<Code, Failure> {
     let (config, env) = super::load_config(global)?;
-    let Some(spec) = config
-        .servers
-        .iter()
-        .find(|spec| spec.name == args.server)
-        .cloned()
-    else {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "no server `{}` is configured (see `warden config`)",
-            args.server
-        )));
-    };
+    let spec = super::configured_server(&config, &args.server)?.clone();
     let name = spec.name.clone();
     let grants = approvals::effective_grants(&spec);
     for line in definition_lines(

@@ -38,6 +38,22 @@ pub fn load_config(global: &GlobalArgs) -> Result<(ResolvedConfig, Environment),
     Ok((config, env))
 }
 
+/// The configured server named `name`, or a usage error naming it.
+pub fn configured_server<'a>(
+    config: &'a ResolvedConfig,
+    name: &str,
+) -> Result<&'a warden_config::ServerSpec, Failure> {
+    config
+        .servers
+        .iter()
+        .find(|spec| spec.name == name)
+        .ok_or_else(|| {
+            Failure::usage(anyhow::anyhow!(
+                "no server `{name}` is configured (see `warden config`)"
+            ))
+        })
+}
+
 /// Compiles the merged policy, after warning about server settings that are not applied.
 /// Every file's rules were compiled when it was read, so an error here is unexpected; it is
 /// still placed in its file.

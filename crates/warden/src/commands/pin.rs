@@ -17,12 +17,7 @@ use warden_host::pins;
 /// Runs `warden pin`.
 pub fn run(global: &GlobalArgs, args: PinArgs) -> Result<Code, Failure> {
     let (config, env) = super::load_config(global)?;
-    let Some(spec) = config.servers.iter().find(|spec| spec.name == args.server) else {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "no server `{}` is configured (see `warden config`)",
-            args.server
-        )));
-    };
+    let spec = super::configured_server(&config, &args.server)?;
     let Some(request) = LaunchRequest::for_spec(spec) else {
         return Err(Failure::usage(anyhow::anyhow!(
             "server `{}` is remote; only local (stdio) servers are pinned",

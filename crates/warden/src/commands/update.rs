@@ -20,17 +20,7 @@ const MAX_LISTED: usize = 200;
 /// Runs `warden update`.
 pub async fn run(global: &GlobalArgs, args: UpdateArgs) -> Result<Code, Failure> {
     let (config, env) = super::load_config(global)?;
-    let Some(spec) = config
-        .servers
-        .iter()
-        .find(|spec| spec.name == args.server)
-        .cloned()
-    else {
-        return Err(Failure::usage(anyhow::anyhow!(
-            "no server `{}` is configured (see `warden config`)",
-            args.server
-        )));
-    };
+    let spec = super::configured_server(&config, &args.server)?.clone();
     let name = inert(&args.server, Shape::Line);
     let request = LaunchRequest::for_spec(&spec);
     let package = request
