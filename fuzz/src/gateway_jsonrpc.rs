@@ -1,11 +1,11 @@
 //! The gateway's JSON-RPC classification of what a client sends
-//! (`warden_gateway::jsonrpc::parse`). Properties: a message is classified or refused
+//! (`warden_mcp::jsonrpc::parse`). Properties: a message is classified or refused
 //! (never a panic); whatever is classified is rebuilt by the gateway's own encoders
 //! (`request`, `notification`, `response`, `error_response`) into a message that
 //! classifies the same way; an error always carries a string or number id, or null.
 
 use serde_json::Value;
-use warden_gateway::jsonrpc::{self, Incoming};
+use warden_mcp::jsonrpc::{self, Incoming};
 
 /// Decodes one input and checks the classification.
 pub fn run(data: &[u8]) {

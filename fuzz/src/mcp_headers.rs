@@ -1,7 +1,7 @@
 //! The 2026-07-28 `Mcp-*` request headers, both sides: the client's encoders in
 //! `warden_mcp::http::headers` (`encode_text`, `param_headers`, `param_values`, `name_of`)
-//! and the gateway's decoder and checks (`decode_header_value`, `check_param_headers`,
-//! `check_modern_headers`). Properties:
+//! and, in the same module, the serving side's decoder and checks (`decode_header_value`,
+//! `check_param_headers`, `check_modern_headers`). Properties:
 //!
 //! - `decode_header_value(encode_text(s)) == s` for every string, and the encoded form is
 //!   always a valid header value;
@@ -13,8 +13,10 @@
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
-use warden_gateway::http::{check_modern_headers, check_param_headers, decode_header_value};
-use warden_mcp::http::headers::{encode_text, name_of, param_headers, param_values};
+use warden_mcp::http::headers::{
+    check_modern_headers, check_param_headers, decode_header_value, encode_text, name_of,
+    param_headers, param_values,
+};
 
 /// Largest integer JSON Schema tools agree on (the safe-integer range).
 const SAFE: i64 = (1 << 53) - 1;
@@ -86,7 +88,7 @@ fn client_and_gateway_agree(schema: &Value, arguments: &Value) {
         .to_owned();
     let mut params = json!({"name": name, "_meta": {}});
     let version = "2026-07-28";
-    params["_meta"][warden_gateway::dispatch::META_VERSION] = json!(version);
+    params["_meta"][warden_mcp::jsonrpc::META_VERSION] = json!(version);
     let mut map = HeaderMap::new();
     map.insert("mcp-protocol-version", HeaderValue::from_static(version));
     map.insert("mcp-method", HeaderValue::from_static("tools/call"));

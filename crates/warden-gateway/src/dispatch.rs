@@ -32,8 +32,7 @@ pub const LEGACY_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"
 /// The stateless revision served.
 pub const MODERN_VERSION: &str = "2026-07-28";
 
-/// `_meta` key of the protocol version (2026-07-28).
-pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub use warden_mcp::jsonrpc::META_VERSION;
 /// `_meta` key of the client's capabilities (2026-07-28).
 pub const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// `_meta` key of the client's self-description (2026-07-28).

@@ -25,7 +25,8 @@ pub mod backend;
 pub mod dispatch;
 pub mod guard;
 pub mod http;
-pub mod jsonrpc;
+/// The message layer (in warden-mcp, with every other decoder of protocol bytes).
+pub use warden_mcp::jsonrpc;
 pub mod metrics;
 pub mod oauth;
 mod outstanding;

@@ -9,6 +9,8 @@
 //!   bound on protocol faults (non-JSON lines on stdout).
 //! - [`stderr_log`]: the child's stderr, drained into a bounded ring and a per-server file.
 //! - [`http`]: the Streamable HTTP client for remote servers, both eras, Warden's own.
+//! - [`jsonrpc`]: JSON-RPC messages as the gateway receives them (the header checks of
+//!   2026-07-28 are in [`http::headers`], beside their encoder).
 //! - [`connection`]: Warden's own [`Connection`] trait, and its implementation over `rmcp`,
 //!   which is pinned to one exact version and never leaks out of this crate.
 //!
@@ -25,6 +27,7 @@ pub mod exposure;
 pub mod fingerprint;
 pub mod grants;
 pub mod http;
+pub mod jsonrpc;
 pub mod launcher;
 pub mod lines;
 mod probe;

@@ -7,6 +7,9 @@
 
 use base64::Engine as _;
 use serde_json::{Map, Value};
+use warden_net::reqwest::header::HeaderMap;
+
+use crate::jsonrpc::{HEADER_MISMATCH, META_VERSION, RpcError};
 
 /// Prefix and suffix of a header value carried as base64.
 const SENTINEL_START: &str = "=?base64?";
@@ -191,6 +194,108 @@ pub fn name_of(method: &str, params: &Map<String, Value>) -> Option<String> {
     params.get(key).and_then(Value::as_str).map(encode_text)
 }
 
+// ---- The serving side: what a client's headers must agree with ----
+
+fn header_str<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|value| value.to_str().ok())
+}
+
+/// Decodes a header value in the `=?base64?…?=` form; other values as they are.
+pub fn decode_header_value(value: &str) -> Option<String> {
+    match value
+        .strip_prefix(SENTINEL_START)
+        .and_then(|rest| rest.strip_suffix(SENTINEL_END))
+    {
+        Some(inner) => base64::engine::general_purpose::STANDARD
+            .decode(inner)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok()),
+        None => Some(value.to_owned()),
+    }
+}
+
+/// Checks that the headers agree with the body (-32020 otherwise).
+pub fn check_modern_headers(
+    headers: &HeaderMap,
+    method: &str,
+    params: &Value,
+) -> Result<(), RpcError> {
+    let mismatch = |what: &str| RpcError::new(HEADER_MISMATCH, format!("Header mismatch: {what}"));
+    let body_version = params
+        .get("_meta")
+        .and_then(|meta| meta.get(META_VERSION))
+        .and_then(Value::as_str);
+    match header_str(headers, "mcp-protocol-version") {
+        None => return Err(mismatch("MCP-Protocol-Version is missing")),
+        Some(version) if Some(version) != body_version => {
+            return Err(mismatch(
+                "MCP-Protocol-Version does not equal the body's protocol version",
+            ));
+        }
+        Some(_) => {}
+    }
+    match header_str(headers, "mcp-method") {
+        None => return Err(mismatch("Mcp-Method is missing")),
+        Some(header) if header != method => {
+            return Err(mismatch("Mcp-Method does not equal the body's method"));
+        }
+        Some(_) => {}
+    }
+    let named = match method {
+        "tools/call" | "prompts/get" => params.get("name").and_then(Value::as_str),
+        "resources/read" => params.get("uri").and_then(Value::as_str),
+        _ => return Ok(()),
+    };
+    match header_str(headers, "mcp-name").map(decode_header_value) {
+        None => Err(mismatch("Mcp-Name is missing")),
+        Some(decoded) if decoded.as_deref() != named => {
+            Err(mismatch("Mcp-Name does not equal the body's name"))
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// Checks `Mcp-Param-*` headers against the arguments marked `x-mcp-header` in `schema`.
+pub fn check_param_headers(
+    headers: &HeaderMap,
+    schema: &Value,
+    arguments: &Value,
+) -> Result<(), RpcError> {
+    let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
+        return Ok(());
+    };
+    for (property, definition) in properties {
+        let Some(name) = definition.get("x-mcp-header").and_then(Value::as_str) else {
+            continue;
+        };
+        let header_name = format!("mcp-param-{}", name.to_ascii_lowercase());
+        let value = arguments.get(property).filter(|value| !value.is_null());
+        let header = header_str(headers, &header_name).map(decode_header_value);
+        let agrees = match (&header, value) {
+            (None, None) => true,
+            // Integers are compared numerically: `2.0` in the body is the header's `2`.
+            (Some(Some(got)), Some(Value::Number(number))) => got
+                .parse::<i64>()
+                .is_ok_and(|n| number.as_i64() == Some(n) || number.as_f64() == Some(n as f64)),
+            (Some(Some(got)), Some(Value::String(text))) => got == text,
+            (Some(Some(got)), Some(Value::Bool(flag))) => got.parse::<bool>() == Ok(*flag),
+            (Some(Some(got)), Some(other)) => {
+                serde_json::to_string(other).ok().as_deref() == Some(got.as_str())
+            }
+            _ => false,
+        };
+        if !agrees {
+            return Err(RpcError::new(
+                HEADER_MISMATCH,
+                format!(
+                    "Header mismatch: Mcp-Param-{name} does not agree with the argument `{property}`"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -270,5 +375,87 @@ mod tests {
         }
         let named = json!({"properties": {"x-mcp-header": {"type": "string"}}});
         assert_eq!(param_headers(&named).unwrap(), vec![]);
+    }
+
+    fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.insert(
+                warden_net::reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                warden_net::reqwest::header::HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        map
+    }
+
+    #[test]
+    fn headers_are_compared_with_the_body() {
+        let params = json!({"name": "a b", "_meta": {META_VERSION: "2026-07-28"}});
+        let good = headers(&[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "=?base64?YSBi?="),
+        ]);
+        assert_eq!(check_modern_headers(&good, "tools/call", &params), Ok(()));
+        for bad in [
+            headers(&[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/list"),
+                ("mcp-name", "a b"),
+            ]),
+            headers(&[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "other"),
+            ]),
+            headers(&[
+                ("mcp-protocol-version", "2025-11-25"),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "a b"),
+            ]),
+            headers(&[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/call"),
+            ]),
+        ] {
+            let error = check_modern_headers(&bad, "tools/call", &params).unwrap_err();
+            assert_eq!(error.code, HEADER_MISMATCH, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn param_headers_follow_x_mcp_header_marks() {
+        let schema =
+            json!({"properties": {"region": {"type": "string", "x-mcp-header": "Region"}}});
+        let args = json!({"region": "eu"});
+        assert_eq!(
+            check_param_headers(&headers(&[("mcp-param-region", "eu")]), &schema, &args),
+            Ok(())
+        );
+        assert!(
+            check_param_headers(&headers(&[("mcp-param-region", "us")]), &schema, &args).is_err()
+        );
+        assert!(check_param_headers(&headers(&[]), &schema, &args).is_err());
+        assert_eq!(
+            check_param_headers(&headers(&[]), &schema, &json!({})),
+            Ok(())
+        );
+    }
+
+    /// Fuzzing finding (fuzz target `mcp_headers`): `2.0` in the body against the header
+    /// `2` was refused, though the spec compares integers numerically.
+    #[test]
+    fn integer_params_are_compared_numerically() {
+        let schema = json!({"properties": {"n": {"type": "integer", "x-mcp-header": "N"}}});
+        let n2 = headers(&[("mcp-param-n", "2")]);
+        assert_eq!(check_param_headers(&n2, &schema, &json!({"n": 2})), Ok(()));
+        assert_eq!(
+            check_param_headers(&n2, &schema, &json!({"n": 2.0})),
+            Ok(())
+        );
+        assert!(check_param_headers(&n2, &schema, &json!({"n": 3})).is_err());
+        assert!(check_param_headers(&n2, &schema, &json!({"n": 2.5})).is_err());
+        let text = headers(&[("mcp-param-n", "two")]);
+        assert!(check_param_headers(&text, &schema, &json!({"n": 2})).is_err());
     }
 }

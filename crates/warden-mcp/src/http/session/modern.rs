@@ -59,10 +59,7 @@ impl Session {
     /// Adds what every modern request carries in `_meta`: the version, who Warden is, and
     /// its capabilities.
     fn add_meta(&self, meta: &mut Map<String, Value>, version: &str) {
-        meta.insert(
-            "io.modelcontextprotocol/protocolVersion".into(),
-            json!(version),
-        );
+        meta.insert(crate::jsonrpc::META_VERSION.into(), json!(version));
         meta.insert(
             "io.modelcontextprotocol/clientInfo".into(),
             json!({"name": self.profile.name, "version": self.profile.version}),

@@ -1,7 +1,12 @@
-//! JSON-RPC 2.0 messages as the gateway receives and sends them: one parse of an incoming
-//! message into its kind, the error codes both MCP eras use, and the response shapes.
+//! JSON-RPC 2.0 messages as a serving side receives and sends them (Warden's gateway, in
+//! `warden serve`): one parse of an incoming message into its kind, the error codes both MCP
+//! eras use, and the response shapes. It lives here, beside the client, so that every decoder
+//! of untrusted protocol bytes sits in this one crate (and its fuzz targets need no more).
 
 use serde_json::{Value, json};
+
+/// The `_meta` key under which a 2026-07-28 request names its protocol version.
+pub const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 
 /// Invalid JSON.
 pub const PARSE_ERROR: i64 = -32700;
