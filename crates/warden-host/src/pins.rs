@@ -315,24 +315,40 @@ impl PinningLauncher {
         }
     }
 
-    /// `check` with the executable pin of a package server recorded afresh when its
-    /// package was just installed (or the pin predates package installs: it pinned the
-    /// launcher, which no longer runs).
+    /// `check` with the executable pin of a package server recorded afresh when it names
+    /// nothing in the pinned installation: its package was installed anew (by this start,
+    /// or by `install_missing` before it), or the pin predates package installs (it pinned
+    /// the launcher, which no longer runs). The package pin was verified before.
     fn check(
         &self,
         key: &str,
         request: &LaunchRequest,
         package: Option<crate::packages::Prepared>,
     ) -> Result<Fingerprint, LaunchError> {
-        if let Some(prepared) = package {
+        if let (Some(prepared), Some(packages)) = (package, &self.packages) {
             let stale = self
                 .lock_store()
                 .pin_for(key)
                 .ok()
                 .flatten()
-                .is_some_and(|pin| prepared.installed || pin.package.is_some());
-            if stale {
+                .filter(|pin| !crate::packages::pin_is_of(pin, &prepared.dir));
+            if let Some(stale) = stale {
                 let current = self.current(request)?;
+                // What the stale pin holds outside the package cache (`node`, the system
+                // interpreter) was not vouched for by the package pin: still compared.
+                let changed = crate::packages::changed_outside(&stale, &current, packages.base());
+                if !changed.is_empty() {
+                    return Err(LaunchError::Refused(format!(
+                        "not started: what it runs outside its package changed since it was \
+                         pinned:\n{}\n  check the change, then accept it with `warden pin {}`",
+                        changed
+                            .iter()
+                            .map(|line| format!("  - {line}"))
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                        request.server
+                    )));
+                }
                 self.lock_store()
                     .save_pin(key, &to_pin(&current))
                     .map_err(|error| {
@@ -340,7 +356,11 @@ impl PinningLauncher {
                             "cannot record the pinned executable: {error}"
                         ))
                     })?;
-                tracing::info!(server = %request.server, "pinned the installed package's entry point");
+                tracing::info!(
+                    server = %request.server,
+                    install = %prepared.dir.display(),
+                    "pinned the entry point of its newly installed package"
+                );
                 return Ok(current);
             }
         }
@@ -515,5 +535,149 @@ mod tests {
             lines.len() == 1 && lines[0].contains(&format!("{} is new", script.display())),
             "{lines:?}"
         );
+    }
+}
+
+#[cfg(test)]
+mod package_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+    use warden_packages::{PackageError, Runner, Step};
+
+    /// Plays npm: writes `@s/pkg` at the version the step asks for.
+    struct FakeNpm;
+
+    impl Runner for FakeNpm {
+        fn run(&self, step: &Step, dir: &Path, _limit: Duration) -> Result<(), PackageError> {
+            let requirement = step.args.last().unwrap();
+            let version = requirement.rsplit('@').next().unwrap();
+            let package = dir.join("node_modules/@s/pkg");
+            std::fs::create_dir_all(package.join("dist")).unwrap();
+            std::fs::write(
+                package.join("package.json"),
+                format!(r#"{{"name":"@s/pkg","version":"{version}","bin":"dist/index.js"}}"#),
+            )
+            .unwrap();
+            std::fs::write(
+                package.join("dist/index.js"),
+                format!("console.log('{version}')"),
+            )
+            .unwrap();
+            std::fs::write(dir.join("package-lock.json"), "{}").unwrap();
+            Ok(())
+        }
+    }
+
+    fn launcher(root: &Path) -> PinningLauncher {
+        let store = Store::open(root.join("state/state.db")).unwrap();
+        PinningLauncher {
+            inner: ConfinedLauncher::from_env(root.join("scratch")),
+            store: Arc::new(Mutex::new(store)),
+            keys: [("s".to_owned(), "key".to_owned())].into_iter().collect(),
+            grants: Vec::new(),
+            packages: Some(warden_packages::Packages::new(
+                root.join("packages"),
+                Arc::new(FakeNpm),
+            )),
+        }
+    }
+
+    fn npx(package: &str) -> LaunchRequest {
+        LaunchRequest {
+            server: "s".into(),
+            command: "npx".into(),
+            args: vec!["-y".into(), package.into()],
+            env: BTreeMap::new(),
+            cwd: None,
+            sandbox: warden_config::SandboxSpec::default(),
+        }
+    }
+
+    /// What a start checks before the spawn: the package, then the executable pin.
+    fn start(launcher: &PinningLauncher, request: &LaunchRequest) -> Result<Fingerprint, String> {
+        let packages = launcher.packages.as_ref().unwrap();
+        let prepared = crate::packages::prepare(packages, &launcher.store, "key", request, &[])
+            .map_err(|error| error.to_string())?
+            .unwrap();
+        let rewritten = prepared.request.clone();
+        launcher
+            .check("key", &rewritten, Some(prepared))
+            .map_err(|error| error.to_string())
+    }
+
+    fn root() -> tempfile::TempDir {
+        // Under /var/tmp, like a user's state: /tmp's tempdirs are fine too, but the
+        // exposure check must see a directory only its owner can write.
+        let root = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        root
+    }
+
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_changed_package_version_is_installed_anew_and_starts() {
+        let root = root();
+        let launcher = launcher(root.path());
+        let first = start(&launcher, &npx("@s/pkg@1")).unwrap();
+        assert!(
+            first
+                .files
+                .iter()
+                .any(|f| f.path.ends_with("dist/index.js"))
+        );
+
+        // The configuration now asks for version 2: `install_missing` installs it before
+        // the start (and drops what it returns); the start then finds its package pinned.
+        let request = npx("@s/pkg@2");
+        crate::packages::prepare(
+            launcher.packages.as_ref().unwrap(),
+            &launcher.store,
+            "key",
+            &request,
+            &[],
+        )
+        .unwrap()
+        .unwrap();
+        let second = start(&launcher, &request).unwrap();
+        let script = &second
+            .files
+            .iter()
+            .find(|f| f.path.ends_with("dist/index.js"))
+            .unwrap()
+            .path;
+        assert_eq!(std::fs::read_to_string(script).unwrap(), "console.log('2')");
+        let pin = launcher.lock_store().pin_for("key").unwrap().unwrap();
+        assert!(pin.files.iter().any(|(path, _)| path == script), "{pin:?}");
+
+        // The next start of the same install compares, and passes.
+        start(&launcher, &request).unwrap();
+
+        // A changed file of the install is still refused.
+        std::fs::write(script, "console.log('evil')").unwrap();
+        let error = start(&launcher, &request).unwrap_err();
+        assert!(error.contains("index.js"), "{error}");
+        assert!(error.contains("not started"), "{error}");
+    }
+
+    #[test]
+    fn a_changed_interpreter_is_still_refused_when_the_package_changes() {
+        let root = root();
+        let launcher = launcher(root.path());
+        start(&launcher, &npx("@s/pkg@1")).unwrap();
+        // Replay: `node` (outside the package cache) changed since it was pinned, and the
+        // configuration asks for another version at the same time.
+        let mut pin = launcher.lock_store().pin_for("key").unwrap().unwrap();
+        assert!(!pin.program.starts_with(root.path()), "{pin:?}");
+        pin.program_sha256 = "0".repeat(64);
+        launcher.lock_store().save_pin("key", &pin).unwrap();
+        let error = start(&launcher, &npx("@s/pkg@2")).unwrap_err();
+        assert!(
+            error.contains(&format!("{} changed", pin.program.display())),
+            "{error}"
+        );
+        assert!(error.contains("warden pin s"), "{error}");
     }
 }
