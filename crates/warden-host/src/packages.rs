@@ -160,13 +160,11 @@ pub fn prepare(
     }))
 }
 
-/// Removes an installation that is no longer pinned, if it lies in the package cache.
+/// Removes an installation that is no longer pinned; refused (and logged) unless it lies
+/// strictly inside the package cache ([`Packages::remove`]).
 pub fn remove_install(packages: &Packages, pin: &PackagePin) {
     let dir = Path::new(&pin.dir);
-    if dir.starts_with(packages.base())
-        && dir != packages.base()
-        && let Err(error) = std::fs::remove_dir_all(dir)
-    {
+    if let Err(error) = packages.remove(dir) {
         tracing::warn!(dir = %dir.display(), %error, "could not remove an earlier package install");
     }
 }

@@ -392,6 +392,59 @@ impl Packages {
         Ok(version)
     }
 
+    /// Removes the installation directory `dir` (one no longer pinned, or a fresh one the
+    /// user declined). Refused ([`PackageError::Unsafe`], nothing removed) unless `dir` is
+    /// absolute, has no `.` or `..` component, and lies strictly below the cache both as
+    /// written and once every link on the way is resolved: a pin read from the store must
+    /// not be able to send a recursive delete anywhere else.
+    pub fn remove(&self, dir: &Path) -> Result<(), PackageError> {
+        let refuse = |reason: &str| PackageError::Unsafe {
+            path: dir.to_path_buf(),
+            reason: format!("it is not removed: {reason}"),
+        };
+        if !dir.is_absolute()
+            || dir.components().any(|c| {
+                matches!(
+                    c,
+                    std::path::Component::ParentDir | std::path::Component::CurDir
+                )
+            })
+        {
+            return Err(refuse("it is not a plain absolute path"));
+        }
+        let strictly_under = |path: &Path, base: &Path| {
+            path.strip_prefix(base)
+                .is_ok_and(|rest| rest.components().next().is_some())
+        };
+        if !strictly_under(dir, &self.base) {
+            return Err(refuse(&format!(
+                "it is not inside the package cache {}",
+                self.base.display()
+            )));
+        }
+        let meta = match std::fs::symlink_metadata(dir) {
+            Ok(meta) => meta,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(source) => return Err(PackageError::io("read", dir, source)),
+        };
+        if !meta.is_dir() {
+            return Err(refuse("it is not a directory"));
+        }
+        let base = std::fs::canonicalize(&self.base)
+            .map_err(|source| PackageError::io("read", &self.base, source))?;
+        let resolved =
+            std::fs::canonicalize(dir).map_err(|source| PackageError::io("read", dir, source))?;
+        if !strictly_under(&resolved, &base) {
+            return Err(refuse(&format!(
+                "it resolves to {}, outside the package cache {}",
+                resolved.display(),
+                base.display()
+            )));
+        }
+        std::fs::remove_dir_all(&resolved)
+            .map_err(|source| PackageError::io("remove", &resolved, source))
+    }
+
     /// Checks the installation `pin` records, for the server `server`: the directory is
     /// safe (owned by the user, not writable by others), the lockfile and every installed
     /// file are as pinned. [`PackageError::Changed`] names every difference.
@@ -761,6 +814,39 @@ mod tests {
             0,
             "removed"
         );
+    }
+
+    #[test]
+    fn only_a_directory_strictly_inside_the_cache_is_removed() {
+        let (dir, packages, _) = cache("srv");
+        let victim = dir.path().join("victim");
+        std::fs::create_dir_all(&victim).unwrap();
+        std::fs::write(victim.join("keep"), "precious").unwrap();
+        let base = packages.base().to_path_buf();
+        std::fs::create_dir_all(base.join("abc")).unwrap();
+        std::os::unix::fs::symlink(&victim, base.join("abc/link")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), base.join("up")).unwrap();
+        // Replays: a pin whose directory climbs out, is the cache itself, lies elsewhere,
+        // or reaches outside through a link inside the cache.
+        for attack in [
+            base.join("abc/../../victim"),
+            base.join("./abc/../.."),
+            base.clone(),
+            victim.clone(),
+            PathBuf::from("victim"),
+            base.join("abc/link"),
+            base.join("up/victim"),
+        ] {
+            let error = packages.remove(&attack).unwrap_err().to_string();
+            assert!(error.contains("it is not removed"), "{attack:?}: {error}");
+            assert!(victim.join("keep").exists(), "{attack:?}");
+        }
+        // Control: an install inside the cache is removed.
+        let install = base.join("abc/1-2-3");
+        std::fs::create_dir_all(install.join("node_modules")).unwrap();
+        packages.remove(&install).unwrap();
+        assert!(!install.exists());
+        assert!(base.join("abc").exists());
     }
 
     #[test]
