@@ -9,7 +9,6 @@
 //! ([`normalise`]) before they are scanned the first time.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -77,22 +76,25 @@ pub fn hex(bytes: &[u8]) -> String {
     out
 }
 
-/// sha256 of the file at `path`, lowercase hex.
+/// sha256 of the regular file at `path`, lowercase hex
+/// ([`warden_mcp::fingerprint::sha256_regular_file`]): a symlink is not followed and a
+/// FIFO or device is refused at once (opening a FIFO to read would wait for a writer).
 pub fn file_sha256(path: &Path) -> Result<String, PackageError> {
-    let mut file =
-        std::fs::File::open(path).map_err(|source| PackageError::io("read", path, source))?;
-    let mut hasher = Sha256::new();
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        let read = file
-            .read(&mut buffer)
-            .map_err(|source| PackageError::io("read", path, source))?;
-        if read == 0 {
-            break;
-        }
-        hasher.update(&buffer[..read]);
-    }
-    Ok(hex(&hasher.finalize()))
+    use warden_mcp::FingerprintError;
+    warden_mcp::fingerprint::sha256_regular_file(path).map_err(|error| match error {
+        FingerprintError::Read { source, .. } => PackageError::io("hash", path, source),
+        FingerprintError::TooLarge { .. } => PackageError::TooLarge {
+            path: path.to_path_buf(),
+            limit: format!(
+                "a file larger than {} MiB",
+                warden_mcp::fingerprint::MAX_HASHED_BYTES >> 20
+            ),
+        },
+        other => PackageError::Invalid {
+            package: path.display().to_string(),
+            reason: other.to_string(),
+        },
+    })
 }
 
 fn me() -> u32 {
@@ -467,6 +469,49 @@ mod tests {
         std::os::unix::fs::symlink("lib", root.join("venv/lib64")).unwrap();
         normalise(&root).unwrap();
         assert_eq!(scan(&root).unwrap().items.len(), 4);
+    }
+
+    /// `f()` on another thread, failing (instead of hanging) after 20 s.
+    fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (send, receive) = std::sync::mpsc::channel();
+        std::thread::spawn(move || send.send(f()));
+        receive
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap() // a timeout: it waited on the FIFO
+    }
+
+    #[test]
+    fn a_fifo_or_a_link_is_never_opened_to_be_hashed() {
+        let (_dir, root) = tree(&["lib/a.js"]);
+        let fifo = root.join("lib/pipe");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        normalise(&root).unwrap();
+        // Replays: a FIFO where a file (the lockfile, a wheel) is hashed; a FIFO in the tree.
+        let path = fifo.clone();
+        let error = within(move || file_sha256(&path)).unwrap_err().to_string();
+        assert!(
+            error.contains("pipe") && error.contains("not a regular file"),
+            "{error}"
+        );
+        let scanned = root.clone();
+        let error = within(move || scan(&scanned)).unwrap_err().to_string();
+        assert!(
+            error.contains("pipe is neither a file, a directory nor a symlink"),
+            "{error}"
+        );
+        // A symlink where a file is hashed is not followed.
+        let link = root.join("lib/passwd");
+        std::os::unix::fs::symlink("/etc/passwd", &link).unwrap();
+        assert!(file_sha256(&link).is_err());
+        // Control: a regular file hashes as sha256 does.
+        assert_eq!(
+            file_sha256(&root.join("lib/a.js")).unwrap(),
+            hex(&Sha256::digest(b"x"))
+        );
     }
 
     #[test]
