@@ -30,6 +30,9 @@ pub use tree::Manifest;
 /// How long one install step may run.
 pub const STEP_LIMIT: Duration = Duration::from_secs(600);
 
+/// Most bytes of an installed package's `package.json` read (its `bin` and `version`).
+pub const MAX_PACKAGE_JSON: u64 = 1024 * 1024;
+
 /// The lockfile of an npm install (written by npm).
 pub const NPM_LOCK: &str = "package-lock.json";
 /// The lockfile of a PyPI install (written by Warden: `name==version --hash=sha256:…`).
@@ -584,21 +587,43 @@ pub fn entry(spec: &PackageSpec, dir: &Path) -> Result<Entry, PackageError> {
 }
 
 fn npm_package_json(spec: &PackageSpec, dir: &Path) -> Result<serde_json::Value, PackageError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     let path = dir
         .join("node_modules")
         .join(&spec.name)
         .join("package.json");
-    let meta =
-        std::fs::metadata(&path).map_err(|source| PackageError::io("read", &path, source))?;
-    if meta.len() > 4 * 1024 * 1024 {
+    // Never waits on a FIFO placed there by the install; only a regular file is read.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|source| PackageError::io("read", &path, source))?;
+    let meta = file
+        .metadata()
+        .map_err(|source| PackageError::io("read", &path, source))?;
+    if !meta.is_file() {
         return Err(PackageError::Invalid {
             package: spec.name.clone(),
-            reason: format!("{} is larger than 4 MiB", path.display()),
+            reason: format!("{} is not a regular file", path.display()),
         });
     }
-    let text =
-        std::fs::read_to_string(&path).map_err(|source| PackageError::io("read", &path, source))?;
-    serde_json::from_str(&text).map_err(|error| PackageError::Invalid {
+    // The read itself is bounded: a size checked before reading could change after.
+    let mut bytes = Vec::new();
+    file.take(MAX_PACKAGE_JSON + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| PackageError::io("read", &path, source))?;
+    if bytes.len() as u64 > MAX_PACKAGE_JSON {
+        return Err(PackageError::Invalid {
+            package: spec.name.clone(),
+            reason: format!(
+                "{} is larger than {} KiB",
+                path.display(),
+                MAX_PACKAGE_JSON >> 10
+            ),
+        });
+    }
+    serde_json::from_slice(&bytes).map_err(|error| PackageError::Invalid {
         package: spec.name.clone(),
         reason: format!("{}: {error}", path.display()),
     })
@@ -814,6 +839,52 @@ mod tests {
             0,
             "removed"
         );
+    }
+
+    #[test]
+    fn an_oversized_package_json_is_refused_naming_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let package = dir.path().join("node_modules/srv");
+        std::fs::create_dir_all(&package).unwrap();
+        let spec = npx(&["-y", "srv"]);
+        // Replay: a package.json padded past the limit (a valid JSON string of 2 MiB).
+        let padding = " ".repeat(2 * 1024 * 1024);
+        std::fs::write(
+            package.join("package.json"),
+            format!(r#"{{"name":"srv","version":"1.0.0","bin":"x.js"}}{padding}"#),
+        )
+        .unwrap();
+        let error = npm_package_json(&spec, dir.path()).unwrap_err().to_string();
+        assert!(
+            error.contains("package.json is larger than 1024 KiB"),
+            "{error}"
+        );
+        // Control: the same manifest without the padding is read.
+        std::fs::write(
+            package.join("package.json"),
+            r#"{"name":"srv","version":"1.0.0","bin":"x.js"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            npm_package_json(&spec, dir.path()).unwrap()["version"],
+            "1.0.0"
+        );
+        // Replay: a FIFO in its place is refused at once instead of waiting for a writer.
+        std::fs::remove_file(package.join("package.json")).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(package.join("package.json"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let (send, receive) = std::sync::mpsc::channel();
+        let root = dir.path().to_path_buf();
+        std::thread::spawn(move || send.send(npm_package_json(&spec, &root).map(|_| ())));
+        let error = receive
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap() // a timeout: it waited on the FIFO
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("is not a regular file"), "{error}");
     }
 
     #[test]
