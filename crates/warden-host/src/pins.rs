@@ -228,6 +228,11 @@ pub struct PinningLauncher {
     keys: HashMap<String, String>,
     grants: Vec<WriteGrant>,
     packages: Option<warden_packages::Packages>,
+    /// Installs just made by [`install_missing`](PinningLauncher::install_missing), by
+    /// server key, with the request they were made for: the next start of that server runs
+    /// it without scanning and hashing the whole tree a second time (as a start that
+    /// installs does). Taken once; every later start verifies.
+    fresh: Mutex<HashMap<String, (LaunchRequest, crate::packages::Prepared)>>,
 }
 
 impl PinningLauncher {
@@ -260,6 +265,7 @@ impl PinningLauncher {
             keys,
             grants,
             packages: None,
+            fresh: Mutex::new(HashMap::new()),
         }
     }
 
@@ -293,19 +299,66 @@ impl PinningLauncher {
             if pinned.is_some_and(|pin| crate::packages::pin_matches(&pin, &package)) {
                 continue;
             }
-            let (packages, store, key) = (packages.clone(), Arc::clone(&self.store), key.clone());
-            let grants = self.grants.clone();
-            pending.push(tokio::task::spawn_blocking(move || {
-                if let Err(error) =
-                    crate::packages::prepare(&packages, &store, &key, &request, &grants)
-                {
-                    tracing::warn!(server = %request.server, %error, "package install failed");
-                }
-            }));
+            let (packages, launcher, key) = (packages.clone(), Arc::clone(self), key.clone());
+            pending.push(tokio::task::spawn_blocking(
+                move || match crate::packages::prepare(
+                    &packages,
+                    &launcher.store,
+                    &key,
+                    &request,
+                    &launcher.grants,
+                ) {
+                    Ok(Some(prepared)) => launcher.remember_fresh(&key, &request, prepared),
+                    Ok(None) => {}
+                    Err(error) => {
+                        tracing::warn!(server = %request.server, %error, "package install failed");
+                    }
+                },
+            ));
         }
         for task in pending {
             let _ = task.await;
         }
+    }
+
+    fn remember_fresh(
+        &self,
+        key: &str,
+        request: &LaunchRequest,
+        prepared: crate::packages::Prepared,
+    ) {
+        self.fresh
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key.to_owned(), (request.clone(), prepared));
+    }
+
+    /// The package server `request`'s rewritten request: the install `install_missing`
+    /// just made for it when it is still the pinned one for the same request, else
+    /// [`crate::packages::prepare`] (which verifies the pinned tree, or installs).
+    fn prepared(
+        &self,
+        packages: &warden_packages::Packages,
+        key: &str,
+        request: &LaunchRequest,
+    ) -> Result<Option<crate::packages::Prepared>, LaunchError> {
+        let fresh = self
+            .fresh
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(key);
+        if let Some((made_for, prepared)) = fresh {
+            let still_pinned = self
+                .lock_store()
+                .package_pin_for(key)
+                .ok()
+                .flatten()
+                .is_some_and(|pin| Path::new(&pin.dir) == prepared.dir);
+            if made_for == *request && still_pinned {
+                return Ok(Some(prepared));
+            }
+        }
+        crate::packages::prepare(packages, &self.store, key, request, &self.grants)
     }
 
     fn lock_store(&self) -> std::sync::MutexGuard<'_, Store> {
@@ -439,9 +492,7 @@ impl Launcher for PinningLauncher {
             Some(key) => {
                 // A package server runs its installed entry point, never the launcher.
                 let prepared = match &self.packages {
-                    Some(packages) => {
-                        crate::packages::prepare(packages, &self.store, key, request, &self.grants)?
-                    }
+                    Some(packages) => self.prepared(packages, key, request)?,
                     None => None,
                 };
                 let request = prepared
@@ -581,6 +632,7 @@ mod package_tests {
                 root.join("packages"),
                 Arc::new(FakeNpm),
             )),
+            fresh: Mutex::new(HashMap::new()),
         }
     }
 
@@ -598,7 +650,8 @@ mod package_tests {
     /// What a start checks before the spawn: the package, then the executable pin.
     fn start(launcher: &PinningLauncher, request: &LaunchRequest) -> Result<Fingerprint, String> {
         let packages = launcher.packages.as_ref().unwrap();
-        let prepared = crate::packages::prepare(packages, &launcher.store, "key", request, &[])
+        let prepared = launcher
+            .prepared(packages, "key", request)
             .map_err(|error| error.to_string())?
             .unwrap();
         let rewritten = prepared.request.clone();
@@ -679,5 +732,41 @@ mod package_tests {
             "{error}"
         );
         assert!(error.contains("warden pin s"), "{error}");
+    }
+
+    #[test]
+    fn an_install_made_before_the_start_is_not_scanned_again_by_that_start_only() {
+        let root = root();
+        let launcher = launcher(root.path());
+        let request = npx("@s/pkg@1");
+        // What `install_missing` does for the server.
+        let packages = launcher.packages.as_ref().unwrap();
+        let prepared = crate::packages::prepare(packages, &launcher.store, "key", &request, &[])
+            .unwrap()
+            .unwrap();
+        let lock = prepared.dir.join("package-lock.json");
+        launcher.remember_fresh("key", &request, prepared);
+        // The lockfile goes away after the install: the start that follows it does not
+        // hash the tree again, so it does not notice (the install had just hashed it) ...
+        std::fs::remove_file(&lock).unwrap();
+        start(&launcher, &request).unwrap();
+        // ... but every later start verifies, and refuses.
+        let error = start(&launcher, &request).unwrap_err();
+        assert!(error.contains("package-lock.json is missing"), "{error}");
+
+        // A remembered install for another request (the configuration changed meanwhile)
+        // is not used: that start verifies (and installs the new spec).
+        let two = npx("@s/pkg@2");
+        let stale = crate::packages::prepare(packages, &launcher.store, "key", &two, &[])
+            .unwrap()
+            .unwrap();
+        launcher.remember_fresh("key", &two, stale);
+        start(&launcher, &npx("@s/pkg@3")).unwrap();
+        let pin = launcher
+            .lock_store()
+            .package_pin_for("key")
+            .unwrap()
+            .unwrap();
+        assert_eq!(pin.version, "3");
     }
 }

@@ -237,8 +237,15 @@ impl Packages {
         };
         tree::normalise(dir)?;
         let manifest = tree::scan(dir)?;
-        let lock = dir.join(lock_name(spec.ecosystem));
-        let lock_sha256 = tree::file_sha256(&lock)?;
+        // The lockfile is part of the tree: its hash is the manifest's, not hashed again.
+        let lock_sha256 =
+            lock_sha256(&manifest, spec.ecosystem).ok_or_else(|| PackageError::Invalid {
+                package: spec.name.clone(),
+                reason: format!(
+                    "the install wrote no lockfile {}",
+                    dir.join(lock_name(spec.ecosystem)).display()
+                ),
+            })?;
         // The entry point must exist before anything is pinned.
         entry(spec, dir)?;
         Ok(Installed {
@@ -468,15 +475,15 @@ impl Packages {
         let manifest = tree::scan(&dir)?;
         let mut lines = Vec::new();
         let lock = dir.join(lock_name(ecosystem));
-        match tree::file_sha256(&lock) {
-            Ok(hash) if hash == pin.lock_sha256 => {}
-            Ok(hash) => lines.push(format!(
+        match lock_sha256(&manifest, ecosystem) {
+            Some(hash) if hash == pin.lock_sha256 => {}
+            Some(hash) => lines.push(format!(
                 "lockfile {} changed: sha256 {}… -> {}…",
                 lock.display(),
                 &pin.lock_sha256.get(..12).unwrap_or(""),
-                &hash[..12]
+                hash.get(..12).unwrap_or("")
             )),
-            Err(_) => lines.push(format!("lockfile {} is missing", lock.display())),
+            None => lines.push(format!("lockfile {} is missing", lock.display())),
         }
         if manifest.sha256() != pin.tree_sha256 {
             let pinned = Manifest::from_json(&pin.manifest);
@@ -503,6 +510,15 @@ fn hosts(ecosystem: Ecosystem) -> Vec<String> {
         .iter()
         .map(|h| (*h).to_owned())
         .collect()
+}
+
+/// The sha256 of the lockfile of an `ecosystem` install, as its manifest records it (the
+/// lockfile is a regular file at the top of the tree); `None` when there is none.
+pub fn lock_sha256(manifest: &Manifest, ecosystem: Ecosystem) -> Option<String> {
+    match manifest.items.get(lock_name(ecosystem)) {
+        Some(tree::Item::File { sha256, .. }) => Some(sha256.clone()),
+        _ => None,
+    }
 }
 
 /// The lockfile's name for `ecosystem`.
@@ -690,13 +706,17 @@ fn make_dir(dir: &Path) -> Result<(), PackageError> {
     Ok(())
 }
 
-/// A new directory under `parent` for one install.
+/// A new directory under `parent` for one install. A name is never used twice by one
+/// process, even once its directory was removed: an executable pin naming files under an
+/// earlier install's directory must not pass for a pin of a later install in the same place.
 fn unique_dir(parent: &Path) -> Result<PathBuf, PackageError> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    for attempt in 0..100u32 {
-        let dir = parent.join(format!("{secs}-{}-{attempt}", std::process::id()));
+    for _ in 0..100u32 {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = parent.join(format!("{secs}-{}-{n}", std::process::id()));
         match std::fs::DirBuilder::new().mode(0o755).create(&dir) {
             Ok(()) => return Ok(dir),
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
