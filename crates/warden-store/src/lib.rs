@@ -912,6 +912,34 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
         .create(dir)
 }
 
+/// Writes `pin` (with its `files` column already serialised) for `server_key` in `tx`.
+pub(crate) fn insert_pin(
+    tx: &rusqlite::Transaction<'_>,
+    server_key: &str,
+    pin: &Pin,
+    files: &str,
+    now: i64,
+) -> rusqlite::Result<usize> {
+    tx.execute(
+        "INSERT INTO pins (server_key, program, program_sha256, files, package, pinned_at,
+             rule)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT(server_key) DO UPDATE SET program = excluded.program,
+             program_sha256 = excluded.program_sha256, files = excluded.files,
+             package = excluded.package, pinned_at = excluded.pinned_at,
+             rule = excluded.rule",
+        params![
+            server_key,
+            pin.program.to_string_lossy(),
+            pin.program_sha256,
+            files,
+            pin.package,
+            now,
+            pin.rule
+        ],
+    )
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -1317,32 +1345,4 @@ mod tests {
             .unwrap();
         assert_eq!(store.list_sessions(10).unwrap()[0].messages, 1);
     }
-}
-
-/// Writes `pin` (with its `files` column already serialised) for `server_key` in `tx`.
-pub(crate) fn insert_pin(
-    tx: &rusqlite::Transaction<'_>,
-    server_key: &str,
-    pin: &Pin,
-    files: &str,
-    now: i64,
-) -> rusqlite::Result<usize> {
-    tx.execute(
-        "INSERT INTO pins (server_key, program, program_sha256, files, package, pinned_at,
-             rule)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-         ON CONFLICT(server_key) DO UPDATE SET program = excluded.program,
-             program_sha256 = excluded.program_sha256, files = excluded.files,
-             package = excluded.package, pinned_at = excluded.pinned_at,
-             rule = excluded.rule",
-        params![
-            server_key,
-            pin.program.to_string_lossy(),
-            pin.program_sha256,
-            files,
-            pin.package,
-            now,
-            pin.rule
-        ],
-    )
 }

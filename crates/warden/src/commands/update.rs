@@ -242,10 +242,11 @@ mod tests {
         let packages = Packages::new(root.path().join("packages"), Arc::new(NoRunner));
         // An early return (an error, a refusal) drops it: removed.
         let failed = staged_install(&packages, "failed");
-        let outcome: Result<(), &str> = (|| {
-            let _staged = Staged::new(&packages, &failed);
+        fn fails(packages: &Packages, pin: &PackagePin) -> Result<(), &'static str> {
+            let _staged = Staged::new(packages, pin);
             Err("the store could not be written")
-        })();
+        }
+        let outcome = fails(&packages, &failed);
         assert!(outcome.is_err());
         assert!(!std::path::Path::new(&failed.dir).exists());
         // A panic unwinds through it: removed too.
