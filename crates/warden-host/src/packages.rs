@@ -22,8 +22,60 @@ use warden_store::packages::PackagePin;
 pub struct Prepared {
     /// What to launch instead of the configured launcher.
     pub request: LaunchRequest,
-    /// Whether the package was installed by this start (its entry point is pinned anew).
-    pub installed: bool,
+    /// The pinned installation's directory: an executable pin naming nothing under it was
+    /// taken of another install (or of the launcher) and is recorded anew
+    /// ([`pin_is_of`]).
+    pub dir: PathBuf,
+}
+
+/// Whether the executable pin `pin` was taken of the installation in `dir`: its program or
+/// one of its files lies there. A pin of an earlier install (the spec changed, the package
+/// was installed by another start in this process) or of the launcher is not, and is
+/// recorded again: the package pin, verified before, vouches for the new tree.
+pub fn pin_is_of(pin: &warden_store::Pin, dir: &Path) -> bool {
+    let canonical = std::fs::canonicalize(dir).ok();
+    let under = |path: &Path| {
+        path.starts_with(dir) || canonical.as_ref().is_some_and(|c| path.starts_with(c))
+    };
+    pin.package.is_none() && (under(&pin.program) || pin.files.iter().any(|(path, _)| under(path)))
+}
+
+/// What the executable pin `pin` holds outside the package cache `base` (the program
+/// `node`, a system interpreter) that `current` runs with other bytes, one line each. A
+/// pin of an earlier install is replaced when the package is installed anew; these files
+/// are not part of any package pin, so they are compared as before.
+pub fn changed_outside(
+    pin: &warden_store::Pin,
+    current: &warden_mcp::Fingerprint,
+    base: &Path,
+) -> Vec<String> {
+    let canonical = std::fs::canonicalize(base).ok();
+    let in_cache = |path: &Path| {
+        path.starts_with(base) || canonical.as_ref().is_some_and(|c| path.starts_with(c))
+    };
+    let now = |path: &Path| {
+        if current.program == path {
+            return Some(current.program_sha256.as_str());
+        }
+        current
+            .files
+            .iter()
+            .find(|file| file.path == path)
+            .map(|file| file.sha256.as_str())
+    };
+    std::iter::once((&pin.program, &pin.program_sha256))
+        .chain(pin.files.iter().map(|(path, hash)| (path, hash)))
+        .filter(|(path, _)| !in_cache(path))
+        .filter_map(|(path, hash)| match now(path) {
+            Some(sha256) if sha256 != hash => Some(format!(
+                "{} changed: sha256 {}… -> {}…",
+                path.display(),
+                hash.get(..12).unwrap_or(hash),
+                sha256.get(..12).unwrap_or(sha256)
+            )),
+            _ => None,
+        })
+        .collect()
 }
 
 fn lock(store: &Arc<Mutex<Store>>) -> std::sync::MutexGuard<'_, Store> {
@@ -58,12 +110,12 @@ pub fn prepare(
     let stored = lock(store)
         .package_pin_for(key)
         .map_err(|error| refused(&format!("cannot read its package pin: {error}")))?;
-    let (pin, installed) = match stored {
+    let pin = match stored {
         Some(pin) if pin_matches(&pin, &spec) => {
             packages
                 .verify(&request.server, &pin)
                 .map_err(|error| refused(&error))?;
-            (pin, false)
+            pin
         }
         earlier => {
             tracing::info!(
@@ -82,12 +134,16 @@ pub fn prepare(
                 package = %spec.name,
                 version = %installed.pin.version,
                 lock_sha256 = %installed.pin.lock_sha256,
+                replaces = %earlier.as_ref().map_or_else(
+                    || "nothing".to_owned(),
+                    |e| format!("{}@{} (asked {})", e.name, e.version, e.requested)
+                ),
                 "package installed and pinned"
             );
             if let Some(earlier) = earlier {
                 remove_install(packages, &earlier);
             }
-            (installed.pin, true)
+            installed.pin
         }
     };
     let dir = PathBuf::from(&pin.dir);
@@ -100,17 +156,15 @@ pub fn prepare(
     let entry = warden_packages::entry(&spec, &dir).map_err(|error| refused(&error))?;
     Ok(Some(Prepared {
         request: entry.rewrite(request, &spec),
-        installed,
+        dir,
     }))
 }
 
-/// Removes an installation that is no longer pinned, if it lies in the package cache.
+/// Removes an installation that is no longer pinned; refused (and logged) unless it lies
+/// strictly inside the package cache ([`Packages::remove`]).
 pub fn remove_install(packages: &Packages, pin: &PackagePin) {
     let dir = Path::new(&pin.dir);
-    if dir.starts_with(packages.base())
-        && dir != packages.base()
-        && let Err(error) = std::fs::remove_dir_all(dir)
-    {
+    if let Err(error) = packages.remove(dir) {
         tracing::warn!(dir = %dir.display(), %error, "could not remove an earlier package install");
     }
 }

@@ -228,6 +228,11 @@ pub struct PinningLauncher {
     keys: HashMap<String, String>,
     grants: Vec<WriteGrant>,
     packages: Option<warden_packages::Packages>,
+    /// Installs just made by [`install_missing`](PinningLauncher::install_missing), by
+    /// server key, with the request they were made for: the next start of that server runs
+    /// it without scanning and hashing the whole tree a second time (as a start that
+    /// installs does). Taken once; every later start verifies.
+    fresh: Mutex<HashMap<String, (LaunchRequest, crate::packages::Prepared)>>,
 }
 
 impl PinningLauncher {
@@ -260,6 +265,7 @@ impl PinningLauncher {
             keys,
             grants,
             packages: None,
+            fresh: Mutex::new(HashMap::new()),
         }
     }
 
@@ -293,19 +299,66 @@ impl PinningLauncher {
             if pinned.is_some_and(|pin| crate::packages::pin_matches(&pin, &package)) {
                 continue;
             }
-            let (packages, store, key) = (packages.clone(), Arc::clone(&self.store), key.clone());
-            let grants = self.grants.clone();
-            pending.push(tokio::task::spawn_blocking(move || {
-                if let Err(error) =
-                    crate::packages::prepare(&packages, &store, &key, &request, &grants)
-                {
-                    tracing::warn!(server = %request.server, %error, "package install failed");
-                }
-            }));
+            let (packages, launcher, key) = (packages.clone(), Arc::clone(self), key.clone());
+            pending.push(tokio::task::spawn_blocking(
+                move || match crate::packages::prepare(
+                    &packages,
+                    &launcher.store,
+                    &key,
+                    &request,
+                    &launcher.grants,
+                ) {
+                    Ok(Some(prepared)) => launcher.remember_fresh(&key, &request, prepared),
+                    Ok(None) => {}
+                    Err(error) => {
+                        tracing::warn!(server = %request.server, %error, "package install failed");
+                    }
+                },
+            ));
         }
         for task in pending {
             let _ = task.await;
         }
+    }
+
+    fn remember_fresh(
+        &self,
+        key: &str,
+        request: &LaunchRequest,
+        prepared: crate::packages::Prepared,
+    ) {
+        self.fresh
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(key.to_owned(), (request.clone(), prepared));
+    }
+
+    /// The package server `request`'s rewritten request: the install `install_missing`
+    /// just made for it when it is still the pinned one for the same request, else
+    /// [`crate::packages::prepare`] (which verifies the pinned tree, or installs).
+    fn prepared(
+        &self,
+        packages: &warden_packages::Packages,
+        key: &str,
+        request: &LaunchRequest,
+    ) -> Result<Option<crate::packages::Prepared>, LaunchError> {
+        let fresh = self
+            .fresh
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(key);
+        if let Some((made_for, prepared)) = fresh {
+            let still_pinned = self
+                .lock_store()
+                .package_pin_for(key)
+                .ok()
+                .flatten()
+                .is_some_and(|pin| Path::new(&pin.dir) == prepared.dir);
+            if made_for == *request && still_pinned {
+                return Ok(Some(prepared));
+            }
+        }
+        crate::packages::prepare(packages, &self.store, key, request, &self.grants)
     }
 
     fn lock_store(&self) -> std::sync::MutexGuard<'_, Store> {
@@ -315,24 +368,40 @@ impl PinningLauncher {
         }
     }
 
-    /// `check` with the executable pin of a package server recorded afresh when its
-    /// package was just installed (or the pin predates package installs: it pinned the
-    /// launcher, which no longer runs).
+    /// `check` with the executable pin of a package server recorded afresh when it names
+    /// nothing in the pinned installation: its package was installed anew (by this start,
+    /// or by `install_missing` before it), or the pin predates package installs (it pinned
+    /// the launcher, which no longer runs). The package pin was verified before.
     fn check(
         &self,
         key: &str,
         request: &LaunchRequest,
         package: Option<crate::packages::Prepared>,
     ) -> Result<Fingerprint, LaunchError> {
-        if let Some(prepared) = package {
+        if let (Some(prepared), Some(packages)) = (package, &self.packages) {
             let stale = self
                 .lock_store()
                 .pin_for(key)
                 .ok()
                 .flatten()
-                .is_some_and(|pin| prepared.installed || pin.package.is_some());
-            if stale {
+                .filter(|pin| !crate::packages::pin_is_of(pin, &prepared.dir));
+            if let Some(stale) = stale {
                 let current = self.current(request)?;
+                // What the stale pin holds outside the package cache (`node`, the system
+                // interpreter) was not vouched for by the package pin: still compared.
+                let changed = crate::packages::changed_outside(&stale, &current, packages.base());
+                if !changed.is_empty() {
+                    return Err(LaunchError::Refused(format!(
+                        "not started: what it runs outside its package changed since it was \
+                         pinned:\n{}\n  check the change, then accept it with `warden pin {}`",
+                        changed
+                            .iter()
+                            .map(|line| format!("  - {line}"))
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                        request.server
+                    )));
+                }
                 self.lock_store()
                     .save_pin(key, &to_pin(&current))
                     .map_err(|error| {
@@ -340,7 +409,11 @@ impl PinningLauncher {
                             "cannot record the pinned executable: {error}"
                         ))
                     })?;
-                tracing::info!(server = %request.server, "pinned the installed package's entry point");
+                tracing::info!(
+                    server = %request.server,
+                    install = %prepared.dir.display(),
+                    "pinned the entry point of its newly installed package"
+                );
                 return Ok(current);
             }
         }
@@ -419,9 +492,7 @@ impl Launcher for PinningLauncher {
             Some(key) => {
                 // A package server runs its installed entry point, never the launcher.
                 let prepared = match &self.packages {
-                    Some(packages) => {
-                        crate::packages::prepare(packages, &self.store, key, request, &self.grants)?
-                    }
+                    Some(packages) => self.prepared(packages, key, request)?,
                     None => None,
                 };
                 let request = prepared
@@ -515,5 +586,187 @@ mod tests {
             lines.len() == 1 && lines[0].contains(&format!("{} is new", script.display())),
             "{lines:?}"
         );
+    }
+}
+
+#[cfg(test)]
+mod package_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+    use warden_packages::{PackageError, Runner, Step};
+
+    /// Plays npm: writes `@s/pkg` at the version the step asks for.
+    struct FakeNpm;
+
+    impl Runner for FakeNpm {
+        fn run(&self, step: &Step, dir: &Path, _limit: Duration) -> Result<(), PackageError> {
+            let requirement = step.args.last().unwrap();
+            let version = requirement.rsplit('@').next().unwrap();
+            let package = dir.join("node_modules/@s/pkg");
+            std::fs::create_dir_all(package.join("dist")).unwrap();
+            std::fs::write(
+                package.join("package.json"),
+                format!(r#"{{"name":"@s/pkg","version":"{version}","bin":"dist/index.js"}}"#),
+            )
+            .unwrap();
+            std::fs::write(
+                package.join("dist/index.js"),
+                format!("console.log('{version}')"),
+            )
+            .unwrap();
+            std::fs::write(dir.join("package-lock.json"), "{}").unwrap();
+            Ok(())
+        }
+    }
+
+    fn launcher(root: &Path) -> PinningLauncher {
+        let store = Store::open(root.join("state/state.db")).unwrap();
+        PinningLauncher {
+            inner: ConfinedLauncher::from_env(root.join("scratch")),
+            store: Arc::new(Mutex::new(store)),
+            keys: [("s".to_owned(), "key".to_owned())].into_iter().collect(),
+            grants: Vec::new(),
+            packages: Some(warden_packages::Packages::new(
+                root.join("packages"),
+                Arc::new(FakeNpm),
+            )),
+            fresh: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn npx(package: &str) -> LaunchRequest {
+        LaunchRequest {
+            server: "s".into(),
+            command: "npx".into(),
+            args: vec!["-y".into(), package.into()],
+            env: BTreeMap::new(),
+            cwd: None,
+            sandbox: warden_config::SandboxSpec::default(),
+        }
+    }
+
+    /// What a start checks before the spawn: the package, then the executable pin.
+    fn start(launcher: &PinningLauncher, request: &LaunchRequest) -> Result<Fingerprint, String> {
+        let packages = launcher.packages.as_ref().unwrap();
+        let prepared = launcher
+            .prepared(packages, "key", request)
+            .map_err(|error| error.to_string())?
+            .unwrap();
+        let rewritten = prepared.request.clone();
+        launcher
+            .check("key", &rewritten, Some(prepared))
+            .map_err(|error| error.to_string())
+    }
+
+    fn root() -> tempfile::TempDir {
+        // Under /var/tmp, like a user's state: /tmp's tempdirs are fine too, but the
+        // exposure check must see a directory only its owner can write.
+        let root = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(root.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        root
+    }
+
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_changed_package_version_is_installed_anew_and_starts() {
+        let root = root();
+        let launcher = launcher(root.path());
+        let first = start(&launcher, &npx("@s/pkg@1")).unwrap();
+        assert!(
+            first
+                .files
+                .iter()
+                .any(|f| f.path.ends_with("dist/index.js"))
+        );
+
+        // The configuration now asks for version 2: `install_missing` installs it before
+        // the start (and drops what it returns); the start then finds its package pinned.
+        let request = npx("@s/pkg@2");
+        crate::packages::prepare(
+            launcher.packages.as_ref().unwrap(),
+            &launcher.store,
+            "key",
+            &request,
+            &[],
+        )
+        .unwrap()
+        .unwrap();
+        let second = start(&launcher, &request).unwrap();
+        let script = &second
+            .files
+            .iter()
+            .find(|f| f.path.ends_with("dist/index.js"))
+            .unwrap()
+            .path;
+        assert_eq!(std::fs::read_to_string(script).unwrap(), "console.log('2')");
+        let pin = launcher.lock_store().pin_for("key").unwrap().unwrap();
+        assert!(pin.files.iter().any(|(path, _)| path == script), "{pin:?}");
+
+        // The next start of the same install compares, and passes.
+        start(&launcher, &request).unwrap();
+
+        // A changed file of the install is still refused.
+        std::fs::write(script, "console.log('evil')").unwrap();
+        let error = start(&launcher, &request).unwrap_err();
+        assert!(error.contains("index.js"), "{error}");
+        assert!(error.contains("not started"), "{error}");
+    }
+
+    #[test]
+    fn a_changed_interpreter_is_still_refused_when_the_package_changes() {
+        let root = root();
+        let launcher = launcher(root.path());
+        start(&launcher, &npx("@s/pkg@1")).unwrap();
+        // Replay: `node` (outside the package cache) changed since it was pinned, and the
+        // configuration asks for another version at the same time.
+        let mut pin = launcher.lock_store().pin_for("key").unwrap().unwrap();
+        assert!(!pin.program.starts_with(root.path()), "{pin:?}");
+        pin.program_sha256 = "0".repeat(64);
+        launcher.lock_store().save_pin("key", &pin).unwrap();
+        let error = start(&launcher, &npx("@s/pkg@2")).unwrap_err();
+        assert!(
+            error.contains(&format!("{} changed", pin.program.display())),
+            "{error}"
+        );
+        assert!(error.contains("warden pin s"), "{error}");
+    }
+
+    #[test]
+    fn an_install_made_before_the_start_is_not_scanned_again_by_that_start_only() {
+        let root = root();
+        let launcher = launcher(root.path());
+        let request = npx("@s/pkg@1");
+        // What `install_missing` does for the server.
+        let packages = launcher.packages.as_ref().unwrap();
+        let prepared = crate::packages::prepare(packages, &launcher.store, "key", &request, &[])
+            .unwrap()
+            .unwrap();
+        let lock = prepared.dir.join("package-lock.json");
+        launcher.remember_fresh("key", &request, prepared);
+        // The lockfile goes away after the install: the start that follows it does not
+        // hash the tree again, so it does not notice (the install had just hashed it) ...
+        std::fs::remove_file(&lock).unwrap();
+        start(&launcher, &request).unwrap();
+        // ... but every later start verifies, and refuses.
+        let error = start(&launcher, &request).unwrap_err();
+        assert!(error.contains("package-lock.json is missing"), "{error}");
+
+        // A remembered install for another request (the configuration changed meanwhile)
+        // is not used: that start verifies (and installs the new spec).
+        let two = npx("@s/pkg@2");
+        let stale = crate::packages::prepare(packages, &launcher.store, "key", &two, &[])
+            .unwrap()
+            .unwrap();
+        launcher.remember_fresh("key", &two, stale);
+        start(&launcher, &npx("@s/pkg@3")).unwrap();
+        let pin = launcher
+            .lock_store()
+            .package_pin_for("key")
+            .unwrap()
+            .unwrap();
+        assert_eq!(pin.version, "3");
     }
 }

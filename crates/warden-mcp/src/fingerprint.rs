@@ -175,6 +175,18 @@ pub fn sha256_file(path: &Path) -> Result<String, FingerprintError> {
     hash_file(path).map(|(hash, _)| hash)
 }
 
+/// The sha256 of the regular file at `path` itself, lowercase hex, streamed (at most
+/// [`MAX_HASHED_BYTES`]): unlike [`sha256_file`] a symlink as its last component is refused
+/// rather than followed, a FIFO or device is refused without waiting for a writer, and
+/// nothing is memoised (for trees of thousands of files, such as installed packages).
+pub fn sha256_regular_file(path: &Path) -> Result<String, FingerprintError> {
+    let (file, _) = open_regular(path, false).map_err(|source| FingerprintError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    sha256_reader(file, path)
+}
+
 /// Opens `path` for reading if it is a regular file, and never waits doing so: a FIFO or a
 /// device that a repository or a server placed where a script is expected would otherwise
 /// block the open (and Warden's start) forever. `follow = false` refuses a symlink as the

@@ -30,6 +30,9 @@ pub use tree::Manifest;
 /// How long one install step may run.
 pub const STEP_LIMIT: Duration = Duration::from_secs(600);
 
+/// Most bytes of an installed package's `package.json` read (its `bin` and `version`).
+pub const MAX_PACKAGE_JSON: u64 = 1024 * 1024;
+
 /// The lockfile of an npm install (written by npm).
 pub const NPM_LOCK: &str = "package-lock.json";
 /// The lockfile of a PyPI install (written by Warden: `name==version --hash=sha256:…`).
@@ -234,8 +237,15 @@ impl Packages {
         };
         tree::normalise(dir)?;
         let manifest = tree::scan(dir)?;
-        let lock = dir.join(lock_name(spec.ecosystem));
-        let lock_sha256 = tree::file_sha256(&lock)?;
+        // The lockfile is part of the tree: its hash is the manifest's, not hashed again.
+        let lock_sha256 =
+            lock_sha256(&manifest, spec.ecosystem).ok_or_else(|| PackageError::Invalid {
+                package: spec.name.clone(),
+                reason: format!(
+                    "the install wrote no lockfile {}",
+                    dir.join(lock_name(spec.ecosystem)).display()
+                ),
+            })?;
         // The entry point must exist before anything is pinned.
         entry(spec, dir)?;
         Ok(Installed {
@@ -392,6 +402,59 @@ impl Packages {
         Ok(version)
     }
 
+    /// Removes the installation directory `dir` (one no longer pinned, or a fresh one the
+    /// user declined). Refused ([`PackageError::Unsafe`], nothing removed) unless `dir` is
+    /// absolute, has no `.` or `..` component, and lies strictly below the cache both as
+    /// written and once every link on the way is resolved: a pin read from the store must
+    /// not be able to send a recursive delete anywhere else.
+    pub fn remove(&self, dir: &Path) -> Result<(), PackageError> {
+        let refuse = |reason: &str| PackageError::Unsafe {
+            path: dir.to_path_buf(),
+            reason: format!("it is not removed: {reason}"),
+        };
+        if !dir.is_absolute()
+            || dir.components().any(|c| {
+                matches!(
+                    c,
+                    std::path::Component::ParentDir | std::path::Component::CurDir
+                )
+            })
+        {
+            return Err(refuse("it is not a plain absolute path"));
+        }
+        let strictly_under = |path: &Path, base: &Path| {
+            path.strip_prefix(base)
+                .is_ok_and(|rest| rest.components().next().is_some())
+        };
+        if !strictly_under(dir, &self.base) {
+            return Err(refuse(&format!(
+                "it is not inside the package cache {}",
+                self.base.display()
+            )));
+        }
+        let meta = match std::fs::symlink_metadata(dir) {
+            Ok(meta) => meta,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(source) => return Err(PackageError::io("read", dir, source)),
+        };
+        if !meta.is_dir() {
+            return Err(refuse("it is not a directory"));
+        }
+        let base = std::fs::canonicalize(&self.base)
+            .map_err(|source| PackageError::io("read", &self.base, source))?;
+        let resolved =
+            std::fs::canonicalize(dir).map_err(|source| PackageError::io("read", dir, source))?;
+        if !strictly_under(&resolved, &base) {
+            return Err(refuse(&format!(
+                "it resolves to {}, outside the package cache {}",
+                resolved.display(),
+                base.display()
+            )));
+        }
+        std::fs::remove_dir_all(&resolved)
+            .map_err(|source| PackageError::io("remove", &resolved, source))
+    }
+
     /// Checks the installation `pin` records, for the server `server`: the directory is
     /// safe (owned by the user, not writable by others), the lockfile and every installed
     /// file are as pinned. [`PackageError::Changed`] names every difference.
@@ -412,15 +475,15 @@ impl Packages {
         let manifest = tree::scan(&dir)?;
         let mut lines = Vec::new();
         let lock = dir.join(lock_name(ecosystem));
-        match tree::file_sha256(&lock) {
-            Ok(hash) if hash == pin.lock_sha256 => {}
-            Ok(hash) => lines.push(format!(
+        match lock_sha256(&manifest, ecosystem) {
+            Some(hash) if hash == pin.lock_sha256 => {}
+            Some(hash) => lines.push(format!(
                 "lockfile {} changed: sha256 {}… -> {}…",
                 lock.display(),
                 &pin.lock_sha256.get(..12).unwrap_or(""),
-                &hash[..12]
+                hash.get(..12).unwrap_or("")
             )),
-            Err(_) => lines.push(format!("lockfile {} is missing", lock.display())),
+            None => lines.push(format!("lockfile {} is missing", lock.display())),
         }
         if manifest.sha256() != pin.tree_sha256 {
             let pinned = Manifest::from_json(&pin.manifest);
@@ -447,6 +510,15 @@ fn hosts(ecosystem: Ecosystem) -> Vec<String> {
         .iter()
         .map(|h| (*h).to_owned())
         .collect()
+}
+
+/// The sha256 of the lockfile of an `ecosystem` install, as its manifest records it (the
+/// lockfile is a regular file at the top of the tree); `None` when there is none.
+pub fn lock_sha256(manifest: &Manifest, ecosystem: Ecosystem) -> Option<String> {
+    match manifest.items.get(lock_name(ecosystem)) {
+        Some(tree::Item::File { sha256, .. }) => Some(sha256.clone()),
+        _ => None,
+    }
 }
 
 /// The lockfile's name for `ecosystem`.
@@ -531,21 +603,43 @@ pub fn entry(spec: &PackageSpec, dir: &Path) -> Result<Entry, PackageError> {
 }
 
 fn npm_package_json(spec: &PackageSpec, dir: &Path) -> Result<serde_json::Value, PackageError> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     let path = dir
         .join("node_modules")
         .join(&spec.name)
         .join("package.json");
-    let meta =
-        std::fs::metadata(&path).map_err(|source| PackageError::io("read", &path, source))?;
-    if meta.len() > 4 * 1024 * 1024 {
+    // Never waits on a FIFO placed there by the install; only a regular file is read.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(&path)
+        .map_err(|source| PackageError::io("read", &path, source))?;
+    let meta = file
+        .metadata()
+        .map_err(|source| PackageError::io("read", &path, source))?;
+    if !meta.is_file() {
         return Err(PackageError::Invalid {
             package: spec.name.clone(),
-            reason: format!("{} is larger than 4 MiB", path.display()),
+            reason: format!("{} is not a regular file", path.display()),
         });
     }
-    let text =
-        std::fs::read_to_string(&path).map_err(|source| PackageError::io("read", &path, source))?;
-    serde_json::from_str(&text).map_err(|error| PackageError::Invalid {
+    // The read itself is bounded: a size checked before reading could change after.
+    let mut bytes = Vec::new();
+    file.take(MAX_PACKAGE_JSON + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| PackageError::io("read", &path, source))?;
+    if bytes.len() as u64 > MAX_PACKAGE_JSON {
+        return Err(PackageError::Invalid {
+            package: spec.name.clone(),
+            reason: format!(
+                "{} is larger than {} KiB",
+                path.display(),
+                MAX_PACKAGE_JSON >> 10
+            ),
+        });
+    }
+    serde_json::from_slice(&bytes).map_err(|error| PackageError::Invalid {
         package: spec.name.clone(),
         reason: format!("{}: {error}", path.display()),
     })
@@ -612,13 +706,17 @@ fn make_dir(dir: &Path) -> Result<(), PackageError> {
     Ok(())
 }
 
-/// A new directory under `parent` for one install.
+/// A new directory under `parent` for one install. A name is never used twice by one
+/// process, even once its directory was removed: an executable pin naming files under an
+/// earlier install's directory must not pass for a pin of a later install in the same place.
 fn unique_dir(parent: &Path) -> Result<PathBuf, PackageError> {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    for attempt in 0..100u32 {
-        let dir = parent.join(format!("{secs}-{}-{attempt}", std::process::id()));
+    for _ in 0..100u32 {
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = parent.join(format!("{secs}-{}-{n}", std::process::id()));
         match std::fs::DirBuilder::new().mode(0o755).create(&dir) {
             Ok(()) => return Ok(dir),
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -761,6 +859,85 @@ mod tests {
             0,
             "removed"
         );
+    }
+
+    #[test]
+    fn an_oversized_package_json_is_refused_naming_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let package = dir.path().join("node_modules/srv");
+        std::fs::create_dir_all(&package).unwrap();
+        let spec = npx(&["-y", "srv"]);
+        // Replay: a package.json padded past the limit (a valid JSON string of 2 MiB).
+        let padding = " ".repeat(2 * 1024 * 1024);
+        std::fs::write(
+            package.join("package.json"),
+            format!(r#"{{"name":"srv","version":"1.0.0","bin":"x.js"}}{padding}"#),
+        )
+        .unwrap();
+        let error = npm_package_json(&spec, dir.path()).unwrap_err().to_string();
+        assert!(
+            error.contains("package.json is larger than 1024 KiB"),
+            "{error}"
+        );
+        // Control: the same manifest without the padding is read.
+        std::fs::write(
+            package.join("package.json"),
+            r#"{"name":"srv","version":"1.0.0","bin":"x.js"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            npm_package_json(&spec, dir.path()).unwrap()["version"],
+            "1.0.0"
+        );
+        // Replay: a FIFO in its place is refused at once instead of waiting for a writer.
+        std::fs::remove_file(package.join("package.json")).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(package.join("package.json"))
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let (send, receive) = std::sync::mpsc::channel();
+        let root = dir.path().to_path_buf();
+        std::thread::spawn(move || send.send(npm_package_json(&spec, &root).map(|_| ())));
+        let error = receive
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap() // a timeout: it waited on the FIFO
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("is not a regular file"), "{error}");
+    }
+
+    #[test]
+    fn only_a_directory_strictly_inside_the_cache_is_removed() {
+        let (dir, packages, _) = cache("srv");
+        let victim = dir.path().join("victim");
+        std::fs::create_dir_all(&victim).unwrap();
+        std::fs::write(victim.join("keep"), "precious").unwrap();
+        let base = packages.base().to_path_buf();
+        std::fs::create_dir_all(base.join("abc")).unwrap();
+        std::os::unix::fs::symlink(&victim, base.join("abc/link")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), base.join("up")).unwrap();
+        // Replays: a pin whose directory climbs out, is the cache itself, lies elsewhere,
+        // or reaches outside through a link inside the cache.
+        for attack in [
+            base.join("abc/../../victim"),
+            base.join("./abc/../.."),
+            base.clone(),
+            victim.clone(),
+            PathBuf::from("victim"),
+            base.join("abc/link"),
+            base.join("up/victim"),
+        ] {
+            let error = packages.remove(&attack).unwrap_err().to_string();
+            assert!(error.contains("it is not removed"), "{attack:?}: {error}");
+            assert!(victim.join("keep").exists(), "{attack:?}");
+        }
+        // Control: an install inside the cache is removed.
+        let install = base.join("abc/1-2-3");
+        std::fs::create_dir_all(install.join("node_modules")).unwrap();
+        packages.remove(&install).unwrap();
+        assert!(!install.exists());
+        assert!(base.join("abc").exists());
     }
 
     #[test]

@@ -9,7 +9,6 @@
 //! ([`normalise`]) before they are scanned the first time.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -77,22 +76,25 @@ pub fn hex(bytes: &[u8]) -> String {
     out
 }
 
-/// sha256 of the file at `path`, lowercase hex.
+/// sha256 of the regular file at `path`, lowercase hex
+/// ([`warden_mcp::fingerprint::sha256_regular_file`]): a symlink is not followed and a
+/// FIFO or device is refused at once (opening a FIFO to read would wait for a writer).
 pub fn file_sha256(path: &Path) -> Result<String, PackageError> {
-    let mut file =
-        std::fs::File::open(path).map_err(|source| PackageError::io("read", path, source))?;
-    let mut hasher = Sha256::new();
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        let read = file
-            .read(&mut buffer)
-            .map_err(|source| PackageError::io("read", path, source))?;
-        if read == 0 {
-            break;
-        }
-        hasher.update(&buffer[..read]);
-    }
-    Ok(hex(&hasher.finalize()))
+    use warden_mcp::FingerprintError;
+    warden_mcp::fingerprint::sha256_regular_file(path).map_err(|error| match error {
+        FingerprintError::Read { source, .. } => PackageError::io("hash", path, source),
+        FingerprintError::TooLarge { .. } => PackageError::TooLarge {
+            path: path.to_path_buf(),
+            limit: format!(
+                "a file larger than {} MiB",
+                warden_mcp::fingerprint::MAX_HASHED_BYTES >> 20
+            ),
+        },
+        other => PackageError::Invalid {
+            package: path.display().to_string(),
+            reason: other.to_string(),
+        },
+    })
 }
 
 fn me() -> u32 {
@@ -119,6 +121,72 @@ pub fn unsafe_entry(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
         ));
     }
     None
+}
+
+/// Why the symlink at `path` (`relative` to the installation `root`, pointing to `target`)
+/// is refused, or `None`: a link must stay inside the installation, both as written (its
+/// `..` cannot climb above `root`) and as the file system resolves it now, since whatever
+/// it points to outside is not part of the manifest and could change unseen (a link to
+/// `/etc/passwd` or `~/.ssh` would also hand a server that reads it a file the user never
+/// meant to share). The one exception is a venv's `bin/python*`, which points to the system
+/// interpreter the venv was made with (itself pinned by the executable pin).
+fn link_leaves(root: &Path, relative: &str, path: &Path, target: &Path) -> Option<String> {
+    let outside = || {
+        format!(
+            "the symlink {} points outside the installation (to {})",
+            path.display(),
+            target.display()
+        )
+    };
+    let resolved = std::fs::canonicalize(path).ok();
+    let canonical_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    if is_venv_python(relative) {
+        // Its final target must be an interpreter: a regular file named python*.
+        return match &resolved {
+            Some(file)
+                if file.is_file()
+                    && file
+                        .file_name()
+                        .is_some_and(|name| name.to_string_lossy().starts_with("python")) =>
+            {
+                None
+            }
+            _ => Some(format!(
+                "the symlink {} does not lead to a Python interpreter (it points to {})",
+                path.display(),
+                target.display()
+            )),
+        };
+    }
+    // As written: from the link's directory, without climbing above the root.
+    if target.is_absolute() {
+        return Some(outside());
+    }
+    let mut depth: usize = Path::new(relative)
+        .parent()
+        .map_or(0, |parent| parent.components().count());
+    for component in target.components() {
+        match component {
+            std::path::Component::ParentDir => match depth.checked_sub(1) {
+                Some(up) => depth = up,
+                None => return Some(outside()),
+            },
+            std::path::Component::Normal(_) => depth += 1,
+            _ => {}
+        }
+    }
+    // As resolved now (a `..` after a linked directory resolves from the link's target).
+    match resolved {
+        Some(file) if !file.starts_with(&canonical_root) => Some(outside()),
+        _ => None,
+    }
+}
+
+/// Whether `relative` is a venv's interpreter link: `venv/bin/python`, `python3`, `python3.12`.
+fn is_venv_python(relative: &str) -> bool {
+    relative
+        .strip_prefix("venv/bin/python")
+        .is_some_and(|rest| rest.chars().all(|c| c.is_ascii_digit() || c == '.'))
 }
 
 /// Scans the tree under `root`: its manifest, refusing ([`PackageError::Unsafe`]) a tree
@@ -180,6 +248,12 @@ pub fn scan(root: &Path) -> Result<Manifest, PackageError> {
             } else if kind.is_symlink() {
                 let target = std::fs::read_link(&path)
                     .map_err(|source| PackageError::io("read", &path, source))?;
+                if let Some(reason) = link_leaves(root, &relative, &path, &target) {
+                    return Err(PackageError::Unsafe {
+                        path: root.to_path_buf(),
+                        reason,
+                    });
+                }
                 manifest.items.insert(
                     relative,
                     Item::Link {
@@ -342,5 +416,128 @@ mod tests {
         assert!(scan(&root).is_err());
         let stored = Manifest::from_json(&second.to_json());
         assert_eq!(stored, second);
+    }
+
+    /// A tree in a fresh temporary directory, normalised.
+    fn tree(files: &[&str]) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("pkg");
+        for file in files {
+            let path = root.join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, "x").unwrap();
+        }
+        std::fs::create_dir_all(&root).unwrap();
+        (dir, root)
+    }
+
+    #[test]
+    fn a_symlink_leaving_the_installation_is_refused_naming_it() {
+        let home = std::env::var("HOME").unwrap_or_else(|_| "/root".to_owned());
+        let attacks: [(&str, String); 5] = [
+            ("node_modules/evil/data.json", "/etc/passwd".to_owned()),
+            ("node_modules/evil/keys", format!("{home}/.ssh")),
+            ("node_modules/evil/up", "../../../../etc/passwd".to_owned()),
+            // Only the venv's interpreter may leave, and only to an interpreter.
+            ("venv/bin/python3", "/etc/passwd".to_owned()),
+            ("venv/lib/python3/site.py", "/usr/bin/python3".to_owned()),
+        ];
+        for (link, target) in attacks {
+            let (_dir, root) = tree(&["node_modules/evil/index.js", "venv/lib/python3/a.py"]);
+            std::fs::create_dir_all(root.join(link).parent().unwrap()).unwrap();
+            std::os::unix::fs::symlink(&target, root.join(link)).unwrap();
+            normalise(&root).unwrap();
+            let error = scan(&root).unwrap_err().to_string();
+            assert!(
+                error.contains(&format!("symlink {}", root.join(link).display())),
+                "{link} -> {target}: {error}"
+            );
+        }
+        // A `..` through a linked directory is judged where it resolves.
+        let (_dir, root) = tree(&["a/b/c.js"]);
+        std::os::unix::fs::symlink("..", root.join("a/b/up")).unwrap();
+        // Lexically `a/b/up/../../..` is `.`; resolved, `up` is `a`, so it is the root's parent.
+        std::os::unix::fs::symlink("up/../../..", root.join("a/b/top")).unwrap();
+        let error = scan(&root).unwrap_err().to_string();
+        assert!(error.contains("points outside the installation"), "{error}");
+
+        // Control: links that stay inside (npm's `.bin`, a venv's `lib64`) pass.
+        let (_dir, root) = tree(&["node_modules/pkg/dist/index.js", "venv/lib/x.py"]);
+        std::fs::create_dir_all(root.join("node_modules/.bin")).unwrap();
+        std::os::unix::fs::symlink("../pkg/dist/index.js", root.join("node_modules/.bin/pkg"))
+            .unwrap();
+        std::os::unix::fs::symlink("lib", root.join("venv/lib64")).unwrap();
+        normalise(&root).unwrap();
+        assert_eq!(scan(&root).unwrap().items.len(), 4);
+    }
+
+    /// `f()` on another thread, failing (instead of hanging) after 20 s.
+    fn within<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (send, receive) = std::sync::mpsc::channel();
+        std::thread::spawn(move || send.send(f()));
+        receive
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .unwrap() // a timeout: it waited on the FIFO
+    }
+
+    #[test]
+    fn a_fifo_or_a_link_is_never_opened_to_be_hashed() {
+        let (_dir, root) = tree(&["lib/a.js"]);
+        let fifo = root.join("lib/pipe");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        normalise(&root).unwrap();
+        // Replays: a FIFO where a file (the lockfile, a wheel) is hashed; a FIFO in the tree.
+        let path = fifo.clone();
+        let error = within(move || file_sha256(&path)).unwrap_err().to_string();
+        assert!(
+            error.contains("pipe") && error.contains("not a regular file"),
+            "{error}"
+        );
+        let scanned = root.clone();
+        let error = within(move || scan(&scanned)).unwrap_err().to_string();
+        assert!(
+            error.contains("pipe is neither a file, a directory nor a symlink"),
+            "{error}"
+        );
+        // A symlink where a file is hashed is not followed.
+        let link = root.join("lib/passwd");
+        std::os::unix::fs::symlink("/etc/passwd", &link).unwrap();
+        assert!(file_sha256(&link).is_err());
+        // Control: a regular file hashes as sha256 does.
+        assert_eq!(
+            file_sha256(&root.join("lib/a.js")).unwrap(),
+            hex(&Sha256::digest(b"x"))
+        );
+    }
+
+    #[test]
+    fn a_real_venv_with_its_interpreter_links_passes() {
+        let dir = tempfile::tempdir().unwrap();
+        let venv = dir.path().join("pkg/venv");
+        let python = if Path::new("/usr/bin/python3").exists() {
+            "/usr/bin/python3"
+        } else {
+            "python3"
+        };
+        let status = std::process::Command::new(python)
+            .args(["-m", "venv", "--without-pip"])
+            .arg(&venv)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let root = dir.path().join("pkg");
+        normalise(&root).unwrap();
+        let manifest = scan(&root).unwrap();
+        assert!(
+            matches!(
+                manifest.items.get("venv/bin/python"),
+                Some(Item::Link { .. })
+            ),
+            "{manifest:?}"
+        );
     }
 }

@@ -480,16 +480,7 @@ impl Store {
 
     /// Records `pin` for `server_key`, replacing any earlier pin, in one transaction.
     pub fn save_pin(&mut self, server_key: &str, pin: &Pin) -> Result<(), StoreError> {
-        let files: Vec<(String, &str)> = pin
-            .files
-            .iter()
-            .map(|(path, hash)| (path.to_string_lossy().into_owned(), hash.as_str()))
-            .collect();
-        let files = serde_json::to_string(&files).map_err(|error| StoreError::Corrupt {
-            path: self.path.clone(),
-            key: server_key.to_owned(),
-            reason: format!("files column: {error}"),
-        })?;
+        let files = self.pin_files(server_key, pin)?;
         let now = now_secs();
         let path = self.path.clone();
         let sqlite = |source| StoreError::Sqlite {
@@ -497,26 +488,22 @@ impl Store {
             source,
         };
         let tx = self.conn.transaction().map_err(sqlite)?;
-        tx.execute(
-            "INSERT INTO pins (server_key, program, program_sha256, files, package, pinned_at,
-                 rule)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-             ON CONFLICT(server_key) DO UPDATE SET program = excluded.program,
-                 program_sha256 = excluded.program_sha256, files = excluded.files,
-                 package = excluded.package, pinned_at = excluded.pinned_at,
-                 rule = excluded.rule",
-            params![
-                server_key,
-                pin.program.to_string_lossy(),
-                pin.program_sha256,
-                files,
-                pin.package,
-                now,
-                pin.rule
-            ],
-        )
-        .map_err(sqlite)?;
+        insert_pin(&tx, server_key, pin, &files, now).map_err(sqlite)?;
         tx.commit().map_err(sqlite)
+    }
+
+    /// The `files` column of `pin`.
+    pub(crate) fn pin_files(&self, server_key: &str, pin: &Pin) -> Result<String, StoreError> {
+        let files: Vec<(String, &str)> = pin
+            .files
+            .iter()
+            .map(|(path, hash)| (path.to_string_lossy().into_owned(), hash.as_str()))
+            .collect();
+        serde_json::to_string(&files).map_err(|error| StoreError::Corrupt {
+            path: self.path.clone(),
+            key: server_key.to_owned(),
+            reason: format!("files column: {error}"),
+        })
     }
 
     /// Whether the server definition hashed to `definition_sha256` was approved.
@@ -923,6 +910,34 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
         .recursive(true)
         .mode(0o700)
         .create(dir)
+}
+
+/// Writes `pin` (with its `files` column already serialised) for `server_key` in `tx`.
+pub(crate) fn insert_pin(
+    tx: &rusqlite::Transaction<'_>,
+    server_key: &str,
+    pin: &Pin,
+    files: &str,
+    now: i64,
+) -> rusqlite::Result<usize> {
+    tx.execute(
+        "INSERT INTO pins (server_key, program, program_sha256, files, package, pinned_at,
+             rule)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+         ON CONFLICT(server_key) DO UPDATE SET program = excluded.program,
+             program_sha256 = excluded.program_sha256, files = excluded.files,
+             package = excluded.package, pinned_at = excluded.pinned_at,
+             rule = excluded.rule",
+        params![
+            server_key,
+            pin.program.to_string_lossy(),
+            pin.program_sha256,
+            files,
+            pin.package,
+            now,
+            pin.rule
+        ],
+    )
 }
 
 #[cfg(test)]

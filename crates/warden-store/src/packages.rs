@@ -9,7 +9,7 @@
 
 use rusqlite::{OptionalExtension, params};
 
-use crate::{Store, StoreError};
+use crate::{Pin, Store, StoreError};
 
 /// Migration 7.
 pub(crate) const MIGRATION: &str = "CREATE TABLE package_pins (
@@ -86,31 +86,61 @@ impl Store {
             source,
         };
         let tx = self.conn.transaction().map_err(sqlite)?;
-        tx.execute(
-            "INSERT INTO package_pins (server_key, ecosystem, name, requested, version, dir,
-                 lock_sha256, tree_sha256, manifest, pinned_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
-             ON CONFLICT(server_key) DO UPDATE SET ecosystem = excluded.ecosystem,
-                 name = excluded.name, requested = excluded.requested,
-                 version = excluded.version, dir = excluded.dir,
-                 lock_sha256 = excluded.lock_sha256, tree_sha256 = excluded.tree_sha256,
-                 manifest = excluded.manifest, pinned_at = excluded.pinned_at",
-            params![
-                server_key,
-                pin.ecosystem,
-                pin.name,
-                pin.requested,
-                pin.version,
-                pin.dir,
-                pin.lock_sha256,
-                pin.tree_sha256,
-                pin.manifest,
-                now
-            ],
-        )
-        .map_err(sqlite)?;
+        insert_package_pin(&tx, server_key, pin, now).map_err(sqlite)?;
         tx.commit().map_err(sqlite)
     }
+
+    /// Records the package pin `package` and the executable pin `executable` of
+    /// `server_key` together, in one transaction: both move to a new install, or neither
+    /// does (`warden update`).
+    pub fn save_package_and_executable_pins(
+        &mut self,
+        server_key: &str,
+        package: &PackagePin,
+        executable: &Pin,
+    ) -> Result<(), StoreError> {
+        let files = self.pin_files(server_key, executable)?;
+        let now = crate::now_secs();
+        let path = self.path.clone();
+        let sqlite = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(sqlite)?;
+        insert_package_pin(&tx, server_key, package, now).map_err(sqlite)?;
+        crate::insert_pin(&tx, server_key, executable, &files, now).map_err(sqlite)?;
+        tx.commit().map_err(sqlite)
+    }
+}
+
+fn insert_package_pin(
+    tx: &rusqlite::Transaction<'_>,
+    server_key: &str,
+    pin: &PackagePin,
+    now: i64,
+) -> rusqlite::Result<usize> {
+    tx.execute(
+        "INSERT INTO package_pins (server_key, ecosystem, name, requested, version, dir,
+             lock_sha256, tree_sha256, manifest, pinned_at)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
+         ON CONFLICT(server_key) DO UPDATE SET ecosystem = excluded.ecosystem,
+             name = excluded.name, requested = excluded.requested,
+             version = excluded.version, dir = excluded.dir,
+             lock_sha256 = excluded.lock_sha256, tree_sha256 = excluded.tree_sha256,
+             manifest = excluded.manifest, pinned_at = excluded.pinned_at",
+        params![
+            server_key,
+            pin.ecosystem,
+            pin.name,
+            pin.requested,
+            pin.version,
+            pin.dir,
+            pin.lock_sha256,
+            pin.tree_sha256,
+            pin.manifest,
+            now
+        ],
+    )
 }
 
 #[cfg(test)]
@@ -141,6 +171,43 @@ mod tests {
         store.save_package_pin("k", &pin("1.1.0")).unwrap();
         assert_eq!(store.package_pin_for("k").unwrap(), Some(pin("1.1.0")));
         assert_eq!(store.package_pin_for("other").unwrap(), None);
+    }
+
+    fn exe(program: &str) -> Pin {
+        Pin {
+            rule: crate::PIN_RULE_EXECUTED,
+            program: program.into(),
+            program_sha256: "ef".repeat(32),
+            files: vec![("/state/x/index.js".into(), "01".repeat(32))],
+            package: None,
+        }
+    }
+
+    #[test]
+    fn both_pins_move_together_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("state.db")).unwrap();
+        store
+            .save_package_and_executable_pins("k", &pin("1.0.0"), &exe("/usr/bin/node"))
+            .unwrap();
+        assert_eq!(store.package_pin_for("k").unwrap(), Some(pin("1.0.0")));
+        assert_eq!(store.pin_for("k").unwrap(), Some(exe("/usr/bin/node")));
+        // Replay a failure between the two writes: the executable pin cannot be written.
+        store
+            .conn
+            .execute_batch(
+                "CREATE TRIGGER refuse BEFORE UPDATE ON pins BEGIN
+                     SELECT RAISE(ABORT, 'refused by the test');
+                 END;",
+            )
+            .unwrap();
+        let error = store
+            .save_package_and_executable_pins("k", &pin("2.0.0"), &exe("/opt/node"))
+            .unwrap_err();
+        assert!(error.to_string().contains("refused by the test"), "{error}");
+        // The package pin did not move alone.
+        assert_eq!(store.package_pin_for("k").unwrap(), Some(pin("1.0.0")));
+        assert_eq!(store.pin_for("k").unwrap(), Some(exe("/usr/bin/node")));
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use warden_mcp::{ConfinedLauncher, LaunchRequest};
 use warden_packages::{ConfinedRunner, Manifest, Packages};
+use warden_store::packages::PackagePin;
 
 use crate::cli::{GlobalArgs, UpdateArgs};
 use crate::exit::{Code, Failure};
@@ -61,7 +62,8 @@ pub async fn run(global: &GlobalArgs, args: UpdateArgs) -> Result<Code, Failure>
                 error: anyhow::anyhow!("server `{name}`: {error}"),
             })?
     };
-    let discard = |packages: &Packages| warden_host::packages::remove_install(packages, &fresh.pin);
+    // From here on, every way out before the pins move removes the new install.
+    let staged = Staged::new(&packages, &fresh.pin);
     let same = match &old {
         None => {
             println!(
@@ -119,7 +121,6 @@ pub async fn run(global: &GlobalArgs, args: UpdateArgs) -> Result<Code, Failure>
             inert(&fresh.pin.version, Shape::Line)
         );
         if let Err(refusal) = crate::terminal::confirm(args.yes, &question) {
-            discard(&packages);
             return Err(Failure {
                 code: Code::Denied,
                 error: match refusal {
@@ -134,29 +135,22 @@ pub async fn run(global: &GlobalArgs, args: UpdateArgs) -> Result<Code, Failure>
     }
     // The entry point of the new install, pinned as what the server executes.
     let entry = warden_packages::entry(&package, std::path::Path::new(&fresh.pin.dir)).map_err(
-        |error| {
-            discard(&packages);
-            Failure {
-                code: Code::Unavailable,
-                error: anyhow::anyhow!("server `{name}`: {error}"),
-            }
+        |error| Failure {
+            code: Code::Unavailable,
+            error: anyhow::anyhow!("server `{name}`: {error}"),
         },
     )?;
     let rewritten = entry.rewrite(&request, &package);
-    let fingerprint = launcher.fingerprint(&rewritten).map_err(|error| {
-        discard(&packages);
-        Failure {
-            code: Code::Unavailable,
-            error: anyhow::anyhow!("server `{name}`: {error}"),
-        }
+    let fingerprint = launcher.fingerprint(&rewritten).map_err(|error| Failure {
+        code: Code::Unavailable,
+        error: anyhow::anyhow!("server `{name}`: {error}"),
     })?;
-    let mut store = super::open_store(&env)?;
-    store
-        .save_package_pin(&key, &fresh.pin)
+    // Both pins move in one transaction: never a package pin of the new install with the
+    // executable pin of the old one.
+    super::open_store(&env)?
+        .save_package_and_executable_pins(&key, &fresh.pin, &pins::to_pin(&fingerprint))
         .map_err(unavailable)?;
-    store
-        .save_pin(&key, &pins::to_pin(&fingerprint))
-        .map_err(unavailable)?;
+    staged.keep();
     if let Some(old) = &old {
         warden_host::packages::remove_install(&packages, old);
     }
@@ -172,9 +166,100 @@ pub async fn run(global: &GlobalArgs, args: UpdateArgs) -> Result<Code, Failure>
     Ok(Code::Ok)
 }
 
+/// A new install not pinned yet: removed when dropped unless [`keep`](Staged::keep) was
+/// called, so every way out of `warden update` before the pins move (an error, the user's
+/// refusal, a panic) leaves no half-made state behind.
+struct Staged<'a> {
+    packages: &'a Packages,
+    pin: Option<PackagePin>,
+}
+
+impl<'a> Staged<'a> {
+    fn new(packages: &'a Packages, pin: &PackagePin) -> Self {
+        Self {
+            packages,
+            pin: Some(pin.clone()),
+        }
+    }
+
+    /// The install is pinned now: kept.
+    fn keep(mut self) {
+        self.pin = None;
+    }
+}
+
+impl Drop for Staged<'_> {
+    fn drop(&mut self) {
+        if let Some(pin) = self.pin.take() {
+            warden_host::packages::remove_install(self.packages, &pin);
+        }
+    }
+}
+
 fn unavailable(error: warden_store::StoreError) -> Failure {
     Failure {
         code: Code::Unavailable,
         error: error.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    struct NoRunner;
+
+    impl warden_packages::Runner for NoRunner {
+        fn run(
+            &self,
+            _step: &warden_packages::Step,
+            _dir: &std::path::Path,
+            _limit: std::time::Duration,
+        ) -> Result<(), warden_packages::PackageError> {
+            Ok(())
+        }
+    }
+
+    fn staged_install(packages: &Packages, name: &str) -> PackagePin {
+        let dir = packages.base().join("abc").join(name);
+        std::fs::create_dir_all(dir.join("node_modules")).unwrap();
+        PackagePin {
+            ecosystem: "npm".into(),
+            name: "pkg".into(),
+            requested: "latest".into(),
+            version: "1.0.0".into(),
+            dir: dir.to_string_lossy().into_owned(),
+            lock_sha256: String::new(),
+            tree_sha256: String::new(),
+            manifest: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_staged_install_is_removed_on_every_way_out_but_acceptance() {
+        let root = tempfile::tempdir().unwrap();
+        let packages = Packages::new(root.path().join("packages"), Arc::new(NoRunner));
+        // An early return (an error, a refusal) drops it: removed.
+        let failed = staged_install(&packages, "failed");
+        fn fails(packages: &Packages, pin: &PackagePin) -> Result<(), &'static str> {
+            let _staged = Staged::new(packages, pin);
+            Err("the store could not be written")
+        }
+        let outcome = fails(&packages, &failed);
+        assert!(outcome.is_err());
+        assert!(!std::path::Path::new(&failed.dir).exists());
+        // A panic unwinds through it: removed too.
+        let panicked = staged_install(&packages, "panicked");
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _staged = Staged::new(&packages, &panicked);
+            panic!("interrupted");
+        }));
+        assert!(caught.is_err());
+        assert!(!std::path::Path::new(&panicked.dir).exists());
+        // Control: once pinned it is kept.
+        let pinned = staged_install(&packages, "pinned");
+        Staged::new(&packages, &pinned).keep();
+        assert!(std::path::Path::new(&pinned.dir).exists());
     }
 }
