@@ -376,7 +376,8 @@ pub struct ToolScan {
 pub struct Reviewer {
     store: Arc<Mutex<Store>>,
     drift: Mutex<BTreeMap<String, Vec<Drift>>>,
-    /// `(server, tool)` of every server reviewed so far, for `name.confusable`.
+    /// `(server, tool)` of every server reviewed so far, or answered from the catalogue
+    /// cache, for `name.confusable` and `instruction.other-tool`.
     names: Mutex<Vec<(String, String)>>,
     scans: Mutex<BTreeMap<String, Vec<ToolScan>>>,
     /// What was warned about already (server, tool, what, definition): a tool list read
@@ -419,21 +420,25 @@ impl Reviewer {
         lock(&self.scans).clone()
     }
 
+    /// Makes `tools` the names of `server` that later reviews scan against (replacing the
+    /// ones it had); returns the names of every other server.
+    fn add_names(&self, server: &str, tools: &[ToolDef]) -> Vec<(String, String)> {
+        let mut names = lock(&self.names);
+        // A server reviewed again (its tool list changed) replaces its old names.
+        names.retain(|(known, _)| known != server);
+        let others = names.clone();
+        names.extend(
+            tools
+                .iter()
+                .map(|def| (server.to_owned(), def.name.clone())),
+        );
+        others
+    }
+
     /// Scans `tools` of `spec` against the names of the servers reviewed before it, and
     /// records the result; returns the names of the quarantined tools.
     fn quarantine(&self, spec: &ServerSpec, tools: &[ToolDef]) -> HashSet<String> {
-        let others: Vec<(String, String)> = {
-            let mut names = lock(&self.names);
-            // A server reviewed again (its tool list changed) replaces its old names.
-            names.retain(|(server, _)| *server != spec.name);
-            let others = names.clone();
-            names.extend(
-                tools
-                    .iter()
-                    .map(|def| (spec.name.clone(), def.name.clone())),
-            );
-            others
-        };
+        let others = self.add_names(&spec.name, tools);
         let mut others: Vec<(&str, &str)> = others
             .iter()
             .map(|(server, tool)| (server.as_str(), tool.as_str()))
@@ -526,6 +531,10 @@ impl crate::Review for Reviewer {
             Ok(false) => Err(not_approved_reason(spec)),
             Err(error) => Err(format!("not started: cannot check its approval: {error}")),
         }
+    }
+
+    fn known(&self, spec: &ServerSpec, tools: &[ToolDef]) {
+        self.add_names(&spec.name, tools);
     }
 
     fn tools(&self, spec: &ServerSpec, tools: Vec<ToolDef>) -> Vec<ToolDef> {

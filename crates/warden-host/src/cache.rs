@@ -5,8 +5,8 @@
 //! - **Keyed by what the server is.** A row is recorded under the server's pin key and an
 //!   [`identity`]: the sha256 of its approved definition ([`approved_definition`]: command,
 //!   arguments, environment by hash, sandbox, origin) and of its executable pin (program,
-//!   executed files, package). When either changes, the row is stale and the server is
-//!   started to list its tools again.
+//!   executed files, package), and the version of the description scan that reviewed it.
+//!   When any changes, the row is stale and the server is started to list its tools again.
 //! - **Only ever a view of what was reviewed.** A row holds the offered tools' names and
 //!   definition hashes; the definitions are read from the pinned ones, and a row naming a
 //!   tool whose pin differs (or is gone) is stale as a whole. Quarantined and drifted tools
@@ -87,8 +87,29 @@ pub fn identity(store: &Store, spec: &ServerSpec) -> Result<String, StoreError> 
     let value = json!({
         "definition": approved_definition(spec, None),
         "pin": pin,
+        "scan": scan_version(),
     });
     Ok(sha256_hex(canonical(&value).as_bytes()))
+}
+
+/// Bumped whenever what the review decides changes in a way [`scan_version`] cannot see
+/// (a rule's wording, the quarantine's conditions).
+const SCAN_RULES: u32 = 1;
+
+/// What the description scan that reviewed a cached list was: [`SCAN_RULES`], Warden's
+/// version, the scanner's rule ids and its model's threshold. A row recorded under another
+/// scan is stale, so that an upgraded scanner reviews every server again (a list cached as
+/// clean was only clean to the scanner of its day).
+fn scan_version() -> Value {
+    let threshold = warden_policy::scan::model::Model::builtin()
+        .ok()
+        .map(|model| model.threshold().to_bits());
+    json!({
+        "rules": SCAN_RULES,
+        "warden": env!("CARGO_PKG_VERSION"),
+        "flags": warden_policy::scan::FLAG_IDS,
+        "threshold": threshold,
+    })
 }
 
 /// `path`'s device, inode, size and change time, or `null` when it cannot be read.

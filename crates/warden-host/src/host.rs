@@ -257,6 +257,10 @@ pub trait Review: Send + Sync {
     /// catalogue is built from (tools left out are neither listed nor callable).
     fn tools(&self, spec: &ServerSpec, tools: Vec<warden_mcp::ToolDef>)
     -> Vec<warden_mcp::ToolDef>;
+    /// Told the tools a server answered from the catalogue cache offers (it was reviewed in
+    /// an earlier process), so that the servers reviewed in this one are compared with its
+    /// names too (a description that directs the use of its tools, a look-alike name).
+    fn known(&self, _spec: &ServerSpec, _tools: &[warden_mcp::ToolDef]) {}
 }
 
 /// A [`Review`] that admits every server and offers every tool.
@@ -419,6 +423,11 @@ impl Host {
             let mut entries = Vec::with_capacity(results.len());
             let mut lists = BTreeMap::new();
             let mut held = BTreeMap::new();
+            // The cached servers' names first: a server reviewed now is scanned against
+            // every server of the catalogue, not only those started in this process.
+            for (spec, cached) in &cached {
+                reviewing.known(spec, &cached.tools);
+            }
             for (entry, tools) in results {
                 if let Some(tools) = tools {
                     let listed: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
