@@ -74,6 +74,45 @@ struct Slot {
     used: tokio::time::Instant,
     /// Stops it once it has been idle for its `idle_stop`.
     watcher: Option<tokio::task::JoinHandle<()>>,
+    /// Its last start's failure (on a call), until a start succeeds: calls fail fast
+    /// with it until its back-off ends.
+    failed: Option<StartFailed>,
+}
+
+/// A failed start on a call, remembered in the server's slot: calls queued behind that
+/// start, and calls until its back-off ends, fail at once naming it instead of each
+/// starting the server again and waiting a connect timeout of their own.
+#[derive(Debug, Clone)]
+pub struct StartFailed {
+    /// Why it did not start.
+    pub reason: String,
+    /// Its last stderr lines.
+    pub stderr_tail: Vec<String>,
+    /// When the start failed.
+    pub at: std::time::SystemTime,
+    /// The failed starts in a row (1 after the first).
+    pub failures: u32,
+    /// The back-off after it: no call starts the server again before it ends.
+    pub retry_after: Duration,
+    /// `at` on the runtime's clock.
+    failed_at: tokio::time::Instant,
+}
+
+impl StartFailed {
+    /// Whether a call that asked for the server at `asked` fails with this failure at
+    /// `now`: it was queued behind the start that failed, or the back-off runs.
+    fn holds(&self, asked: tokio::time::Instant, now: tokio::time::Instant) -> bool {
+        asked <= self.failed_at || now < self.failed_at + self.retry_after
+    }
+}
+
+/// The back-off after `failures` failed starts in a row: the reconnect policy's (1 s,
+/// doubling, at most 30 s; without jitter: a local start hammers no one else).
+fn start_back_off(failures: u32) -> Duration {
+    warden_mcp::http::reconnect::ceiling(
+        &warden_config::ReconnectSpec::default(),
+        failures.saturating_sub(1),
+    )
 }
 
 impl Drop for Slot {
@@ -98,17 +137,17 @@ impl ServerEntry {
                 connection: connection.map(Arc::new),
                 used: tokio::time::Instant::now(),
                 watcher: None,
+                failed: None,
             })),
             cached,
         }
     }
 
-    /// Whether the server runs now (`false` while it is being started, or after an idle
-    /// stop, or when it was answered from the catalogue cache and not called yet).
-    pub fn is_running(&self) -> bool {
-        self.slot
-            .try_lock()
-            .is_ok_and(|slot| slot.connection.is_some())
+    /// Its last start on a call that failed, while no start has succeeded since (calls
+    /// fail at once with it until [`StartFailed::retry_after`] has passed); `None` also
+    /// while it is being started.
+    pub fn start_failure(&self) -> Option<StartFailed> {
+        self.slot.try_lock().ok()?.failed.clone()
     }
 
     /// Its connection now, if it runs and is not being started.
@@ -514,6 +553,67 @@ impl Host {
         }
     }
 
+    /// `entry`'s connection, started now if it does not run (its first call, or its first
+    /// after an idle stop). A failed start is recorded in the slot: the calls that were
+    /// queued behind it fail at once with its reason, and so does every call until its
+    /// back-off ([`start_back_off`]) ends; the next call after that starts it again.
+    async fn ensure_running(
+        &self,
+        entry: &ServerEntry,
+    ) -> Result<Arc<Box<dyn Connection>>, HostError> {
+        let asked = tokio::time::Instant::now();
+        let mut slot = entry.slot.lock().await;
+        let now = tokio::time::Instant::now();
+        slot.used = now;
+        if let Some(connection) = &slot.connection {
+            return Ok(Arc::clone(connection));
+        }
+        if let Some(failed) = slot.failed.as_ref().filter(|failed| failed.holds(asked, now)) {
+            let retry = (failed.failed_at + failed.retry_after).saturating_duration_since(now);
+            return Err(HostError::ServerUnavailable {
+                server: entry.spec.name.clone(),
+                reason: format!(
+                    "{} (its start failed {} ago; the next call after {} starts it again)",
+                    failed.reason,
+                    warden_mcp::error::humanize(now.saturating_duration_since(failed.failed_at)),
+                    warden_mcp::error::humanize(retry),
+                ),
+                stderr_tail: failed.stderr_tail.clone(),
+            });
+        }
+        match self.start_lazily(entry, &mut slot).await {
+            Ok(connection) => {
+                slot.failed = None;
+                Ok(connection)
+            }
+            Err(error) => {
+                if let HostError::ServerUnavailable {
+                    reason,
+                    stderr_tail,
+                    ..
+                } = &error
+                {
+                    let failures = slot.failed.as_ref().map_or(0, |f| f.failures) + 1;
+                    let retry_after = start_back_off(failures);
+                    tracing::warn!(
+                        server = %entry.spec.name,
+                        "its start failed ({failures} in a row); calls fail at once for {}: {reason}",
+                        warden_mcp::error::humanize(retry_after)
+                    );
+                    slot.failed = Some(StartFailed {
+                        reason: reason.clone(),
+                        stderr_tail: stderr_tail.clone(),
+                        at: std::time::SystemTime::now(),
+                        failures,
+                        retry_after,
+                        failed_at: tokio::time::Instant::now(),
+                    });
+                }
+                Err(error)
+            }
+        }
+    }
+
     /// Starts `entry`'s server (its first call, or its first after an idle stop) in its
     /// turn, passes its tool list through the review exactly as at connect (a definition
     /// that differs from its pin is drift, held back, whatever the catalogue cache showed),
@@ -569,18 +669,17 @@ impl Host {
         let reviewed = tokio::task::spawn_blocking(move || {
             let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
             let offered = review.tools(&reviewing, tools);
-            let held = !held_back(&names, &offered).is_empty();
-            guard.save_catalogues(&[(&reviewing, &info, offered.as_slice(), held)]);
-            (names, offered)
+            let held = held_back(&names, &offered);
+            guard.save_catalogues(&[(&reviewing, &info, offered.as_slice(), !held.is_empty())]);
+            (names, offered, held)
         })
         .await;
-        let (names, offered) = match reviewed {
+        let (names, offered, held) = match reviewed {
             Ok(reviewed) => reviewed,
             Err(ended) if ended.is_panic() => std::panic::resume_unwind(ended.into_panic()),
             // Only when the runtime shuts down: nothing of it is offered.
-            Err(_) => (Vec::new(), Vec::new()),
+            Err(_) => (Vec::new(), Vec::new(), HashSet::new()),
         };
-        let held = held_back(&names, &offered);
         let mut change = ToolsChange {
             server: spec.name.clone(),
             ..ToolsChange::default()
@@ -893,12 +992,7 @@ impl Host {
                 suggestions: Vec::new(),
             });
         };
-        let mut slot = entry.slot.lock().await;
-        slot.used = tokio::time::Instant::now();
-        let connection = match &slot.connection {
-            Some(connection) => Arc::clone(connection),
-            None => self.start_lazily(entry, &mut slot).await?,
-        };
+        let connection = self.ensure_running(entry).await?;
         Ok((connection, entry.spec.timeouts.call))
     }
 
@@ -939,14 +1033,7 @@ impl Host {
         };
         // A server known from the catalogue cache but not started yet starts now, as on
         // its first tool call.
-        let connection = {
-            let mut slot = entry.slot.lock().await;
-            slot.used = tokio::time::Instant::now();
-            match &slot.connection {
-                Some(connection) => Arc::clone(connection),
-                None => self.start_lazily(entry, &mut slot).await?,
-            }
-        };
+        let connection = self.ensure_running(entry).await?;
         connection
             .request(method, params, entry.spec.timeouts.call)
             .await
@@ -1297,6 +1384,118 @@ mod tests {
             Err(HostError::UnknownTool { .. }) => None,
             other => panic!("unexpected: {other:?}"),
         }
+    }
+
+    /// Admits every server and counts the starts it was asked about.
+    #[derive(Default)]
+    struct CountingStarts(std::sync::atomic::AtomicUsize);
+
+    impl Review for CountingStarts {
+        fn admit(&self, _spec: &ServerSpec) -> Result<(), String> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        }
+
+        fn tools(&self, _spec: &ServerSpec, tools: Vec<ToolDef>) -> Vec<ToolDef> {
+            tools
+        }
+    }
+
+    /// A lazy start that fails is remembered: callers queued behind it, and the next
+    /// call, fail at once naming that failure and when it is retried, instead of each
+    /// starting the server again (and waiting its connect timeout); after the back-off the
+    /// next call tries again.
+    #[tokio::test]
+    async fn a_failed_lazy_start_fails_the_next_calls_fast_until_its_back_off_ends() {
+        let mut spec = crate::refresh_tests::spec();
+        spec.transport = warden_config::TransportSpec::Stdio {
+            command: "/nonexistent/warden-test-missing-server".into(),
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            cwd: None,
+        };
+        let review = Arc::new(CountingStarts::default());
+        let policy = Arc::new(Policy::compile(&warden_policy::PolicyConfig::default()).unwrap());
+        let host = Host {
+            entries: vec![ServerEntry::new(
+                spec,
+                ServerStatus::Connected {
+                    info: ServerInfo {
+                        era: warden_mcp::Era::Legacy,
+                        protocol_version: "2025-11-25".into(),
+                        name: None,
+                        version: None,
+                        title: None,
+                        capabilities: json!({"tools": {}}),
+                        instructions: None,
+                        program: None,
+                        connect_attempts: 1,
+                    },
+                },
+                None,
+                Some(std::time::SystemTime::now()),
+            )],
+            catalogue: RwLock::new(Arc::new(Catalogue::build_with_policy(
+                Vec::new(),
+                SchemaLimits::default(),
+                &policy,
+            ))),
+            policy,
+            review: Arc::clone(&review) as Arc<dyn Review>,
+            lists: tokio::sync::Mutex::new(Lists::default()),
+            guard: Arc::default(),
+            starter: Some(Starter {
+                launcher: Arc::new(warden_mcp::DirectLauncher::from_env()),
+                options: ConnectOptions::default(),
+                starts: Arc::new(StartGate::new(2)),
+                idle_stop: None,
+            }),
+        };
+        let entry = &host.entries[0];
+        let starts = || review.0.load(std::sync::atomic::Ordering::SeqCst);
+        let reason = |result: Result<Arc<Box<dyn Connection>>, HostError>| match result {
+            Err(HostError::ServerUnavailable { server, reason, .. }) => {
+                assert_eq!(server, "s");
+                reason
+            }
+            Err(other) => panic!("unexpected: {other}"),
+            Ok(_) => panic!("a missing program started"),
+        };
+        assert!(entry.start_failure().is_none());
+        // Two calls at once: the first starts it and fails, the queued one fails at once
+        // with the same failure (its back-off is not what lets it fail: it was queued).
+        let (first, queued) = tokio::join!(host.ensure_running(entry), host.ensure_running(entry));
+        let first = reason(first);
+        assert!(first.contains("warden-test-missing-server"), "{first}");
+        assert_eq!(starts(), 1);
+        let queued = reason(queued);
+        assert!(
+            queued.starts_with(&first) && queued.contains("its start failed"),
+            "{queued}"
+        );
+        let failed = entry.start_failure().unwrap();
+        assert_eq!((failed.reason.as_str(), failed.failures), (first.as_str(), 1));
+        assert_eq!(failed.retry_after, Duration::from_secs(1));
+        // During the back-off, a later call fails at once too.
+        let later = reason(host.ensure_running(entry).await);
+        assert!(later.starts_with(&first), "{later}");
+        assert_eq!(starts(), 1);
+        // The back-off over, the next call starts it again; a second failure in a row
+        // doubles the back-off.
+        let expire = |entry: &ServerEntry| {
+            let mut slot = entry.slot.try_lock().unwrap();
+            let failed = slot.failed.as_mut().unwrap();
+            failed.failed_at = tokio::time::Instant::now() - failed.retry_after;
+        };
+        expire(entry);
+        assert_eq!(reason(host.ensure_running(entry).await), first);
+        assert_eq!(starts(), 2);
+        let failed = entry.start_failure().unwrap();
+        assert_eq!((failed.failures, failed.retry_after), (2, Duration::from_secs(2)));
+        expire(entry);
+        reason(host.ensure_running(entry).await);
+        assert_eq!(starts(), 3);
+        assert_eq!(entry.start_failure().unwrap().retry_after, Duration::from_secs(4));
     }
 
     #[test]

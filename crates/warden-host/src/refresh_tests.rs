@@ -118,7 +118,7 @@ impl Review for Pinning {
     }
 }
 
-fn spec() -> ServerSpec {
+pub(crate) fn spec() -> ServerSpec {
     ServerSpec {
         name: "s".into(),
         transport: TransportSpec::Stdio {

@@ -322,6 +322,8 @@ struct Gateway {
     child: std::process::Child,
     lines: std::sync::mpsc::Receiver<String>,
     next_id: u64,
+    /// Messages read and not asked for yet (answers to other requests, notifications).
+    unread: Vec<Value>,
 }
 
 impl Gateway {
@@ -344,6 +346,7 @@ impl Gateway {
             child,
             lines,
             next_id: 1,
+            unread: Vec::new(),
         };
         gateway.request(
             "initialize",
@@ -365,23 +368,59 @@ impl Gateway {
         stdin.flush().unwrap();
     }
 
-    /// Sends a request and returns its result (or error), skipping notifications.
-    fn request(&mut self, method: &str, params: Value) -> Value {
+    /// Sends a request; returns its id, for [`Gateway::answer`].
+    fn send(&mut self, method: &str, params: Value) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         self.write(
             &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
         );
+        id
+    }
+
+    /// The answer to request `id` (its result or error); what comes before it is kept.
+    fn answer(&mut self, id: u64) -> Value {
+        if let Some(at) = self.unread.iter().position(|message| message["id"] == id) {
+            return self.unread.remove(at);
+        }
         loop {
             let line = self
                 .lines
                 .recv_timeout(Duration::from_secs(60))
-                .unwrap_or_else(|_| panic!("no answer to {method}"));
+                .unwrap_or_else(|_| panic!("no answer to request {id}"));
             let message: Value = serde_json::from_str(&line).unwrap();
             if message["id"] == id {
                 return message;
             }
+            self.unread.push(message);
         }
+    }
+
+    /// The notifications named `method` read so far (taken), waiting up to `wait` for
+    /// the first.
+    fn notified(&mut self, method: &str, wait: Duration) -> usize {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            let count = self
+                .unread
+                .iter()
+                .filter(|message| message["method"] == method)
+                .count();
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if count > 0 || left.is_zero() {
+                self.unread.retain(|message| message["method"] != method);
+                return count;
+            }
+            if let Ok(line) = self.lines.recv_timeout(left.min(Duration::from_millis(100))) {
+                self.unread.push(serde_json::from_str(&line).unwrap());
+            }
+        }
+    }
+
+    /// Sends a request and returns its result (or error).
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params);
+        self.answer(id)
     }
 
     fn call(&mut self, tool: &str, arguments: Value) -> Value {
@@ -610,5 +649,71 @@ fn a_server_naming_a_cached_servers_tool_is_flagged_as_when_both_start() {
         "{}",
         describe(&mixed)
     );
+    scratch.assert_no_leftovers();
+}
+
+/// A lazy start that fails is recorded in the server's slot. A call queued behind it fails
+/// at once with its reason (it does not start the server again and wait a connect timeout
+/// of its own), and so does a call during the back-off; once the back-off is over, the
+/// next call starts the server again (the control: it answers).
+#[test]
+fn a_failed_lazy_start_fails_queued_calls_at_once_and_is_tried_again_after_a_back_off() {
+    let scratch = Scratch::new();
+    let records = support::server_writable_dir(&scratch.path().join("records"));
+    let lock = records.join("start.lock");
+    let connect = Duration::from_secs(4);
+    let extra = format!(
+        "env = {{ WARDEN_TEST_START_LOCK = {:?}, WARDEN_TEST_START_LOG = {:?} }}\n\
+         timeout = {{ connect = \"{}s\" }}\n{}",
+        lock.display().to_string(),
+        records.join("starts").display().to_string(),
+        connect.as_secs(),
+        write_grant(&[&records])
+    );
+    let toml = server_toml(
+        "s",
+        &testserver_bin(),
+        &["serial-start", "--delay-ms", "1"],
+        &extra,
+    );
+    let config = scratch.config(&format!("{toml}{ALLOW_ALL}"));
+    assert_exit(&run(&scratch, &config, &["tools", "--json"]), 0);
+    assert_eq!(starts(&records), 1);
+
+    // The start lock held here: the server's next start hangs past its connect timeout.
+    let held = std::fs::OpenOptions::new().write(true).open(&lock).unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&held);
+    // SAFETY: flock on a descriptor this test owns and keeps open.
+    assert_eq!(unsafe { libc::flock(fd, libc::LOCK_EX) }, 0);
+
+    let mut gateway = Gateway::start(&scratch, &config);
+    let echo = |message: &str| {
+        serde_json::json!({"name": "s__echo", "arguments": {"message": message}})
+    };
+    let began = std::time::Instant::now();
+    let first = gateway.send("tools/call", echo("one"));
+    let queued = gateway.send("tools/call", echo("two"));
+    let first = gateway.answer(first).to_string();
+    let queued = gateway.answer(queued).to_string();
+    let took = began.elapsed();
+    assert!(first.contains("not available"), "{first}");
+    assert!(
+        queued.contains("not available") && queued.contains("its start failed"),
+        "{queued}"
+    );
+    assert!(took < connect * 2, "two calls took {took:?}: each waited its own start");
+    assert_eq!(starts(&records), 2, "the queued call started the server again");
+    // During the back-off, a call fails at once without a start.
+    let during = gateway.call("s__echo", serde_json::json!({"message": "three"}));
+    assert!(during.to_string().contains("its start failed"), "{during}");
+    assert_eq!(starts(&records), 2);
+
+    // Released, and the back-off (1 s after a first failure) over: the next call starts it.
+    drop(held);
+    std::thread::sleep(Duration::from_millis(1500));
+    let answer = gateway.call("s__echo", serde_json::json!({"message": "four"}));
+    assert!(answer.to_string().contains("echo: four"), "{answer}");
+    assert_eq!(starts(&records), 3);
+    drop(gateway);
     scratch.assert_no_leftovers();
 }
