@@ -378,6 +378,11 @@ struct Lists {
     reviewed: BTreeMap<String, Vec<warden_mcp::ToolDef>>,
     /// Each connected server's raw tool names the review held back at the last reading.
     held: BTreeMap<String, HashSet<String>>,
+    /// What lazy starts changed in the catalogue (a cached list that differs from the
+    /// live one: drift, a tool added or gone) since the last [`Host::refresh_tools`], which
+    /// returns them with its own, so whoever announces a refresh (the gateway's
+    /// `tools/list_changed`, the agent's notice to the model) announces these too.
+    started: Vec<ToolsChange>,
 }
 
 /// What a host built with a state store keeps of it.
@@ -523,6 +528,7 @@ impl Host {
             lists: tokio::sync::Mutex::new(Lists {
                 reviewed: lists,
                 held,
+                started: Vec::new(),
             }),
             guard,
             starter: Some(starter),
@@ -656,7 +662,7 @@ impl Host {
 
     /// Reviews the tool list a server just sent at its start, makes it the server's list
     /// in the catalogue, and records it in the catalogue cache.
-    async fn apply_list(
+    pub(crate) async fn apply_list(
         &self,
         spec: &ServerSpec,
         info: ServerInfo,
@@ -690,15 +696,17 @@ impl Host {
             .insert(spec.name.clone(), held)
             .unwrap_or_default();
         describe_change(&mut change, &before, &offered, &names, &already);
-        if !change.held_back.is_empty() || !change.changed.is_empty() || !change.removed.is_empty()
-        {
+        if change != (ToolsChange { server: spec.name.clone(), ..ToolsChange::default() }) {
             tracing::warn!(
                 server = %spec.name,
                 held_back = ?change.held_back,
                 changed = ?change.changed,
                 removed = ?change.removed,
+                added = ?change.added,
                 "its tools differ from the catalogue cache's"
             );
+            // Announced with the next refresh, like a list the server said had changed.
+            lists.started.push(change);
         }
         lists.reviewed.insert(spec.name.clone(), offered);
         let catalogue = Arc::new(build_catalogue(&lists.reviewed, &self.policy));
@@ -747,9 +755,12 @@ impl Host {
     /// call already prepared keeps the catalogue it was decided on (its [`ToolRef`]), and
     /// is refused at send if its tool is no longer offered with that same definition
     /// ([`HostError::Withdrawn`]). Refreshes take turns. Returns one entry per server whose
-    /// list was read.
+    /// list was read, after those of the servers started lazily since the last refresh
+    /// whose live list differed from the cached one (their catalogue was applied at the
+    /// start; they are returned here so that they are announced as a refresh is).
     pub async fn refresh_tools(&self) -> Vec<ToolsChange> {
         let mut lists = self.lists.lock().await;
+        let mut changes = std::mem::take(&mut lists.started);
         // A server being started now is skipped: its start reads its list anyway.
         let marked: Vec<(&ServerEntry, Arc<Box<dyn Connection>>)> = self
             .entries
@@ -758,7 +769,7 @@ impl Host {
             .filter(|(_, connection)| connection.take_tools_changed())
             .collect();
         if marked.is_empty() {
-            return Vec::new();
+            return changes;
         }
         let reads = marked.into_iter().map(|(entry, connection)| async move {
             let listed = connection.list_tools(entry.spec.timeouts.connect).await;
@@ -787,9 +798,9 @@ impl Host {
             Ok(reviewed) => reviewed,
             Err(ended) if ended.is_panic() => std::panic::resume_unwind(ended.into_panic()),
             // Only when the runtime shuts down: the old catalogue stays.
-            Err(_) => return Vec::new(),
+            Err(_) => return changes,
         };
-        let mut changes = Vec::new();
+        let started = changes.len();
         let mut rebuilt = false;
         for (name, listed) in reviewed {
             let mut change = ToolsChange {
@@ -813,7 +824,7 @@ impl Host {
             changes.push(change);
         }
         if rebuilt {
-            self.save_refreshed(&changes, &lists).await;
+            self.save_refreshed(&changes[started..], &lists).await;
             let catalogue = Arc::new(build_catalogue(&lists.reviewed, &self.policy));
             *self
                 .catalogue
@@ -1326,7 +1337,7 @@ pub(crate) fn test_host_reviewed(
         review,
         lists: tokio::sync::Mutex::new(Lists {
             reviewed: lists,
-            held: BTreeMap::new(),
+            ..Lists::default()
         }),
         guard: Arc::new(Guard {
             audit,
