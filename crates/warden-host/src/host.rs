@@ -70,8 +70,8 @@ pub struct ServerEntry {
 /// A server's connection, if it runs now.
 struct Slot {
     connection: Option<Arc<Box<dyn Connection>>>,
-    /// When a call last asked for it.
-    used: tokio::time::Instant,
+    /// When a call last asked for it or ended, shared with the calls that hold it.
+    used: Arc<LastUse>,
     /// Stops it once it has been idle for its `idle_stop`.
     watcher: Option<tokio::task::JoinHandle<()>>,
     /// Its last start's failure (on a call), until a start succeeds: calls fail fast
@@ -115,6 +115,35 @@ fn start_back_off(failures: u32) -> Duration {
     )
 }
 
+/// When a server was last used: a call asked for it, or a call ended. What `idle_stop`
+/// counts from, so a long call does not make its server look idle when it ends.
+#[derive(Debug)]
+pub(crate) struct LastUse(std::sync::Mutex<tokio::time::Instant>);
+
+impl LastUse {
+    fn new() -> LastUse {
+        LastUse(std::sync::Mutex::new(tokio::time::Instant::now()))
+    }
+
+    fn touch(&self) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = tokio::time::Instant::now();
+    }
+
+    fn at(&self) -> tokio::time::Instant {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A server's connection lent to one call (or forwarded read): when it ends, or is
+/// dropped unfinished, that counts as a use of the server.
+pub(crate) struct InUse(Arc<LastUse>);
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        self.0.touch();
+    }
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
         if let Some(watcher) = self.watcher.take() {
@@ -135,7 +164,7 @@ impl ServerEntry {
             status,
             slot: Arc::new(tokio::sync::Mutex::new(Slot {
                 connection: connection.map(Arc::new),
-                used: tokio::time::Instant::now(),
+                used: Arc::new(LastUse::new()),
                 watcher: None,
                 failed: None,
             })),
@@ -151,7 +180,7 @@ impl ServerEntry {
     }
 
     /// Its connection now, if it runs and is not being started.
-    fn running(&self) -> Option<Arc<Box<dyn Connection>>> {
+    pub(crate) fn running(&self) -> Option<Arc<Box<dyn Connection>>> {
         self.slot
             .try_lock()
             .ok()
@@ -566,13 +595,14 @@ impl Host {
     async fn ensure_running(
         &self,
         entry: &ServerEntry,
-    ) -> Result<Arc<Box<dyn Connection>>, HostError> {
+    ) -> Result<(Arc<Box<dyn Connection>>, InUse), HostError> {
         let asked = tokio::time::Instant::now();
         let mut slot = entry.slot.lock().await;
         let now = tokio::time::Instant::now();
-        slot.used = now;
+        slot.used.touch();
+        let in_use = InUse(Arc::clone(&slot.used));
         if let Some(connection) = &slot.connection {
-            return Ok(Arc::clone(connection));
+            return Ok((Arc::clone(connection), in_use));
         }
         if let Some(failed) = slot.failed.as_ref().filter(|failed| failed.holds(asked, now)) {
             let retry = (failed.failed_at + failed.retry_after).saturating_duration_since(now);
@@ -590,7 +620,7 @@ impl Host {
         match self.start_lazily(entry, &mut slot).await {
             Ok(connection) => {
                 slot.failed = None;
-                Ok(connection)
+                Ok((connection, in_use))
             }
             Err(error) => {
                 if let HostError::ServerUnavailable {
@@ -655,7 +685,7 @@ impl Host {
         self.apply_list(&entry.spec, info, tools).await;
         let connection = Arc::new(connection);
         slot.connection = Some(Arc::clone(&connection));
-        slot.used = tokio::time::Instant::now();
+        slot.used.touch();
         self.watch_idle(entry, slot);
         Ok(connection)
     }
@@ -992,19 +1022,20 @@ impl Host {
     /// The connection `tool`'s calls go to, and its call timeout. A server that does not
     /// run (answered from the catalogue cache, or stopped when idle) is started here, in its
     /// turn, and its tool list reviewed and applied before this returns: the caller checks
-    /// afterwards that the tool is still offered as decided.
+    /// afterwards that the tool is still offered as decided. The call holds the returned
+    /// [`InUse`] until it ends: its end counts as a use (for `idle_stop`).
     pub(crate) async fn connection_for(
         &self,
         tool: &CatalogueTool,
-    ) -> Result<(Arc<Box<dyn Connection>>, Duration), HostError> {
+    ) -> Result<(Arc<Box<dyn Connection>>, Duration, InUse), HostError> {
         let Some(entry) = self.entries.iter().find(|e| e.spec.name == tool.server) else {
             return Err(HostError::UnknownTool {
                 target: tool.qualified.clone(),
                 suggestions: Vec::new(),
             });
         };
-        let connection = self.ensure_running(entry).await?;
-        Ok((connection, entry.spec.timeouts.call))
+        let (connection, in_use) = self.ensure_running(entry).await?;
+        Ok((connection, entry.spec.timeouts.call, in_use))
     }
 
     /// The servers (running, or known from the catalogue cache) that declared `capability` (`resources`, `prompts`,
@@ -1043,8 +1074,8 @@ impl Host {
             });
         };
         // A server known from the catalogue cache but not started yet starts now, as on
-        // its first tool call.
-        let connection = self.ensure_running(entry).await?;
+        // its first tool call. Its end counts as a use, as a call's does.
+        let (connection, _in_use) = self.ensure_running(entry).await?;
         connection
             .request(method, params, entry.spec.timeouts.call)
             .await
@@ -1089,7 +1120,7 @@ async fn stop_when_idle(
     let again = idle.min(Duration::from_secs(1));
     loop {
         let due = match slot.upgrade() {
-            Some(shared) => shared.lock().await.used + idle,
+            Some(shared) => shared.lock().await.used.at() + idle,
             None => return,
         };
         tokio::time::sleep_until(due).await;
@@ -1097,7 +1128,7 @@ async fn stop_when_idle(
             return;
         };
         let mut locked = shared.lock().await;
-        if locked.used + idle > tokio::time::Instant::now() {
+        if locked.used.at() + idle > tokio::time::Instant::now() {
             continue;
         }
         let Some(connection) = locked.connection.take_if(|c| Arc::strong_count(c) == 1) else {
@@ -1330,7 +1361,7 @@ pub(crate) fn test_host_reviewed(
         entries.push(ServerEntry::new(spec, status, Some(connection), None));
     }
     let catalogue = build_catalogue(&lists, &policy);
-    Host {
+    let host = Host {
         entries,
         catalogue: RwLock::new(Arc::new(catalogue)),
         policy,
@@ -1345,7 +1376,14 @@ pub(crate) fn test_host_reviewed(
             cache: None,
         }),
         starter: None,
+    };
+    // Servers with an `idle_stop` stop when idle, as in a built host.
+    for entry in &host.entries {
+        if let Ok(mut slot) = entry.slot.try_lock() {
+            host.watch_idle(entry, &mut slot);
+        }
     }
+    host
 }
 
 #[cfg(test)]
@@ -1464,7 +1502,7 @@ mod tests {
         };
         let entry = &host.entries[0];
         let starts = || review.0.load(std::sync::atomic::Ordering::SeqCst);
-        let reason = |result: Result<Arc<Box<dyn Connection>>, HostError>| match result {
+        let reason = |result: Result<(Arc<Box<dyn Connection>>, InUse), HostError>| match result {
             Err(HostError::ServerUnavailable { server, reason, .. }) => {
                 assert_eq!(server, "s");
                 reason

@@ -24,6 +24,8 @@ struct Upstream {
     tools: Mutex<Vec<ToolDef>>,
     changed: AtomicBool,
     calls: AtomicUsize,
+    /// How long each call takes.
+    call_delay: Mutex<Duration>,
 }
 
 impl Upstream {
@@ -60,7 +62,9 @@ impl Connection for Changing {
         _timeout: Duration,
     ) -> BoxFuture<'a, Result<CallOutcome, CallError>> {
         self.upstream.calls.fetch_add(1, Ordering::SeqCst);
+        let delay = *self.upstream.call_delay.lock().unwrap();
         Box::pin(async move {
+            tokio::time::sleep(delay).await;
             Ok(CallOutcome {
                 content: vec![json!({"type": "text", "text": name})],
                 structured: None,
@@ -153,17 +157,25 @@ fn tool(name: &str, description: &str) -> ToolDef {
 }
 
 fn host(tools: Vec<ToolDef>, review: Arc<dyn Review>) -> (Arc<crate::Host>, Arc<Upstream>) {
+    host_of(spec(), tools, review)
+}
+
+fn host_of(
+    spec: ServerSpec,
+    tools: Vec<ToolDef>,
+    review: Arc<dyn Review>,
+) -> (Arc<crate::Host>, Arc<Upstream>) {
     let config: warden_policy::PolicyConfig =
         serde_json::from_value(json!({"servers": {"s": {"trust": "trusted"}}})).unwrap();
     let policy = Arc::new(Policy::compile(&config).unwrap());
     let upstream = Arc::new(Upstream::default());
     *upstream.tools.lock().unwrap() = tools.clone();
-    review.tools(&spec(), tools.clone());
+    review.tools(&spec, tools.clone());
     let connection = Box::new(Changing {
         info: info(),
         upstream: Arc::clone(&upstream),
     });
-    let host = test_host_reviewed(policy, vec![(spec(), connection, tools)], None, review);
+    let host = test_host_reviewed(policy, vec![(spec, connection, tools)], None, review);
     (Arc::new(host), upstream)
 }
 
@@ -329,4 +341,29 @@ async fn a_list_changed_at_a_lazy_start_is_returned_by_the_next_refresh() {
     assert_eq!(changes[0].held_back, ["echo"]);
     // Returned once.
     assert!(host.refresh_tools().await.is_empty());
+}
+
+/// `idle_stop` counts from a call's end, not only its start: a call longer than the idle
+/// time does not stop its server while it runs, nor as soon as it ends; the server stops
+/// once it has been unused for `idle_stop` after the call.
+#[tokio::test(start_paused = true)]
+async fn idle_stop_counts_from_the_end_of_a_long_call() {
+    let mut idle = spec();
+    idle.lifecycle.idle_stop = Some(Duration::from_secs(5));
+    let (host, upstream) = host_of(idle, vec![tool("echo", "Echoes.")], Arc::new(NoReview));
+    *upstream.call_delay.lock().unwrap() = Duration::from_secs(10);
+    let running = |host: &crate::Host| host.servers()[0].running().is_some();
+    assert!(running(&host));
+
+    let calling = Arc::clone(&host);
+    let call = tokio::spawn(async move { calling.call("s/echo", json!({})).await });
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert!(running(&host), "stopped in the middle of a call");
+    let outcome = call.await.unwrap().unwrap();
+    assert!(!outcome.is_error);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(running(&host), "stopped 3 s after its call ended (idle_stop 5 s)");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!running(&host), "still running 6 s after its call ended");
+    assert_eq!(upstream.calls.load(Ordering::SeqCst), 1);
 }
