@@ -69,6 +69,11 @@ fn sha256_hex(bytes: &[u8]) -> String {
 /// `stat` each, no hashing), so that an executable replaced or written since the row was
 /// recorded makes it stale, and the server is started, where its pin is checked.
 pub fn identity(store: &Store, spec: &ServerSpec) -> Result<String, StoreError> {
+    identity_scanned(store, spec, &scan_version())
+}
+
+/// [`identity`] under the description scan `scan` ([`scan_version`]).
+fn identity_scanned(store: &Store, spec: &ServerSpec, scan: &Value) -> Result<String, StoreError> {
     let pin = store.pin_for(&key_for(spec))?;
     let pin = pin.map(|pin| {
         let on_disk: Vec<Value> = std::iter::once(&pin.program)
@@ -87,7 +92,7 @@ pub fn identity(store: &Store, spec: &ServerSpec) -> Result<String, StoreError> 
     let value = json!({
         "definition": approved_definition(spec, None),
         "pin": pin,
-        "scan": scan_version(),
+        "scan": scan,
     });
     Ok(sha256_hex(canonical(&value).as_bytes()))
 }
@@ -131,8 +136,17 @@ fn file_identity(path: &std::path::Path) -> Value {
 /// it is still pinned with the same definition; `None` means the server must be started to
 /// know its tools.
 pub fn load(store: &Store, spec: &ServerSpec) -> Result<Option<Cached>, StoreError> {
+    load_scanned(store, spec, &scan_version())
+}
+
+/// [`load`] for a host whose description scan is `scan` ([`scan_version`]).
+fn load_scanned(
+    store: &Store,
+    spec: &ServerSpec,
+    scan: &Value,
+) -> Result<Option<Cached>, StoreError> {
     let key = key_for(spec);
-    let Some(row) = store.cached_catalogue(&key, &identity(store, spec)?)? else {
+    let Some(row) = store.cached_catalogue(&key, &identity_scanned(store, spec, scan)?)? else {
         return Ok(None);
     };
     let Some(pins) = store.tool_pins(&key)? else {
@@ -361,6 +375,38 @@ mod tests {
             .replace_tool_pins(&key_for(&s), &tool_pins(&redefined))
             .unwrap();
         assert!(load(&store, &s).unwrap().is_none());
+    }
+
+    /// The description scan is part of the identity: a row recorded under one scan (rules,
+    /// Warden's version, rule ids, model threshold) is stale to a host whose scan differs
+    /// in any of them, so an upgraded scanner reviews every server again. The control: the
+    /// same scan reads the row.
+    #[test]
+    fn a_row_recorded_under_another_description_scan_is_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("state.db")).unwrap();
+        let s = spec("/bin/one");
+        let tools = vec![tool("echo", "Echoes.")];
+        store
+            .replace_tool_pins(&key_for(&s), &tool_pins(&tools))
+            .unwrap();
+        save(&mut store, &[(&s, &info(), &tools, false)]);
+        let now = scan_version();
+        assert!(load_scanned(&store, &s, &now).unwrap().is_some());
+        for (field, other) in [
+            ("rules", json!(SCAN_RULES + 1)),
+            ("warden", json!("0.0.0-other")),
+            ("flags", json!(["name.confusable"])),
+            ("threshold", json!(0)),
+        ] {
+            let mut scan = now.clone();
+            assert_ne!(scan[field], other, "{field}");
+            scan[field] = other;
+            assert!(
+                load_scanned(&store, &s, &scan).unwrap().is_none(),
+                "a row read under another scan's {field}"
+            );
+        }
     }
 
     /// The executable pin is part of the identity: a server whose program was pinned anew
