@@ -414,6 +414,28 @@ struct Lists {
     started: Vec<ToolsChange>,
 }
 
+impl Lists {
+    /// Makes `offered` the reviewed list of `server`, which listed `listed` of which the
+    /// review held back `held`; returns how its offered tools changed.
+    fn apply(
+        &mut self,
+        server: &str,
+        listed: &[String],
+        offered: Vec<warden_mcp::ToolDef>,
+        held: HashSet<String>,
+    ) -> ToolsChange {
+        let mut change = ToolsChange {
+            server: server.to_owned(),
+            ..ToolsChange::default()
+        };
+        let before = self.reviewed.remove(server).unwrap_or_default();
+        let already = self.held.insert(server.to_owned(), held).unwrap_or_default();
+        describe_change(&mut change, &before, &offered, listed, &already);
+        self.reviewed.insert(server.to_owned(), offered);
+        change
+    }
+}
+
 /// What a host built with a state store keeps of it.
 #[derive(Default)]
 pub(crate) struct Guard {
@@ -716,16 +738,7 @@ impl Host {
             // Only when the runtime shuts down: nothing of it is offered.
             Err(_) => (Vec::new(), Vec::new(), HashSet::new()),
         };
-        let mut change = ToolsChange {
-            server: spec.name.clone(),
-            ..ToolsChange::default()
-        };
-        let before = lists.reviewed.get(&spec.name).cloned().unwrap_or_default();
-        let already = lists
-            .held
-            .insert(spec.name.clone(), held)
-            .unwrap_or_default();
-        describe_change(&mut change, &before, &offered, &names, &already);
+        let change = lists.apply(&spec.name, &names, offered, held);
         if change != (ToolsChange { server: spec.name.clone(), ..ToolsChange::default() }) {
             tracing::warn!(
                 server = %spec.name,
@@ -738,7 +751,11 @@ impl Host {
             // Announced with the next refresh, like a list the server said had changed.
             lists.started.push(change);
         }
-        lists.reviewed.insert(spec.name.clone(), offered);
+        self.rebuild(&lists);
+    }
+
+    /// Replaces the catalogue with one built from `lists`.
+    fn rebuild(&self, lists: &Lists) {
         let catalogue = Arc::new(build_catalogue(&lists.reviewed, &self.policy));
         *self
             .catalogue
@@ -817,7 +834,9 @@ impl Host {
                 .map(|(spec, listed)| {
                     let listed = listed.map(|tools| {
                         let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
-                        (names, review.tools(&spec, tools))
+                        let offered = review.tools(&spec, tools);
+                        let held = held_back(&names, &offered);
+                        (names, offered, held)
                     });
                     (spec.name, listed)
                 })
@@ -833,33 +852,24 @@ impl Host {
         let started = changes.len();
         let mut rebuilt = false;
         for (name, listed) in reviewed {
-            let mut change = ToolsChange {
-                server: name.clone(),
-                ..ToolsChange::default()
-            };
             match listed {
-                Ok((listed_names, offered)) => {
-                    let before = lists.reviewed.get(&name).cloned().unwrap_or_default();
-                    let held = held_back(&listed_names, &offered);
-                    let already = lists.held.insert(name.clone(), held).unwrap_or_default();
-                    describe_change(&mut change, &before, &offered, &listed_names, &already);
-                    lists.reviewed.insert(name, offered);
+                Ok((listed_names, offered, held)) => {
+                    changes.push(lists.apply(&name, &listed_names, offered, held));
                     rebuilt = true;
                 }
                 Err(error) => {
                     tracing::warn!(server = %name, "the changed tool list could not be read: {error}");
-                    change.error = Some(error.to_string());
+                    changes.push(ToolsChange {
+                        server: name,
+                        error: Some(error.to_string()),
+                        ..ToolsChange::default()
+                    });
                 }
             }
-            changes.push(change);
         }
         if rebuilt {
             self.save_refreshed(&changes[started..], &lists).await;
-            let catalogue = Arc::new(build_catalogue(&lists.reviewed, &self.policy));
-            *self
-                .catalogue
-                .write()
-                .unwrap_or_else(PoisonError::into_inner) = catalogue;
+            self.rebuild(&lists);
         }
         changes
     }
