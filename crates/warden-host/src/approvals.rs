@@ -36,7 +36,8 @@ use crate::pins::key_for;
 #[error("{0}")]
 pub struct GrantsError(#[from] pub warden_mcp::LaunchError);
 
-fn sha256_hex(bytes: &[u8]) -> String {
+/// `bytes`' sha256 in lower-case hex.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
         .map(|byte| format!("{byte:02x}"))

@@ -19,13 +19,12 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use warden_config::ServerSpec;
 use warden_mcp::{Era, ServerInfo, ToolDef};
 use warden_store::catalogue::CachedCatalogue;
 use warden_store::{Store, StoreError};
 
-use crate::approvals::{approved_definition, canonical, tool_pin};
+use crate::approvals::{approved_definition, canonical, sha256_hex, tool_pin};
 use crate::pins::key_for;
 
 /// A server's catalogue as cached.
@@ -39,28 +38,12 @@ pub struct Cached {
     pub fetched: SystemTime,
 }
 
-impl Cached {
-    /// How long ago the tools were read (zero if the clock went back).
-    pub fn age(&self) -> Duration {
-        SystemTime::now()
-            .duration_since(self.fetched)
-            .unwrap_or_default()
-    }
-}
-
 /// Whether `spec`'s catalogue is cached: local (stdio) servers only. A remote server's list
 /// may depend on who is signed in (2026-07-28's `cacheScope: "private"`), which Warden does
 /// not read yet, and starting one costs no local CPU; a relayed server's start is its
 /// relay's.
 pub fn cacheable(spec: &ServerSpec) -> bool {
     matches!(spec.transport, warden_config::TransportSpec::Stdio { .. })
-}
-
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
 }
 
 /// What a cache row of `spec` is keyed by: the sha256 of its approved definition, of its
@@ -190,9 +173,7 @@ pub fn row(
     info: &ServerInfo,
     offered: &[ToolDef],
 ) -> Result<(String, CachedCatalogue), StoreError> {
-    let fetched_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let fetched_ms = crate::audit::now_ms();
     let tools = offered
         .iter()
         .map(|def| (def.name.clone(), tool_pin(def).sha256))
@@ -358,7 +339,7 @@ mod tests {
         let cached = load(&store, &s).unwrap().unwrap();
         assert_eq!(cached.tools, tools);
         assert_eq!(cached.info.instructions.as_deref(), Some("Use echo."));
-        assert!(cached.age() < Duration::from_secs(60));
+        assert!(SystemTime::now().duration_since(cached.fetched).unwrap() < Duration::from_secs(60));
 
         // Another command under the same name: another server, nothing cached for it.
         assert!(load(&store, &spec("/bin/two")).unwrap().is_none());
