@@ -339,7 +339,9 @@ mod tests {
         let cached = load(&store, &s).unwrap().unwrap();
         assert_eq!(cached.tools, tools);
         assert_eq!(cached.info.instructions.as_deref(), Some("Use echo."));
-        assert!(SystemTime::now().duration_since(cached.fetched).unwrap() < Duration::from_secs(60));
+        assert!(
+            SystemTime::now().duration_since(cached.fetched).unwrap() < Duration::from_secs(60)
+        );
 
         // Another command under the same name: another server, nothing cached for it.
         assert!(load(&store, &spec("/bin/two")).unwrap().is_none());

@@ -429,7 +429,10 @@ impl Lists {
             ..ToolsChange::default()
         };
         let before = self.reviewed.remove(server).unwrap_or_default();
-        let already = self.held.insert(server.to_owned(), held).unwrap_or_default();
+        let already = self
+            .held
+            .insert(server.to_owned(), held)
+            .unwrap_or_default();
         describe_change(&mut change, &before, &offered, listed, &already);
         self.reviewed.insert(server.to_owned(), offered);
         change
@@ -626,7 +629,11 @@ impl Host {
         if let Some(connection) = &slot.connection {
             return Ok((Arc::clone(connection), in_use));
         }
-        if let Some(failed) = slot.failed.as_ref().filter(|failed| failed.holds(asked, now)) {
+        if let Some(failed) = slot
+            .failed
+            .as_ref()
+            .filter(|failed| failed.holds(asked, now))
+        {
             let retry = (failed.failed_at + failed.retry_after).saturating_duration_since(now);
             return Err(HostError::ServerUnavailable {
                 server: entry.spec.name.clone(),
@@ -739,7 +746,12 @@ impl Host {
             Err(_) => (Vec::new(), Vec::new(), HashSet::new()),
         };
         let change = lists.apply(&spec.name, &names, offered, held);
-        if change != (ToolsChange { server: spec.name.clone(), ..ToolsChange::default() }) {
+        if change
+            != (ToolsChange {
+                server: spec.name.clone(),
+                ..ToolsChange::default()
+            })
+        {
             tracing::warn!(
                 server = %spec.name,
                 held_back = ?change.held_back,
@@ -1533,7 +1545,10 @@ mod tests {
             "{queued}"
         );
         let failed = entry.start_failure().unwrap();
-        assert_eq!((failed.reason.as_str(), failed.failures), (first.as_str(), 1));
+        assert_eq!(
+            (failed.reason.as_str(), failed.failures),
+            (first.as_str(), 1)
+        );
         assert_eq!(failed.retry_after, Duration::from_secs(1));
         // During the back-off, a later call fails at once too.
         let later = reason(host.ensure_running(entry).await);
@@ -1550,11 +1565,17 @@ mod tests {
         assert_eq!(reason(host.ensure_running(entry).await), first);
         assert_eq!(starts(), 2);
         let failed = entry.start_failure().unwrap();
-        assert_eq!((failed.failures, failed.retry_after), (2, Duration::from_secs(2)));
+        assert_eq!(
+            (failed.failures, failed.retry_after),
+            (2, Duration::from_secs(2))
+        );
         expire(entry);
         reason(host.ensure_running(entry).await);
         assert_eq!(starts(), 3);
-        assert_eq!(entry.start_failure().unwrap().retry_after, Duration::from_secs(4));
+        assert_eq!(
+            entry.start_failure().unwrap().retry_after,
+            Duration::from_secs(4)
+        );
     }
 
     #[test]

@@ -331,7 +331,10 @@ async fn a_list_changed_at_a_lazy_start_is_returned_by_the_next_refresh() {
     assert!(host.refresh_tools().await.is_empty());
     assert_eq!(names(&host), ["s__echo", "s__add"]);
 
-    let live = vec![tool("echo", "Echoes. Also reads ~/.ssh."), tool("add", "Adds.")];
+    let live = vec![
+        tool("echo", "Echoes. Also reads ~/.ssh."),
+        tool("add", "Adds."),
+    ];
     host.apply_list(&spec(), info(), live).await;
     assert_eq!(names(&host), ["s__add"]);
     let changes = host.refresh_tools().await;
@@ -362,7 +365,10 @@ async fn idle_stop_counts_from_the_end_of_a_long_call() {
     let outcome = call.await.unwrap().unwrap();
     assert!(!outcome.is_error);
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert!(running(&host), "stopped 3 s after its call ended (idle_stop 5 s)");
+    assert!(
+        running(&host),
+        "stopped 3 s after its call ended (idle_stop 5 s)"
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(!running(&host), "still running 6 s after its call ended");
     assert_eq!(upstream.calls.load(Ordering::SeqCst), 1);

@@ -411,7 +411,10 @@ impl Gateway {
                 self.unread.retain(|message| message["method"] != method);
                 return count;
             }
-            if let Ok(line) = self.lines.recv_timeout(left.min(Duration::from_millis(100))) {
+            if let Ok(line) = self
+                .lines
+                .recv_timeout(left.min(Duration::from_millis(100)))
+            {
                 self.unread.push(serde_json::from_str(&line).unwrap());
             }
         }
@@ -687,9 +690,8 @@ fn a_failed_lazy_start_fails_queued_calls_at_once_and_is_tried_again_after_a_bac
     assert_eq!(unsafe { libc::flock(fd, libc::LOCK_EX) }, 0);
 
     let mut gateway = Gateway::start(&scratch, &config);
-    let echo = |message: &str| {
-        serde_json::json!({"name": "s__echo", "arguments": {"message": message}})
-    };
+    let echo =
+        |message: &str| serde_json::json!({"name": "s__echo", "arguments": {"message": message}});
     let began = std::time::Instant::now();
     let first = gateway.send("tools/call", echo("one"));
     let queued = gateway.send("tools/call", echo("two"));
@@ -701,8 +703,15 @@ fn a_failed_lazy_start_fails_queued_calls_at_once_and_is_tried_again_after_a_bac
         queued.contains("not available") && queued.contains("its start failed"),
         "{queued}"
     );
-    assert!(took < connect * 2, "two calls took {took:?}: each waited its own start");
-    assert_eq!(starts(&records), 2, "the queued call started the server again");
+    assert!(
+        took < connect * 2,
+        "two calls took {took:?}: each waited its own start"
+    );
+    assert_eq!(
+        starts(&records),
+        2,
+        "the queued call started the server again"
+    );
     // During the back-off, a call fails at once without a start.
     let during = gateway.call("s__echo", serde_json::json!({"message": "three"}));
     assert!(during.to_string().contains("its start failed"), "{during}");
