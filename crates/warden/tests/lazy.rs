@@ -736,7 +736,9 @@ fn a_drift_found_at_a_lazy_start_is_announced_to_gateway_clients() {
     let scratch = Scratch::new();
     let (config, records) = logged_servers(&scratch, &["a", "s"]);
     let text = std::fs::read_to_string(&config).unwrap();
-    std::fs::write(&config, format!("{text}{ALLOW_ALL}")).unwrap();
+    // `a` trusted too: its result in the client's context does not make `s__echo` an ask.
+    let trusted_a = "[policy.servers.a]\nintegrity = \"trusted\"\nconfidentiality = \"public\"\n";
+    std::fs::write(&config, format!("{text}{ALLOW_ALL}{trusted_a}")).unwrap();
     assert_exit(&run(&scratch, &config, &["tools", "--json"]), 0);
     const CHANGED: &str = "notifications/tools/list_changed";
 
@@ -753,7 +755,10 @@ fn a_drift_found_at_a_lazy_start_is_announced_to_gateway_clients() {
     )
     .unwrap();
     let attacked = gateway.call("s__echo", serde_json::json!({"message": "after"}));
-    assert!(!attacked.to_string().contains("echo: after"), "{attacked}");
+    assert!(
+        attacked.to_string().contains("changed or was withdrawn"),
+        "{attacked}"
+    );
     assert!(
         gateway.notified(CHANGED, Duration::from_secs(10)) > 0,
         "no tools/list_changed after a drift at a lazy start"
