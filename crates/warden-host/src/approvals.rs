@@ -675,10 +675,10 @@ mod tests {
             Reviewer::new(Store::open(dir.path().join("state.db")).unwrap())
         };
 
-        let alone = tempfile::tempdir().unwrap();
-        let alone = reviewer(&alone);
+        let own = tempfile::tempdir().unwrap();
+        let alone = reviewer(&own);
         let offered = alone.tools(&stdio_spec("b"), vec![look_alike.clone()]);
-        assert_eq!(offered, [look_alike.clone()]);
+        assert_eq!(offered, std::slice::from_ref(&look_alike));
 
         let dir = tempfile::tempdir().unwrap();
         let beside = reviewer(&dir);

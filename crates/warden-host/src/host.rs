@@ -646,7 +646,9 @@ impl Host {
                 stderr_tail: failed.stderr_tail.clone(),
             });
         }
-        match self.start_lazily(entry, &mut slot).await {
+        // Boxed: a start is rare and its future large (spawn, handshake, review), and every
+        // call's future would otherwise embed it (the gateway's per-request tasks too).
+        match Box::pin(self.start_lazily(entry, &mut slot)).await {
             Ok(connection) => {
                 slot.failed = None;
                 Ok((connection, in_use))
