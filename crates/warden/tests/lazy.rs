@@ -693,15 +693,27 @@ fn a_failed_lazy_start_fails_queued_calls_at_once_and_is_tried_again_after_a_bac
     let echo =
         |message: &str| serde_json::json!({"name": "s__echo", "arguments": {"message": message}});
     let began = std::time::Instant::now();
-    let first = gateway.send("tools/call", echo("one"));
-    let queued = gateway.send("tools/call", echo("two"));
-    let first = gateway.answer(first).to_string();
-    let queued = gateway.answer(queued).to_string();
+    let one = gateway.send("tools/call", echo("one"));
+    let two = gateway.send("tools/call", echo("two"));
+    let answers = [
+        gateway.answer(one).to_string(),
+        gateway.answer(two).to_string(),
+    ];
     let took = began.elapsed();
-    assert!(first.contains("not available"), "{first}");
+    // The gateway serves both at once: either may be the one that started the server.
     assert!(
-        queued.contains("not available") && queued.contains("its start failed"),
-        "{queued}"
+        answers
+            .iter()
+            .all(|answer| answer.contains("not available")),
+        "{answers:?}"
+    );
+    assert_eq!(
+        answers
+            .iter()
+            .filter(|answer| answer.contains("its start failed"))
+            .count(),
+        1,
+        "one call started it, the one queued behind it failed at once: {answers:?}"
     );
     assert!(
         took < connect * 2,
