@@ -21,18 +21,8 @@ pub struct HostConfig {
     pub max_parallel_starts: Option<u64>,
     /// `idle_stop` for servers that set none: a server unused this long is stopped.
     /// `None`: servers keep running until the command ends.
-    #[serde(serialize_with = "optional_ms")]
+    #[serde(serialize_with = "crate::spec::optional_ms")]
     pub idle_stop: Option<std::time::Duration>,
-}
-
-fn optional_ms<S: serde::Serializer>(
-    value: &Option<std::time::Duration>,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    match value {
-        Some(d) => serializer.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-        None => serializer.serialize_none(),
-    }
 }
 
 /// `[host]` as written.

@@ -77,7 +77,8 @@ pub struct Lifecycle {
     pub idle_stop: Option<Duration>,
 }
 
-fn optional_ms<S: serde::Serializer>(
+/// An optional duration as milliseconds (`null` when unset).
+pub(crate) fn optional_ms<S: serde::Serializer>(
     value: &Option<Duration>,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {

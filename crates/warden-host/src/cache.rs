@@ -5,8 +5,8 @@
 //! - **Keyed by what the server is.** A row is recorded under the server's pin key and an
 //!   [`identity`]: the sha256 of its approved definition ([`approved_definition`]: command,
 //!   arguments, environment by hash, sandbox, origin) and of its executable pin (program,
-//!   executed files, package). When either changes, the row is stale and the server is
-//!   started to list its tools again.
+//!   executed files, package), and the version of the description scan that reviewed it.
+//!   When any changes, the row is stale and the server is started to list its tools again.
 //! - **Only ever a view of what was reviewed.** A row holds the offered tools' names and
 //!   definition hashes; the definitions are read from the pinned ones, and a row naming a
 //!   tool whose pin differs (or is gone) is stale as a whole. Quarantined and drifted tools
@@ -19,13 +19,12 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
 use warden_config::ServerSpec;
 use warden_mcp::{Era, ServerInfo, ToolDef};
 use warden_store::catalogue::CachedCatalogue;
 use warden_store::{Store, StoreError};
 
-use crate::approvals::{approved_definition, canonical, tool_pin};
+use crate::approvals::{approved_definition, canonical, sha256_hex, tool_pin};
 use crate::pins::key_for;
 
 /// A server's catalogue as cached.
@@ -39,15 +38,6 @@ pub struct Cached {
     pub fetched: SystemTime,
 }
 
-impl Cached {
-    /// How long ago the tools were read (zero if the clock went back).
-    pub fn age(&self) -> Duration {
-        SystemTime::now()
-            .duration_since(self.fetched)
-            .unwrap_or_default()
-    }
-}
-
 /// Whether `spec`'s catalogue is cached: local (stdio) servers only. A remote server's list
 /// may depend on who is signed in (2026-07-28's `cacheScope: "private"`), which Warden does
 /// not read yet, and starting one costs no local CPU; a relayed server's start is its
@@ -56,19 +46,17 @@ pub fn cacheable(spec: &ServerSpec) -> bool {
     matches!(spec.transport, warden_config::TransportSpec::Stdio { .. })
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
-}
-
 /// What a cache row of `spec` is keyed by: the sha256 of its approved definition, of its
 /// executable pin as stored now (none before its first start, or for a remote server), and
 /// of the on-disk identity of every pinned file now (device, inode, size, change time: a
 /// `stat` each, no hashing), so that an executable replaced or written since the row was
 /// recorded makes it stale, and the server is started, where its pin is checked.
 pub fn identity(store: &Store, spec: &ServerSpec) -> Result<String, StoreError> {
+    identity_scanned(store, spec, &scan_version())
+}
+
+/// [`identity`] under the description scan `scan` ([`scan_version`]).
+fn identity_scanned(store: &Store, spec: &ServerSpec, scan: &Value) -> Result<String, StoreError> {
     let pin = store.pin_for(&key_for(spec))?;
     let pin = pin.map(|pin| {
         let on_disk: Vec<Value> = std::iter::once(&pin.program)
@@ -87,8 +75,29 @@ pub fn identity(store: &Store, spec: &ServerSpec) -> Result<String, StoreError> 
     let value = json!({
         "definition": approved_definition(spec, None),
         "pin": pin,
+        "scan": scan,
     });
     Ok(sha256_hex(canonical(&value).as_bytes()))
+}
+
+/// Bumped whenever what the review decides changes in a way [`scan_version`] cannot see
+/// (a rule's wording, the quarantine's conditions).
+const SCAN_RULES: u32 = 1;
+
+/// What the description scan that reviewed a cached list was: [`SCAN_RULES`], Warden's
+/// version, the scanner's rule ids and its model's threshold. A row recorded under another
+/// scan is stale, so that an upgraded scanner reviews every server again (a list cached as
+/// clean was only clean to the scanner of its day).
+fn scan_version() -> Value {
+    let threshold = warden_policy::scan::model::Model::builtin()
+        .ok()
+        .map(|model| model.threshold().to_bits());
+    json!({
+        "rules": SCAN_RULES,
+        "warden": env!("CARGO_PKG_VERSION"),
+        "flags": warden_policy::scan::FLAG_IDS,
+        "threshold": threshold,
+    })
 }
 
 /// `path`'s device, inode, size and change time, or `null` when it cannot be read.
@@ -110,8 +119,17 @@ fn file_identity(path: &std::path::Path) -> Value {
 /// it is still pinned with the same definition; `None` means the server must be started to
 /// know its tools.
 pub fn load(store: &Store, spec: &ServerSpec) -> Result<Option<Cached>, StoreError> {
+    load_scanned(store, spec, &scan_version())
+}
+
+/// [`load`] for a host whose description scan is `scan` ([`scan_version`]).
+fn load_scanned(
+    store: &Store,
+    spec: &ServerSpec,
+    scan: &Value,
+) -> Result<Option<Cached>, StoreError> {
     let key = key_for(spec);
-    let Some(row) = store.cached_catalogue(&key, &identity(store, spec)?)? else {
+    let Some(row) = store.cached_catalogue(&key, &identity_scanned(store, spec, scan)?)? else {
         return Ok(None);
     };
     let Some(pins) = store.tool_pins(&key)? else {
@@ -155,9 +173,7 @@ pub fn row(
     info: &ServerInfo,
     offered: &[ToolDef],
 ) -> Result<(String, CachedCatalogue), StoreError> {
-    let fetched_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+    let fetched_ms = crate::audit::now_ms();
     let tools = offered
         .iter()
         .map(|def| (def.name.clone(), tool_pin(def).sha256))
@@ -323,7 +339,9 @@ mod tests {
         let cached = load(&store, &s).unwrap().unwrap();
         assert_eq!(cached.tools, tools);
         assert_eq!(cached.info.instructions.as_deref(), Some("Use echo."));
-        assert!(cached.age() < Duration::from_secs(60));
+        assert!(
+            SystemTime::now().duration_since(cached.fetched).unwrap() < Duration::from_secs(60)
+        );
 
         // Another command under the same name: another server, nothing cached for it.
         assert!(load(&store, &spec("/bin/two")).unwrap().is_none());
@@ -340,6 +358,38 @@ mod tests {
             .replace_tool_pins(&key_for(&s), &tool_pins(&redefined))
             .unwrap();
         assert!(load(&store, &s).unwrap().is_none());
+    }
+
+    /// The description scan is part of the identity: a row recorded under one scan (rules,
+    /// Warden's version, rule ids, model threshold) is stale to a host whose scan differs
+    /// in any of them, so an upgraded scanner reviews every server again. The control: the
+    /// same scan reads the row.
+    #[test]
+    fn a_row_recorded_under_another_description_scan_is_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("state.db")).unwrap();
+        let s = spec("/bin/one");
+        let tools = vec![tool("echo", "Echoes.")];
+        store
+            .replace_tool_pins(&key_for(&s), &tool_pins(&tools))
+            .unwrap();
+        save(&mut store, &[(&s, &info(), &tools, false)]);
+        let now = scan_version();
+        assert!(load_scanned(&store, &s, &now).unwrap().is_some());
+        for (field, other) in [
+            ("rules", json!(SCAN_RULES + 1)),
+            ("warden", json!("0.0.0-other")),
+            ("flags", json!(["name.confusable"])),
+            ("threshold", json!(0)),
+        ] {
+            let mut scan = now.clone();
+            assert_ne!(scan[field], other, "{field}");
+            scan[field] = other;
+            assert!(
+                load_scanned(&store, &s, &scan).unwrap().is_none(),
+                "a row read under another scan's {field}"
+            );
+        }
     }
 
     /// The executable pin is part of the identity: a server whose program was pinned anew

@@ -70,10 +70,78 @@ pub struct ServerEntry {
 /// A server's connection, if it runs now.
 struct Slot {
     connection: Option<Arc<Box<dyn Connection>>>,
-    /// When a call last asked for it.
-    used: tokio::time::Instant,
+    /// When a call last asked for it or ended, shared with the calls that hold it.
+    used: Arc<LastUse>,
     /// Stops it once it has been idle for its `idle_stop`.
     watcher: Option<tokio::task::JoinHandle<()>>,
+    /// Its last start's failure (on a call), until a start succeeds: calls fail fast
+    /// with it until its back-off ends.
+    failed: Option<StartFailed>,
+}
+
+/// A failed start on a call, remembered in the server's slot: calls queued behind that
+/// start, and calls until its back-off ends, fail at once naming it instead of each
+/// starting the server again and waiting a connect timeout of their own.
+#[derive(Debug, Clone)]
+pub struct StartFailed {
+    /// Why it did not start.
+    pub reason: String,
+    /// Its last stderr lines.
+    pub stderr_tail: Vec<String>,
+    /// When the start failed.
+    pub at: std::time::SystemTime,
+    /// The failed starts in a row (1 after the first).
+    pub failures: u32,
+    /// The back-off after it: no call starts the server again before it ends.
+    pub retry_after: Duration,
+    /// `at` on the runtime's clock.
+    failed_at: tokio::time::Instant,
+}
+
+impl StartFailed {
+    /// Whether a call that asked for the server at `asked` fails with this failure at
+    /// `now`: it was queued behind the start that failed, or the back-off runs.
+    fn holds(&self, asked: tokio::time::Instant, now: tokio::time::Instant) -> bool {
+        asked <= self.failed_at || now < self.failed_at + self.retry_after
+    }
+}
+
+/// The back-off after `failures` failed starts in a row: the reconnect policy's (1 s,
+/// doubling, at most 30 s; without jitter: a local start hammers no one else).
+fn start_back_off(failures: u32) -> Duration {
+    warden_mcp::http::reconnect::ceiling(
+        &warden_config::ReconnectSpec::default(),
+        failures.saturating_sub(1),
+    )
+}
+
+/// When a server was last used: a call asked for it, or a call ended. What `idle_stop`
+/// counts from, so a long call does not make its server look idle when it ends.
+#[derive(Debug)]
+pub(crate) struct LastUse(std::sync::Mutex<tokio::time::Instant>);
+
+impl LastUse {
+    fn new() -> LastUse {
+        LastUse(std::sync::Mutex::new(tokio::time::Instant::now()))
+    }
+
+    fn touch(&self) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = tokio::time::Instant::now();
+    }
+
+    fn at(&self) -> tokio::time::Instant {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A server's connection lent to one call (or forwarded read): when it ends, or is
+/// dropped unfinished, that counts as a use of the server.
+pub(crate) struct InUse(Arc<LastUse>);
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        self.0.touch();
+    }
 }
 
 impl Drop for Slot {
@@ -96,23 +164,23 @@ impl ServerEntry {
             status,
             slot: Arc::new(tokio::sync::Mutex::new(Slot {
                 connection: connection.map(Arc::new),
-                used: tokio::time::Instant::now(),
+                used: Arc::new(LastUse::new()),
                 watcher: None,
+                failed: None,
             })),
             cached,
         }
     }
 
-    /// Whether the server runs now (`false` while it is being started, or after an idle
-    /// stop, or when it was answered from the catalogue cache and not called yet).
-    pub fn is_running(&self) -> bool {
-        self.slot
-            .try_lock()
-            .is_ok_and(|slot| slot.connection.is_some())
+    /// Its last start on a call that failed, while no start has succeeded since (calls
+    /// fail at once with it until [`StartFailed::retry_after`] has passed); `None` also
+    /// while it is being started.
+    pub fn start_failure(&self) -> Option<StartFailed> {
+        self.slot.try_lock().ok()?.failed.clone()
     }
 
     /// Its connection now, if it runs and is not being started.
-    fn running(&self) -> Option<Arc<Box<dyn Connection>>> {
+    pub(crate) fn running(&self) -> Option<Arc<Box<dyn Connection>>> {
         self.slot
             .try_lock()
             .ok()
@@ -257,6 +325,10 @@ pub trait Review: Send + Sync {
     /// catalogue is built from (tools left out are neither listed nor callable).
     fn tools(&self, spec: &ServerSpec, tools: Vec<warden_mcp::ToolDef>)
     -> Vec<warden_mcp::ToolDef>;
+    /// Told the tools a server answered from the catalogue cache offers (it was reviewed in
+    /// an earlier process), so that the servers reviewed in this one are compared with its
+    /// names too (a description that directs the use of its tools, a look-alike name).
+    fn known(&self, _spec: &ServerSpec, _tools: &[warden_mcp::ToolDef]) {}
 }
 
 /// A [`Review`] that admits every server and offers every tool.
@@ -335,6 +407,36 @@ struct Lists {
     reviewed: BTreeMap<String, Vec<warden_mcp::ToolDef>>,
     /// Each connected server's raw tool names the review held back at the last reading.
     held: BTreeMap<String, HashSet<String>>,
+    /// What lazy starts changed in the catalogue (a cached list that differs from the
+    /// live one: drift, a tool added or gone) since the last [`Host::refresh_tools`], which
+    /// returns them with its own, so whoever announces a refresh (the gateway's
+    /// `tools/list_changed`, the agent's notice to the model) announces these too.
+    started: Vec<ToolsChange>,
+}
+
+impl Lists {
+    /// Makes `offered` the reviewed list of `server`, which listed `listed` of which the
+    /// review held back `held`; returns how its offered tools changed.
+    fn apply(
+        &mut self,
+        server: &str,
+        listed: &[String],
+        offered: Vec<warden_mcp::ToolDef>,
+        held: HashSet<String>,
+    ) -> ToolsChange {
+        let mut change = ToolsChange {
+            server: server.to_owned(),
+            ..ToolsChange::default()
+        };
+        let before = self.reviewed.remove(server).unwrap_or_default();
+        let already = self
+            .held
+            .insert(server.to_owned(), held)
+            .unwrap_or_default();
+        describe_change(&mut change, &before, &offered, listed, &already);
+        self.reviewed.insert(server.to_owned(), offered);
+        change
+    }
 }
 
 /// What a host built with a state store keeps of it.
@@ -419,6 +521,11 @@ impl Host {
             let mut entries = Vec::with_capacity(results.len());
             let mut lists = BTreeMap::new();
             let mut held = BTreeMap::new();
+            // The cached servers' names first: a server reviewed now is scanned against
+            // every server of the catalogue, not only those started in this process.
+            for (spec, cached) in &cached {
+                reviewing.known(spec, &cached.tools);
+            }
             for (entry, tools) in results {
                 if let Some(tools) = tools {
                     let listed: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
@@ -475,6 +582,7 @@ impl Host {
             lists: tokio::sync::Mutex::new(Lists {
                 reviewed: lists,
                 held,
+                started: Vec::new(),
             }),
             guard,
             starter: Some(starter),
@@ -502,6 +610,74 @@ impl Host {
                 idle,
                 entry.spec.name.clone(),
             )));
+        }
+    }
+
+    /// `entry`'s connection, started now if it does not run (its first call, or its first
+    /// after an idle stop). A failed start is recorded in the slot: the calls that were
+    /// queued behind it fail at once with its reason, and so does every call until its
+    /// back-off ([`start_back_off`]) ends; the next call after that starts it again.
+    async fn ensure_running(
+        &self,
+        entry: &ServerEntry,
+    ) -> Result<(Arc<Box<dyn Connection>>, InUse), HostError> {
+        let asked = tokio::time::Instant::now();
+        let mut slot = entry.slot.lock().await;
+        let now = tokio::time::Instant::now();
+        slot.used.touch();
+        let in_use = InUse(Arc::clone(&slot.used));
+        if let Some(connection) = &slot.connection {
+            return Ok((Arc::clone(connection), in_use));
+        }
+        if let Some(failed) = slot
+            .failed
+            .as_ref()
+            .filter(|failed| failed.holds(asked, now))
+        {
+            let retry = (failed.failed_at + failed.retry_after).saturating_duration_since(now);
+            return Err(HostError::ServerUnavailable {
+                server: entry.spec.name.clone(),
+                reason: format!(
+                    "{} (its start failed {} ago; the next call after {} starts it again)",
+                    failed.reason,
+                    warden_mcp::error::humanize(now.saturating_duration_since(failed.failed_at)),
+                    warden_mcp::error::humanize(retry),
+                ),
+                stderr_tail: failed.stderr_tail.clone(),
+            });
+        }
+        // Boxed: a start is rare and its future large (spawn, handshake, review), and every
+        // call's future would otherwise embed it (the gateway's per-request tasks too).
+        match Box::pin(self.start_lazily(entry, &mut slot)).await {
+            Ok(connection) => {
+                slot.failed = None;
+                Ok((connection, in_use))
+            }
+            Err(error) => {
+                if let HostError::ServerUnavailable {
+                    reason,
+                    stderr_tail,
+                    ..
+                } = &error
+                {
+                    let failures = slot.failed.as_ref().map_or(0, |f| f.failures) + 1;
+                    let retry_after = start_back_off(failures);
+                    tracing::warn!(
+                        server = %entry.spec.name,
+                        "its start failed ({failures} in a row); calls fail at once for {}: {reason}",
+                        warden_mcp::error::humanize(retry_after)
+                    );
+                    slot.failed = Some(StartFailed {
+                        reason: reason.clone(),
+                        stderr_tail: stderr_tail.clone(),
+                        at: std::time::SystemTime::now(),
+                        failures,
+                        retry_after,
+                        failed_at: tokio::time::Instant::now(),
+                    });
+                }
+                Err(error)
+            }
         }
     }
 
@@ -540,14 +716,14 @@ impl Host {
         self.apply_list(&entry.spec, info, tools).await;
         let connection = Arc::new(connection);
         slot.connection = Some(Arc::clone(&connection));
-        slot.used = tokio::time::Instant::now();
+        slot.used.touch();
         self.watch_idle(entry, slot);
         Ok(connection)
     }
 
     /// Reviews the tool list a server just sent at its start, makes it the server's list
     /// in the catalogue, and records it in the catalogue cache.
-    async fn apply_list(
+    pub(crate) async fn apply_list(
         &self,
         spec: &ServerSpec,
         info: ServerInfo,
@@ -560,39 +736,40 @@ impl Host {
         let reviewed = tokio::task::spawn_blocking(move || {
             let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
             let offered = review.tools(&reviewing, tools);
-            let held = !held_back(&names, &offered).is_empty();
-            guard.save_catalogues(&[(&reviewing, &info, offered.as_slice(), held)]);
-            (names, offered)
+            let held = held_back(&names, &offered);
+            guard.save_catalogues(&[(&reviewing, &info, offered.as_slice(), !held.is_empty())]);
+            (names, offered, held)
         })
         .await;
-        let (names, offered) = match reviewed {
+        let (names, offered, held) = match reviewed {
             Ok(reviewed) => reviewed,
             Err(ended) if ended.is_panic() => std::panic::resume_unwind(ended.into_panic()),
             // Only when the runtime shuts down: nothing of it is offered.
-            Err(_) => (Vec::new(), Vec::new()),
+            Err(_) => (Vec::new(), Vec::new(), HashSet::new()),
         };
-        let held = held_back(&names, &offered);
-        let mut change = ToolsChange {
-            server: spec.name.clone(),
-            ..ToolsChange::default()
-        };
-        let before = lists.reviewed.get(&spec.name).cloned().unwrap_or_default();
-        let already = lists
-            .held
-            .insert(spec.name.clone(), held)
-            .unwrap_or_default();
-        describe_change(&mut change, &before, &offered, &names, &already);
-        if !change.held_back.is_empty() || !change.changed.is_empty() || !change.removed.is_empty()
+        let change = lists.apply(&spec.name, &names, offered, held);
+        if change
+            != (ToolsChange {
+                server: spec.name.clone(),
+                ..ToolsChange::default()
+            })
         {
             tracing::warn!(
                 server = %spec.name,
                 held_back = ?change.held_back,
                 changed = ?change.changed,
                 removed = ?change.removed,
+                added = ?change.added,
                 "its tools differ from the catalogue cache's"
             );
+            // Announced with the next refresh, like a list the server said had changed.
+            lists.started.push(change);
         }
-        lists.reviewed.insert(spec.name.clone(), offered);
+        self.rebuild(&lists);
+    }
+
+    /// Replaces the catalogue with one built from `lists`.
+    fn rebuild(&self, lists: &Lists) {
         let catalogue = Arc::new(build_catalogue(&lists.reviewed, &self.policy));
         *self
             .catalogue
@@ -639,9 +816,12 @@ impl Host {
     /// call already prepared keeps the catalogue it was decided on (its [`ToolRef`]), and
     /// is refused at send if its tool is no longer offered with that same definition
     /// ([`HostError::Withdrawn`]). Refreshes take turns. Returns one entry per server whose
-    /// list was read.
+    /// list was read, after those of the servers started lazily since the last refresh
+    /// whose live list differed from the cached one (their catalogue was applied at the
+    /// start; they are returned here so that they are announced as a refresh is).
     pub async fn refresh_tools(&self) -> Vec<ToolsChange> {
         let mut lists = self.lists.lock().await;
+        let mut changes = std::mem::take(&mut lists.started);
         // A server being started now is skipped: its start reads its list anyway.
         let marked: Vec<(&ServerEntry, Arc<Box<dyn Connection>>)> = self
             .entries
@@ -650,7 +830,7 @@ impl Host {
             .filter(|(_, connection)| connection.take_tools_changed())
             .collect();
         if marked.is_empty() {
-            return Vec::new();
+            return changes;
         }
         let reads = marked.into_iter().map(|(entry, connection)| async move {
             let listed = connection.list_tools(entry.spec.timeouts.connect).await;
@@ -668,7 +848,9 @@ impl Host {
                 .map(|(spec, listed)| {
                     let listed = listed.map(|tools| {
                         let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
-                        (names, review.tools(&spec, tools))
+                        let offered = review.tools(&spec, tools);
+                        let held = held_back(&names, &offered);
+                        (names, offered, held)
                     });
                     (spec.name, listed)
                 })
@@ -679,38 +861,29 @@ impl Host {
             Ok(reviewed) => reviewed,
             Err(ended) if ended.is_panic() => std::panic::resume_unwind(ended.into_panic()),
             // Only when the runtime shuts down: the old catalogue stays.
-            Err(_) => return Vec::new(),
+            Err(_) => return changes,
         };
-        let mut changes = Vec::new();
+        let started = changes.len();
         let mut rebuilt = false;
         for (name, listed) in reviewed {
-            let mut change = ToolsChange {
-                server: name.clone(),
-                ..ToolsChange::default()
-            };
             match listed {
-                Ok((listed_names, offered)) => {
-                    let before = lists.reviewed.get(&name).cloned().unwrap_or_default();
-                    let held = held_back(&listed_names, &offered);
-                    let already = lists.held.insert(name.clone(), held).unwrap_or_default();
-                    describe_change(&mut change, &before, &offered, &listed_names, &already);
-                    lists.reviewed.insert(name, offered);
+                Ok((listed_names, offered, held)) => {
+                    changes.push(lists.apply(&name, &listed_names, offered, held));
                     rebuilt = true;
                 }
                 Err(error) => {
                     tracing::warn!(server = %name, "the changed tool list could not be read: {error}");
-                    change.error = Some(error.to_string());
+                    changes.push(ToolsChange {
+                        server: name,
+                        error: Some(error.to_string()),
+                        ..ToolsChange::default()
+                    });
                 }
             }
-            changes.push(change);
         }
         if rebuilt {
-            self.save_refreshed(&changes, &lists).await;
-            let catalogue = Arc::new(build_catalogue(&lists.reviewed, &self.policy));
-            *self
-                .catalogue
-                .write()
-                .unwrap_or_else(PoisonError::into_inner) = catalogue;
+            self.save_refreshed(&changes[started..], &lists).await;
+            self.rebuild(&lists);
         }
         changes
     }
@@ -873,24 +1046,20 @@ impl Host {
     /// The connection `tool`'s calls go to, and its call timeout. A server that does not
     /// run (answered from the catalogue cache, or stopped when idle) is started here, in its
     /// turn, and its tool list reviewed and applied before this returns: the caller checks
-    /// afterwards that the tool is still offered as decided.
+    /// afterwards that the tool is still offered as decided. The call holds the returned
+    /// [`InUse`] until it ends: its end counts as a use (for `idle_stop`).
     pub(crate) async fn connection_for(
         &self,
         tool: &CatalogueTool,
-    ) -> Result<(Arc<Box<dyn Connection>>, Duration), HostError> {
+    ) -> Result<(Arc<Box<dyn Connection>>, Duration, InUse), HostError> {
         let Some(entry) = self.entries.iter().find(|e| e.spec.name == tool.server) else {
             return Err(HostError::UnknownTool {
                 target: tool.qualified.clone(),
                 suggestions: Vec::new(),
             });
         };
-        let mut slot = entry.slot.lock().await;
-        slot.used = tokio::time::Instant::now();
-        let connection = match &slot.connection {
-            Some(connection) => Arc::clone(connection),
-            None => self.start_lazily(entry, &mut slot).await?,
-        };
-        Ok((connection, entry.spec.timeouts.call))
+        let (connection, in_use) = self.ensure_running(entry).await?;
+        Ok((connection, entry.spec.timeouts.call, in_use))
     }
 
     /// The servers (running, or known from the catalogue cache) that declared `capability` (`resources`, `prompts`,
@@ -929,15 +1098,8 @@ impl Host {
             });
         };
         // A server known from the catalogue cache but not started yet starts now, as on
-        // its first tool call.
-        let connection = {
-            let mut slot = entry.slot.lock().await;
-            slot.used = tokio::time::Instant::now();
-            match &slot.connection {
-                Some(connection) => Arc::clone(connection),
-                None => self.start_lazily(entry, &mut slot).await?,
-            }
-        };
+        // its first tool call. Its end counts as a use, as a call's does.
+        let (connection, _in_use) = self.ensure_running(entry).await?;
         connection
             .request(method, params, entry.spec.timeouts.call)
             .await
@@ -982,7 +1144,7 @@ async fn stop_when_idle(
     let again = idle.min(Duration::from_secs(1));
     loop {
         let due = match slot.upgrade() {
-            Some(shared) => shared.lock().await.used + idle,
+            Some(shared) => shared.lock().await.used.at() + idle,
             None => return,
         };
         tokio::time::sleep_until(due).await;
@@ -990,7 +1152,7 @@ async fn stop_when_idle(
             return;
         };
         let mut locked = shared.lock().await;
-        if locked.used + idle > tokio::time::Instant::now() {
+        if locked.used.at() + idle > tokio::time::Instant::now() {
             continue;
         }
         let Some(connection) = locked.connection.take_if(|c| Arc::strong_count(c) == 1) else {
@@ -1223,14 +1385,14 @@ pub(crate) fn test_host_reviewed(
         entries.push(ServerEntry::new(spec, status, Some(connection), None));
     }
     let catalogue = build_catalogue(&lists, &policy);
-    Host {
+    let host = Host {
         entries,
         catalogue: RwLock::new(Arc::new(catalogue)),
         policy,
         review,
         lists: tokio::sync::Mutex::new(Lists {
             reviewed: lists,
-            held: BTreeMap::new(),
+            ..Lists::default()
         }),
         guard: Arc::new(Guard {
             audit,
@@ -1238,7 +1400,14 @@ pub(crate) fn test_host_reviewed(
             cache: None,
         }),
         starter: None,
+    };
+    // Servers with an `idle_stop` stop when idle, as in a built host.
+    for entry in &host.entries {
+        if let Ok(mut slot) = entry.slot.try_lock() {
+            host.watch_idle(entry, &mut slot);
+        }
     }
+    host
 }
 
 #[cfg(test)]
@@ -1288,6 +1457,127 @@ mod tests {
             Err(HostError::UnknownTool { .. }) => None,
             other => panic!("unexpected: {other:?}"),
         }
+    }
+
+    /// Admits every server and counts the starts it was asked about.
+    #[derive(Default)]
+    struct CountingStarts(std::sync::atomic::AtomicUsize);
+
+    impl Review for CountingStarts {
+        fn admit(&self, _spec: &ServerSpec) -> Result<(), String> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Ok(())
+        }
+
+        fn tools(&self, _spec: &ServerSpec, tools: Vec<ToolDef>) -> Vec<ToolDef> {
+            tools
+        }
+    }
+
+    /// A lazy start that fails is remembered: callers queued behind it, and the next
+    /// call, fail at once naming that failure and when it is retried, instead of each
+    /// starting the server again (and waiting its connect timeout); after the back-off the
+    /// next call tries again.
+    #[tokio::test]
+    async fn a_failed_lazy_start_fails_the_next_calls_fast_until_its_back_off_ends() {
+        let mut spec = crate::refresh_tests::spec();
+        spec.transport = warden_config::TransportSpec::Stdio {
+            command: "/nonexistent/warden-test-missing-server".into(),
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            cwd: None,
+        };
+        let review = Arc::new(CountingStarts::default());
+        let policy = Arc::new(Policy::compile(&warden_policy::PolicyConfig::default()).unwrap());
+        let host = Host {
+            entries: vec![ServerEntry::new(
+                spec,
+                ServerStatus::Connected {
+                    info: ServerInfo {
+                        era: warden_mcp::Era::Legacy,
+                        protocol_version: "2025-11-25".into(),
+                        name: None,
+                        version: None,
+                        title: None,
+                        capabilities: json!({"tools": {}}),
+                        instructions: None,
+                        program: None,
+                        connect_attempts: 1,
+                    },
+                },
+                None,
+                Some(std::time::SystemTime::now()),
+            )],
+            catalogue: RwLock::new(Arc::new(Catalogue::build_with_policy(
+                Vec::new(),
+                SchemaLimits::default(),
+                &policy,
+            ))),
+            policy,
+            review: Arc::clone(&review) as Arc<dyn Review>,
+            lists: tokio::sync::Mutex::new(Lists::default()),
+            guard: Arc::default(),
+            starter: Some(Starter {
+                launcher: Arc::new(warden_mcp::DirectLauncher::from_env()),
+                options: ConnectOptions::default(),
+                starts: Arc::new(StartGate::new(2)),
+                idle_stop: None,
+            }),
+        };
+        let entry = &host.entries[0];
+        let starts = || review.0.load(std::sync::atomic::Ordering::SeqCst);
+        let reason = |result: Result<(Arc<Box<dyn Connection>>, InUse), HostError>| match result {
+            Err(HostError::ServerUnavailable { server, reason, .. }) => {
+                assert_eq!(server, "s");
+                reason
+            }
+            Err(other) => panic!("unexpected: {other}"),
+            Ok(_) => panic!("a missing program started"),
+        };
+        assert!(entry.start_failure().is_none());
+        // Two calls at once: the first starts it and fails, the queued one fails at once
+        // with the same failure (its back-off is not what lets it fail: it was queued).
+        let (first, queued) = tokio::join!(host.ensure_running(entry), host.ensure_running(entry));
+        let first = reason(first);
+        assert!(first.contains("warden-test-missing-server"), "{first}");
+        assert_eq!(starts(), 1);
+        let queued = reason(queued);
+        assert!(
+            queued.starts_with(&first) && queued.contains("its start failed"),
+            "{queued}"
+        );
+        let failed = entry.start_failure().unwrap();
+        assert_eq!(
+            (failed.reason.as_str(), failed.failures),
+            (first.as_str(), 1)
+        );
+        assert_eq!(failed.retry_after, Duration::from_secs(1));
+        // During the back-off, a later call fails at once too.
+        let later = reason(host.ensure_running(entry).await);
+        assert!(later.starts_with(&first), "{later}");
+        assert_eq!(starts(), 1);
+        // The back-off over, the next call starts it again; a second failure in a row
+        // doubles the back-off.
+        let expire = |entry: &ServerEntry| {
+            let mut slot = entry.slot.try_lock().unwrap();
+            let failed = slot.failed.as_mut().unwrap();
+            failed.failed_at = tokio::time::Instant::now() - failed.retry_after;
+        };
+        expire(entry);
+        assert_eq!(reason(host.ensure_running(entry).await), first);
+        assert_eq!(starts(), 2);
+        let failed = entry.start_failure().unwrap();
+        assert_eq!(
+            (failed.failures, failed.retry_after),
+            (2, Duration::from_secs(2))
+        );
+        expire(entry);
+        reason(host.ensure_running(entry).await);
+        assert_eq!(starts(), 3);
+        assert_eq!(
+            entry.start_failure().unwrap().retry_after,
+            Duration::from_secs(4)
+        );
     }
 
     #[test]

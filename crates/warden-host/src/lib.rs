@@ -46,7 +46,9 @@ pub use approvals::{Reviewer, ToolScan};
 pub use audit::{ApprovedBy, Attempt, AuditError, AuditLog, Outcome};
 pub use builder::HostBuilder;
 pub use catalogue::{Catalogue, CatalogueTool, HiddenTool, RejectedTool, ToolRef, hints_of};
-pub use host::{Host, HostError, NoReview, Review, ServerEntry, ServerStatus, ToolsChange};
+pub use host::{
+    Host, HostError, NoReview, Review, ServerEntry, ServerStatus, StartFailed, ToolsChange,
+};
 pub use pins::PinningLauncher;
 pub use schema::{SchemaLimits, Violation};
 pub use search::{

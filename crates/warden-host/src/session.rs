@@ -244,7 +244,7 @@ impl Session {
         }
         // A server that does not run (answered from the catalogue cache, or stopped when
         // idle) starts here, and its list is reviewed and applied before the check below.
-        let (connection, timeout) = host.connection_for(&tool).await?;
+        let (connection, timeout, in_use) = host.connection_for(&tool).await?;
         // Decided on a catalogue a refresh (or that start) has replaced since: sent only if
         // the tool is still offered with the very definition it was decided on.
         if !host.still_offers(&tool) {
@@ -267,6 +267,7 @@ impl Session {
             facts: tool.facts.clone(),
             context: Arc::clone(&self.context),
             recorder,
+            _in_use: in_use,
         })
     }
 }
@@ -375,6 +376,8 @@ pub struct DetachedCall {
     facts: ToolFacts,
     context: Arc<Mutex<Context>>,
     recorder: Recorder,
+    /// Marks the server used when the call ends (or is dropped), for `idle_stop`.
+    _in_use: crate::host::InUse,
 }
 
 impl DetachedCall {

@@ -131,17 +131,6 @@ impl Store {
         }
         tx.commit().map_err(sqlite)
     }
-
-    /// Forgets the cached catalogue of the server stored under `server_key`.
-    pub fn forget_cached_catalogue(&mut self, server_key: &str) -> Result<(), StoreError> {
-        self.conn
-            .execute(
-                "DELETE FROM catalogue_cache WHERE server_key = ?1",
-                params![server_key],
-            )
-            .map(|_| ())
-            .map_err(|source| self.sqlite(source))
-    }
 }
 
 #[cfg(test)]
@@ -180,13 +169,9 @@ mod tests {
             .unwrap();
         assert_eq!(store.cached_catalogue("k", "id2").unwrap(), Some(second));
         assert_eq!(store.cached_catalogue("k", "id1").unwrap(), None);
-        store.forget_cached_catalogue("k").unwrap();
-        assert_eq!(store.cached_catalogue("k", "id2").unwrap(), None);
-        store
-            .save_cached_catalogues(&[("k".into(), entry("id3", &[]))], &[])
-            .unwrap();
+        // A server that held something back loses its row.
         store.save_cached_catalogues(&[], &["k".into()]).unwrap();
-        assert_eq!(store.cached_catalogue("k", "id3").unwrap(), None);
+        assert_eq!(store.cached_catalogue("k", "id2").unwrap(), None);
     }
 
     /// A batch with one row over the limit writes nothing: no half-written state.
