@@ -613,7 +613,7 @@ impl Backend {
             .forward(&server, "resources/read", forwarded)
             .await
             .map_err(|error| {
-                let error = upstream_error(error);
+                let error = self.labelled_error(client, &server, uri, error);
                 // A resource that is not found names its URI (SEP-2164).
                 if error.data.is_none() && matches!(error.code, INVALID_PARAMS | -32002) {
                     error.with_data(json!({"uri": uri}))
@@ -650,7 +650,7 @@ impl Backend {
         let result = self
             .forward(&server, "prompts/get", forwarded)
             .await
-            .map_err(upstream_error)?;
+            .map_err(|error| self.labelled_error(client, &server, name, error))?;
         client
             .session
             .receive(&self.host, &server, name, &text_of(&result));
@@ -672,8 +672,14 @@ impl Backend {
 
     /// `completion/complete`: a prompt argument's completion is asked of the prompt's
     /// server (under the prompt's own name), a resource template's of the server whose
-    /// template it is. A server that does not complete answers nothing (no values).
-    pub async fn complete(&self, params: &Value) -> Result<Value, RpcError> {
+    /// template it is. A server that does not complete answers nothing (no values). The
+    /// values (server text the client may show or pass on) and an upstream error's text
+    /// are labelled into `client`'s context, as a resource's contents are.
+    pub async fn complete(
+        &self,
+        client: &ClientContext,
+        params: &Value,
+    ) -> Result<Value, RpcError> {
         let reference = params
             .get("ref")
             .and_then(Value::as_object)
@@ -683,7 +689,7 @@ impl Backend {
             _ => Map::new(),
         };
         forwarded.remove("_meta");
-        let server = match reference.get("type").and_then(Value::as_str) {
+        let (server, source) = match reference.get("type").and_then(Value::as_str) {
             Some("ref/prompt") => {
                 let name = reference
                     .get("name")
@@ -693,7 +699,7 @@ impl Backend {
                     })?;
                 let (server, raw) = self.prompt_origin(name).await?;
                 forwarded.insert("ref".into(), json!({"type": "ref/prompt", "name": raw}));
-                server
+                (server, name)
             }
             Some("ref/resource") => {
                 let uri = reference
@@ -702,7 +708,7 @@ impl Backend {
                     .ok_or_else(|| {
                         RpcError::new(INVALID_PARAMS, "a resource reference needs a `uri`")
                     })?;
-                self.resource_server(uri).await?
+                (self.resource_server(uri).await?, uri)
             }
             _ => {
                 return Err(RpcError::new(
@@ -714,10 +720,49 @@ impl Backend {
         if !self.offering("completions").contains(&server) {
             return Ok(json!({"completion": {"values": [], "hasMore": false}}));
         }
-        self.forward(&server, "completion/complete", forwarded)
+        let result = self
+            .forward(&server, "completion/complete", forwarded)
             .await
-            .map_err(upstream_error)
+            .map_err(|error| self.labelled_error(client, &server, source, error))?;
+        let values = completion_text(&result);
+        if !values.is_empty() {
+            client.session.receive(&self.host, &server, source, &values);
+        }
+        Ok(result)
     }
+
+    /// An upstream's failure of a request made for `client` (about `name` of `server`),
+    /// as the client's error, its text labelled into the client's context first: the
+    /// message is the server's own text and reaches the client as a tool call's failure
+    /// does (`The call failed: ...`), so it counts as one.
+    fn labelled_error(
+        &self,
+        client: &ClientContext,
+        server: &str,
+        name: &str,
+        error: HostError,
+    ) -> RpcError {
+        let error = upstream_error(error);
+        client.session.receive(
+            &self.host,
+            server,
+            name,
+            &format!("The call failed: {}", error.message),
+        );
+        error
+    }
+}
+
+/// The completion values of a `completion/complete` answer, one a line.
+fn completion_text(result: &Value) -> String {
+    result
+        .pointer("/completion/values")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// An upstream's answer to a forwarded request, as the client's error: the server's own

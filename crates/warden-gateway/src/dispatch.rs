@@ -283,7 +283,7 @@ impl Gateway {
             "prompts/list" => Kind::Prompts,
             "resources/read" => return Some(self.backend.read_resource(client, params).await),
             "prompts/get" => return Some(self.backend.get_prompt(client, params).await),
-            "completion/complete" => return Some(self.backend.complete(params).await),
+            "completion/complete" => return Some(self.backend.complete(client, params).await),
             _ => return None,
         };
         Some(self.list_offered(kind, params).await)

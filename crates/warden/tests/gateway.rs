@@ -1103,9 +1103,7 @@ fn offered_steps() -> Value {
         // A clean context: the allowed echo runs.
         {"call": "t__echo", "args": {"message": "before"}},
         {"offered": true},
-        {"complete": {"prompt": "everything__completable-prompt"}, "argument": {"name": "department", "value": "Eng"}},
-        {"complete": {"template": DYNAMIC_TEXT}, "argument": {"name": "resourceId", "value": "1"}},
-        // Listing and completing do not taint: the echo still runs.
+        // Listing does not taint: the echo still runs.
         {"call": "t__echo", "args": {"message": "after listing"}},
         {"read": "demo://resource/static/document/features.md"},
         // What the resource said is in this client's context now: the echo is asked.
@@ -1116,6 +1114,10 @@ fn offered_steps() -> Value {
         {"call": "t__echo", "args": {"message": "after prompts"}},
         {"read": "demo://resource/dynamic/text/7"},
         {"read": "demo://nowhere/at/all"},
+        // Completion values are server text too (labelled; see
+        // `upstream_errors_and_completions_taint_the_context`).
+        {"complete": {"prompt": "everything__completable-prompt"}, "argument": {"name": "department", "value": "Eng"}},
+        {"complete": {"template": DYNAMIC_TEXT}, "argument": {"name": "resourceId", "value": "1"}},
     ])
 }
 
@@ -1225,6 +1227,52 @@ fn resources_prompts_and_completion_over_http_in_both_eras() {
         assert_offered(&out);
     }
     drop(served);
+    scratch.assert_no_leftovers();
+}
+
+/// An upstream's error text from `resources/read` and `prompts/get`, and the values of a
+/// completion, are server text reaching the client: each is labelled into the client's
+/// context as a failed tool call's text is, so a later side-effect call is asked about.
+/// The positive control is the first echo of each run (clean context: it runs).
+#[test]
+fn upstream_errors_and_completions_taint_the_context() {
+    let scratch = Scratch::new();
+    let config = everything_config(&scratch, "");
+    let runs = [
+        (
+            json!({"read": "demo://nowhere/at/all"}),
+            "reads",
+            "text from demo://nowhere/at/all",
+        ),
+        (
+            json!({"prompt": "everything__completable-prompt", "args": {"nobody": "x"}}),
+            "prompts",
+            "text from everything__completable-prompt",
+        ),
+        (
+            json!({"complete": {"prompt": "everything__completable-prompt"}, "argument": {"name": "department", "value": "Eng"}}),
+            "completions",
+            "text from everything__completable-prompt",
+        ),
+    ];
+    for (step, key, source) in runs {
+        let steps = json!([
+            {"call": "t__echo", "args": {"message": "before"}},
+            step,
+            {"call": "t__echo", "args": {"message": "after"}},
+        ]);
+        let out = run_client(stdio_plan(&scratch, &config, "legacy", "none", steps));
+        assert_eq!(call(&out, 0)["isError"], false, "{out}");
+        if key == "completions" {
+            assert_eq!(out[key][0]["values"], json!(["Engineering"]), "{out}");
+        } else {
+            assert!(out[key][0]["error"].is_string(), "the step fails: {out}");
+        }
+        assert_eq!(call(&out, 1)["isError"], true, "{out}");
+        let asked = call(&out, 1)["text"].as_str().unwrap();
+        assert!(asked.contains("did not run `t__echo`"), "{asked}");
+        assert!(asked.contains(source), "{asked}");
+    }
     scratch.assert_no_leftovers();
 }
 
