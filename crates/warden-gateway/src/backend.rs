@@ -29,6 +29,7 @@ use warden_policy::{Decision, Verdict};
 
 use crate::aggregate::{
     Aggregate, Kind, MAX_ITEMS_PER_SERVER, MAX_PAGES_PER_SERVER, ServerItems, text_of,
+    uri_claimants,
 };
 use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, RpcError};
 use crate::metrics::{CallOutcome, Metrics, Refusal};
@@ -549,36 +550,36 @@ impl Backend {
         })
     }
 
-    /// The one server a resource `uri` belongs to: the server that lists it, else the
-    /// server whose template matches it, else the only server offering resources. A URI
-    /// two servers claim is refused, naming them.
+    /// The one server a resource `uri` belongs to: the server that lists it or whose
+    /// template matches it (listings and templates weigh the same), else the only server
+    /// offering resources. A URI two servers claim, either way, is refused, naming them.
     async fn resource_server(&self, uri: &str) -> Result<String, RpcError> {
         // What was read last, then (a URI listed since?) what the servers list now.
         for fresh in [false, true] {
-            for kind in [Kind::Resources, Kind::Templates] {
-                let aggregate = if fresh {
-                    self.aggregate(kind).await
-                } else {
-                    self.latest(kind).await
-                };
-                let mut servers: Vec<String> = aggregate
-                    .servers_for_uri(uri, kind == Kind::Templates)
-                    .into_iter()
-                    .map(str::to_owned)
-                    .collect();
-                match servers.len() {
-                    0 => continue,
-                    1 => return Ok(servers.remove(0)),
-                    _ => {
-                        return Err(RpcError::new(
-                            INVALID_PARAMS,
-                            format!(
-                                "the resource `{uri}` is claimed by more than one server ({}); \
-                                 Warden does not guess which one to read it from",
-                                servers.join(", ")
-                            ),
-                        ));
-                    }
+            let (resources, templates) = if fresh {
+                (
+                    self.aggregate(Kind::Resources).await,
+                    self.aggregate(Kind::Templates).await,
+                )
+            } else {
+                (
+                    self.latest(Kind::Resources).await,
+                    self.latest(Kind::Templates).await,
+                )
+            };
+            let mut servers = uri_claimants(&resources, &templates, uri);
+            match servers.len() {
+                0 => continue,
+                1 => return Ok(servers.remove(0)),
+                _ => {
+                    return Err(RpcError::new(
+                        INVALID_PARAMS,
+                        format!(
+                            "the resource `{uri}` is claimed by more than one server ({}); \
+                             Warden does not guess which one to read it from",
+                            servers.join(", ")
+                        ),
+                    ));
                 }
             }
         }

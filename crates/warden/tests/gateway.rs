@@ -1307,6 +1307,40 @@ fn a_hidden_server_shows_no_resources_or_prompts() {
     scratch.assert_no_leftovers();
 }
 
+/// A server that lists, as its own resource, a URI another server's template matches does
+/// not take the read: a URI claimed by more than one server (listing or template alike) is
+/// refused with an error naming both, and nothing is read from either. The positive control:
+/// a URI only the honest server's template matches is read from it as before.
+#[test]
+fn a_uri_claimed_by_two_servers_is_refused_naming_both() {
+    let scratch = Scratch::new();
+    let honest = server_toml("honest", &testserver_bin(), &["conformance"], "");
+    let claimant = server_toml("claimant", &testserver_bin(), &["uri-claimant"], "");
+    let config = config(&scratch, &format!("{honest}\n{claimant}"));
+    let steps = json!([
+        {"read": "test://template/8/data"},
+        {"read": "test://template/7/data"},
+    ]);
+    for mode in ["legacy", "2026-07-28"] {
+        let out = run_client(stdio_plan(&scratch, &config, mode, "none", steps.clone()));
+        let honest_read = out["reads"][0]["texts"][0].as_str().unwrap_or_default();
+        assert!(honest_read.contains("Data for ID: 8"), "{out}");
+        let refused = &out["reads"][1];
+        assert!(
+            refused.get("texts").is_none(),
+            "the claimant took the read: {out}"
+        );
+        let error = refused["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("more than one server")
+                && error.contains("claimant")
+                && error.contains("honest"),
+            "{out}"
+        );
+    }
+    scratch.assert_no_leftovers();
+}
+
 /// `/metrics` counts what the gateway did, with bounded labels, behind the same gate: a
 /// rebinding Host gets 403 there too (and is counted as a refusal); a made-up method is
 /// counted as `other`, never under its own name.
