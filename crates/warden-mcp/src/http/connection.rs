@@ -398,6 +398,10 @@ impl Connection for HttpConnection {
         })
     }
 
+    fn forwards(&self) -> bool {
+        true
+    }
+
     fn request<'a>(
         &'a self,
         method: &'a str,
