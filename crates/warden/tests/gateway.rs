@@ -955,6 +955,18 @@ fn get(served: &Served, path: &str, host: &str) -> Reply {
     )
 }
 
+/// [`get`] with an `Authorization` header (a gateway that requires tokens).
+fn get_with(served: &Served, path: &str, authorization: &str) -> Reply {
+    exchange(
+        &served.addr,
+        &format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: {authorization}\r\n",
+            served.addr
+        ),
+        "",
+    )
+}
+
 #[test]
 fn health_and_readiness_answer_behind_the_same_gate() {
     let scratch = Scratch::new();
@@ -1382,6 +1394,86 @@ fn metrics_count_requests_and_refusals_behind_the_gate() {
     }
     assert!(!text.contains("x-secret"), "{text}");
     assert!(!text.contains(&session), "{text}");
+    drop(served);
+    scratch.assert_no_leftovers();
+}
+
+/// Refusals at the request-slot and stateless-client caps are counted once each in
+/// `/metrics`, in both eras: a legacy session's second request while its one slot is busy
+/// (it was counted twice), a modern client's (it was not counted), and a modern client
+/// past `max_sessions` (not counted). The positive control: the busy calls finish.
+#[test]
+fn metrics_count_each_cap_refusal_once_in_both_eras() {
+    let scratch = Scratch::new();
+    let server = server_toml(
+        "t",
+        &testserver_bin(),
+        &[],
+        "env = { WARDEN_TEST_SLEEP_TOOL = \"1\" }",
+    );
+    let config = scratch.config(&format!(
+        "{server}\n[[policy.rules]]\ntools = \"t__*\"\neffect = \"allow\"\n\n\
+         [serve]\nmax_in_flight_per_client = 1\nmax_sessions = 1\n"
+    ));
+    let alice = "alice-token-0123456789abcdef";
+    let bob = "bob-token-0123456789abcdefgh";
+    let served = Served::start(
+        &scratch,
+        &config,
+        &["--token-env", "ALICE_TOKEN", "--token-env", "BOB_TOKEN"],
+        &[("ALICE_TOKEN", alice), ("BOB_TOKEN", bob)],
+    );
+    let bearer = |token: &str| format!("Bearer {token}");
+    let as_alice = || Post::to(&served).with("Authorization", bearer(alice));
+    let opened = as_alice().send(&served, &initialize_body());
+    assert_eq!(opened.status, 200, "{}", opened.body);
+    let session = opened.header("mcp-session-id").unwrap().to_owned();
+    let in_session = || as_alice().with("Mcp-Session-Id", session.clone());
+    let modern = |post: Post<'static>| {
+        post.with("MCP-Protocol-Version", "2026-07-28")
+            .with("Mcp-Method", "tools/call")
+    };
+    let refusals = |reason: &str| {
+        let text = get_with(&served, "/metrics", &bearer(alice)).body;
+        let prefix = format!("warden_refusals_total{{reason=\"{reason}\"}} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .map_or(0, |count| count.parse::<u64>().unwrap())
+    };
+    let sleep = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                       "params": {"name": "t__sleep", "arguments": {"ms": 3000}}});
+    std::thread::scope(|scope| {
+        let legacy_busy = scope.spawn(|| in_session().send(&served, &sleep));
+        let modern_busy = scope.spawn(|| {
+            modern(Post::to(&served).with("Authorization", bearer(alice)))
+                .with("Mcp-Name", "t__sleep")
+                .send(&served, &modern_call("t__sleep", json!({"ms": 3000})))
+        });
+        std::thread::sleep(Duration::from_millis(1000));
+        // The legacy session's one slot is busy: 429, counted once.
+        let refused = in_session().send(&served, &list_body());
+        assert_eq!(refused.status, 429, "{}", refused.body);
+        assert_eq!(refusals("in_flight"), 1);
+        // The modern client's one slot is busy: 429, counted.
+        let echo = modern_call("t__echo", json!({"message": "hi"}));
+        let refused = modern(Post::to(&served).with("Authorization", bearer(alice)))
+            .with("Mcp-Name", "t__echo")
+            .send(&served, &echo);
+        assert_eq!(refused.status, 429, "{}", refused.body);
+        assert_eq!(refusals("in_flight"), 2);
+        // A second stateless client past `max_sessions`: 503, counted.
+        let refused = modern(Post::to(&served).with("Authorization", bearer(bob)))
+            .with("Mcp-Name", "t__echo")
+            .send(&served, &echo);
+        assert_eq!(refused.status, 503, "{}", refused.body);
+        assert_eq!(refusals("sessions"), 1);
+        for busy in [legacy_busy, modern_busy] {
+            let reply = busy.join().unwrap();
+            assert_eq!(reply.status, 200, "{}", reply.body);
+            assert!(reply.body.contains("slept 3000 ms"), "{}", reply.body);
+        }
+    });
+    assert_eq!(refusals("in_flight"), 2);
     drop(served);
     scratch.assert_no_leftovers();
 }
