@@ -17,9 +17,8 @@
 //! follow the host's current catalogue, and a change of what is offered is announced to
 //! the transports through [`Backend::changes`], which they relay to their clients.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
@@ -31,6 +30,7 @@ use crate::aggregate::{
     Aggregate, Kind, MAX_ITEMS_PER_SERVER, MAX_PAGES_PER_SERVER, ServerItems, text_of,
     uri_claimants,
 };
+use crate::generations::{Generations, REUSE_FOR};
 use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, RpcError};
 use crate::metrics::{CallOutcome, Metrics, Refusal};
 
@@ -141,9 +141,10 @@ pub struct Backend {
     listed: Mutex<Listed>,
     /// Bumped each time what clients are offered changed.
     changes: watch::Sender<u64>,
-    /// The latest list of resources, templates and prompts read from the upstream
-    /// servers: a page after the first is served from it, and reads are routed by it.
-    aggregates: Mutex<HashMap<Kind, Arc<Aggregate>>>,
+    /// The lists of resources, templates and prompts read from the upstream servers, by
+    /// generation ([`crate::generations`]): first pages reuse a fresh one, later pages
+    /// come from their cursor's, and reads are routed by the newest.
+    aggregates: Mutex<Generations>,
     /// What was done, for `/metrics`.
     metrics: Metrics,
 }
@@ -197,7 +198,7 @@ impl Backend {
             only,
             listed: Mutex::new(Listed { from, entries }),
             changes: watch::channel(0).0,
-            aggregates: Mutex::new(HashMap::new()),
+            aggregates: Mutex::new(Generations::new(generation_base())),
             metrics: Metrics::default(),
         })
     }
@@ -455,6 +456,11 @@ impl Backend {
     /// [`MAX_ITEMS_PER_SERVER`] items; a server that fails is left out and logged, never
     /// failing the list), aggregates it, and keeps it as the latest.
     pub async fn aggregate(&self, kind: Kind) -> Arc<Aggregate> {
+        self.read_generation(kind).await.1
+    }
+
+    /// [`Backend::aggregate`], with the number of the generation it was kept as.
+    async fn read_generation(&self, kind: Kind) -> (u64, Arc<Aggregate>) {
         let servers = self.offering(kind.capability());
         let reads = servers.iter().map(|server| self.read_list(server, kind));
         let lists: Vec<ServerItems> = futures::future::join_all(reads)
@@ -469,11 +475,12 @@ impl Backend {
             self.only.is_some(),
             &|name| policy.is_hidden(name),
         ));
-        self.aggregates
+        let generation = self
+            .aggregates
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(kind, Arc::clone(&aggregate));
-        aggregate
+            .keep(kind, Arc::clone(&aggregate), Instant::now());
+        (generation, aggregate)
     }
 
     /// The latest aggregate of `kind`, read now if there is none yet.
@@ -482,12 +489,33 @@ impl Backend {
             .aggregates
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&kind)
-            .cloned();
+            .newest(kind);
         match kept {
             Some(aggregate) => aggregate,
             None => self.aggregate(kind).await,
         }
+    }
+
+    /// The list a first page of `kind` is served from, and its generation: the newest
+    /// one while it is younger than [`REUSE_FOR`], else one read now.
+    pub async fn first_page(&self, kind: Kind) -> (u64, Arc<Aggregate>) {
+        let fresh = self
+            .aggregates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .fresh(kind, Instant::now(), REUSE_FOR);
+        match fresh {
+            Some(kept) => kept,
+            None => self.read_generation(kind).await,
+        }
+    }
+
+    /// Generation `generation` of `kind`, if it is still kept (a cursor's list).
+    pub fn generation(&self, kind: Kind, generation: u64) -> Option<Arc<Aggregate>> {
+        self.aggregates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(kind, generation)
     }
 
     /// Sends one forwarded request to `server`, counted as an upstream call.
@@ -554,12 +582,14 @@ impl Backend {
     /// template matches it (listings and templates weigh the same), else the only server
     /// offering resources. A URI two servers claim, either way, is refused, naming them.
     async fn resource_server(&self, uri: &str) -> Result<String, RpcError> {
-        // What was read last, then (a URI listed since?) what the servers list now.
+        // What was read last, then (a URI listed since?) a fresh generation: read again
+        // at most once per `REUSE_FOR`, so reads of unknown URIs cannot make the gateway
+        // re-read every server (or start generation after generation) at a client's pace.
         for fresh in [false, true] {
             let (resources, templates) = if fresh {
                 (
-                    self.aggregate(Kind::Resources).await,
-                    self.aggregate(Kind::Templates).await,
+                    self.first_page(Kind::Resources).await.1,
+                    self.first_page(Kind::Templates).await.1,
                 )
             } else {
                 (
@@ -662,7 +692,7 @@ impl Backend {
         if let Some((server, raw)) = self.latest(Kind::Prompts).await.prompt(name) {
             return Ok((server.to_owned(), raw.to_owned()));
         }
-        match self.aggregate(Kind::Prompts).await.prompt(name) {
+        match self.first_page(Kind::Prompts).await.1.prompt(name) {
             Some((server, raw)) => Ok((server.to_owned(), raw.to_owned())),
             None => Err(RpcError::new(
                 INVALID_PARAMS,
@@ -764,6 +794,14 @@ fn completion_text(result: &Value) -> String {
         .filter_map(Value::as_str)
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The first generation number of this run: its start time in nanoseconds, so that a
+/// cursor from an earlier run does not name a generation of this one.
+fn generation_base() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64)
 }
 
 /// An upstream's answer to a forwarded request, as the client's error: the server's own

@@ -23,6 +23,7 @@
 pub mod aggregate;
 pub mod backend;
 pub mod dispatch;
+pub mod generations;
 pub mod guard;
 pub mod http;
 pub mod jsonrpc;
