@@ -184,6 +184,22 @@ impl Aggregate {
     }
 }
 
+/// Every server that claims `uri`, by a listed resource (`resources`) or a template
+/// (`templates`) alike, without repeats, in name order. A listing does not outrank a
+/// template: two servers claiming one URI either way is for the caller to refuse, not to
+/// settle by which list was looked at first.
+pub fn uri_claimants(resources: &Aggregate, templates: &Aggregate, uri: &str) -> Vec<String> {
+    let mut servers: Vec<String> = resources
+        .servers_for_uri(uri, false)
+        .into_iter()
+        .chain(templates.servers_for_uri(uri, true))
+        .map(str::to_owned)
+        .collect();
+    servers.sort();
+    servers.dedup();
+    servers
+}
+
 /// Whether `uri` could be an expansion of the RFC 6570 `template`: its literal parts
 /// appear in order (the first at the start, the last at the end), each expression standing
 /// for any text between them. Generous on purpose (it routes, it does not validate: the
@@ -336,6 +352,53 @@ mod tests {
             ["honest", "thief"]
         );
         assert!(built.servers_for_uri("file:///other", false).is_empty());
+    }
+
+    #[test]
+    fn a_uri_one_server_lists_and_another_templates_is_claimed_by_both() {
+        let resources = Aggregate::build(
+            Kind::Resources,
+            vec![items(
+                "thief",
+                json!([{"uri": "notes://a/secret.txt", "name": "s"}]),
+            )],
+            false,
+            &|_| false,
+        );
+        let templates = Aggregate::build(
+            Kind::Templates,
+            vec![items(
+                "honest",
+                json!([{"uriTemplate": "notes://a/{file}", "name": "n"}]),
+            )],
+            false,
+            &|_| false,
+        );
+        // The listing does not silently win over the template: both claim it.
+        assert_eq!(
+            uri_claimants(&resources, &templates, "notes://a/secret.txt"),
+            ["honest", "thief"]
+        );
+        // Control: a URI only the template matches is the template's server's alone, and
+        // a server listing and templating the same URI counts once.
+        assert_eq!(
+            uri_claimants(&resources, &templates, "notes://a/other.txt"),
+            ["honest"]
+        );
+        let own = Aggregate::build(
+            Kind::Templates,
+            vec![items(
+                "thief",
+                json!([{"uriTemplate": "notes://a/{file}", "name": "n"}]),
+            )],
+            false,
+            &|_| false,
+        );
+        assert_eq!(
+            uri_claimants(&resources, &own, "notes://a/secret.txt"),
+            ["thief"]
+        );
+        assert!(uri_claimants(&resources, &templates, "other://x").is_empty());
     }
 
     #[test]

@@ -17,9 +17,8 @@
 //! follow the host's current catalogue, and a change of what is offered is announced to
 //! the transports through [`Backend::changes`], which they relay to their clients.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
@@ -29,7 +28,9 @@ use warden_policy::{Decision, Verdict};
 
 use crate::aggregate::{
     Aggregate, Kind, MAX_ITEMS_PER_SERVER, MAX_PAGES_PER_SERVER, ServerItems, text_of,
+    uri_claimants,
 };
+use crate::generations::{Generations, REUSE_FOR};
 use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, RpcError};
 use crate::metrics::{CallOutcome, Metrics, Refusal};
 
@@ -140,9 +141,10 @@ pub struct Backend {
     listed: Mutex<Listed>,
     /// Bumped each time what clients are offered changed.
     changes: watch::Sender<u64>,
-    /// The latest list of resources, templates and prompts read from the upstream
-    /// servers: a page after the first is served from it, and reads are routed by it.
-    aggregates: Mutex<HashMap<Kind, Arc<Aggregate>>>,
+    /// The lists of resources, templates and prompts read from the upstream servers, by
+    /// generation ([`crate::generations`]): first pages reuse a fresh one, later pages
+    /// come from their cursor's, and reads are routed by the newest.
+    aggregates: Mutex<Generations>,
     /// What was done, for `/metrics`.
     metrics: Metrics,
 }
@@ -196,7 +198,7 @@ impl Backend {
             only,
             listed: Mutex::new(Listed { from, entries }),
             changes: watch::channel(0).0,
-            aggregates: Mutex::new(HashMap::new()),
+            aggregates: Mutex::new(Generations::new(generation_base())),
             metrics: Metrics::default(),
         })
     }
@@ -454,6 +456,11 @@ impl Backend {
     /// [`MAX_ITEMS_PER_SERVER`] items; a server that fails is left out and logged, never
     /// failing the list), aggregates it, and keeps it as the latest.
     pub async fn aggregate(&self, kind: Kind) -> Arc<Aggregate> {
+        self.read_generation(kind).await.1
+    }
+
+    /// [`Backend::aggregate`], with the number of the generation it was kept as.
+    async fn read_generation(&self, kind: Kind) -> (u64, Arc<Aggregate>) {
         let servers = self.offering(kind.capability());
         let reads = servers.iter().map(|server| self.read_list(server, kind));
         let lists: Vec<ServerItems> = futures::future::join_all(reads)
@@ -468,11 +475,12 @@ impl Backend {
             self.only.is_some(),
             &|name| policy.is_hidden(name),
         ));
-        self.aggregates
+        let generation = self
+            .aggregates
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(kind, Arc::clone(&aggregate));
-        aggregate
+            .keep(kind, Arc::clone(&aggregate), Instant::now());
+        (generation, aggregate)
     }
 
     /// The latest aggregate of `kind`, read now if there is none yet.
@@ -481,12 +489,33 @@ impl Backend {
             .aggregates
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .get(&kind)
-            .cloned();
+            .newest(kind);
         match kept {
             Some(aggregate) => aggregate,
             None => self.aggregate(kind).await,
         }
+    }
+
+    /// The list a first page of `kind` is served from, and its generation: the newest
+    /// one while it is younger than [`REUSE_FOR`], else one read now.
+    pub async fn first_page(&self, kind: Kind) -> (u64, Arc<Aggregate>) {
+        let fresh = self
+            .aggregates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .fresh(kind, Instant::now(), REUSE_FOR);
+        match fresh {
+            Some(kept) => kept,
+            None => self.read_generation(kind).await,
+        }
+    }
+
+    /// Generation `generation` of `kind`, if it is still kept (a cursor's list).
+    pub fn generation(&self, kind: Kind, generation: u64) -> Option<Arc<Aggregate>> {
+        self.aggregates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(kind, generation)
     }
 
     /// Sends one forwarded request to `server`, counted as an upstream call.
@@ -549,36 +578,38 @@ impl Backend {
         })
     }
 
-    /// The one server a resource `uri` belongs to: the server that lists it, else the
-    /// server whose template matches it, else the only server offering resources. A URI
-    /// two servers claim is refused, naming them.
+    /// The one server a resource `uri` belongs to: the server that lists it or whose
+    /// template matches it (listings and templates weigh the same), else the only server
+    /// offering resources. A URI two servers claim, either way, is refused, naming them.
     async fn resource_server(&self, uri: &str) -> Result<String, RpcError> {
-        // What was read last, then (a URI listed since?) what the servers list now.
+        // What was read last, then (a URI listed since?) a fresh generation: read again
+        // at most once per `REUSE_FOR`, so reads of unknown URIs cannot make the gateway
+        // re-read every server (or start generation after generation) at a client's pace.
         for fresh in [false, true] {
-            for kind in [Kind::Resources, Kind::Templates] {
-                let aggregate = if fresh {
-                    self.aggregate(kind).await
-                } else {
-                    self.latest(kind).await
-                };
-                let mut servers: Vec<String> = aggregate
-                    .servers_for_uri(uri, kind == Kind::Templates)
-                    .into_iter()
-                    .map(str::to_owned)
-                    .collect();
-                match servers.len() {
-                    0 => continue,
-                    1 => return Ok(servers.remove(0)),
-                    _ => {
-                        return Err(RpcError::new(
-                            INVALID_PARAMS,
-                            format!(
-                                "the resource `{uri}` is claimed by more than one server ({}); \
-                                 Warden does not guess which one to read it from",
-                                servers.join(", ")
-                            ),
-                        ));
-                    }
+            let (resources, templates) = if fresh {
+                (
+                    self.first_page(Kind::Resources).await.1,
+                    self.first_page(Kind::Templates).await.1,
+                )
+            } else {
+                (
+                    self.latest(Kind::Resources).await,
+                    self.latest(Kind::Templates).await,
+                )
+            };
+            let mut servers = uri_claimants(&resources, &templates, uri);
+            match servers.len() {
+                0 => continue,
+                1 => return Ok(servers.remove(0)),
+                _ => {
+                    return Err(RpcError::new(
+                        INVALID_PARAMS,
+                        format!(
+                            "the resource `{uri}` is claimed by more than one server ({}); \
+                             Warden does not guess which one to read it from",
+                            servers.join(", ")
+                        ),
+                    ));
                 }
             }
         }
@@ -613,7 +644,7 @@ impl Backend {
             .forward(&server, "resources/read", forwarded)
             .await
             .map_err(|error| {
-                let error = upstream_error(error);
+                let error = self.labelled_error(client, &server, uri, error);
                 // A resource that is not found names its URI (SEP-2164).
                 if error.data.is_none() && matches!(error.code, INVALID_PARAMS | -32002) {
                     error.with_data(json!({"uri": uri}))
@@ -650,7 +681,7 @@ impl Backend {
         let result = self
             .forward(&server, "prompts/get", forwarded)
             .await
-            .map_err(upstream_error)?;
+            .map_err(|error| self.labelled_error(client, &server, name, error))?;
         client
             .session
             .receive(&self.host, &server, name, &text_of(&result));
@@ -661,7 +692,7 @@ impl Backend {
         if let Some((server, raw)) = self.latest(Kind::Prompts).await.prompt(name) {
             return Ok((server.to_owned(), raw.to_owned()));
         }
-        match self.aggregate(Kind::Prompts).await.prompt(name) {
+        match self.first_page(Kind::Prompts).await.1.prompt(name) {
             Some((server, raw)) => Ok((server.to_owned(), raw.to_owned())),
             None => Err(RpcError::new(
                 INVALID_PARAMS,
@@ -672,8 +703,14 @@ impl Backend {
 
     /// `completion/complete`: a prompt argument's completion is asked of the prompt's
     /// server (under the prompt's own name), a resource template's of the server whose
-    /// template it is. A server that does not complete answers nothing (no values).
-    pub async fn complete(&self, params: &Value) -> Result<Value, RpcError> {
+    /// template it is. A server that does not complete answers nothing (no values). The
+    /// values (server text the client may show or pass on) and an upstream error's text
+    /// are labelled into `client`'s context, as a resource's contents are.
+    pub async fn complete(
+        &self,
+        client: &ClientContext,
+        params: &Value,
+    ) -> Result<Value, RpcError> {
         let reference = params
             .get("ref")
             .and_then(Value::as_object)
@@ -683,7 +720,7 @@ impl Backend {
             _ => Map::new(),
         };
         forwarded.remove("_meta");
-        let server = match reference.get("type").and_then(Value::as_str) {
+        let (server, source) = match reference.get("type").and_then(Value::as_str) {
             Some("ref/prompt") => {
                 let name = reference
                     .get("name")
@@ -693,7 +730,7 @@ impl Backend {
                     })?;
                 let (server, raw) = self.prompt_origin(name).await?;
                 forwarded.insert("ref".into(), json!({"type": "ref/prompt", "name": raw}));
-                server
+                (server, name)
             }
             Some("ref/resource") => {
                 let uri = reference
@@ -702,7 +739,7 @@ impl Backend {
                     .ok_or_else(|| {
                         RpcError::new(INVALID_PARAMS, "a resource reference needs a `uri`")
                     })?;
-                self.resource_server(uri).await?
+                (self.resource_server(uri).await?, uri)
             }
             _ => {
                 return Err(RpcError::new(
@@ -714,10 +751,57 @@ impl Backend {
         if !self.offering("completions").contains(&server) {
             return Ok(json!({"completion": {"values": [], "hasMore": false}}));
         }
-        self.forward(&server, "completion/complete", forwarded)
+        let result = self
+            .forward(&server, "completion/complete", forwarded)
             .await
-            .map_err(upstream_error)
+            .map_err(|error| self.labelled_error(client, &server, source, error))?;
+        let values = completion_text(&result);
+        if !values.is_empty() {
+            client.session.receive(&self.host, &server, source, &values);
+        }
+        Ok(result)
     }
+
+    /// An upstream's failure of a request made for `client` (about `name` of `server`),
+    /// as the client's error, its text labelled into the client's context first: the
+    /// message is the server's own text and reaches the client as a tool call's failure
+    /// does (`The call failed: ...`), so it counts as one.
+    fn labelled_error(
+        &self,
+        client: &ClientContext,
+        server: &str,
+        name: &str,
+        error: HostError,
+    ) -> RpcError {
+        let error = upstream_error(error);
+        client.session.receive(
+            &self.host,
+            server,
+            name,
+            &format!("The call failed: {}", error.message),
+        );
+        error
+    }
+}
+
+/// The completion values of a `completion/complete` answer, one a line.
+fn completion_text(result: &Value) -> String {
+    result
+        .pointer("/completion/values")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The first generation number of this run: its start time in nanoseconds, so that a
+/// cursor from an earlier run does not name a generation of this one.
+fn generation_base() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as u64)
 }
 
 /// An upstream's answer to a forwarded request, as the client's error: the server's own

@@ -282,26 +282,42 @@ impl Gateway {
             "prompts/list" => Kind::Prompts,
             "resources/read" => return Some(self.backend.read_resource(client, params).await),
             "prompts/get" => return Some(self.backend.get_prompt(client, params).await),
-            "completion/complete" => return Some(self.backend.complete(params).await),
+            "completion/complete" => return Some(self.backend.complete(client, params).await),
             _ => return None,
         };
         Some(self.list_offered(kind, params).await)
     }
 
-    /// One page of an aggregated list: the first page reads the upstream lists again; the
-    /// pages after it are slices of what that read kept, so a client's pages agree.
+    /// One page of an aggregated list: the first page comes from a fresh generation of it
+    /// ([`crate::generations`]: reused for a few seconds, then read again); the pages after
+    /// it are slices of the generation their cursor names, so a client's pages agree
+    /// whatever other clients list meanwhile. A cursor of a generation no longer kept is
+    /// refused, saying to list again from the first page.
     async fn list_offered(&self, kind: Kind, params: &Value) -> Result<Value, RpcError> {
         let prefix = kind.cursor_prefix();
-        let (aggregate, start) = match params.get("cursor") {
-            None | Some(Value::Null) => (self.backend.aggregate(kind).await, 0),
+        let (generation, aggregate, start) = match params.get("cursor") {
+            None | Some(Value::Null) => {
+                let (generation, aggregate) = self.backend.first_page(kind).await;
+                (generation, aggregate, 0)
+            }
             Some(Value::String(cursor)) => {
-                let start = decode_cursor_with(prefix, cursor)
+                let (generation, start) = decode_list_cursor(prefix, cursor)
                     .ok_or_else(|| RpcError::new(INVALID_PARAMS, "invalid cursor"))?;
-                let aggregate = self.backend.latest(kind).await;
+                let aggregate = self.backend.generation(kind, generation).ok_or_else(|| {
+                    RpcError::new(
+                        INVALID_PARAMS,
+                        format!(
+                            "this cursor is from an earlier `{}` listing that is no longer \
+                             kept (the servers' lists were read again since); list again \
+                             from the first page, without a cursor",
+                            kind.method()
+                        ),
+                    )
+                })?;
                 if start >= aggregate.entries.len().max(1) {
                     return Err(RpcError::new(INVALID_PARAMS, "invalid cursor"));
                 }
-                (aggregate, start)
+                (generation, aggregate, start)
             }
             Some(_) => return Err(RpcError::new(INVALID_PARAMS, "invalid cursor")),
         };
@@ -310,7 +326,7 @@ impl Gateway {
         let page: Vec<Value> = entries.get(start..end).unwrap_or_default().to_vec();
         let mut result = json!({kind.key(): page});
         if end < entries.len() {
-            result["nextCursor"] = Value::String(encode_cursor_with(prefix, end));
+            result["nextCursor"] = Value::String(encode_list_cursor(prefix, generation, end));
         }
         Ok(result)
     }
@@ -603,6 +619,20 @@ fn decode_cursor_with(prefix: &str, cursor: &str) -> Option<usize> {
     text.strip_prefix(prefix)?.parse().ok()
 }
 
+/// A cursor of an aggregated list: its kind (`prefix`), generation and position.
+fn encode_list_cursor(prefix: &str, generation: u64, start: usize) -> String {
+    encode_cursor_with(&format!("{prefix}{generation}:"), start)
+}
+
+fn decode_list_cursor(prefix: &str, cursor: &str) -> Option<(u64, usize)> {
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let (generation, start) = text.strip_prefix(prefix)?.split_once(':')?;
+    Some((generation.parse().ok()?, start.parse().ok()?))
+}
+
 fn call_params(params: &Value) -> Result<(String, Value), RpcError> {
     let name = params
         .get("name")
@@ -804,6 +834,24 @@ mod tests {
         let modern = json!({"_meta": {META_VERSION: "2026-07-28"}});
         assert_eq!(era_of("server/discover", &modern), Some(Era::Modern));
         assert_eq!(era_of("tools/list", &json!({})), None);
+    }
+
+    #[test]
+    fn list_cursors_carry_their_kind_and_generation() {
+        let cursor = encode_list_cursor("warden-prompts:", 42, 100);
+        assert_eq!(
+            decode_list_cursor("warden-prompts:", &cursor),
+            Some((42, 100))
+        );
+        assert_eq!(decode_list_cursor("warden-resources:", &cursor), None);
+        // A cursor of the first version (no generation) is not one of these.
+        assert_eq!(
+            decode_list_cursor(
+                "warden-prompts:",
+                &encode_cursor_with("warden-prompts:", 100)
+            ),
+            None
+        );
     }
 
     #[test]

@@ -630,7 +630,6 @@ async fn legacy_post(
         Incoming::Request { id, method, params } => {
             let Ok(permit) = Arc::clone(&session.slots).try_acquire_owned() else {
                 state.metrics().refused(Refusal::InFlight);
-                state.metrics().refused(Refusal::InFlight);
                 return too_many(&id, state.limits.max_in_flight_per_client);
             };
             if method == "tools/call" {
@@ -1079,6 +1078,7 @@ async fn modern_post(
         return rpc_error(StatusCode::BAD_REQUEST, &id, &error);
     }
     let Some((client, slots)) = modern_client(state, &principal) else {
+        state.metrics().refused(Refusal::Sessions);
         return rpc_error(
             StatusCode::SERVICE_UNAVAILABLE,
             &id,
@@ -1092,6 +1092,7 @@ async fn modern_post(
         );
     };
     let Ok(permit) = slots.try_acquire_owned() else {
+        state.metrics().refused(Refusal::InFlight);
         return too_many(&id, state.limits.max_in_flight_per_client);
     };
     if method == "subscriptions/listen" {

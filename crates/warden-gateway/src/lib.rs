@@ -23,6 +23,7 @@
 pub mod aggregate;
 pub mod backend;
 pub mod dispatch;
+pub mod generations;
 pub mod guard;
 pub mod http;
 /// The message layer (in warden-mcp, with every other decoder of protocol bytes).

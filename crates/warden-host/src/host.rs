@@ -65,6 +65,9 @@ pub struct ServerEntry {
     /// When its status and tools come from the catalogue cache (it was not started): when
     /// they were read from the server.
     cached: Option<std::time::SystemTime>,
+    /// Whether its transport forwards resources, prompts and completion
+    /// ([`Connection::forwards`]; for a server not started, what its transport would).
+    forwards: bool,
 }
 
 /// A server's connection, if it runs now.
@@ -159,7 +162,12 @@ impl ServerEntry {
         connection: Option<Box<dyn Connection>>,
         cached: Option<std::time::SystemTime>,
     ) -> ServerEntry {
+        let forwards = connection.as_ref().map_or_else(
+            || warden_mcp::transport_forwards(&spec),
+            |connection| connection.forwards(),
+        );
         ServerEntry {
+            forwards,
             spec,
             status,
             slot: Arc::new(tokio::sync::Mutex::new(Slot {
@@ -1063,11 +1071,14 @@ impl Host {
     }
 
     /// The servers (running, or known from the catalogue cache) that declared `capability` (`resources`, `prompts`,
-    /// `completions`: a key of the capabilities they sent), in name order. What they offer
-    /// besides tools is read with [`Host::forward`].
+    /// `completions`: a key of the capabilities they sent), in name order, leaving out those
+    /// whose transport does not forward ([`Connection::forwards`]: the deprecated HTTP+SSE
+    /// transport, relayed servers), whatever they declared. What they offer besides tools is
+    /// read with [`Host::forward`].
     pub fn servers_offering(&self, capability: &str) -> Vec<&str> {
         self.entries
             .iter()
+            .filter(|entry| entry.forwards)
             .filter(|entry| match &entry.status {
                 ServerStatus::Connected { info } => info
                     .capabilities
@@ -1090,6 +1101,14 @@ impl Host {
         method: &str,
         params: serde_json::Map<String, Value>,
     ) -> Result<Value, HostError> {
+        // Checked here, once, before anything starts: only reads are forwarded.
+        if !warden_mcp::FORWARDED_METHODS.contains(&method) {
+            return Err(not_forwarded(
+                server,
+                method,
+                "Warden forwards only reads of resources, prompts and completion",
+            ));
+        }
         let Some(entry) = self.entries.iter().find(|e| e.spec.name == server) else {
             return Err(HostError::ServerUnavailable {
                 server: server.to_owned(),
@@ -1097,6 +1116,13 @@ impl Host {
                 stderr_tail: Vec::new(),
             });
         };
+        if !entry.forwards {
+            return Err(not_forwarded(
+                server,
+                method,
+                "its transport (HTTP+SSE or a relay) does not forward them",
+            ));
+        }
         // A server known from the catalogue cache but not started yet starts now, as on
         // its first tool call. Its end counts as a use, as a call's does.
         let (connection, _in_use) = self.ensure_running(entry).await?;
@@ -1202,6 +1228,18 @@ fn build_catalogue(
 }
 
 /// The names in `listed` that are not `offered`: held back by the review.
+/// The refusal of a request [`Host::forward`] does not send to `server`: `-32601`, as a
+/// server that does not know the method would answer, saying why.
+fn not_forwarded(server: &str, method: &str, why: &str) -> HostError {
+    HostError::Call {
+        tool: format!("{server} {method}"),
+        source: warden_mcp::CallError::Rejected {
+            code: -32601,
+            message: format!("`{method}` is not forwarded to `{server}`: {why}"),
+        },
+    }
+}
+
 fn held_back(listed: &[String], offered: &[warden_mcp::ToolDef]) -> HashSet<String> {
     listed
         .iter()

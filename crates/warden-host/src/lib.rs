@@ -40,6 +40,8 @@ pub mod session;
 pub mod starts;
 
 #[cfg(test)]
+mod forward_tests;
+#[cfg(test)]
 mod refresh_tests;
 
 pub use approvals::{Reviewer, ToolScan};

@@ -30,6 +30,7 @@ async fn main() {
         max_bytes: warden_config::DEFAULT_MAX_MESSAGE_BYTES,
         connect_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(30),
+        backoff: warden_mcp::http::reconnect::Backoff::system(),
         oauth: None,
     };
     let (session, _info) = open(&remote, &ClientProfile::default()).await.unwrap();

@@ -133,6 +133,20 @@ pub const FORWARDED_METHODS: [&str; 6] = [
     "completion/complete",
 ];
 
+/// Whether the transport `spec` names forwards [`FORWARDED_METHODS`] (stdio and Streamable
+/// HTTP do; the deprecated HTTP+SSE transport and relayed servers do not): what
+/// [`Connection::forwards`] answers once connected, known before the server starts (a
+/// server answered from the catalogue cache is not started until it is used).
+pub fn transport_forwards(spec: &ServerSpec) -> bool {
+    match &spec.transport {
+        warden_config::TransportSpec::Stdio { .. } => true,
+        warden_config::TransportSpec::Http { settings, .. } => {
+            settings.transport != warden_config::RemoteTransport::Sse
+        }
+        warden_config::TransportSpec::Relay { .. } => false,
+    }
+}
+
 /// The error for a method [`Connection::request`] does not forward.
 pub(crate) fn not_forwarded(method: &str) -> CallError {
     CallError::Rejected {
@@ -182,6 +196,13 @@ pub trait Connection: Send + Sync {
     /// of a marked server at the next turn boundary. A transport that cannot receive the
     /// notification keeps the default: never marked.
     fn take_tools_changed(&self) -> bool {
+        false
+    }
+    /// Whether [`Connection::request`] forwards [`FORWARDED_METHODS`] to the server. A
+    /// transport that does not keeps the default, `false` (and the default `request`,
+    /// which refuses): a server on it offers nothing but its tools through a gateway,
+    /// whatever capabilities it declared. Agrees with [`transport_forwards`].
+    fn forwards(&self) -> bool {
         false
     }
     /// Sends one request of the resources, prompts or completion families

@@ -38,7 +38,7 @@ pub mod stdio;
 pub use confined::{ConfinedLauncher, Substituted};
 pub use connection::{
     CallOutcome, ConnectOptions, Connection, Era, FORWARDED_METHODS, RelayDialer, ServerInfo,
-    ToolDef, connect,
+    ToolDef, connect, transport_forwards,
 };
 pub use elicit::{
     DeclineAll, ElicitationAnswer, ElicitationRequest, Elicitor, client_capabilities,

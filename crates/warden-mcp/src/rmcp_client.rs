@@ -907,6 +907,10 @@ impl Connection for RmcpConnection {
         })
     }
 
+    fn forwards(&self) -> bool {
+        true
+    }
+
     fn request<'a>(
         &'a self,
         method: &'a str,

@@ -21,7 +21,7 @@
 //! `slow-start`, `serial-start`, `slow-modern`, `hang-on-call`, `crash-mid-call`,
 //! `exit-at-start`, `grandchild`, `roots`,
 //! `bad-json-lines`, `list-change`, `input-required`, `hostile`, `memory-hog`, `fork-bomb`,
-//! `disk-filler`, `read-proc-one`, `conformance`, `notify-flood` (see [`modes::Mode`]). The
+//! `disk-filler`, `read-proc-one`, `conformance`, `notify-flood`, `uri-claimant` (see [`modes::Mode`]). The
 //! environment variables `WARDEN_TEST_CALL_LOG`, `WARDEN_TEST_CANCEL_LOG`, `WARDEN_TEST_START_LOG` and
 //! `WARDEN_TEST_PID_FILE` name files where the server records
 //! what reached it, and `WARDEN_TEST_PROBE_*` make it try, at start, what a confined server
@@ -30,6 +30,7 @@
 //! Dependencies are kept to `serde_json` and `libc` on purpose: the server must be quick to
 //! build and obviously independent of the MCP SDK that Warden itself uses.
 
+mod claimant;
 mod conformance;
 mod framing;
 mod hogs;

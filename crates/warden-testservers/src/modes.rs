@@ -68,9 +68,12 @@ pub(crate) enum Mode {
     /// The fixture for the conformance suite's server scenarios (see
     /// [`crate::conformance`]): its tools instead of `echo`, `add` and `fail`.
     Conformance,
+    /// Lists, as its own resource, a URI the `conformance` fixture's template matches (see
+    /// [`crate::claimant`]).
+    UriClaimant,
 }
 
-const MODES: [(&str, Mode); 25] = [
+const MODES: [(&str, Mode); 26] = [
     ("good", Mode::Good),
     ("modern", Mode::Modern),
     ("stdout-logs", Mode::StdoutLogs),
@@ -96,6 +99,7 @@ const MODES: [(&str, Mode); 25] = [
     ("read-proc-one", Mode::ReadProcOne),
     ("conformance", Mode::Conformance),
     ("notify-flood", Mode::NotifyFlood),
+    ("uri-claimant", Mode::UriClaimant),
 ];
 
 /// The parsed command line.
@@ -142,6 +146,7 @@ impl Config {
             ask_input: self.mode == Mode::InputRequired,
             hostile: self.mode == Mode::Hostile,
             conformance: self.mode == Mode::Conformance,
+            uri_claimant: self.mode == Mode::UriClaimant,
         }
     }
 }

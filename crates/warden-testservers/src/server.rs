@@ -44,6 +44,8 @@ pub(crate) struct Settings {
     pub(crate) hostile: bool,
     /// Serves the conformance fixture's tools ([`crate::conformance`]).
     pub(crate) conformance: bool,
+    /// Claims a URI the conformance fixture's template matches ([`crate::claimant`]).
+    pub(crate) uri_claimant: bool,
     /// Once `server/discover` was answered, refuse `initialize` with -32022 (`slow-modern`).
     pub(crate) modern_stays_modern: bool,
 }
@@ -136,6 +138,9 @@ impl Server {
                 if self.settings.conformance {
                     result["capabilities"] = crate::conformance::capabilities();
                 }
+                if self.settings.uri_claimant {
+                    result["capabilities"] = crate::claimant::capabilities();
+                }
                 if self.settings.hostile {
                     result["serverInfo"] = crate::hostile::server_info();
                 }
@@ -152,6 +157,11 @@ impl Server {
             "ping" => Ok(json!({})),
             _ if self.settings.conformance
                 && let Some(answer) = crate::conformance::answer(method, params) =>
+            {
+                answer
+            }
+            _ if self.settings.uri_claimant
+                && let Some(answer) = crate::claimant::answer(method, params) =>
             {
                 answer
             }

@@ -955,6 +955,18 @@ fn get(served: &Served, path: &str, host: &str) -> Reply {
     )
 }
 
+/// [`get`] with an `Authorization` header (a gateway that requires tokens).
+fn get_with(served: &Served, path: &str, authorization: &str) -> Reply {
+    exchange(
+        &served.addr,
+        &format!(
+            "GET {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: {authorization}\r\n",
+            served.addr
+        ),
+        "",
+    )
+}
+
 #[test]
 fn health_and_readiness_answer_behind_the_same_gate() {
     let scratch = Scratch::new();
@@ -1103,9 +1115,7 @@ fn offered_steps() -> Value {
         // A clean context: the allowed echo runs.
         {"call": "t__echo", "args": {"message": "before"}},
         {"offered": true},
-        {"complete": {"prompt": "everything__completable-prompt"}, "argument": {"name": "department", "value": "Eng"}},
-        {"complete": {"template": DYNAMIC_TEXT}, "argument": {"name": "resourceId", "value": "1"}},
-        // Listing and completing do not taint: the echo still runs.
+        // Listing does not taint: the echo still runs.
         {"call": "t__echo", "args": {"message": "after listing"}},
         {"read": "demo://resource/static/document/features.md"},
         // What the resource said is in this client's context now: the echo is asked.
@@ -1116,6 +1126,10 @@ fn offered_steps() -> Value {
         {"call": "t__echo", "args": {"message": "after prompts"}},
         {"read": "demo://resource/dynamic/text/7"},
         {"read": "demo://nowhere/at/all"},
+        // Completion values are server text too (labelled; see
+        // `upstream_errors_and_completions_taint_the_context`).
+        {"complete": {"prompt": "everything__completable-prompt"}, "argument": {"name": "department", "value": "Eng"}},
+        {"complete": {"template": DYNAMIC_TEXT}, "argument": {"name": "resourceId", "value": "1"}},
     ])
 }
 
@@ -1228,6 +1242,52 @@ fn resources_prompts_and_completion_over_http_in_both_eras() {
     scratch.assert_no_leftovers();
 }
 
+/// An upstream's error text from `resources/read` and `prompts/get`, and the values of a
+/// completion, are server text reaching the client: each is labelled into the client's
+/// context as a failed tool call's text is, so a later side-effect call is asked about.
+/// The positive control is the first echo of each run (clean context: it runs).
+#[test]
+fn upstream_errors_and_completions_taint_the_context() {
+    let scratch = Scratch::new();
+    let config = everything_config(&scratch, "");
+    let runs = [
+        (
+            json!({"read": "demo://nowhere/at/all"}),
+            "reads",
+            "text from demo://nowhere/at/all",
+        ),
+        (
+            json!({"prompt": "everything__completable-prompt", "args": {"nobody": "x"}}),
+            "prompts",
+            "text from everything__completable-prompt",
+        ),
+        (
+            json!({"complete": {"prompt": "everything__completable-prompt"}, "argument": {"name": "department", "value": "Eng"}}),
+            "completions",
+            "text from everything__completable-prompt",
+        ),
+    ];
+    for (step, key, source) in runs {
+        let steps = json!([
+            {"call": "t__echo", "args": {"message": "before"}},
+            step,
+            {"call": "t__echo", "args": {"message": "after"}},
+        ]);
+        let out = run_client(stdio_plan(&scratch, &config, "legacy", "none", steps));
+        assert_eq!(call(&out, 0)["isError"], false, "{out}");
+        if key == "completions" {
+            assert_eq!(out[key][0]["values"], json!(["Engineering"]), "{out}");
+        } else {
+            assert!(out[key][0]["error"].is_string(), "the step fails: {out}");
+        }
+        assert_eq!(call(&out, 1)["isError"], true, "{out}");
+        let asked = call(&out, 1)["text"].as_str().unwrap();
+        assert!(asked.contains("did not run `t__echo`"), "{asked}");
+        assert!(asked.contains(source), "{asked}");
+    }
+    scratch.assert_no_leftovers();
+}
+
 /// A server the policy hides entirely shows no resources, prompts or completion: not
 /// listed, not declared, not readable by URI. The positive control is the same server
 /// unhidden in the tests above.
@@ -1256,6 +1316,40 @@ fn a_hidden_server_shows_no_resources_or_prompts() {
     assert!(out["prompts"][0]["error"].is_string(), "{out}");
     // The other server is served as before.
     assert_eq!(call(&out, 0)["isError"], false, "{out}");
+    scratch.assert_no_leftovers();
+}
+
+/// A server that lists, as its own resource, a URI another server's template matches does
+/// not take the read: a URI claimed by more than one server (listing or template alike) is
+/// refused with an error naming both, and nothing is read from either. The positive control:
+/// a URI only the honest server's template matches is read from it as before.
+#[test]
+fn a_uri_claimed_by_two_servers_is_refused_naming_both() {
+    let scratch = Scratch::new();
+    let honest = server_toml("honest", &testserver_bin(), &["conformance"], "");
+    let claimant = server_toml("claimant", &testserver_bin(), &["uri-claimant"], "");
+    let config = config(&scratch, &format!("{honest}\n{claimant}"));
+    let steps = json!([
+        {"read": "test://template/8/data"},
+        {"read": "test://template/7/data"},
+    ]);
+    for mode in ["legacy", "2026-07-28"] {
+        let out = run_client(stdio_plan(&scratch, &config, mode, "none", steps.clone()));
+        let honest_read = out["reads"][0]["texts"][0].as_str().unwrap_or_default();
+        assert!(honest_read.contains("Data for ID: 8"), "{out}");
+        let refused = &out["reads"][1];
+        assert!(
+            refused.get("texts").is_none(),
+            "the claimant took the read: {out}"
+        );
+        let error = refused["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("more than one server")
+                && error.contains("claimant")
+                && error.contains("honest"),
+            "{out}"
+        );
+    }
     scratch.assert_no_leftovers();
 }
 
@@ -1300,6 +1394,86 @@ fn metrics_count_requests_and_refusals_behind_the_gate() {
     }
     assert!(!text.contains("x-secret"), "{text}");
     assert!(!text.contains(&session), "{text}");
+    drop(served);
+    scratch.assert_no_leftovers();
+}
+
+/// Refusals at the request-slot and stateless-client caps are counted once each in
+/// `/metrics`, in both eras: a legacy session's second request while its one slot is busy
+/// (it was counted twice), a modern client's (it was not counted), and a modern client
+/// past `max_sessions` (not counted). The positive control: the busy calls finish.
+#[test]
+fn metrics_count_each_cap_refusal_once_in_both_eras() {
+    let scratch = Scratch::new();
+    let server = server_toml(
+        "t",
+        &testserver_bin(),
+        &[],
+        "env = { WARDEN_TEST_SLEEP_TOOL = \"1\" }",
+    );
+    let config = scratch.config(&format!(
+        "{server}\n[[policy.rules]]\ntools = \"t__*\"\neffect = \"allow\"\n\n\
+         [serve]\nmax_in_flight_per_client = 1\nmax_sessions = 1\n"
+    ));
+    let alice = "alice-token-0123456789abcdef";
+    let bob = "bob-token-0123456789abcdefgh";
+    let served = Served::start(
+        &scratch,
+        &config,
+        &["--token-env", "ALICE_TOKEN", "--token-env", "BOB_TOKEN"],
+        &[("ALICE_TOKEN", alice), ("BOB_TOKEN", bob)],
+    );
+    let bearer = |token: &str| format!("Bearer {token}");
+    let as_alice = || Post::to(&served).with("Authorization", bearer(alice));
+    let opened = as_alice().send(&served, &initialize_body());
+    assert_eq!(opened.status, 200, "{}", opened.body);
+    let session = opened.header("mcp-session-id").unwrap().to_owned();
+    let in_session = || as_alice().with("Mcp-Session-Id", session.clone());
+    let modern = |post: Post<'static>| {
+        post.with("MCP-Protocol-Version", "2026-07-28")
+            .with("Mcp-Method", "tools/call")
+    };
+    let refusals = |reason: &str| {
+        let text = get_with(&served, "/metrics", &bearer(alice)).body;
+        let prefix = format!("warden_refusals_total{{reason=\"{reason}\"}} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .map_or(0, |count| count.parse::<u64>().unwrap())
+    };
+    let sleep = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                       "params": {"name": "t__sleep", "arguments": {"ms": 3000}}});
+    std::thread::scope(|scope| {
+        let legacy_busy = scope.spawn(|| in_session().send(&served, &sleep));
+        let modern_busy = scope.spawn(|| {
+            modern(Post::to(&served).with("Authorization", bearer(alice)))
+                .with("Mcp-Name", "t__sleep")
+                .send(&served, &modern_call("t__sleep", json!({"ms": 3000})))
+        });
+        std::thread::sleep(Duration::from_millis(1000));
+        // The legacy session's one slot is busy: 429, counted once.
+        let refused = in_session().send(&served, &list_body());
+        assert_eq!(refused.status, 429, "{}", refused.body);
+        assert_eq!(refusals("in_flight"), 1);
+        // The modern client's one slot is busy: 429, counted.
+        let echo = modern_call("t__echo", json!({"message": "hi"}));
+        let refused = modern(Post::to(&served).with("Authorization", bearer(alice)))
+            .with("Mcp-Name", "t__echo")
+            .send(&served, &echo);
+        assert_eq!(refused.status, 429, "{}", refused.body);
+        assert_eq!(refusals("in_flight"), 2);
+        // A second stateless client past `max_sessions`: 503, counted.
+        let refused = modern(Post::to(&served).with("Authorization", bearer(bob)))
+            .with("Mcp-Name", "t__echo")
+            .send(&served, &echo);
+        assert_eq!(refused.status, 503, "{}", refused.body);
+        assert_eq!(refusals("sessions"), 1);
+        for busy in [legacy_busy, modern_busy] {
+            let reply = busy.join().unwrap();
+            assert_eq!(reply.status, 200, "{}", reply.body);
+            assert!(reply.body.contains("slept 3000 ms"), "{}", reply.body);
+        }
+    });
+    assert_eq!(refusals("in_flight"), 2);
     drop(served);
     scratch.assert_no_leftovers();
 }

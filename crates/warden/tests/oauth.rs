@@ -112,6 +112,7 @@ fn remote(name: &str, url: &str, oauth: Arc<OAuthClient>) -> Remote {
         connect_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(20),
         oauth: Some(oauth),
+        backoff: warden_mcp::http::reconnect::Backoff::system(),
     }
 }
 

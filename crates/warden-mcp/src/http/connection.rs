@@ -67,7 +67,7 @@ pub async fn connect(
         return super::sse_legacy::connect(spec, remote, options).await;
     }
     let profile = ClientProfile::default();
-    let backoff = Backoff::system();
+    let backoff = remote.backoff.clone();
     let deadline = tokio::time::Instant::now() + spec.timeouts.connect;
     let (session, info) =
         match tokio::time::timeout_at(deadline, first_connect(&remote, &profile, &backoff)).await {
@@ -396,6 +396,10 @@ impl Connection for HttpConnection {
                 raw: result,
             })
         })
+    }
+
+    fn forwards(&self) -> bool {
+        true
     }
 
     fn request<'a>(

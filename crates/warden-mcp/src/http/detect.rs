@@ -46,6 +46,10 @@ pub struct Remote {
     /// Signs in when the server answers 401 (and sends the token it got); `None` means
     /// a 401 or 403 ends the request with "needs authorization".
     pub oauth: Option<Arc<OAuthClient>>,
+    /// The clock and jitter every wait before another try uses: first connect, reconnect
+    /// and reopening a stream of the server's own messages ([`super::reconnect::Backoff`];
+    /// tokio's clock unless one is injected).
+    pub backoff: super::reconnect::Backoff,
 }
 
 impl Remote {
@@ -71,6 +75,7 @@ impl Remote {
             // and the request is cancelled as its era says.
             idle_timeout: spec.timeouts.call + IDLE_MARGIN,
             oauth: None,
+            backoff: super::reconnect::Backoff::system(),
         })
     }
 
@@ -121,6 +126,7 @@ impl Remote {
             server: self.name.clone(),
             auth: self.oauth.clone(),
             notices: Arc::default(),
+            backoff: self.backoff.clone(),
         })
     }
 

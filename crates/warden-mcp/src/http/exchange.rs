@@ -122,6 +122,8 @@ pub(crate) struct Endpoint {
     pub auth: Option<Arc<OAuthClient>>,
     /// Where the server's notices go (the connection's, set by the session).
     pub notices: Arc<Notices>,
+    /// Waits before reopening a stream of the server's own messages (the remote's).
+    pub backoff: super::reconnect::Backoff,
 }
 
 /// The answer to one POST.

@@ -28,7 +28,7 @@ use super::exchange::{
     DeclineRequests, Endpoint, ServerRequests, StreamContext, check_status, header_text,
     media_type, rpc_error,
 };
-use super::reconnect::{self, Backoff};
+use super::reconnect;
 use super::session::LEGACY_VERSIONS;
 use crate::connection::{
     CallOutcome, ConnectOptions, Connection, DEFAULT_MAX_PAGES, DEFAULT_MAX_TOOLS, Era, ServerInfo,
@@ -126,7 +126,7 @@ pub(super) async fn connect(
         stderr_tail: Vec::new(),
     };
     let deadline = tokio::time::Instant::now() + spec.timeouts.connect;
-    let backoff = Backoff::system();
+    let backoff = remote.backoff.clone();
     let tries = async {
         let (opened, attempts) = reconnect::first_connect(
             &remote.name,

@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
+use warden_config::ReconnectSpec;
 use warden_net::reqwest;
 use warden_net::reqwest::header::{HeaderName, HeaderValue};
 
@@ -51,10 +52,15 @@ const MAX_LISTEN_RETRIES: u32 = 5;
 /// A stream open at least this long counted as healthy when it ends (an idle timeout, a
 /// server's periodic close): its retry budget starts again.
 const HEALTHY_STREAM: Duration = Duration::from_secs(10);
-/// The first delay before reopening a stream when the server named none; it doubles.
-const LISTEN_RETRY_BASE: Duration = Duration::from_millis(500);
-/// The longest delay before reopening a stream.
-const LISTEN_RETRY_MAX: Duration = Duration::from_secs(30);
+/// The back-off before reopening a stream when the server named no `retry`: the shared
+/// full-jitter back-off ([`super::reconnect::Backoff`], on the remote's clock), up to
+/// 500 ms before the first reopening, doubling, at most 30 s.
+const LISTEN_RETRY: ReconnectSpec = ReconnectSpec {
+    connect_attempts: 1,
+    attempts: MAX_LISTEN_RETRIES,
+    initial_delay: Duration::from_millis(500),
+    max_delay: Duration::from_secs(30),
+};
 
 /// Whether a server's capabilities say it announces tool list changes.
 fn announces_tool_changes(capabilities: &Value) -> bool {
@@ -68,7 +74,8 @@ fn announces_tool_changes(capabilities: &Value) -> bool {
 /// Follows a stream of the server's own messages for as long as the session lives:
 /// reads it ([`Endpoint::listen`]), and when it ends, opens it again with `reopen`
 /// (legacy: `Last-Event-ID`; modern: a new `subscriptions/listen`) after a delay (the
-/// server's `retry`, else a doubling back-off), at most [`MAX_LISTEN_RETRIES`] failures in
+/// server's `retry`, else [`LISTEN_RETRY`]'s back-off; both waited on the endpoint's
+/// [`super::reconnect::Backoff`] clock), at most [`MAX_LISTEN_RETRIES`] failures in
 /// a row. A 405 (or a listen the server does not offer) ends it quietly. Each reopening
 /// marks the tool list as possibly changed: a notice may have been lost in the gap.
 async fn follow<F, Fut>(
@@ -97,11 +104,11 @@ async fn follow<F, Fut>(
                 tracing::warn!(server = %endpoint.server, "stopped following the server's event stream after {MAX_LISTEN_RETRIES} failed reconnections; its tool list changes are read at the next reconnect");
                 return;
             }
+            let delay = state
+                .retry
+                .unwrap_or_else(|| endpoint.backoff.delay(&LISTEN_RETRY, failures));
             failures += 1;
-            let backoff = LISTEN_RETRY_BASE
-                .saturating_mul(1 << failures.min(8))
-                .min(LISTEN_RETRY_MAX);
-            tokio::time::sleep(state.retry.unwrap_or(backoff)).await;
+            endpoint.backoff.sleep(delay).await;
             match reopen(state.last_id.clone()).await {
                 ListenOpen::Open(response) => {
                     tracing::debug!(server = %endpoint.server, "event stream reopened");
@@ -339,5 +346,96 @@ fn result_of(reply: Reply, status: u16) -> Result<Value, HttpError> {
             Ok(message.get("result").cloned().unwrap_or(Value::Null))
         }
         Reply::Accepted => Err(HttpError::Malformed("no answer to the request".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::http::reconnect::{Backoff, Clock, SeededRng};
+    use futures::future::BoxFuture;
+
+    /// A clock that records what it was asked to wait and returns at once.
+    #[derive(Debug, Default)]
+    struct Recording(Mutex<Vec<Duration>>);
+
+    impl Clock for Recording {
+        fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()> {
+            self.0.lock().unwrap().push(duration);
+            Box::pin(async {})
+        }
+    }
+
+    /// A response whose (empty) event stream ends at once, from a one-shot local server.
+    async fn ended_stream() -> reqwest::Response {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut head = [0u8; 1024];
+            let _ = stream.read(&mut head).await;
+            let _ = stream
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
+                      Content-Length: 0\r\nConnection: close\r\n\r\n",
+                )
+                .await;
+        });
+        warden_net::client(&warden_net::HttpOptions::default())
+            .unwrap()
+            .get(format!("http://{addr}/mcp"))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// Reopening a stream of the server's own messages waits on the remote's injected
+    /// clock (the shared back-off), within [`LISTEN_RETRY`]'s ceilings, and gives up after
+    /// [`MAX_LISTEN_RETRIES`] failures in a row: nothing waits on tokio's own timer.
+    #[tokio::test]
+    async fn reopening_a_stream_backs_off_on_the_injected_clock() {
+        let clock = Arc::new(Recording::default());
+        let endpoint = Arc::new(Endpoint {
+            http: warden_net::client(&warden_net::HttpOptions::default()).unwrap(),
+            url: reqwest::Url::parse("http://127.0.0.1:9/mcp").unwrap(),
+            headers: reqwest::header::HeaderMap::new(),
+            max_bytes: 1 << 20,
+            server: "s".into(),
+            auth: None,
+            notices: Arc::default(),
+            backoff: Backoff::new(clock.clone(), SeededRng::new(3)),
+        });
+        let tries = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&tries);
+        let started = std::time::Instant::now();
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            follow(
+                endpoint,
+                ended_stream().await,
+                Vec::new(),
+                Arc::new(super::super::exchange::DeclineRequests),
+                move |_| {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    async { ListenOpen::Failed("refused".into()) }
+                },
+            ),
+        )
+        .await
+        .unwrap();
+        assert!(started.elapsed() < Duration::from_secs(2));
+        assert_eq!(tries.load(Ordering::SeqCst), u64::from(MAX_LISTEN_RETRIES));
+        let waits = clock.0.lock().unwrap().clone();
+        assert_eq!(waits.len(), MAX_LISTEN_RETRIES as usize, "{waits:?}");
+        for (attempt, wait) in waits.iter().enumerate() {
+            let ceiling = crate::http::reconnect::ceiling(&LISTEN_RETRY, attempt as u32);
+            assert!(
+                *wait <= ceiling,
+                "attempt {attempt}: {wait:?} over {ceiling:?}"
+            );
+        }
     }
 }
