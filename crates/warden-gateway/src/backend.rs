@@ -271,12 +271,13 @@ impl Backend {
             {
                 continue;
             }
-            let state = match entry.status {
-                warden_host::ServerStatus::Connected { .. } => {
-                    connected += 1;
-                    "connected"
-                }
-                warden_host::ServerStatus::Failed { .. } => "failed",
+            // A server whose last start on a call failed is not ready, though the cache
+            // still lists it.
+            let state = if entry.ready() {
+                connected += 1;
+                "connected"
+            } else {
+                "failed"
             };
             states.insert(entry.spec.name.clone(), Value::String(state.into()));
         }

@@ -187,6 +187,13 @@ impl ServerEntry {
         self.slot.try_lock().ok()?.failed.clone()
     }
 
+    /// Whether it can serve a call now, as a readiness probe reports it: connected (or
+    /// answered from the catalogue cache, to be started on its first call), and its last
+    /// start on a call did not fail. A start in progress counts as ready.
+    pub fn ready(&self) -> bool {
+        matches!(self.status, ServerStatus::Connected { .. }) && self.start_failure().is_none()
+    }
+
     /// Its connection now, if it runs and is not being started.
     pub(crate) fn running(&self) -> Option<Arc<Box<dyn Connection>>> {
         self.slot
@@ -1573,6 +1580,10 @@ mod tests {
             Ok(_) => panic!("a missing program started"),
         };
         assert!(entry.start_failure().is_none());
+        assert!(
+            entry.ready(),
+            "answered from the cache, not started yet: ready"
+        );
         // Two calls at once: the first starts it and fails, the queued one fails at once
         // with the same failure (its back-off is not what lets it fail: it was queued).
         let (first, queued) = tokio::join!(host.ensure_running(entry), host.ensure_running(entry));
@@ -1589,6 +1600,7 @@ mod tests {
             (failed.reason.as_str(), failed.failures),
             (first.as_str(), 1)
         );
+        assert!(!entry.ready(), "a failed start is not ready (/readyz)");
         assert_eq!(failed.retry_after, Duration::from_secs(1));
         // During the back-off, a later call fails at once too.
         let later = reason(host.ensure_running(entry).await);
