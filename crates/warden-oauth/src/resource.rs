@@ -28,7 +28,7 @@
 //! Nothing here logs or returns a token; messages quote only claims, shortened.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
@@ -181,18 +181,30 @@ pub struct Validator {
 
 struct IssuerState {
     settings: IssuerSettings,
-    cache: tokio::sync::Mutex<IssuerCache>,
+    /// The cached key set; held only to copy or replace it, never across a fetch or a
+    /// signature check.
+    keys: Mutex<KeyCache>,
+    /// Held while the key set or the metadata is read, so one read is in flight per
+    /// issuer; it keeps the metadata's endpoints once read.
+    refresh: tokio::sync::Mutex<Option<Discovered>>,
 }
 
 #[derive(Default)]
-struct IssuerCache {
-    /// The metadata's endpoints, once read.
-    discovered: Option<Discovered>,
-    keys: Vec<Jwk>,
+struct KeyCache {
+    keys: Arc<Vec<Jwk>>,
     /// When the key set was last read successfully.
     fetched: Option<Instant>,
     /// When a read of the key set was last tried.
     tried: Option<Instant>,
+}
+
+/// A copy of the cached key set, and whether it should be read again now.
+struct KeySnapshot {
+    keys: Arc<Vec<Jwk>>,
+    /// A key of the set fits the token.
+    fits: bool,
+    /// The set is old or lacks the token's key, and the refresh interval has passed.
+    refetch: bool,
 }
 
 #[derive(Clone)]
@@ -247,7 +259,8 @@ impl Validator {
             .iter()
             .map(|issuer| IssuerState {
                 settings: issuer.clone(),
-                cache: tokio::sync::Mutex::new(IssuerCache::default()),
+                keys: Mutex::new(KeyCache::default()),
+                refresh: tokio::sync::Mutex::new(None),
             })
             .collect();
         Ok(Validator {
@@ -298,41 +311,27 @@ impl Validator {
 
     /// Whether a key of the issuer's set signed `jwt`; reads the set when it is not cached,
     /// when it is old, or when the token names a key id the cached set lacks (at most once
-    /// per `jwks_refresh`).
+    /// per `jwks_refresh`). One read is in flight per issuer: while it runs, a token that a
+    /// cached key fits is checked with the cached set; one that none fits waits for it.
+    /// Signatures are checked on a copy of the set, outside every lock.
     async fn verify_signature(&self, state: &IssuerState, jwt: &Jwt) -> Result<bool, Rejection> {
-        let mut cache = state.cache.lock().await;
-        let now = Instant::now();
-        let fits = |cache: &IssuerCache| {
-            cache
-                .keys
-                .iter()
-                .any(|key| key.fits(jwt.kid.as_deref(), jwt.alg))
-        };
-        let stale = cache
-            .fetched
-            .is_none_or(|at| now.duration_since(at) >= self.settings.jwks_max_age);
-        let may_refetch = cache
-            .tried
-            .is_none_or(|at| now.duration_since(at) >= self.settings.jwks_refresh);
-        if (stale || !fits(&cache)) && may_refetch {
-            cache.tried = Some(now);
-            match self.fetch_keys(state, &mut cache).await {
-                Ok(keys) => {
-                    cache.keys = keys;
-                    cache.fetched = Some(now);
-                }
-                Err(error) if cache.keys.is_empty() => {
-                    return Err(Rejection::Unavailable(error.to_string()));
-                }
-                Err(error) => {
-                    tracing::warn!(
-                        issuer = %state.settings.issuer,
-                        "reading the key set again failed, the cached keys stay in use: {error}"
-                    );
+        let mut snapshot = self.key_snapshot(state, jwt)?;
+        if snapshot.refetch {
+            let refresh = if snapshot.fits && !snapshot.keys.is_empty() {
+                // The cached set can judge this token: do not wait for a read in flight.
+                state.refresh.try_lock().ok()
+            } else {
+                Some(state.refresh.lock().await)
+            };
+            if let Some(mut discovered) = refresh {
+                // Another request may have read the set while this one waited.
+                snapshot = self.key_snapshot(state, jwt)?;
+                if snapshot.refetch {
+                    snapshot.keys = self.refetch(state, &mut discovered).await?;
                 }
             }
         }
-        if cache.keys.is_empty() {
+        if snapshot.keys.is_empty() {
             // The last read failed and the next is not due yet: the token cannot be
             // judged, which is not the client's fault.
             return Err(Rejection::Unavailable(format!(
@@ -341,29 +340,84 @@ impl Validator {
                 self.settings.jwks_refresh.as_secs()
             )));
         }
-        Ok(cache
+        Ok(snapshot
             .keys
             .iter()
             .filter(|key| key.fits(jwt.kid.as_deref(), jwt.alg))
             .any(|key| key.verify(jwt)))
     }
 
+    /// The cached key set and whether to read it again, judged now.
+    fn key_snapshot(&self, state: &IssuerState, jwt: &Jwt) -> Result<KeySnapshot, Rejection> {
+        let cache = state
+            .keys
+            .lock()
+            .map_err(|_| Rejection::Unavailable("the key cache is unusable".into()))?;
+        let now = Instant::now();
+        let fits = cache
+            .keys
+            .iter()
+            .any(|key| key.fits(jwt.kid.as_deref(), jwt.alg));
+        let stale = cache
+            .fetched
+            .is_none_or(|at| now.duration_since(at) >= self.settings.jwks_max_age);
+        let may_refetch = cache
+            .tried
+            .is_none_or(|at| now.duration_since(at) >= self.settings.jwks_refresh);
+        Ok(KeySnapshot {
+            keys: Arc::clone(&cache.keys),
+            fits,
+            refetch: (stale || !fits) && may_refetch,
+        })
+    }
+
+    /// Reads the key set again (the caller holds `state.refresh`) and caches it; on
+    /// failure the cached set stays in use, if there is one.
+    async fn refetch(
+        &self,
+        state: &IssuerState,
+        discovered: &mut Option<Discovered>,
+    ) -> Result<Arc<Vec<Jwk>>, Rejection> {
+        let poisoned = || Rejection::Unavailable("the key cache is unusable".into());
+        state.keys.lock().map_err(|_| poisoned())?.tried = Some(Instant::now());
+        let fetched = self.fetch_keys(state, discovered).await;
+        let mut cache = state.keys.lock().map_err(|_| poisoned())?;
+        match fetched {
+            Ok(keys) => {
+                cache.keys = Arc::new(keys);
+                cache.fetched = Some(Instant::now());
+            }
+            Err(error) if cache.keys.is_empty() => {
+                return Err(Rejection::Unavailable(error.to_string()));
+            }
+            Err(error) => {
+                tracing::warn!(
+                    issuer = %state.settings.issuer,
+                    "reading the key set again failed, the cached keys stay in use: {error}"
+                );
+            }
+        }
+        Ok(Arc::clone(&cache.keys))
+    }
+
     async fn fetch_keys(
         &self,
         state: &IssuerState,
-        cache: &mut IssuerCache,
+        discovered: &mut Option<Discovered>,
     ) -> Result<Vec<Jwk>, OAuthError> {
         let uri = match &state.settings.jwks_uri {
             Some(uri) => uri.clone(),
-            None => self.discover(state, cache).await?.jwks_uri.ok_or_else(|| {
-                OAuthError::Malformed {
+            None => self
+                .discover(state, discovered)
+                .await?
+                .jwks_uri
+                .ok_or_else(|| OAuthError::Malformed {
                     what: "the authorization-server metadata",
                     reason: format!(
                         "{} publishes no jwks_uri (configure `jwks_uri`, or introspection)",
                         state.settings.issuer
                     ),
-                }
-            })?,
+                })?,
         };
         let url = self.fetcher.check_url("the jwks_uri", &uri)?;
         match self.fetcher.get_json("the issuer's key set", &url).await? {
@@ -389,9 +443,9 @@ impl Validator {
     async fn discover(
         &self,
         state: &IssuerState,
-        cache: &mut IssuerCache,
+        discovered: &mut Option<Discovered>,
     ) -> Result<Discovered, OAuthError> {
-        if let Some(found) = &cache.discovered {
+        if let Some(found) = discovered {
             return Ok(found.clone());
         }
         let metadata =
@@ -400,7 +454,7 @@ impl Validator {
             jwks_uri: metadata.jwks_uri,
             introspection_endpoint: metadata.introspection_endpoint,
         };
-        cache.discovered = Some(found.clone());
+        *discovered = Some(found.clone());
         Ok(found)
     }
 
@@ -600,8 +654,8 @@ impl Validator {
         let endpoint = match &settings.endpoint {
             Some(endpoint) => endpoint.clone(),
             None => {
-                let mut cache = state.cache.lock().await;
-                self.discover(state, &mut cache)
+                let mut discovered = state.refresh.lock().await;
+                self.discover(state, &mut discovered)
                     .await?
                     .introspection_endpoint
                     .ok_or_else(|| OAuthError::Malformed {
@@ -789,5 +843,96 @@ mod tests {
             v.validate("opaque").await,
             Err(Rejection::Invalid(reason)) if reason.contains("introspection")
         ));
+    }
+
+    /// A loopback key-set server: the first read is answered at once with `jwks`; every
+    /// later read is held `hold` before it is answered. Counts the reads.
+    async fn key_set_server(
+        jwks: Value,
+        hold: Duration,
+    ) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/jwks", listener.local_addr().unwrap());
+        let reads = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&reads);
+        let body = jwks.to_string();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let n = counted.fetch_add(1, Ordering::SeqCst);
+                let body = body.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = stream.read(&mut buf).await;
+                    if n > 0 {
+                        tokio::time::sleep(hold).await;
+                    }
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        (url, reads)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_key_set_read_does_not_hold_up_tokens_the_cached_keys_judge() {
+        let signer = Signer::ec();
+        let (url, reads) =
+            key_set_server(json!({"keys": [signer.jwk("k")]}), Duration::from_secs(10)).await;
+        let mut settings = ResourceSettings::new(
+            RESOURCE,
+            vec![IssuerSettings {
+                issuer: ISSUER.into(),
+                jwks_uri: Some(url),
+                introspection: None,
+            }],
+        );
+        // Every unknown key id may make Warden read the set again.
+        settings.jwks_refresh = Duration::ZERO;
+        let v = Arc::new(Validator::new(settings).unwrap());
+        let good = signer.sign("k", &Value::Object(claims(json!({}))));
+        assert_eq!(v.validate(&good).await.unwrap().subject, "alice");
+        // A token naming an unknown key starts a read that the server holds for 10 s.
+        let unknown = signer.sign("other", &Value::Object(claims(json!({}))));
+        let slow = {
+            let v = Arc::clone(&v);
+            tokio::spawn(async move { v.validate(&unknown).await })
+        };
+        while reads.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Meanwhile tokens of the cached key are judged at once, and a second unknown key
+        // does not start a second read.
+        let started = Instant::now();
+        let checked = tokio::time::timeout(Duration::from_secs(3), v.validate(&good)).await;
+        assert_eq!(
+            checked
+                .expect("a cached key's token waited for the key-set read")
+                .unwrap()
+                .subject,
+            "alice"
+        );
+        assert!(started.elapsed() < Duration::from_secs(3));
+        let second = signer.sign("third", &Value::Object(claims(json!({}))));
+        let waiting = {
+            let v = Arc::clone(&v);
+            tokio::spawn(async move { v.validate(&second).await })
+        };
+        let slow = slow.await.unwrap();
+        assert!(matches!(slow, Err(Rejection::Invalid(_))), "{slow:?}");
+        let waiting = waiting.await.unwrap();
+        assert!(matches!(waiting, Err(Rejection::Invalid(_))), "{waiting:?}");
+        // The waiting request re-read the set after the first read (the interval is zero),
+        // never two at once: at most three reads in all.
+        assert!(reads.load(std::sync::atomic::Ordering::SeqCst) <= 3);
     }
 }
