@@ -683,3 +683,54 @@ fn the_python_sdk_client_with_a_token_for_warden_works_in_both_eras_and_without_
     let log = std::fs::read_to_string(upstream.log.as_ref().unwrap()).unwrap();
     assert!(!log.to_ascii_lowercase().contains("authorization"), "{log}");
 }
+
+#[test]
+fn callers_whose_labels_coincide_share_neither_sessions_nor_policy_contexts() {
+    let scratch = Scratch::new();
+    let issuer = Issuer::start(&scratch);
+    let upstream = upstream(&scratch);
+    let config = config(&scratch, &upstream, &issuer, "");
+    let served = Served::start(&scratch, &config);
+    // `mallory` through `test-client` is denied `up__echo`. Another caller, whose subject
+    // is "mallory via test-client" and who names no client, is not: both are shown as
+    // "caller:mallory via test-client (ISSUER)".
+    let mallory = issuer.mint("rs256", json!({"sub": "mallory"}));
+    let lookalike = issuer.mint(
+        "rs256",
+        json!({"sub": "mallory via test-client", "client_id": null}),
+    );
+    let call = modern_call("up__echo", json!({"text": "modern"}));
+    // Control: the lookalike may echo, in a policy context of its own.
+    let reply = served.post(Some(&lookalike), &modern_headers("up__echo"), &call);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_ne!(
+        reply.message()["result"]["isError"],
+        json!(true),
+        "{}",
+        reply.body
+    );
+    // Attack: Mallory's call must not run in the lookalike's context (as the lookalike).
+    let reply = served.post(Some(&mallory), &modern_headers("up__echo"), &call);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(
+        reply.message()["result"]["isError"],
+        json!(true),
+        "{}",
+        reply.body
+    );
+    assert!(
+        reply.body.contains("mallory may not echo"),
+        "{}",
+        reply.body
+    );
+    // 2025-11-25: the lookalike's session is not Mallory's (404), and is still its own.
+    let reply = served.initialize(Some(&lookalike));
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let session = [("Mcp-Session-Id", reply.header("mcp-session-id").unwrap().to_owned())];
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                      "params": {"name": "up__echo", "arguments": {"text": "hi"}}});
+    assert_eq!(served.post(Some(&mallory), &session, &call).status, 404);
+    let reply = served.post(Some(&lookalike), &session, &call);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_ne!(reply.message()["result"]["isError"], json!(true), "{}", reply.body);
+}
