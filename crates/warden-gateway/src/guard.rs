@@ -69,7 +69,7 @@ impl Principal {
                     None => hasher.update([0]),
                 };
                 part(Some(caller.issuer.as_bytes()));
-                part(Some(caller.subject.as_bytes()));
+                part(caller.subject.as_deref().map(str::as_bytes));
                 part(caller.client_id.as_deref().map(str::as_bytes));
                 let digest = hasher.finalize();
                 let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
@@ -321,7 +321,7 @@ mod tests {
         let caller = |subject: &str, client: Option<&str>| {
             Principal::Caller(Arc::new(warden_policy::Caller {
                 issuer: "https://as.example".into(),
-                subject: subject.into(),
+                subject: Some(subject.into()),
                 client_id: client.map(str::to_owned),
                 scopes: Vec::new(),
             }))
@@ -343,12 +343,20 @@ mod tests {
             assert_ne!(a, b);
             assert_ne!(a.key(), b.key(), "{}", a.label());
         }
-        // An empty client is not no client.
+        // An empty client is not no client; no subject is not a subject.
         assert_ne!(caller("alice", Some("")).key(), caller("alice", None).key());
+        let subjectless = Principal::Caller(Arc::new(warden_policy::Caller {
+            issuer: "https://as.example".into(),
+            subject: None,
+            client_id: Some("alice".into()),
+            scopes: Vec::new(),
+        }));
+        assert_ne!(subjectless.key(), caller("alice", Some("alice")).key());
+        assert_ne!(subjectless.key(), caller("", Some("alice")).key());
         // Control: one caller with other scopes keeps its key.
         let same = Principal::Caller(Arc::new(warden_policy::Caller {
             issuer: "https://as.example".into(),
-            subject: "alice".into(),
+            subject: Some("alice".into()),
             client_id: Some("app".into()),
             scopes: vec!["mcp:read".into()],
         }));

@@ -21,7 +21,9 @@
 //! (or, as a list, containing) Warden's own resource URL, byte for byte (a token minted
 //! for another server, including one of Warden's upstream servers, is refused); `exp`
 //! required and in the future, `nbf` (when present) in the past, both with a small leeway;
-//! `sub` (or, for a client's own token, `client_id`) present; then the required scopes
+//! `sub` or `client_id` present (a client's own token may lack `sub`: it then has no
+//! subject, never the client id in its place, so a rule naming a subject cannot match a
+//! client of that name); then the required scopes
 //! (`scope`, space-separated, or `scp`). A token that fails any of these is `invalid_token`
 //! (401); one that passes all but the scopes is `insufficient_scope` (403).
 //!
@@ -116,8 +118,8 @@ pub struct Introspection {
 pub struct TokenClaims {
     /// The issuer.
     pub issuer: String,
-    /// The subject (`sub`; a client's own token without one: its `client_id`).
-    pub subject: String,
+    /// The subject (`sub`), if the token names one (a client's own token may not).
+    pub subject: Option<String>,
     /// The client the token was issued to (`client_id`, else `azp`), if said.
     pub client_id: Option<String>,
     /// The scopes granted.
@@ -525,9 +527,12 @@ impl Validator {
                 .map(str::to_owned)
         };
         let client_id = text("client_id").or_else(|| text("azp"));
-        let Some(subject) = text("sub").or_else(|| client_id.clone()) else {
-            return invalid("it names no subject (`sub`)".into());
-        };
+        // Never the client id in the subject's place: a client called `alice` is not
+        // the user `alice`.
+        let subject = text("sub");
+        if subject.is_none() && client_id.is_none() {
+            return invalid("it names neither a subject (`sub`) nor a client (`client_id`)".into());
+        }
         let scopes = match (claims.get("scope"), claims.get("scp")) {
             (Some(Value::String(scope)), _) | (None, Some(Value::String(scope))) => scope
                 .split(' ')
@@ -753,7 +758,7 @@ mod tests {
     #[test]
     fn good_claims_name_the_caller() {
         let claims = check(json!({"scope": "mcp:read mcp:write"})).unwrap();
-        assert_eq!(claims.subject, "alice");
+        assert_eq!(claims.subject.as_deref(), Some("alice"));
         assert_eq!(claims.client_id.as_deref(), Some("app"));
         assert_eq!(claims.scopes, vec!["mcp:read", "mcp:write"]);
         let listed = check(json!({"aud": ["other", RESOURCE], "client_id": null,
@@ -781,7 +786,21 @@ mod tests {
         invalid_because(json!({"exp": null}), "no expiry");
         invalid_because(json!({"exp": "soon"}), "not a number");
         invalid_because(json!({"nbf": now + 3600}), "not valid for another");
-        invalid_because(json!({"sub": null, "client_id": null}), "no subject");
+        invalid_because(json!({"sub": null, "client_id": null}), "neither a subject");
+        invalid_because(
+            json!({"sub": "", "client_id": null, "azp": null}),
+            "neither a subject",
+        );
+    }
+
+    #[test]
+    fn a_clients_own_token_without_sub_has_no_subject_not_the_client_id() {
+        let claims = check(json!({"sub": null, "client_id": "alice"})).unwrap();
+        assert_eq!(claims.subject, None);
+        assert_eq!(claims.client_id.as_deref(), Some("alice"));
+        // Control: with `sub`, the subject is the token's.
+        let claims = check(json!({"sub": "alice", "client_id": "alice"})).unwrap();
+        assert_eq!(claims.subject.as_deref(), Some("alice"));
     }
 
     #[test]
@@ -900,7 +919,10 @@ mod tests {
         settings.jwks_refresh = Duration::ZERO;
         let v = Arc::new(Validator::new(settings).unwrap());
         let good = signer.sign("k", &Value::Object(claims(json!({}))));
-        assert_eq!(v.validate(&good).await.unwrap().subject, "alice");
+        assert_eq!(
+            v.validate(&good).await.unwrap().subject.as_deref(),
+            Some("alice")
+        );
         // A token naming an unknown key starts a read that the server holds for 10 s.
         let unknown = signer.sign("other", &Value::Object(claims(json!({}))));
         let slow = {
@@ -918,8 +940,9 @@ mod tests {
             checked
                 .expect("a cached key's token waited for the key-set read")
                 .unwrap()
-                .subject,
-            "alice"
+                .subject
+                .as_deref(),
+            Some("alice")
         );
         assert!(started.elapsed() < Duration::from_secs(3));
         let second = signer.sign("third", &Value::Object(claims(json!({}))));
