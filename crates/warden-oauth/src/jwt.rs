@@ -370,8 +370,16 @@ pub(crate) mod tests {
             }
         }
 
+        /// A token of `claims` with the header `typ: at+jwt` and `kid` (none when empty).
         pub(crate) fn sign(&self, kid: &str, claims: &Value) -> String {
-            let header = json!({"alg": self.alg(), "typ": "at+jwt", "kid": kid});
+            let mut header = json!({"alg": self.alg(), "typ": "at+jwt", "kid": kid});
+            if kid.is_empty() {
+                header.as_object_mut().unwrap().remove("kid");
+            }
+            self.sign_with_header(&header, claims)
+        }
+
+        pub(crate) fn sign_with_header(&self, header: &Value, claims: &Value) -> String {
             let input = format!(
                 "{}.{}",
                 enc(header.to_string().as_bytes()),

@@ -11,7 +11,9 @@
 //!   the algorithms), then the claims. The key set is cached; a token naming an unknown
 //!   `kid` makes Warden read the set again, at most once per `jwks_refresh` interval (a
 //!   flood of made-up key ids cannot make Warden hammer the issuer), and a cached set is
-//!   read again after `jwks_max_age`. Every fetch is capped in size and time (warden-net,
+//!   read again after `jwks_max_age`. A token without `kid` is checked only when exactly
+//!   one key of the set serves its algorithm (otherwise refused, naming why): Warden does
+//!   not try a token against every key. Every fetch is capped in size and time (warden-net,
 //!   [`crate::fetch`]); redirects are refused.
 //! - **Introspection** (RFC 7662) for opaque tokens, at the issuers that have it configured,
 //!   authenticated with the client credentials configured for it. Answers are cached by the
@@ -342,11 +344,22 @@ impl Validator {
                 self.settings.jwks_refresh.as_secs()
             )));
         }
-        Ok(snapshot
+        let fitting: Vec<&Jwk> = snapshot
             .keys
             .iter()
             .filter(|key| key.fits(jwt.kid.as_deref(), jwt.alg))
-            .any(|key| key.verify(jwt)))
+            .collect();
+        if jwt.kid.is_none() && fitting.len() > 1 {
+            // Without a key id the issuer leaves Warden to guess: one signature check per
+            // token, not one per key of the set.
+            return Err(Rejection::Invalid(format!(
+                "it names no key id (`kid`), and {} keys of `{}` serve {}: Warden checks a                  token with one key only, so the issuer must name it",
+                fitting.len(),
+                state.settings.issuer,
+                jwt.alg.as_str()
+            )));
+        }
+        Ok(fitting.iter().any(|key| key.verify(jwt)))
     }
 
     /// The cached key set and whether to read it again, judged now.
@@ -862,6 +875,45 @@ mod tests {
             v.validate("opaque").await,
             Err(Rejection::Invalid(reason)) if reason.contains("introspection")
         ));
+    }
+
+    /// A validator whose key set (at a loopback server) is `jwks`.
+    async fn validator_with_keys(jwks: Value) -> Validator {
+        let (url, _) = key_set_server(jwks, Duration::ZERO).await;
+        let settings = ResourceSettings::new(
+            RESOURCE,
+            vec![IssuerSettings {
+                issuer: ISSUER.into(),
+                jwks_uri: Some(url),
+                introspection: None,
+            }],
+        );
+        Validator::new(settings).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_token_without_kid_is_checked_only_when_one_key_serves_its_algorithm() {
+        let signer = Signer::ec();
+        let claims = Value::Object(claims(json!({})));
+        let kidless = signer.sign("", &claims);
+        assert!(jwt::decode(&kidless).unwrap().kid.is_none());
+        // Control: one P-256 key (and an RSA key, which cannot serve ES256): accepted.
+        let v =
+            validator_with_keys(json!({"keys": [signer.jwk("k"), Signer::rsa().jwk("r")]})).await;
+        let accepted = v.validate(&kidless).await.unwrap();
+        assert_eq!(accepted.subject.as_deref(), Some("alice"));
+        // Two P-256 keys: Warden would have to guess, and refuses, naming why; the
+        // issuer's token naming its key is still accepted.
+        let other = Signer::ec();
+        let v = validator_with_keys(json!({"keys": [other.jwk("o"), signer.jwk("k")]})).await;
+        match v.validate(&kidless).await {
+            Err(Rejection::Invalid(reason)) => {
+                assert!(reason.contains("names no key id"), "{reason}");
+                assert!(reason.contains("2 keys"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(v.validate(&signer.sign("k", &claims)).await.is_ok());
     }
 
     /// A loopback key-set server: the first read is answered at once with `jwks`; every
