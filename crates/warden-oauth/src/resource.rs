@@ -17,7 +17,10 @@
 //!   [`crate::fetch`]); redirects are refused.
 //! - **Introspection** (RFC 7662) for opaque tokens, at the issuers that have it configured,
 //!   authenticated with the client credentials configured for it. Answers are cached by the
-//!   token's SHA-256 for a short time (never past the token's `exp`), in a bounded map.
+//!   token's SHA-256 for a short time (never past the token's `exp`), in bounded maps:
+//!   refusals apart, in an eighth of the room, so junk tokens cannot evict valid answers.
+//!   At most `introspections_in_flight` requests run at once; past that a token that is
+//!   not cached gets 503 rather than a queue.
 //!
 //! The claims, either way: `iss` equal to a configured issuer byte for byte; `aud` equal to
 //! (or, as a list, containing) Warden's own resource URL, byte for byte (a token minted
@@ -54,6 +57,11 @@ pub const DEFAULT_JWKS_MAX_AGE: Duration = Duration::from_secs(3600);
 pub const DEFAULT_INTROSPECTION_TTL: Duration = Duration::from_secs(60);
 /// Default number of introspection answers kept.
 pub const DEFAULT_INTROSPECTION_CACHE: usize = 1024;
+/// Default number of introspection requests in flight at once; a request past it gets 503.
+pub const DEFAULT_INTROSPECTIONS_IN_FLIGHT: usize = 16;
+/// The share of the introspection cache refusals may take (one in eight entries): a flood
+/// of junk tokens fills that share only, never the room of valid answers.
+const REFUSED_SHARE: usize = 8;
 
 /// The resource server's settings.
 #[derive(Debug, Clone)]
@@ -73,8 +81,10 @@ pub struct ResourceSettings {
     pub jwks_max_age: Duration,
     /// Lifetime of a cached introspection answer.
     pub introspection_ttl: Duration,
-    /// Introspection answers kept at most.
+    /// Introspection answers kept at most (refusals: an eighth of them).
     pub introspection_cache: usize,
+    /// Introspection requests in flight at once, at most; past it, 503.
+    pub introspections_in_flight: usize,
 }
 
 impl ResourceSettings {
@@ -89,6 +99,7 @@ impl ResourceSettings {
             jwks_max_age: DEFAULT_JWKS_MAX_AGE,
             introspection_ttl: DEFAULT_INTROSPECTION_TTL,
             introspection_cache: DEFAULT_INTROSPECTION_CACHE,
+            introspections_in_flight: DEFAULT_INTROSPECTIONS_IN_FLIGHT,
         }
     }
 }
@@ -180,7 +191,19 @@ pub struct Validator {
     settings: ResourceSettings,
     fetcher: Fetcher,
     issuers: Vec<IssuerState>,
-    introspected: Mutex<HashMap<[u8; 32], Cached>>,
+    /// The issuers configured for introspection, in order (indices into `issuers`).
+    introspecting: Vec<usize>,
+    introspected: Mutex<IntrospectionCache>,
+    /// One permit per introspection request in flight.
+    introspection_permits: tokio::sync::Semaphore,
+}
+
+/// Introspection answers by the token's SHA-256: valid ones and refusals apart, so that
+/// refusals (which anyone can cause with junk tokens) never take a valid answer's room.
+#[derive(Default)]
+struct IntrospectionCache {
+    valid: HashMap<[u8; 32], Cached>,
+    refused: HashMap<[u8; 32], Cached>,
 }
 
 struct IssuerState {
@@ -267,11 +290,21 @@ impl Validator {
                 refresh: tokio::sync::Mutex::new(None),
             })
             .collect();
+        let introspecting = settings
+            .issuers
+            .iter()
+            .enumerate()
+            .filter(|(_, issuer)| issuer.introspection.is_some())
+            .map(|(index, _)| index)
+            .collect();
+        let permits = settings.introspections_in_flight.max(1);
         Ok(Validator {
             settings,
             fetcher,
             issuers,
-            introspected: Mutex::new(HashMap::new()),
+            introspecting,
+            introspected: Mutex::new(IntrospectionCache::default()),
+            introspection_permits: tokio::sync::Semaphore::new(permits),
         })
     }
 
@@ -589,12 +622,7 @@ impl Validator {
         if token.len() > jwt::MAX_TOKEN_BYTES || token.is_empty() {
             return Err(Rejection::Invalid("it is empty or too long".into()));
         }
-        let with_introspection: Vec<&IssuerState> = self
-            .issuers
-            .iter()
-            .filter(|s| s.settings.introspection.is_some())
-            .collect();
-        if with_introspection.is_empty() {
+        if self.introspecting.is_empty() {
             return Err(Rejection::Invalid(
                 "it is not a signed JWT, and no issuer is configured for introspection".into(),
             ));
@@ -604,10 +632,25 @@ impl Validator {
         if let Some(cached) = self.cached(&key, now) {
             return cached;
         }
+        let Ok(_permit) = self.introspection_permits.try_acquire() else {
+            return Err(Rejection::Unavailable(format!(
+                "{} token introspections are in flight already (the most Warden makes at \
+                 once); try again shortly",
+                self.settings.introspections_in_flight.max(1)
+            )));
+        };
+        // Another request may have introspected this token meanwhile.
+        if let Some(cached) = self.cached(&key, Instant::now()) {
+            return cached;
+        }
         let mut answer = Err(Rejection::Invalid(
             "no trusted authorization server knows it as an active token".into(),
         ));
-        for state in with_introspection {
+        for state in self
+            .introspecting
+            .iter()
+            .filter_map(|&i| self.issuers.get(i))
+        {
             match self.introspect_at(state, token).await {
                 Ok(None) => continue,
                 Ok(Some(claims)) => {
@@ -634,7 +677,9 @@ impl Validator {
     fn cached(&self, key: &[u8; 32], now: Instant) -> Option<Result<TokenClaims, Rejection>> {
         let cache = self.introspected.lock().ok()?;
         cache
+            .valid
             .get(key)
+            .or_else(|| cache.refused.get(key))
             .filter(|cached| cached.until > now)
             .map(|cached| cached.answer.clone())
     }
@@ -649,15 +694,26 @@ impl Validator {
         let Ok(mut cache) = self.introspected.lock() else {
             return;
         };
-        let cap = self.settings.introspection_cache.max(1);
-        if cache.len() >= cap {
-            cache.retain(|_, cached| cached.until > now);
+        let total = self.settings.introspection_cache.max(1);
+        let (map, cap) = if answer.is_ok() {
+            (&mut cache.valid, total)
+        } else {
+            (&mut cache.refused, (total / REFUSED_SHARE).max(1))
+        };
+        if map.len() >= cap {
+            map.retain(|_, cached| cached.until > now);
         }
-        if cache.len() >= cap {
-            // Still full of live answers: start over rather than grow.
-            cache.clear();
+        if map.len() >= cap {
+            // Still full of live answers: the one closest to its end makes room.
+            if let Some(soonest) = map
+                .iter()
+                .min_by_key(|(_, cached)| cached.until)
+                .map(|(key, _)| *key)
+            {
+                map.remove(&soonest);
+            }
         }
-        cache.insert(key, Cached { until, answer });
+        map.insert(key, Cached { until, answer });
     }
 
     /// One introspection request. `Ok(None)`: the issuer says the token is not active.
@@ -914,6 +970,146 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(v.validate(&signer.sign("k", &claims)).await.is_ok());
+    }
+
+    /// A loopback introspection endpoint: `good` is active (for Warden, as `alice`), any
+    /// other token is not; each answer is held `hold`. Counts the requests.
+    async fn introspection_server(
+        good: &'static str,
+        hold: Duration,
+    ) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/introspect", listener.local_addr().unwrap());
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&calls);
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                counted.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    // Read the head and the (short) form body.
+                    while let Ok(n) = stream.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        request.extend_from_slice(&buf[..n]);
+                        let text = String::from_utf8_lossy(&request);
+                        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                            let length = head
+                                .lines()
+                                .find_map(|l| {
+                                    l.to_ascii_lowercase()
+                                        .strip_prefix("content-length:")
+                                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                                })
+                                .unwrap_or(0);
+                            if body.len() >= length {
+                                break;
+                            }
+                        }
+                    }
+                    tokio::time::sleep(hold).await;
+                    let text = String::from_utf8_lossy(&request);
+                    let body = if text.contains(&format!("token={good}&"))
+                        || text.ends_with(&format!("token={good}"))
+                    {
+                        json!({"active": true, "iss": ISSUER, "aud": RESOURCE, "sub": "alice",
+                               "exp": now_secs() + 300, "scope": "mcp:read"})
+                    } else {
+                        json!({"active": false})
+                    }
+                    .to_string();
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        (url, calls)
+    }
+
+    fn introspecting_validator(url: String, cache: usize, in_flight: usize) -> Validator {
+        let mut settings = ResourceSettings::new(
+            RESOURCE,
+            vec![IssuerSettings {
+                issuer: ISSUER.into(),
+                jwks_uri: Some("http://127.0.0.1:9/jwks".into()),
+                introspection: Some(Introspection {
+                    endpoint: Some(url),
+                    client_id: "warden".into(),
+                    client_secret: Secret::new("s"),
+                }),
+            }],
+        );
+        settings.introspection_cache = cache;
+        settings.introspections_in_flight = in_flight;
+        Validator::new(settings).unwrap()
+    }
+
+    #[tokio::test]
+    async fn junk_tokens_do_not_evict_a_valid_introspection_answer() {
+        use std::sync::atomic::Ordering;
+        let (url, calls) = introspection_server("good-token", Duration::ZERO).await;
+        let v = introspecting_validator(url, 16, 4);
+        assert!(v.validate("good-token").await.is_ok());
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        // A flood of junk: each is introspected once and refused.
+        for i in 0..100 {
+            let junk = format!("junk-{i}");
+            assert!(matches!(
+                v.validate(&junk).await,
+                Err(Rejection::Invalid(_))
+            ));
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 101);
+        // The valid answer is still cached: no new introspection.
+        assert!(v.validate("good-token").await.is_ok());
+        assert_eq!(calls.load(Ordering::SeqCst), 101);
+        // Refusals are cached too, within their share: the latest junk token is not
+        // introspected again.
+        assert!(v.validate("junk-99").await.is_err());
+        assert_eq!(calls.load(Ordering::SeqCst), 101);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn introspections_in_flight_are_bounded_and_the_rest_get_503() {
+        use std::sync::atomic::Ordering;
+        let (url, calls) = introspection_server("good-token", Duration::from_secs(2)).await;
+        let v = Arc::new(introspecting_validator(url, 16, 2));
+        let slow: Vec<_> = (0..2)
+            .map(|i| {
+                let v = Arc::clone(&v);
+                tokio::spawn(async move { v.validate(&format!("slow-{i}")).await })
+            })
+            .collect();
+        while calls.load(Ordering::SeqCst) < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Both permits taken: a third token is not queued, it gets 503 at once.
+        let started = Instant::now();
+        match v.validate("third").await {
+            Err(Rejection::Unavailable(reason)) => {
+                assert!(reason.contains("in flight"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        for task in slow {
+            assert!(matches!(task.await.unwrap(), Err(Rejection::Invalid(_))));
+        }
+        // Control: with the permits back, a token is introspected again.
+        assert!(v.validate("good-token").await.is_ok());
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
     }
 
     /// A loopback key-set server: the first read is answered at once with `jwks`; every
