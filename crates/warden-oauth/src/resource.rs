@@ -1112,6 +1112,36 @@ mod tests {
         assert_eq!(calls.load(Ordering::SeqCst), 3);
     }
 
+    #[tokio::test]
+    async fn the_header_typ_is_not_required_and_id_tokens_are_refused_by_their_audience() {
+        // RFC 9068 asks issuers for `typ: at+jwt`, but many honest ones send `JWT` or
+        // nothing; requiring it would refuse them. What `at+jwt` guards against, an ID
+        // token replayed as an access token, the audience check stops: an ID token's
+        // `aud` is the client id, never Warden's resource.
+        let signer = Signer::ec();
+        let v = validator_with_keys(json!({"keys": [signer.jwk("k")]})).await;
+        let claims = Value::Object(claims(json!({})));
+        for typ in [Some("at+jwt"), Some("JWT"), Some("jwt"), None] {
+            let mut header = json!({"alg": "ES256", "kid": "k"});
+            if let Some(typ) = typ {
+                header["typ"] = json!(typ);
+            }
+            let token = signer.sign_with_header(&header, &claims);
+            assert!(v.validate(&token).await.is_ok(), "typ {typ:?}");
+        }
+        let id_token = Value::Object(super::tests::claims(
+            json!({"aud": "app", "nonce": "n", "auth_time": now_secs()}),
+        ));
+        let token = signer.sign_with_header(
+            &json!({"alg": "ES256", "kid": "k", "typ": "JWT"}),
+            &id_token,
+        );
+        match v.validate(&token).await {
+            Err(Rejection::Invalid(reason)) => assert!(reason.contains("meant for"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
     /// A loopback key-set server: the first read is answered at once with `jwks`; every
     /// later read is held `hold` before it is answered. Counts the reads.
     async fn key_set_server(
