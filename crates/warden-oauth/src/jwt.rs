@@ -15,6 +15,8 @@ use base64::Engine as _;
 use ring::signature::{self, UnparsedPublicKey};
 use serde_json::{Map, Value};
 
+use crate::error::excerpt;
+
 /// The longest token read (a header line of 8 KiB is already generous).
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
 
@@ -53,11 +55,11 @@ impl Alg {
             other if other.starts_with("HS") => Err(TokenError::new(format!(
                 "it is signed with a shared secret (alg `{}`); Warden accepts only the \
                  issuer's public-key signatures (RS256, ES256, EdDSA)",
-                shown(other)
+                excerpt(other.as_bytes())
             ))),
             other => Err(TokenError::new(format!(
                 "its algorithm `{}` is not accepted (RS256, ES256, EdDSA)",
-                shown(other)
+                excerpt(other.as_bytes())
             ))),
         }
     }
@@ -296,15 +298,6 @@ fn strip_zeros(mut bytes: Vec<u8>) -> Vec<u8> {
     let zeros = bytes.iter().take_while(|b| **b == 0).count();
     bytes.drain(..zeros);
     bytes
-}
-
-/// A value from a token as shown in a message: printable, short.
-pub(crate) fn shown(value: &str) -> String {
-    value
-        .chars()
-        .filter(|c| c.is_ascii_graphic() || *c == ' ')
-        .take(80)
-        .collect()
 }
 
 #[cfg(test)]

@@ -43,8 +43,9 @@ use sha2::{Digest, Sha256};
 use url::Url;
 
 use crate::error::OAuthError;
+use crate::error::excerpt;
 use crate::fetch::{Basic, Fetcher};
-use crate::jwt::{self, Jwk, Jwt, shown};
+use crate::jwt::{self, Jwk, Jwt};
 use crate::store::Secret;
 
 /// Default allowance for clock differences on `exp` and `nbf`.
@@ -257,7 +258,7 @@ impl Validator {
         let fetcher = Fetcher::new(false)?;
         Url::parse(&settings.resource).map_err(|error| OAuthError::BadUrl {
             what: "Warden's resource URL",
-            url: shown(&settings.resource),
+            url: excerpt(settings.resource.as_bytes()),
             reason: error.to_string(),
         })?;
         if settings.issuers.is_empty() {
@@ -334,13 +335,13 @@ impl Validator {
         let Some(state) = self.issuers.iter().find(|s| s.settings.issuer == issuer) else {
             return Err(Rejection::Invalid(format!(
                 "it was issued by `{}`, which is not an authorization server Warden trusts",
-                shown(issuer)
+                excerpt(issuer.as_bytes())
             )));
         };
         if !self.verify_signature(state, &jwt).await? {
             return Err(Rejection::Invalid(format!(
                 "its signature is not by a key of `{}`",
-                shown(issuer)
+                excerpt(issuer.as_bytes())
             )));
         }
         self.check_claims(&state.settings.issuer, &jwt.claims, now_secs())
@@ -517,7 +518,10 @@ impl Validator {
         match claims.get("iss").and_then(Value::as_str) {
             Some(iss) if iss == issuer => {}
             Some(iss) => {
-                return invalid(format!("its issuer `{}` is not `{issuer}`", shown(iss)));
+                return invalid(format!(
+                    "its issuer `{}` is not `{issuer}`",
+                    excerpt(iss.as_bytes())
+                ));
             }
             None => return invalid("it names no issuer (`iss`)".into()),
         }
@@ -529,12 +533,12 @@ impl Validator {
         };
         if !audience_ok {
             let named = match claims.get("aud") {
-                Some(Value::String(aud)) => format!("`{}`", shown(aud)),
+                Some(Value::String(aud)) => format!("`{}`", excerpt(aud.as_bytes())),
                 Some(Value::Array(list)) => list
                     .iter()
                     .take(4)
                     .filter_map(Value::as_str)
-                    .map(|aud| format!("`{}`", shown(aud)))
+                    .map(|aud| format!("`{}`", excerpt(aud.as_bytes())))
                     .collect::<Vec<_>>()
                     .join(", "),
                 _ => "no audience".into(),
