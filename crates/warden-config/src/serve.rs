@@ -101,6 +101,11 @@ pub struct ServeIssuer {
     pub introspection_secret_env: Option<String>,
 }
 
+/// The longest `leeway` accepted: 5 minutes.
+pub const MAX_LEEWAY: Duration = Duration::from_secs(300);
+/// The shortest `jwks_refresh` accepted: 10 seconds.
+pub const MIN_JWKS_REFRESH: Duration = Duration::from_secs(10);
+
 /// `[serve.auth]` as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a serve.auth table")]
@@ -320,6 +325,34 @@ fn read_auth(
                     .into(),
             ));
         }
+    }
+    // A long leeway accepts tokens long expired; a short refresh interval lets made-up key
+    // ids make Warden read the issuer's key set again and again.
+    if let Some(leeway) = &table.leeway
+        && leeway.0 > MAX_LEEWAY
+    {
+        return Err(invalid(
+            "auth.leeway",
+            start,
+            format!(
+                "{}s is more than the {}s allowed (a leeway accepts expired tokens for that                  long; fix the clocks instead)",
+                leeway.0.as_secs(),
+                MAX_LEEWAY.as_secs()
+            ),
+        ));
+    }
+    if let Some(refresh) = &table.jwks_refresh
+        && refresh.0 < MIN_JWKS_REFRESH
+    {
+        return Err(invalid(
+            "auth.jwks_refresh",
+            start,
+            format!(
+                "{}ms is less than the {}s allowed (it is the shortest gap between two reads                  of an issuer's key set, which tokens with made-up key ids can trigger)",
+                refresh.0.as_millis(),
+                MIN_JWKS_REFRESH.as_secs()
+            ),
+        ));
     }
     let required_scopes = table.required_scopes.unwrap_or_default();
     if let Some(bad) = required_scopes

@@ -18,6 +18,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use http::{HeaderMap, StatusCode};
+use sha2::Digest as _;
 
 use crate::secret::constant_time_eq;
 
@@ -49,12 +50,40 @@ impl PartialEq for Principal {
 impl Eq for Principal {}
 
 impl Principal {
-    /// A short name, for audit rows and maps.
+    /// The key of this principal's entries in maps (policy contexts, rate buckets): equal
+    /// exactly when the principals are. A caller's is a SHA-256 of its issuer, subject and
+    /// client, each length-prefixed, so two callers whose shortened labels coincide still
+    /// get keys of their own.
     pub fn key(&self) -> String {
         match self {
             Principal::Anonymous => "loopback".into(),
             Principal::Token(name) => format!("token:{name}"),
+            Principal::Caller(caller) => {
+                let mut hasher = sha2::Sha256::new();
+                let mut part = |bytes: Option<&[u8]>| match bytes {
+                    Some(bytes) => {
+                        hasher.update([1]);
+                        hasher.update((bytes.len() as u64).to_be_bytes());
+                        hasher.update(bytes);
+                    }
+                    None => hasher.update([0]),
+                };
+                part(Some(caller.issuer.as_bytes()));
+                part(caller.subject.as_deref().map(str::as_bytes));
+                part(caller.client_id.as_deref().map(str::as_bytes));
+                let digest = hasher.finalize();
+                let hex: String = digest.iter().map(|byte| format!("{byte:02x}")).collect();
+                format!("caller:{hex}")
+            }
+        }
+    }
+
+    /// A one-line name for logs, audit rows and client names (not unique: callers' labels
+    /// are shortened).
+    pub fn label(&self) -> String {
+        match self {
             Principal::Caller(caller) => caller.label(),
+            other => other.key(),
         }
     }
 
@@ -286,6 +315,54 @@ fn shown(value: &str) -> String {
 mod tests {
     use super::*;
     use http::HeaderValue;
+
+    #[test]
+    fn callers_whose_labels_coincide_have_keys_of_their_own() {
+        let caller = |subject: &str, client: Option<&str>| {
+            Principal::Caller(Arc::new(warden_policy::Caller {
+                issuer: "https://as.example".into(),
+                subject: Some(subject.into()),
+                client_id: client.map(str::to_owned),
+                scopes: Vec::new(),
+            }))
+        };
+        let long = "a".repeat(200);
+        let pairs = [
+            // Shortened to the same 128 characters.
+            (
+                caller(&format!("{long}x"), None),
+                caller(&format!("{long}y"), None),
+            ),
+            // Control characters are removed from labels.
+            (caller("alice\n", None), caller("alice", None)),
+            // " via " joins subject and client.
+            (caller("alice via app", None), caller("alice", Some("app"))),
+        ];
+        for (a, b) in &pairs {
+            assert_eq!(a.label(), b.label(), "the labels should coincide");
+            assert_ne!(a, b);
+            assert_ne!(a.key(), b.key(), "{}", a.label());
+        }
+        // An empty client is not no client; no subject is not a subject.
+        assert_ne!(caller("alice", Some("")).key(), caller("alice", None).key());
+        let subjectless = Principal::Caller(Arc::new(warden_policy::Caller {
+            issuer: "https://as.example".into(),
+            subject: None,
+            client_id: Some("alice".into()),
+            scopes: Vec::new(),
+        }));
+        assert_ne!(subjectless.key(), caller("alice", Some("alice")).key());
+        assert_ne!(subjectless.key(), caller("", Some("alice")).key());
+        // Control: one caller with other scopes keeps its key.
+        let same = Principal::Caller(Arc::new(warden_policy::Caller {
+            issuer: "https://as.example".into(),
+            subject: Some("alice".into()),
+            client_id: Some("app".into()),
+            scopes: vec!["mcp:read".into()],
+        }));
+        assert_eq!(same.key(), caller("alice", Some("app")).key());
+        assert_eq!(same, caller("alice", Some("app")));
+    }
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut map = HeaderMap::new();

@@ -732,7 +732,7 @@ fn initialize(state: &State, id: &Value, params: &Value, principal: Principal) -
     };
     if let Some(caller) = principal.caller() {
         // An OAuth caller: its calls are decided for it and audited under its name.
-        let name = format!("{} {}", legacy.client.name(), principal.key());
+        let name = format!("{} {}", legacy.client.name(), principal.label());
         legacy.client = state
             .gateway
             .backend()
@@ -988,7 +988,10 @@ fn modern_status(error: &RpcError) -> StatusCode {
 fn modern_client(state: &State, principal: &Principal) -> Option<ModernClient> {
     let key = principal.key();
     let fresh = || {
-        let client = state.gateway.backend().client(format!("http:{key}"));
+        let client = state
+            .gateway
+            .backend()
+            .client(format!("http:{}", principal.label()));
         // An OAuth caller's calls are decided for it (the policy's caller rules).
         match principal.caller() {
             Some(caller) => client.with_caller(Arc::clone(caller)),

@@ -111,13 +111,13 @@ fn builder(options: &HttpOptions) -> Result<reqwest::ClientBuilder, NetError> {
     Ok(builder)
 }
 
-/// True when `url` names a loopback host (`localhost`, `127.0.0.0/8`, `::1`), where plain
-/// `http://` is acceptable.
+/// True when `url` names a loopback host (`localhost` and names under it, with or without
+/// the final dot; `127.0.0.0/8`, `::1`), where plain `http://` is acceptable.
 pub fn is_loopback_url(url: &reqwest::Url) -> bool {
     match url.host() {
         Some(url::Host::Domain(name)) => {
-            name.eq_ignore_ascii_case("localhost")
-                || name.to_ascii_lowercase().ends_with(".localhost")
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
         }
         Some(url::Host::Ipv4(address)) => address.is_loopback(),
         Some(url::Host::Ipv6(address)) => address.is_loopback(),
@@ -137,6 +137,8 @@ mod tests {
             ("http://127.9.9.9/", true),
             ("http://[::1]:3000/", true),
             ("http://app.localhost/", true),
+            ("http://localhost./", true),
+            ("http://A.LocalHost./", true),
             ("http://example.com/", false),
             ("http://10.0.0.1/", false),
             ("http://localhost.example.com/", false),

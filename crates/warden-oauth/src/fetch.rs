@@ -262,10 +262,7 @@ fn literal_special(url: &Url) -> Option<&'static str> {
     match url.host()? {
         Host::Ipv4(ip) => warden_net::special_range(ip.into()),
         Host::Ipv6(ip) => warden_net::special_range(ip.into()),
-        Host::Domain(name) => {
-            let name = name.trim_end_matches('.').to_ascii_lowercase();
-            (name == "localhost" || name.ends_with(".localhost")).then_some("loopback (localhost)")
-        }
+        Host::Domain(_) => warden_net::is_loopback_url(url).then_some("loopback (localhost)"),
     }
 }
 

@@ -15,6 +15,8 @@ use base64::Engine as _;
 use ring::signature::{self, UnparsedPublicKey};
 use serde_json::{Map, Value};
 
+use crate::error::excerpt;
+
 /// The longest token read (a header line of 8 KiB is already generous).
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;
 
@@ -53,11 +55,11 @@ impl Alg {
             other if other.starts_with("HS") => Err(TokenError::new(format!(
                 "it is signed with a shared secret (alg `{}`); Warden accepts only the \
                  issuer's public-key signatures (RS256, ES256, EdDSA)",
-                shown(other)
+                excerpt(other.as_bytes())
             ))),
             other => Err(TokenError::new(format!(
                 "its algorithm `{}` is not accepted (RS256, ES256, EdDSA)",
-                shown(other)
+                excerpt(other.as_bytes())
             ))),
         }
     }
@@ -298,15 +300,6 @@ fn strip_zeros(mut bytes: Vec<u8>) -> Vec<u8> {
     bytes
 }
 
-/// A value from a token as shown in a message: printable, short.
-pub(crate) fn shown(value: &str) -> String {
-    value
-        .chars()
-        .filter(|c| c.is_ascii_graphic() || *c == ' ')
-        .take(80)
-        .collect()
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -370,8 +363,16 @@ pub(crate) mod tests {
             }
         }
 
+        /// A token of `claims` with the header `typ: at+jwt` and `kid` (none when empty).
         pub(crate) fn sign(&self, kid: &str, claims: &Value) -> String {
-            let header = json!({"alg": self.alg(), "typ": "at+jwt", "kid": kid});
+            let mut header = json!({"alg": self.alg(), "typ": "at+jwt", "kid": kid});
+            if kid.is_empty() {
+                header.as_object_mut().unwrap().remove("kid");
+            }
+            self.sign_with_header(&header, claims)
+        }
+
+        pub(crate) fn sign_with_header(&self, header: &Value, claims: &Value) -> String {
             let input = format!(
                 "{}.{}",
                 enc(header.to_string().as_bytes()),

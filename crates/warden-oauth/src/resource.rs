@@ -11,24 +11,31 @@
 //!   the algorithms), then the claims. The key set is cached; a token naming an unknown
 //!   `kid` makes Warden read the set again, at most once per `jwks_refresh` interval (a
 //!   flood of made-up key ids cannot make Warden hammer the issuer), and a cached set is
-//!   read again after `jwks_max_age`. Every fetch is capped in size and time (warden-net,
+//!   read again after `jwks_max_age`. A token without `kid` is checked only when exactly
+//!   one key of the set serves its algorithm (otherwise refused, naming why): Warden does
+//!   not try a token against every key. Every fetch is capped in size and time (warden-net,
 //!   [`crate::fetch`]); redirects are refused.
 //! - **Introspection** (RFC 7662) for opaque tokens, at the issuers that have it configured,
 //!   authenticated with the client credentials configured for it. Answers are cached by the
-//!   token's SHA-256 for a short time (never past the token's `exp`), in a bounded map.
+//!   token's SHA-256 for a short time (never past the token's `exp`), in bounded maps:
+//!   refusals apart, in an eighth of the room, so junk tokens cannot evict valid answers.
+//!   At most `introspections_in_flight` requests run at once; past that a token that is
+//!   not cached gets 503 rather than a queue.
 //!
 //! The claims, either way: `iss` equal to a configured issuer byte for byte; `aud` equal to
 //! (or, as a list, containing) Warden's own resource URL, byte for byte (a token minted
 //! for another server, including one of Warden's upstream servers, is refused); `exp`
 //! required and in the future, `nbf` (when present) in the past, both with a small leeway;
-//! `sub` (or, for a client's own token, `client_id`) present; then the required scopes
+//! `sub` or `client_id` present (a client's own token may lack `sub`: it then has no
+//! subject, never the client id in its place, so a rule naming a subject cannot match a
+//! client of that name); then the required scopes
 //! (`scope`, space-separated, or `scp`). A token that fails any of these is `invalid_token`
 //! (401); one that passes all but the scopes is `insufficient_scope` (403).
 //!
 //! Nothing here logs or returns a token; messages quote only claims, shortened.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Map, Value};
@@ -36,8 +43,9 @@ use sha2::{Digest, Sha256};
 use url::Url;
 
 use crate::error::OAuthError;
+use crate::error::excerpt;
 use crate::fetch::{Basic, Fetcher};
-use crate::jwt::{self, Jwk, Jwt, shown};
+use crate::jwt::{self, Jwk, Jwt};
 use crate::store::Secret;
 
 /// Default allowance for clock differences on `exp` and `nbf`.
@@ -50,6 +58,11 @@ pub const DEFAULT_JWKS_MAX_AGE: Duration = Duration::from_secs(3600);
 pub const DEFAULT_INTROSPECTION_TTL: Duration = Duration::from_secs(60);
 /// Default number of introspection answers kept.
 pub const DEFAULT_INTROSPECTION_CACHE: usize = 1024;
+/// Default number of introspection requests in flight at once; a request past it gets 503.
+pub const DEFAULT_INTROSPECTIONS_IN_FLIGHT: usize = 16;
+/// The share of the introspection cache refusals may take (one in eight entries): a flood
+/// of junk tokens fills that share only, never the room of valid answers.
+const REFUSED_SHARE: usize = 8;
 
 /// The resource server's settings.
 #[derive(Debug, Clone)]
@@ -69,8 +82,10 @@ pub struct ResourceSettings {
     pub jwks_max_age: Duration,
     /// Lifetime of a cached introspection answer.
     pub introspection_ttl: Duration,
-    /// Introspection answers kept at most.
+    /// Introspection answers kept at most (refusals: an eighth of them).
     pub introspection_cache: usize,
+    /// Introspection requests in flight at once, at most; past it, 503.
+    pub introspections_in_flight: usize,
 }
 
 impl ResourceSettings {
@@ -85,6 +100,7 @@ impl ResourceSettings {
             jwks_max_age: DEFAULT_JWKS_MAX_AGE,
             introspection_ttl: DEFAULT_INTROSPECTION_TTL,
             introspection_cache: DEFAULT_INTROSPECTION_CACHE,
+            introspections_in_flight: DEFAULT_INTROSPECTIONS_IN_FLIGHT,
         }
     }
 }
@@ -116,8 +132,8 @@ pub struct Introspection {
 pub struct TokenClaims {
     /// The issuer.
     pub issuer: String,
-    /// The subject (`sub`; a client's own token without one: its `client_id`).
-    pub subject: String,
+    /// The subject (`sub`), if the token names one (a client's own token may not).
+    pub subject: Option<String>,
     /// The client the token was issued to (`client_id`, else `azp`), if said.
     pub client_id: Option<String>,
     /// The scopes granted.
@@ -176,23 +192,47 @@ pub struct Validator {
     settings: ResourceSettings,
     fetcher: Fetcher,
     issuers: Vec<IssuerState>,
-    introspected: Mutex<HashMap<[u8; 32], Cached>>,
+    /// The issuers configured for introspection, in order (indices into `issuers`).
+    introspecting: Vec<usize>,
+    introspected: Mutex<IntrospectionCache>,
+    /// One permit per introspection request in flight.
+    introspection_permits: tokio::sync::Semaphore,
+}
+
+/// Introspection answers by the token's SHA-256: valid ones and refusals apart, so that
+/// refusals (which anyone can cause with junk tokens) never take a valid answer's room.
+#[derive(Default)]
+struct IntrospectionCache {
+    valid: HashMap<[u8; 32], Cached>,
+    refused: HashMap<[u8; 32], Cached>,
 }
 
 struct IssuerState {
     settings: IssuerSettings,
-    cache: tokio::sync::Mutex<IssuerCache>,
+    /// The cached key set; held only to copy or replace it, never across a fetch or a
+    /// signature check.
+    keys: Mutex<KeyCache>,
+    /// Held while the key set or the metadata is read, so one read is in flight per
+    /// issuer; it keeps the metadata's endpoints once read.
+    refresh: tokio::sync::Mutex<Option<Discovered>>,
 }
 
 #[derive(Default)]
-struct IssuerCache {
-    /// The metadata's endpoints, once read.
-    discovered: Option<Discovered>,
-    keys: Vec<Jwk>,
+struct KeyCache {
+    keys: Arc<Vec<Jwk>>,
     /// When the key set was last read successfully.
     fetched: Option<Instant>,
     /// When a read of the key set was last tried.
     tried: Option<Instant>,
+}
+
+/// A copy of the cached key set, and whether it should be read again now.
+struct KeySnapshot {
+    keys: Arc<Vec<Jwk>>,
+    /// A key of the set fits the token.
+    fits: bool,
+    /// The set is old or lacks the token's key, and the refresh interval has passed.
+    refetch: bool,
 }
 
 #[derive(Clone)]
@@ -218,7 +258,7 @@ impl Validator {
         let fetcher = Fetcher::new(false)?;
         Url::parse(&settings.resource).map_err(|error| OAuthError::BadUrl {
             what: "Warden's resource URL",
-            url: shown(&settings.resource),
+            url: excerpt(settings.resource.as_bytes()),
             reason: error.to_string(),
         })?;
         if settings.issuers.is_empty() {
@@ -247,14 +287,25 @@ impl Validator {
             .iter()
             .map(|issuer| IssuerState {
                 settings: issuer.clone(),
-                cache: tokio::sync::Mutex::new(IssuerCache::default()),
+                keys: Mutex::new(KeyCache::default()),
+                refresh: tokio::sync::Mutex::new(None),
             })
             .collect();
+        let introspecting = settings
+            .issuers
+            .iter()
+            .enumerate()
+            .filter(|(_, issuer)| issuer.introspection.is_some())
+            .map(|(index, _)| index)
+            .collect();
+        let permits = settings.introspections_in_flight.max(1);
         Ok(Validator {
             settings,
             fetcher,
             issuers,
-            introspected: Mutex::new(HashMap::new()),
+            introspecting,
+            introspected: Mutex::new(IntrospectionCache::default()),
+            introspection_permits: tokio::sync::Semaphore::new(permits),
         })
     }
 
@@ -284,13 +335,13 @@ impl Validator {
         let Some(state) = self.issuers.iter().find(|s| s.settings.issuer == issuer) else {
             return Err(Rejection::Invalid(format!(
                 "it was issued by `{}`, which is not an authorization server Warden trusts",
-                shown(issuer)
+                excerpt(issuer.as_bytes())
             )));
         };
         if !self.verify_signature(state, &jwt).await? {
             return Err(Rejection::Invalid(format!(
                 "its signature is not by a key of `{}`",
-                shown(issuer)
+                excerpt(issuer.as_bytes())
             )));
         }
         self.check_claims(&state.settings.issuer, &jwt.claims, now_secs())
@@ -298,41 +349,27 @@ impl Validator {
 
     /// Whether a key of the issuer's set signed `jwt`; reads the set when it is not cached,
     /// when it is old, or when the token names a key id the cached set lacks (at most once
-    /// per `jwks_refresh`).
+    /// per `jwks_refresh`). One read is in flight per issuer: while it runs, a token that a
+    /// cached key fits is checked with the cached set; one that none fits waits for it.
+    /// Signatures are checked on a copy of the set, outside every lock.
     async fn verify_signature(&self, state: &IssuerState, jwt: &Jwt) -> Result<bool, Rejection> {
-        let mut cache = state.cache.lock().await;
-        let now = Instant::now();
-        let fits = |cache: &IssuerCache| {
-            cache
-                .keys
-                .iter()
-                .any(|key| key.fits(jwt.kid.as_deref(), jwt.alg))
-        };
-        let stale = cache
-            .fetched
-            .is_none_or(|at| now.duration_since(at) >= self.settings.jwks_max_age);
-        let may_refetch = cache
-            .tried
-            .is_none_or(|at| now.duration_since(at) >= self.settings.jwks_refresh);
-        if (stale || !fits(&cache)) && may_refetch {
-            cache.tried = Some(now);
-            match self.fetch_keys(state, &mut cache).await {
-                Ok(keys) => {
-                    cache.keys = keys;
-                    cache.fetched = Some(now);
-                }
-                Err(error) if cache.keys.is_empty() => {
-                    return Err(Rejection::Unavailable(error.to_string()));
-                }
-                Err(error) => {
-                    tracing::warn!(
-                        issuer = %state.settings.issuer,
-                        "reading the key set again failed, the cached keys stay in use: {error}"
-                    );
+        let mut snapshot = self.key_snapshot(state, jwt)?;
+        if snapshot.refetch {
+            let refresh = if snapshot.fits && !snapshot.keys.is_empty() {
+                // The cached set can judge this token: do not wait for a read in flight.
+                state.refresh.try_lock().ok()
+            } else {
+                Some(state.refresh.lock().await)
+            };
+            if let Some(mut discovered) = refresh {
+                // Another request may have read the set while this one waited.
+                snapshot = self.key_snapshot(state, jwt)?;
+                if snapshot.refetch {
+                    snapshot.keys = self.refetch(state, &mut discovered).await?;
                 }
             }
         }
-        if cache.keys.is_empty() {
+        if snapshot.keys.is_empty() {
             // The last read failed and the next is not due yet: the token cannot be
             // judged, which is not the client's fault.
             return Err(Rejection::Unavailable(format!(
@@ -341,29 +378,95 @@ impl Validator {
                 self.settings.jwks_refresh.as_secs()
             )));
         }
-        Ok(cache
+        let fitting: Vec<&Jwk> = snapshot
             .keys
             .iter()
             .filter(|key| key.fits(jwt.kid.as_deref(), jwt.alg))
-            .any(|key| key.verify(jwt)))
+            .collect();
+        if jwt.kid.is_none() && fitting.len() > 1 {
+            // Without a key id the issuer leaves Warden to guess: one signature check per
+            // token, not one per key of the set.
+            return Err(Rejection::Invalid(format!(
+                "it names no key id (`kid`), and {} keys of `{}` serve {}: Warden checks a                  token with one key only, so the issuer must name it",
+                fitting.len(),
+                state.settings.issuer,
+                jwt.alg.as_str()
+            )));
+        }
+        Ok(fitting.iter().any(|key| key.verify(jwt)))
+    }
+
+    /// The cached key set and whether to read it again, judged now.
+    fn key_snapshot(&self, state: &IssuerState, jwt: &Jwt) -> Result<KeySnapshot, Rejection> {
+        let cache = state
+            .keys
+            .lock()
+            .map_err(|_| Rejection::Unavailable("the key cache is unusable".into()))?;
+        let now = Instant::now();
+        let fits = cache
+            .keys
+            .iter()
+            .any(|key| key.fits(jwt.kid.as_deref(), jwt.alg));
+        let stale = cache
+            .fetched
+            .is_none_or(|at| now.duration_since(at) >= self.settings.jwks_max_age);
+        let may_refetch = cache
+            .tried
+            .is_none_or(|at| now.duration_since(at) >= self.settings.jwks_refresh);
+        Ok(KeySnapshot {
+            keys: Arc::clone(&cache.keys),
+            fits,
+            refetch: (stale || !fits) && may_refetch,
+        })
+    }
+
+    /// Reads the key set again (the caller holds `state.refresh`) and caches it; on
+    /// failure the cached set stays in use, if there is one.
+    async fn refetch(
+        &self,
+        state: &IssuerState,
+        discovered: &mut Option<Discovered>,
+    ) -> Result<Arc<Vec<Jwk>>, Rejection> {
+        let poisoned = || Rejection::Unavailable("the key cache is unusable".into());
+        state.keys.lock().map_err(|_| poisoned())?.tried = Some(Instant::now());
+        let fetched = self.fetch_keys(state, discovered).await;
+        let mut cache = state.keys.lock().map_err(|_| poisoned())?;
+        match fetched {
+            Ok(keys) => {
+                cache.keys = Arc::new(keys);
+                cache.fetched = Some(Instant::now());
+            }
+            Err(error) if cache.keys.is_empty() => {
+                return Err(Rejection::Unavailable(error.to_string()));
+            }
+            Err(error) => {
+                tracing::warn!(
+                    issuer = %state.settings.issuer,
+                    "reading the key set again failed, the cached keys stay in use: {error}"
+                );
+            }
+        }
+        Ok(Arc::clone(&cache.keys))
     }
 
     async fn fetch_keys(
         &self,
         state: &IssuerState,
-        cache: &mut IssuerCache,
+        discovered: &mut Option<Discovered>,
     ) -> Result<Vec<Jwk>, OAuthError> {
         let uri = match &state.settings.jwks_uri {
             Some(uri) => uri.clone(),
-            None => self.discover(state, cache).await?.jwks_uri.ok_or_else(|| {
-                OAuthError::Malformed {
+            None => self
+                .discover(state, discovered)
+                .await?
+                .jwks_uri
+                .ok_or_else(|| OAuthError::Malformed {
                     what: "the authorization-server metadata",
                     reason: format!(
                         "{} publishes no jwks_uri (configure `jwks_uri`, or introspection)",
                         state.settings.issuer
                     ),
-                }
-            })?,
+                })?,
         };
         let url = self.fetcher.check_url("the jwks_uri", &uri)?;
         match self.fetcher.get_json("the issuer's key set", &url).await? {
@@ -389,9 +492,9 @@ impl Validator {
     async fn discover(
         &self,
         state: &IssuerState,
-        cache: &mut IssuerCache,
+        discovered: &mut Option<Discovered>,
     ) -> Result<Discovered, OAuthError> {
-        if let Some(found) = &cache.discovered {
+        if let Some(found) = discovered {
             return Ok(found.clone());
         }
         let metadata =
@@ -400,7 +503,7 @@ impl Validator {
             jwks_uri: metadata.jwks_uri,
             introspection_endpoint: metadata.introspection_endpoint,
         };
-        cache.discovered = Some(found.clone());
+        *discovered = Some(found.clone());
         Ok(found)
     }
 
@@ -415,7 +518,10 @@ impl Validator {
         match claims.get("iss").and_then(Value::as_str) {
             Some(iss) if iss == issuer => {}
             Some(iss) => {
-                return invalid(format!("its issuer `{}` is not `{issuer}`", shown(iss)));
+                return invalid(format!(
+                    "its issuer `{}` is not `{issuer}`",
+                    excerpt(iss.as_bytes())
+                ));
             }
             None => return invalid("it names no issuer (`iss`)".into()),
         }
@@ -427,12 +533,12 @@ impl Validator {
         };
         if !audience_ok {
             let named = match claims.get("aud") {
-                Some(Value::String(aud)) => format!("`{}`", shown(aud)),
+                Some(Value::String(aud)) => format!("`{}`", excerpt(aud.as_bytes())),
                 Some(Value::Array(list)) => list
                     .iter()
                     .take(4)
                     .filter_map(Value::as_str)
-                    .map(|aud| format!("`{}`", shown(aud)))
+                    .map(|aud| format!("`{}`", excerpt(aud.as_bytes())))
                     .collect::<Vec<_>>()
                     .join(", "),
                 _ => "no audience".into(),
@@ -471,9 +577,12 @@ impl Validator {
                 .map(str::to_owned)
         };
         let client_id = text("client_id").or_else(|| text("azp"));
-        let Some(subject) = text("sub").or_else(|| client_id.clone()) else {
-            return invalid("it names no subject (`sub`)".into());
-        };
+        // Never the client id in the subject's place: a client called `alice` is not
+        // the user `alice`.
+        let subject = text("sub");
+        if subject.is_none() && client_id.is_none() {
+            return invalid("it names neither a subject (`sub`) nor a client (`client_id`)".into());
+        }
         let scopes = match (claims.get("scope"), claims.get("scp")) {
             (Some(Value::String(scope)), _) | (None, Some(Value::String(scope))) => scope
                 .split(' ')
@@ -517,12 +626,7 @@ impl Validator {
         if token.len() > jwt::MAX_TOKEN_BYTES || token.is_empty() {
             return Err(Rejection::Invalid("it is empty or too long".into()));
         }
-        let with_introspection: Vec<&IssuerState> = self
-            .issuers
-            .iter()
-            .filter(|s| s.settings.introspection.is_some())
-            .collect();
-        if with_introspection.is_empty() {
+        if self.introspecting.is_empty() {
             return Err(Rejection::Invalid(
                 "it is not a signed JWT, and no issuer is configured for introspection".into(),
             ));
@@ -532,10 +636,25 @@ impl Validator {
         if let Some(cached) = self.cached(&key, now) {
             return cached;
         }
+        let Ok(_permit) = self.introspection_permits.try_acquire() else {
+            return Err(Rejection::Unavailable(format!(
+                "{} token introspections are in flight already (the most Warden makes at \
+                 once); try again shortly",
+                self.settings.introspections_in_flight.max(1)
+            )));
+        };
+        // Another request may have introspected this token meanwhile.
+        if let Some(cached) = self.cached(&key, Instant::now()) {
+            return cached;
+        }
         let mut answer = Err(Rejection::Invalid(
             "no trusted authorization server knows it as an active token".into(),
         ));
-        for state in with_introspection {
+        for state in self
+            .introspecting
+            .iter()
+            .filter_map(|&i| self.issuers.get(i))
+        {
             match self.introspect_at(state, token).await {
                 Ok(None) => continue,
                 Ok(Some(claims)) => {
@@ -562,7 +681,9 @@ impl Validator {
     fn cached(&self, key: &[u8; 32], now: Instant) -> Option<Result<TokenClaims, Rejection>> {
         let cache = self.introspected.lock().ok()?;
         cache
+            .valid
             .get(key)
+            .or_else(|| cache.refused.get(key))
             .filter(|cached| cached.until > now)
             .map(|cached| cached.answer.clone())
     }
@@ -577,15 +698,26 @@ impl Validator {
         let Ok(mut cache) = self.introspected.lock() else {
             return;
         };
-        let cap = self.settings.introspection_cache.max(1);
-        if cache.len() >= cap {
-            cache.retain(|_, cached| cached.until > now);
+        let total = self.settings.introspection_cache.max(1);
+        let (map, cap) = if answer.is_ok() {
+            (&mut cache.valid, total)
+        } else {
+            (&mut cache.refused, (total / REFUSED_SHARE).max(1))
+        };
+        if map.len() >= cap {
+            map.retain(|_, cached| cached.until > now);
         }
-        if cache.len() >= cap {
-            // Still full of live answers: start over rather than grow.
-            cache.clear();
+        if map.len() >= cap {
+            // Still full of live answers: the one closest to its end makes room.
+            if let Some(soonest) = map
+                .iter()
+                .min_by_key(|(_, cached)| cached.until)
+                .map(|(key, _)| *key)
+            {
+                map.remove(&soonest);
+            }
         }
-        cache.insert(key, Cached { until, answer });
+        map.insert(key, Cached { until, answer });
     }
 
     /// One introspection request. `Ok(None)`: the issuer says the token is not active.
@@ -600,8 +732,8 @@ impl Validator {
         let endpoint = match &settings.endpoint {
             Some(endpoint) => endpoint.clone(),
             None => {
-                let mut cache = state.cache.lock().await;
-                self.discover(state, &mut cache)
+                let mut discovered = state.refresh.lock().await;
+                self.discover(state, &mut discovered)
                     .await?
                     .introspection_endpoint
                     .ok_or_else(|| OAuthError::Malformed {
@@ -699,7 +831,7 @@ mod tests {
     #[test]
     fn good_claims_name_the_caller() {
         let claims = check(json!({"scope": "mcp:read mcp:write"})).unwrap();
-        assert_eq!(claims.subject, "alice");
+        assert_eq!(claims.subject.as_deref(), Some("alice"));
         assert_eq!(claims.client_id.as_deref(), Some("app"));
         assert_eq!(claims.scopes, vec!["mcp:read", "mcp:write"]);
         let listed = check(json!({"aud": ["other", RESOURCE], "client_id": null,
@@ -727,7 +859,21 @@ mod tests {
         invalid_because(json!({"exp": null}), "no expiry");
         invalid_because(json!({"exp": "soon"}), "not a number");
         invalid_because(json!({"nbf": now + 3600}), "not valid for another");
-        invalid_because(json!({"sub": null, "client_id": null}), "no subject");
+        invalid_because(json!({"sub": null, "client_id": null}), "neither a subject");
+        invalid_because(
+            json!({"sub": "", "client_id": null, "azp": null}),
+            "neither a subject",
+        );
+    }
+
+    #[test]
+    fn a_clients_own_token_without_sub_has_no_subject_not_the_client_id() {
+        let claims = check(json!({"sub": null, "client_id": "alice"})).unwrap();
+        assert_eq!(claims.subject, None);
+        assert_eq!(claims.client_id.as_deref(), Some("alice"));
+        // Control: with `sub`, the subject is the token's.
+        let claims = check(json!({"sub": "alice", "client_id": "alice"})).unwrap();
+        assert_eq!(claims.subject.as_deref(), Some("alice"));
     }
 
     #[test]
@@ -789,5 +935,309 @@ mod tests {
             v.validate("opaque").await,
             Err(Rejection::Invalid(reason)) if reason.contains("introspection")
         ));
+    }
+
+    /// A validator whose key set (at a loopback server) is `jwks`.
+    async fn validator_with_keys(jwks: Value) -> Validator {
+        let (url, _) = key_set_server(jwks, Duration::ZERO).await;
+        let settings = ResourceSettings::new(
+            RESOURCE,
+            vec![IssuerSettings {
+                issuer: ISSUER.into(),
+                jwks_uri: Some(url),
+                introspection: None,
+            }],
+        );
+        Validator::new(settings).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_token_without_kid_is_checked_only_when_one_key_serves_its_algorithm() {
+        let signer = Signer::ec();
+        let claims = Value::Object(claims(json!({})));
+        let kidless = signer.sign("", &claims);
+        assert!(jwt::decode(&kidless).unwrap().kid.is_none());
+        // Control: one P-256 key (and an RSA key, which cannot serve ES256): accepted.
+        let v =
+            validator_with_keys(json!({"keys": [signer.jwk("k"), Signer::rsa().jwk("r")]})).await;
+        let accepted = v.validate(&kidless).await.unwrap();
+        assert_eq!(accepted.subject.as_deref(), Some("alice"));
+        // Two P-256 keys: Warden would have to guess, and refuses, naming why; the
+        // issuer's token naming its key is still accepted.
+        let other = Signer::ec();
+        let v = validator_with_keys(json!({"keys": [other.jwk("o"), signer.jwk("k")]})).await;
+        match v.validate(&kidless).await {
+            Err(Rejection::Invalid(reason)) => {
+                assert!(reason.contains("names no key id"), "{reason}");
+                assert!(reason.contains("2 keys"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(v.validate(&signer.sign("k", &claims)).await.is_ok());
+    }
+
+    /// A loopback introspection endpoint: `good` is active (for Warden, as `alice`), any
+    /// other token is not; each answer is held `hold`. Counts the requests.
+    async fn introspection_server(
+        good: &'static str,
+        hold: Duration,
+    ) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/introspect", listener.local_addr().unwrap());
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&calls);
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                counted.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut request = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    // Read the head and the (short) form body.
+                    while let Ok(n) = stream.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        request.extend_from_slice(&buf[..n]);
+                        let text = String::from_utf8_lossy(&request);
+                        if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                            let length = head
+                                .lines()
+                                .find_map(|l| {
+                                    l.to_ascii_lowercase()
+                                        .strip_prefix("content-length:")
+                                        .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                                })
+                                .unwrap_or(0);
+                            if body.len() >= length {
+                                break;
+                            }
+                        }
+                    }
+                    tokio::time::sleep(hold).await;
+                    let text = String::from_utf8_lossy(&request);
+                    let body = if text.contains(&format!("token={good}&"))
+                        || text.ends_with(&format!("token={good}"))
+                    {
+                        json!({"active": true, "iss": ISSUER, "aud": RESOURCE, "sub": "alice",
+                               "exp": now_secs() + 300, "scope": "mcp:read"})
+                    } else {
+                        json!({"active": false})
+                    }
+                    .to_string();
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        (url, calls)
+    }
+
+    fn introspecting_validator(url: String, cache: usize, in_flight: usize) -> Validator {
+        let mut settings = ResourceSettings::new(
+            RESOURCE,
+            vec![IssuerSettings {
+                issuer: ISSUER.into(),
+                jwks_uri: Some("http://127.0.0.1:9/jwks".into()),
+                introspection: Some(Introspection {
+                    endpoint: Some(url),
+                    client_id: "warden".into(),
+                    client_secret: Secret::new("s"),
+                }),
+            }],
+        );
+        settings.introspection_cache = cache;
+        settings.introspections_in_flight = in_flight;
+        Validator::new(settings).unwrap()
+    }
+
+    #[tokio::test]
+    async fn junk_tokens_do_not_evict_a_valid_introspection_answer() {
+        use std::sync::atomic::Ordering;
+        let (url, calls) = introspection_server("good-token", Duration::ZERO).await;
+        let v = introspecting_validator(url, 16, 4);
+        assert!(v.validate("good-token").await.is_ok());
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        // A flood of junk: each is introspected once and refused.
+        for i in 0..100 {
+            let junk = format!("junk-{i}");
+            assert!(matches!(
+                v.validate(&junk).await,
+                Err(Rejection::Invalid(_))
+            ));
+        }
+        assert_eq!(calls.load(Ordering::SeqCst), 101);
+        // The valid answer is still cached: no new introspection.
+        assert!(v.validate("good-token").await.is_ok());
+        assert_eq!(calls.load(Ordering::SeqCst), 101);
+        // Refusals are cached too, within their share: the latest junk token is not
+        // introspected again.
+        assert!(v.validate("junk-99").await.is_err());
+        assert_eq!(calls.load(Ordering::SeqCst), 101);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn introspections_in_flight_are_bounded_and_the_rest_get_503() {
+        use std::sync::atomic::Ordering;
+        let (url, calls) = introspection_server("good-token", Duration::from_secs(2)).await;
+        let v = Arc::new(introspecting_validator(url, 16, 2));
+        let slow: Vec<_> = (0..2)
+            .map(|i| {
+                let v = Arc::clone(&v);
+                tokio::spawn(async move { v.validate(&format!("slow-{i}")).await })
+            })
+            .collect();
+        while calls.load(Ordering::SeqCst) < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Both permits taken: a third token is not queued, it gets 503 at once.
+        let started = Instant::now();
+        match v.validate("third").await {
+            Err(Rejection::Unavailable(reason)) => {
+                assert!(reason.contains("in flight"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(started.elapsed() < Duration::from_secs(1));
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        for task in slow {
+            assert!(matches!(task.await.unwrap(), Err(Rejection::Invalid(_))));
+        }
+        // Control: with the permits back, a token is introspected again.
+        assert!(v.validate("good-token").await.is_ok());
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn the_header_typ_is_not_required_and_id_tokens_are_refused_by_their_audience() {
+        // RFC 9068 asks issuers for `typ: at+jwt`, but many honest ones send `JWT` or
+        // nothing; requiring it would refuse them. What `at+jwt` guards against, an ID
+        // token replayed as an access token, the audience check stops: an ID token's
+        // `aud` is the client id, never Warden's resource.
+        let signer = Signer::ec();
+        let v = validator_with_keys(json!({"keys": [signer.jwk("k")]})).await;
+        let claims = Value::Object(claims(json!({})));
+        for typ in [Some("at+jwt"), Some("JWT"), Some("jwt"), None] {
+            let mut header = json!({"alg": "ES256", "kid": "k"});
+            if let Some(typ) = typ {
+                header["typ"] = json!(typ);
+            }
+            let token = signer.sign_with_header(&header, &claims);
+            assert!(v.validate(&token).await.is_ok(), "typ {typ:?}");
+        }
+        let id_token = Value::Object(super::tests::claims(
+            json!({"aud": "app", "nonce": "n", "auth_time": now_secs()}),
+        ));
+        let token = signer.sign_with_header(
+            &json!({"alg": "ES256", "kid": "k", "typ": "JWT"}),
+            &id_token,
+        );
+        match v.validate(&token).await {
+            Err(Rejection::Invalid(reason)) => assert!(reason.contains("meant for"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A loopback key-set server: the first read is answered at once with `jwks`; every
+    /// later read is held `hold` before it is answered. Counts the reads.
+    async fn key_set_server(
+        jwks: Value,
+        hold: Duration,
+    ) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/jwks", listener.local_addr().unwrap());
+        let reads = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&reads);
+        let body = jwks.to_string();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let n = counted.fetch_add(1, Ordering::SeqCst);
+                let body = body.clone();
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 4096];
+                    let _ = stream.read(&mut buf).await;
+                    if n > 0 {
+                        tokio::time::sleep(hold).await;
+                    }
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        (url, reads)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_slow_key_set_read_does_not_hold_up_tokens_the_cached_keys_judge() {
+        let signer = Signer::ec();
+        let (url, reads) =
+            key_set_server(json!({"keys": [signer.jwk("k")]}), Duration::from_secs(10)).await;
+        let mut settings = ResourceSettings::new(
+            RESOURCE,
+            vec![IssuerSettings {
+                issuer: ISSUER.into(),
+                jwks_uri: Some(url),
+                introspection: None,
+            }],
+        );
+        // Every unknown key id may make Warden read the set again.
+        settings.jwks_refresh = Duration::ZERO;
+        let v = Arc::new(Validator::new(settings).unwrap());
+        let good = signer.sign("k", &Value::Object(claims(json!({}))));
+        assert_eq!(
+            v.validate(&good).await.unwrap().subject.as_deref(),
+            Some("alice")
+        );
+        // A token naming an unknown key starts a read that the server holds for 10 s.
+        let unknown = signer.sign("other", &Value::Object(claims(json!({}))));
+        let slow = {
+            let v = Arc::clone(&v);
+            tokio::spawn(async move { v.validate(&unknown).await })
+        };
+        while reads.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // Meanwhile tokens of the cached key are judged at once, and a second unknown key
+        // does not start a second read.
+        let started = Instant::now();
+        let checked = tokio::time::timeout(Duration::from_secs(3), v.validate(&good)).await;
+        assert_eq!(
+            checked
+                .expect("a cached key's token waited for the key-set read")
+                .unwrap()
+                .subject
+                .as_deref(),
+            Some("alice")
+        );
+        assert!(started.elapsed() < Duration::from_secs(3));
+        let second = signer.sign("third", &Value::Object(claims(json!({}))));
+        let waiting = {
+            let v = Arc::clone(&v);
+            tokio::spawn(async move { v.validate(&second).await })
+        };
+        let slow = slow.await.unwrap();
+        assert!(matches!(slow, Err(Rejection::Invalid(_))), "{slow:?}");
+        let waiting = waiting.await.unwrap();
+        assert!(matches!(waiting, Err(Rejection::Invalid(_))), "{waiting:?}");
+        // The waiting request re-read the set after the first read (the interval is zero),
+        // never two at once: at most three reads in all.
+        assert!(reads.load(std::sync::atomic::Ordering::SeqCst) <= 3);
     }
 }

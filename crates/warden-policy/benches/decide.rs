@@ -121,6 +121,7 @@ fn rule(tools: &str, effect: Effect, when: Vec<ArgConstraint>) -> RuleConfig {
         note: None,
         caller: None,
         caller_client: None,
+        caller_issuer: None,
     }
 }
 

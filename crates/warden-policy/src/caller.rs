@@ -1,8 +1,8 @@
 //! Who a call is made for, when a front end knows more than "the user at this terminal":
 //! the authenticated caller of `warden serve --http` with `[serve.auth]` (decision 0033).
 //!
-//! Rules may name callers (`caller`, `caller_client`); a rule that names one never matches
-//! a call without a caller (the command line, the agent loop, stdio and loopback clients),
+//! Rules may name callers (`caller`: subjects, `caller_client`, `caller_issuer`); a rule
+//! that names one never matches a call without a caller (the command line, the agent loop, stdio and loopback clients),
 //! so such a rule can only narrow what an authenticated caller may do, or widen it for that
 //! caller alone.
 
@@ -11,8 +11,10 @@
 pub struct Caller {
     /// The token's issuer.
     pub issuer: String,
-    /// The subject (`sub`).
-    pub subject: String,
+    /// The subject (`sub`), if the token names one. Never filled from the client id: a
+    /// client's own token (client credentials) without `sub` has no subject, and rules
+    /// naming subjects (`caller`) do not match it.
+    pub subject: Option<String>,
     /// The client the token was issued to (`client_id` or `azp`), if said.
     pub client_id: Option<String>,
     /// The scopes the token grants.
@@ -39,8 +41,9 @@ impl Caller {
             && self.client_id == other.client_id
     }
 
-    /// A one-line label for logs and audit rows: `caller:SUBJECT via CLIENT (ISSUER)`,
-    /// control characters removed and each part shortened.
+    /// A one-line label for logs and audit rows: `caller:SUBJECT via CLIENT (ISSUER)`
+    /// (`caller:- via CLIENT (ISSUER)` without a subject), control characters removed and
+    /// each part shortened. Not unique: never a key.
     pub fn label(&self) -> String {
         let via = self
             .client_id
@@ -49,7 +52,9 @@ impl Caller {
             .unwrap_or_default();
         format!(
             "caller:{}{via} ({})",
-            shown(&self.subject),
+            self.subject
+                .as_deref()
+                .map_or_else(|| "-".to_owned(), shown),
             shown(&self.issuer)
         )
     }
@@ -69,7 +74,7 @@ mod tests {
     fn alice(client: Option<&str>) -> Caller {
         Caller {
             issuer: "https://as.example".into(),
-            subject: "alice".into(),
+            subject: Some("alice".into()),
             client_id: client.map(str::to_owned),
             scopes: Vec::new(),
         }
@@ -95,7 +100,7 @@ mod tests {
         let verdict = policy.decide_as(&fs.0, &args, &clean, Some(&alice(None)));
         assert!(verdict.reasons[0].text.contains("for caller alice denies"));
         let bob = |client: Option<&str>| Caller {
-            subject: "bob".into(),
+            subject: Some("bob".into()),
             ..alice(client)
         };
         assert_eq!(decide(&fs.0, Some(&bob(None))), Decision::Allow);
@@ -116,6 +121,74 @@ mod tests {
         );
         let empty = policy(json!([{"tools": "x__*", "effect": "deny", "caller_client": []}]));
         assert!(empty.unwrap_err().to_string().contains("names no caller"));
+        let empty = policy(json!([{"tools": "x__*", "effect": "deny", "caller_issuer": ""}]));
+        assert!(empty.unwrap_err().to_string().contains("names no caller"));
+    }
+
+    #[test]
+    fn caller_rules_can_name_the_issuer_and_never_match_a_token_without_a_subject() {
+        let policy = policy(json!([
+            {"tools": "mail__*", "effect": "allow", "caller": "alice",
+             "caller_issuer": "https://as.example"},
+        ]))
+        .unwrap();
+        // mail__send writes (untrusted server): asked unless a rule allows it.
+        let fs = ToolFactsFor::new("mail", "mail__send");
+        let args = json!({});
+        let clean = Provenance::new();
+        let decide = |caller: &Caller| {
+            policy
+                .decide_as(&fs.0, &args, &clean, Some(caller))
+                .decision
+        };
+        // Control: Alice of the named issuer is allowed, and the reason says the issuer.
+        assert_eq!(decide(&alice(Some("app"))), Decision::Allow);
+        let verdict = policy.decide_as(&fs.0, &args, &clean, Some(&alice(None)));
+        assert!(
+            verdict.reasons[0]
+                .text
+                .contains("from issuer https://as.example"),
+            "{:?}",
+            verdict.reasons
+        );
+        // Another issuer's `alice` is someone else.
+        let elsewhere = Caller {
+            issuer: "https://other.example".into(),
+            ..alice(Some("app"))
+        };
+        assert_ne!(decide(&elsewhere), Decision::Allow);
+        // A client-credentials token of the client `alice`, without `sub`, has no subject:
+        // it is not the caller `alice`.
+        let client_alice = Caller {
+            subject: None,
+            ..alice(Some("alice"))
+        };
+        assert_ne!(decide(&client_alice), Decision::Allow);
+        // Nor does a subject rule without an issuer match it.
+        let any_issuer = policy_any_issuer();
+        assert_ne!(
+            any_issuer
+                .decide_as(&fs.0, &args, &clean, Some(&client_alice))
+                .decision,
+            Decision::Allow
+        );
+        assert_eq!(
+            any_issuer
+                .decide_as(&fs.0, &args, &clean, Some(&alice(None)))
+                .decision,
+            Decision::Allow
+        );
+        assert_eq!(
+            client_alice.label(),
+            "caller:- via alice (https://as.example)"
+        );
+    }
+
+    fn policy_any_issuer() -> Policy {
+        policy(json!([
+            {"tools": "mail__*", "effect": "allow", "caller": "alice"},
+        ]))
+        .unwrap()
     }
 
     struct ToolFactsFor(crate::ToolFacts);
@@ -135,7 +208,7 @@ mod tests {
     fn labels_are_one_line_and_identity_ignores_scopes() {
         let alice = Caller {
             issuer: "https://as.example".into(),
-            subject: "alice\nadmin".into(),
+            subject: Some("alice\nadmin".into()),
             client_id: Some("app".into()),
             scopes: vec!["a".into()],
         };

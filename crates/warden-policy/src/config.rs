@@ -161,9 +161,16 @@ pub struct RuleConfig {
     /// compared exactly; as `caller`, never matches a call without one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caller_client: Option<Globs>,
+    /// Only for calls made for callers whose token these authorization servers issued
+    /// (`iss`, compared exactly, as in `[[serve.auth.issuers]]`); as `caller`, never
+    /// matches a call without one. One subject at two issuers is two people: with several
+    /// issuers configured, `warden serve` refuses a `caller` or `caller_client` rule
+    /// without `caller_issuer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller_issuer: Option<Globs>,
 }
 
-/// One glob or several (for `caller` and `caller_client`: exact values).
+/// One glob or several (for `caller`, `caller_client` and `caller_issuer`: exact values).
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(untagged)]
 pub enum Globs {

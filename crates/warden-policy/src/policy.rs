@@ -75,6 +75,8 @@ struct Rule {
     callers: Box<[String]>,
     /// The OAuth clients it is limited to; empty: any call.
     caller_clients: Box<[String]>,
+    /// The issuers it is limited to; empty: any.
+    caller_issuers: Box<[String]>,
     text: Arc<str>,
 }
 
@@ -653,13 +655,19 @@ impl Policy {
 
 /// Whether a rule limited to callers applies to a call made for `caller`.
 fn for_caller(rule: &Rule, caller: Option<&Caller>) -> bool {
-    if rule.callers.is_empty() && rule.caller_clients.is_empty() {
+    if rule.callers.is_empty() && rule.caller_clients.is_empty() && rule.caller_issuers.is_empty() {
         return true;
     }
     let Some(caller) = caller else {
         return false;
     };
-    (rule.callers.is_empty() || rule.callers.contains(&caller.subject))
+    // A token without `sub` has no subject: a rule naming subjects never matches it.
+    (rule.callers.is_empty()
+        || caller
+            .subject
+            .as_ref()
+            .is_some_and(|subject| rule.callers.contains(subject)))
+        && (rule.caller_issuers.is_empty() || rule.caller_issuers.contains(&caller.issuer))
         && (rule.caller_clients.is_empty()
             || caller
                 .client_id
@@ -703,12 +711,22 @@ fn compile_rule(index: usize, rule: &RuleConfig, paths: &dyn PathResolver) -> Re
         .as_ref()
         .map(|c| c.as_slice().into())
         .unwrap_or_default();
+    let caller_issuers: Box<[String]> = rule
+        .caller_issuer
+        .as_ref()
+        .map(|c| c.as_slice().into())
+        .unwrap_or_default();
     for (key, values, given) in [
         ("caller", &callers, rule.caller.is_some()),
         (
             "caller_client",
             &caller_clients,
             rule.caller_client.is_some(),
+        ),
+        (
+            "caller_issuer",
+            &caller_issuers,
+            rule.caller_issuer.is_some(),
         ),
     ] {
         if given && (values.is_empty() || values.iter().any(String::is_empty)) {
@@ -745,6 +763,9 @@ fn compile_rule(index: usize, rule: &RuleConfig, paths: &dyn PathResolver) -> Re
     if !caller_clients.is_empty() {
         let _ = write!(text, " via client {}", caller_clients.join(", "));
     }
+    if !caller_issuers.is_empty() {
+        let _ = write!(text, " from issuer {}", caller_issuers.join(", "));
+    }
     match rule.effect {
         Effect::Allow => {
             text.push_str(" allows");
@@ -770,6 +791,7 @@ fn compile_rule(index: usize, rule: &RuleConfig, paths: &dyn PathResolver) -> Re
         even_if_private: rule.even_if_private,
         callers,
         caller_clients,
+        caller_issuers,
         text: text.into(),
     })
 }

@@ -84,6 +84,7 @@ fn rule() -> impl Strategy<Value = RuleConfig> {
                 note: None,
                 caller: None,
                 caller_client: None,
+                caller_issuer: None,
             }
         })
 }
@@ -219,6 +220,7 @@ proptest! {
             note: None,
             caller: None,
             caller_client: None,
+            caller_issuer: None,
         };
         let position = at.index(rules.len() + 1);
         rules.insert(position, deny);

@@ -683,3 +683,170 @@ fn the_python_sdk_client_with_a_token_for_warden_works_in_both_eras_and_without_
     let log = std::fs::read_to_string(upstream.log.as_ref().unwrap()).unwrap();
     assert!(!log.to_ascii_lowercase().contains("authorization"), "{log}");
 }
+
+#[test]
+fn callers_whose_labels_coincide_share_neither_sessions_nor_policy_contexts() {
+    let scratch = Scratch::new();
+    let issuer = Issuer::start(&scratch);
+    let upstream = upstream(&scratch);
+    let config = config(&scratch, &upstream, &issuer, "");
+    let served = Served::start(&scratch, &config);
+    // `mallory` through `test-client` is denied `up__echo`. Another caller, whose subject
+    // is "mallory via test-client" and who names no client, is not: both are shown as
+    // "caller:mallory via test-client (ISSUER)".
+    let mallory = issuer.mint("rs256", json!({"sub": "mallory"}));
+    let lookalike = issuer.mint(
+        "rs256",
+        json!({"sub": "mallory via test-client", "client_id": null}),
+    );
+    let call = modern_call("up__echo", json!({"text": "modern"}));
+    // Control: the lookalike may echo, in a policy context of its own.
+    let reply = served.post(Some(&lookalike), &modern_headers("up__echo"), &call);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_ne!(
+        reply.message()["result"]["isError"],
+        json!(true),
+        "{}",
+        reply.body
+    );
+    // Attack: Mallory's call must not run in the lookalike's context (as the lookalike).
+    let reply = served.post(Some(&mallory), &modern_headers("up__echo"), &call);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(
+        reply.message()["result"]["isError"],
+        json!(true),
+        "{}",
+        reply.body
+    );
+    assert!(
+        reply.body.contains("mallory may not echo"),
+        "{}",
+        reply.body
+    );
+    // 2025-11-25: the lookalike's session is not Mallory's (404), and is still its own.
+    let reply = served.initialize(Some(&lookalike));
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let session = [(
+        "Mcp-Session-Id",
+        reply.header("mcp-session-id").unwrap().to_owned(),
+    )];
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                      "params": {"name": "up__echo", "arguments": {"text": "hi"}}});
+    assert_eq!(served.post(Some(&mallory), &session, &call).status, 404);
+    let reply = served.post(Some(&lookalike), &session, &call);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_ne!(
+        reply.message()["result"]["isError"],
+        json!(true),
+        "{}",
+        reply.body
+    );
+}
+
+/// A configuration whose only rule is `rule` (over the upstream `up` and `[serve.auth]`
+/// trusting `issuer`, and `https://other.example` when `two_issuers`).
+fn config_with_rule(
+    scratch: &Scratch,
+    upstream: &Proc,
+    issuer: &Issuer,
+    rule: &str,
+    two_issuers: bool,
+) -> PathBuf {
+    let other = if two_issuers {
+        "\n[[serve.auth.issuers]]\nissuer = \"https://other.example\"\n"
+    } else {
+        ""
+    };
+    scratch.config(&format!(
+        "[servers.up]\nurl = {url:?}\n\n[[policy.rules]]\ntools = \"up__echo\"\n{rule}\n\n\
+         [serve.auth]\nresource = {RESOURCE:?}\nrequired_scopes = [\"mcp:tools\"]\n\n\
+         [[serve.auth.issuers]]\nissuer = {base:?}\n{other}",
+        url = upstream.first_line,
+        base = issuer.base(),
+    ))
+}
+
+#[test]
+fn a_client_named_like_a_user_is_not_that_user_and_caller_rules_name_their_issuer() {
+    let scratch = Scratch::new();
+    let issuer = Issuer::start(&scratch);
+    let upstream = upstream(&scratch);
+    let rule = format!(
+        "effect = \"allow\"\ncaller = \"alice\"\ncaller_issuer = {:?}",
+        issuer.base()
+    );
+    let config = config_with_rule(&scratch, &upstream, &issuer, &rule, false);
+    let served = Served::start(&scratch, &config);
+    let call = modern_call("up__echo", json!({"text": "modern"}));
+    let echo = |token: &str| {
+        let reply = served.post(Some(token), &modern_headers("up__echo"), &call);
+        assert_eq!(reply.status, 200, "{}", reply.body);
+        reply
+    };
+    // Control: the user alice (through any client) is allowed by the rule.
+    let alice = issuer.mint("rs256", json!({}));
+    let reply = echo(&alice);
+    assert_ne!(
+        reply.message()["result"]["isError"],
+        json!(true),
+        "{}",
+        reply.body
+    );
+    // Attack: a client-credentials token of the client `alice`, without `sub`, is not the
+    // user alice: the rule does not allow it (the call is asked for, and no one answers).
+    let client_alice = issuer.mint("rs256", json!({"sub": null, "client_id": "alice"}));
+    let reply = echo(&client_alice);
+    assert_eq!(
+        reply.message()["result"]["isError"],
+        json!(true),
+        "{}",
+        reply.body
+    );
+    drop(served);
+
+    // With two issuers, a caller rule must say whose callers it means.
+    let config = config_with_rule(
+        &scratch,
+        &upstream,
+        &issuer,
+        "effect = \"deny\"\ncaller = \"mallory\"",
+        true,
+    );
+    let output = scratch.run(
+        &[
+            "serve",
+            "--config",
+            config.to_str().unwrap(),
+            "--http",
+            "127.0.0.1:0",
+        ],
+        LIMIT,
+    );
+    assert!(!output.status.success(), "{}", support::describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("needs `caller_issuer`"), "{stderr}");
+    // A `caller_issuer` naming no configured issuer (a deny rule that never matches) too.
+    let config = config_with_rule(
+        &scratch,
+        &upstream,
+        &issuer,
+        "effect = \"deny\"\ncaller = \"mallory\"\ncaller_issuer = \"https://typo.example\"",
+        false,
+    );
+    let output = scratch.run(
+        &[
+            "serve",
+            "--config",
+            config.to_str().unwrap(),
+            "--http",
+            "127.0.0.1:0",
+        ],
+        LIMIT,
+    );
+    assert!(!output.status.success(), "{}", support::describe(&output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("https://typo.example") && stderr.contains("not an issuer"),
+        "{stderr}"
+    );
+}

@@ -62,6 +62,15 @@ fn every_key_of_serve_auth_is_read() {
     );
     let auth = load_file(&path, &fx.env).unwrap().serve.auth.unwrap();
     assert_eq!(auth.scopes_supported, strings(&["a"]));
+    // The bounds themselves are accepted.
+    let path = fx.write(
+        &fx.project().join("bounds.toml"),
+        "[serve.auth]\nresource = \"https://w.example/mcp\"\nleeway = \"5m\"\n\
+         jwks_refresh = \"10s\"\n[[serve.auth.issuers]]\nissuer = \"https://auth.example\"\n",
+    );
+    let auth = load_file(&path, &fx.env).unwrap().serve.auth.unwrap();
+    assert_eq!(auth.leeway, Some(Duration::from_secs(300)));
+    assert_eq!(auth.jwks_refresh, Some(Duration::from_secs(10)));
 }
 
 #[test]
@@ -116,6 +125,30 @@ fn serve_auth_settings_that_cannot_work_are_refused_by_name() {
                 "[serve.auth]\nresource = \"https://w.example/mcp\"\naudience = \"x\"\n{issuer}"
             ),
             "unknown field",
+        ),
+        (
+            format!(
+                "[serve.auth]\nresource = \"https://w.example/mcp\"\nleeway = \"301s\"\n{issuer}"
+            ),
+            "auth.leeway",
+        ),
+        (
+            format!(
+                "[serve.auth]\nresource = \"https://w.example/mcp\"\nleeway = \"60m\"\n{issuer}"
+            ),
+            "more than the 300s allowed",
+        ),
+        (
+            format!(
+                "[serve.auth]\nresource = \"https://w.example/mcp\"\njwks_refresh = \"9s\"\n{issuer}"
+            ),
+            "auth.jwks_refresh",
+        ),
+        (
+            format!(
+                "[serve.auth]\nresource = \"https://w.example/mcp\"\njwks_refresh = \"500ms\"\n{issuer}"
+            ),
+            "less than the 10s allowed",
         ),
     ] {
         let path = fx.write(&fx.home().join("bad.toml"), &text);

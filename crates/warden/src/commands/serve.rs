@@ -87,6 +87,7 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> Result<Code, Failure> 
                              OAuth access token issued for Warden"
                         )));
                     }
+                    check_caller_rules(auth, &config.policy)?;
                     let server = resource_server(auth, &env)?;
                     Guard::with_resource_server(addr, &hosts, &origins, Arc::new(server))
                 }
@@ -177,6 +178,43 @@ pub async fn run(global: &GlobalArgs, args: ServeArgs) -> Result<Code, Failure> 
     let _ = follower.await;
     shutdown(gateway).await;
     Ok(Code::Ok)
+}
+
+/// Refuses caller rules that could match someone they do not mean (decision 0033): a
+/// `caller_issuer` naming no configured issuer (a deny rule that never matches would let
+/// the caller through), and, with several issuers, a `caller` or `caller_client` rule
+/// without `caller_issuer` (one subject or client id at two issuers is two identities).
+fn check_caller_rules(
+    auth: &warden_config::ServeAuth,
+    policy: &warden_config::ResolvedPolicy,
+) -> Result<(), Failure> {
+    let place = |index: usize| {
+        policy.rule_source(index).map_or_else(
+            || format!("policy.rules[{index}]"),
+            |source| source.to_string(),
+        )
+    };
+    for (index, rule) in policy.config.rules.iter().enumerate() {
+        let issuers = rule.caller_issuer.as_ref().map(|i| i.as_slice());
+        if let Some(unknown) = issuers
+            .unwrap_or_default()
+            .iter()
+            .find(|named| !auth.issuers.iter().any(|i| &i.issuer == *named))
+        {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "{}: `caller_issuer` names {unknown:?}, which is not an issuer of                  [[serve.auth.issuers]] (issuers are compared exactly)",
+                place(index)
+            )));
+        }
+        let names_caller = rule.caller.is_some() || rule.caller_client.is_some();
+        if names_caller && issuers.is_none() && auth.issuers.len() > 1 {
+            return Err(Failure::usage(anyhow::anyhow!(
+                "{}: a rule with `caller` or `caller_client` needs `caller_issuer` when                  [serve.auth] trusts several issuers (the same name at two issuers is two                  identities)",
+                place(index)
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The OAuth resource server of `[serve.auth]` (decision 0033); secrets are read from the
