@@ -335,7 +335,8 @@ fn read_auth(
             "auth.leeway",
             start,
             format!(
-                "{}s is more than the {}s allowed (a leeway accepts expired tokens for that                  long; fix the clocks instead)",
+                "{}s is more than the {}s allowed (a leeway accepts expired tokens for that \
+                 long; fix the clocks instead)",
                 leeway.0.as_secs(),
                 MAX_LEEWAY.as_secs()
             ),
@@ -348,7 +349,8 @@ fn read_auth(
             "auth.jwks_refresh",
             start,
             format!(
-                "{}ms is less than the {}s allowed (it is the shortest gap between two reads                  of an issuer's key set, which tokens with made-up key ids can trigger)",
+                "{}ms is less than the {}s allowed (it is the shortest gap between two reads \
+                 of an issuer's key set, which tokens with made-up key ids can trigger)",
                 refresh.0.as_millis(),
                 MIN_JWKS_REFRESH.as_secs()
             ),

@@ -387,7 +387,8 @@ impl Validator {
             // Without a key id the issuer leaves Warden to guess: one signature check per
             // token, not one per key of the set.
             return Err(Rejection::Invalid(format!(
-                "it names no key id (`kid`), and {} keys of `{}` serve {}: Warden checks a                  token with one key only, so the issuer must name it",
+                "it names no key id (`kid`), and {} keys of `{}` serve {}: Warden checks a \
+                 token with one key only, so the issuer must name it",
                 fitting.len(),
                 state.settings.issuer,
                 jwt.alg.as_str()
@@ -970,6 +971,10 @@ mod tests {
             Err(Rejection::Invalid(reason)) => {
                 assert!(reason.contains("names no key id"), "{reason}");
                 assert!(reason.contains("2 keys"), "{reason}");
+                assert!(
+                    reason.contains("Warden checks a token with one key only"),
+                    "{reason}"
+                );
             }
             other => panic!("{other:?}"),
         }

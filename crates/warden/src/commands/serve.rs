@@ -202,14 +202,17 @@ fn check_caller_rules(
             .find(|named| !auth.issuers.iter().any(|i| &i.issuer == *named))
         {
             return Err(Failure::usage(anyhow::anyhow!(
-                "{}: `caller_issuer` names {unknown:?}, which is not an issuer of                  [[serve.auth.issuers]] (issuers are compared exactly)",
+                "{}: `caller_issuer` names {unknown:?}, which is not an issuer of \
+                 [[serve.auth.issuers]] (issuers are compared exactly)",
                 place(index)
             )));
         }
         let names_caller = rule.caller.is_some() || rule.caller_client.is_some();
         if names_caller && issuers.is_none() && auth.issuers.len() > 1 {
             return Err(Failure::usage(anyhow::anyhow!(
-                "{}: a rule with `caller` or `caller_client` needs `caller_issuer` when                  [serve.auth] trusts several issuers (the same name at two issuers is two                  identities)",
+                "{}: a rule with `caller` or `caller_client` needs `caller_issuer` when \
+                 [serve.auth] trusts several issuers (the same name at two issuers is two \
+                 identities)",
                 place(index)
             )));
         }
