@@ -626,6 +626,10 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
+    fn stdio_spec(name: &str) -> ServerSpec {
+        crate::test_support::stdio_spec(name, &format!("/opt/{name}/bin/server"))
+    }
+
     fn tool(name: &str, description: &str, schema: Value) -> ToolDef {
         ToolDef {
             name: name.into(),
@@ -634,30 +638,6 @@ mod tests {
             input_schema: schema,
             output_schema: None,
             annotations: None,
-        }
-    }
-
-    fn stdio_spec(name: &str) -> ServerSpec {
-        use warden_config::{Format, Origin, Scope, TransportSpec};
-        ServerSpec {
-            name: name.into(),
-            transport: TransportSpec::Stdio {
-                command: format!("/opt/{name}/bin/server"),
-                args: Vec::new(),
-                env: BTreeMap::new(),
-                cwd: None,
-            },
-            timeouts: Default::default(),
-            era: Default::default(),
-            max_message_bytes: 1024,
-            origin: Origin {
-                scope: Scope::Explicit,
-                format: Format::WardenToml,
-                path: "/test/warden.toml".into(),
-            },
-            sandbox: Default::default(),
-            env_references: Vec::new(),
-            lifecycle: Default::default(),
         }
     }
 

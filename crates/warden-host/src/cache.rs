@@ -277,27 +277,7 @@ mod tests {
     use crate::approvals::tool_pins;
 
     fn spec(command: &str) -> ServerSpec {
-        use warden_config::{Format, Origin, Scope, TransportSpec};
-        ServerSpec {
-            name: "s".into(),
-            transport: TransportSpec::Stdio {
-                command: command.into(),
-                args: Vec::new(),
-                env: std::collections::BTreeMap::new(),
-                cwd: None,
-            },
-            timeouts: Default::default(),
-            era: Default::default(),
-            max_message_bytes: 1 << 20,
-            origin: Origin {
-                scope: Scope::Explicit,
-                format: Format::WardenToml,
-                path: "/test/warden.toml".into(),
-            },
-            sandbox: Default::default(),
-            env_references: Vec::new(),
-            lifecycle: Default::default(),
-        }
+        crate::test_support::stdio_spec("s", command)
     }
 
     fn tool(name: &str, description: &str) -> ToolDef {

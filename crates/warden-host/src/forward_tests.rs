@@ -4,17 +4,16 @@
 //! [`warden_mcp::FORWARDED_METHODS`] is refused by the host before reaching any transport.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
-use warden_config::{Format, Origin, Scope, ServerSpec, TransportSpec};
 use warden_mcp::launcher::StopReport;
 use warden_mcp::{CallError, CallOutcome, Connection, Era, ServerInfo, ToolDef};
 use warden_policy::Policy;
+
+use crate::test_support::spec_named as spec;
 
 use crate::host::{HostError, test_host};
 
@@ -78,29 +77,6 @@ impl Connection for Declaring {
                 signals: Vec::new(),
             }
         })
-    }
-}
-
-fn spec(name: &str) -> ServerSpec {
-    ServerSpec {
-        name: name.into(),
-        transport: TransportSpec::Stdio {
-            command: "/bin/false".into(),
-            args: Vec::new(),
-            env: BTreeMap::new(),
-            cwd: None,
-        },
-        timeouts: Default::default(),
-        era: Default::default(),
-        max_message_bytes: 1 << 20,
-        origin: Origin {
-            scope: Scope::Explicit,
-            format: Format::WardenToml,
-            path: PathBuf::from("/test/warden.toml"),
-        },
-        sandbox: Default::default(),
-        env_references: Vec::new(),
-        lifecycle: Default::default(),
     }
 }
 

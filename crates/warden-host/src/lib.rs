@@ -43,6 +43,8 @@ pub mod starts;
 mod forward_tests;
 #[cfg(test)]
 mod refresh_tests;
+#[cfg(test)]
+mod test_support;
 
 pub use approvals::{Reviewer, ToolScan};
 pub use audit::{ApprovedBy, Attempt, AuditError, AuditLog, Outcome};

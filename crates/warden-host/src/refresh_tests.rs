@@ -3,15 +3,14 @@
 //! catalogue is never sent with a definition it was not decided on.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use serde_json::{Map, Value, json};
-use warden_config::{Format, Origin, Scope, ServerSpec, TransportSpec};
+use warden_config::ServerSpec;
 use warden_mcp::launcher::StopReport;
 use warden_mcp::{CallError, CallOutcome, Connection, Era, ServerInfo, ToolDef};
 use warden_policy::Policy;
@@ -123,26 +122,7 @@ impl Review for Pinning {
 }
 
 pub(crate) fn spec() -> ServerSpec {
-    ServerSpec {
-        name: "s".into(),
-        transport: TransportSpec::Stdio {
-            command: "/bin/false".into(),
-            args: Vec::new(),
-            env: BTreeMap::new(),
-            cwd: None,
-        },
-        timeouts: Default::default(),
-        era: Default::default(),
-        max_message_bytes: 1 << 20,
-        origin: Origin {
-            scope: Scope::Explicit,
-            format: Format::WardenToml,
-            path: PathBuf::from("/test/warden.toml"),
-        },
-        sandbox: Default::default(),
-        env_references: Vec::new(),
-        lifecycle: Default::default(),
-    }
+    crate::test_support::stdio_spec("s", "/bin/false")
 }
 
 fn tool(name: &str, description: &str) -> ToolDef {

@@ -481,16 +481,15 @@ impl Delivery {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
-    use std::collections::BTreeMap;
-    use std::path::PathBuf;
 
     use futures::future::BoxFuture;
     use serde_json::{Map, json};
-    use warden_config::{Format, Origin, Scope, ServerSpec, TransportSpec};
     use warden_mcp::launcher::StopReport;
     use warden_mcp::{CallError, Era, ServerInfo, ToolDef};
     use warden_policy::{Policy, ReasonKind};
     use warden_store::{AuditFilter, Store};
+
+    use crate::test_support::spec_named as spec;
 
     use super::*;
     use crate::audit::warn_on_failure;
@@ -579,29 +578,6 @@ mod tests {
                     signals: Vec::new(),
                 }
             })
-        }
-    }
-
-    fn spec(name: &str) -> ServerSpec {
-        ServerSpec {
-            name: name.into(),
-            transport: TransportSpec::Stdio {
-                command: "/bin/false".into(),
-                args: Vec::new(),
-                env: BTreeMap::new(),
-                cwd: None,
-            },
-            timeouts: Default::default(),
-            era: Default::default(),
-            max_message_bytes: 1 << 20,
-            origin: Origin {
-                scope: Scope::Explicit,
-                format: Format::WardenToml,
-                path: PathBuf::from("/test/warden.toml"),
-            },
-            sandbox: Default::default(),
-            env_references: Vec::new(),
-            lifecycle: Default::default(),
         }
     }
 
