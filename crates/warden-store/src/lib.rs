@@ -397,6 +397,23 @@ impl Store {
         }
     }
 
+    /// Runs `work` in one transaction, committed when it succeeds (rolled back when it
+    /// fails); an SQLite error names the store's file.
+    pub(crate) fn write<T>(
+        &mut self,
+        work: impl FnOnce(&rusqlite::Transaction<'_>) -> rusqlite::Result<T>,
+    ) -> Result<T, StoreError> {
+        let path = self.path.clone();
+        let sqlite = |source| StoreError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let tx = self.conn.transaction().map_err(sqlite)?;
+        let out = work(&tx).map_err(sqlite)?;
+        tx.commit().map_err(sqlite)?;
+        Ok(out)
+    }
+
     fn migrate(&mut self) -> Result<(), StoreError> {
         let known = i64::try_from(MIGRATIONS.len()).unwrap_or(i64::MAX);
         let found = self.schema_version()?;
@@ -482,14 +499,8 @@ impl Store {
     pub fn save_pin(&mut self, server_key: &str, pin: &Pin) -> Result<(), StoreError> {
         let files = self.pin_files(server_key, pin)?;
         let now = now_secs();
-        let path = self.path.clone();
-        let sqlite = |source| StoreError::Sqlite {
-            path: path.clone(),
-            source,
-        };
-        let tx = self.conn.transaction().map_err(sqlite)?;
-        insert_pin(&tx, server_key, pin, &files, now).map_err(sqlite)?;
-        tx.commit().map_err(sqlite)
+        self.write(|tx| insert_pin(tx, server_key, pin, &files, now))?;
+        Ok(())
     }
 
     /// The `files` column of `pin`.
@@ -526,21 +537,16 @@ impl Store {
         definition_sha256: &str,
         server_key: &str,
     ) -> Result<(), StoreError> {
-        let path = self.path.clone();
-        let sqlite = |source| StoreError::Sqlite {
-            path: path.clone(),
-            source,
-        };
-        let tx = self.conn.transaction().map_err(sqlite)?;
-        tx.execute(
-            "INSERT INTO approvals (definition_sha256, server_key, approved_at)
-             VALUES (?1, ?2, ?3)
-             ON CONFLICT(definition_sha256) DO UPDATE SET server_key = excluded.server_key,
-                 approved_at = excluded.approved_at",
-            params![definition_sha256, server_key, now_secs()],
-        )
-        .map_err(sqlite)?;
-        tx.commit().map_err(sqlite)
+        self.write(|tx| {
+            tx.execute(
+                "INSERT INTO approvals (definition_sha256, server_key, approved_at)
+                 VALUES (?1, ?2, ?3)
+                 ON CONFLICT(definition_sha256) DO UPDATE SET server_key = excluded.server_key,
+                     approved_at = excluded.approved_at",
+                params![definition_sha256, server_key, now_secs()],
+            )
+        })?;
+        Ok(())
     }
 
     /// The pinned tool definitions of the server stored under `server_key`, by tool name;
@@ -588,33 +594,26 @@ impl Store {
         server_key: &str,
         pins: &[ToolPin],
     ) -> Result<(), StoreError> {
-        let path = self.path.clone();
-        let sqlite = |source| StoreError::Sqlite {
-            path: path.clone(),
-            source,
-        };
         let now = now_secs();
-        let tx = self.conn.transaction().map_err(sqlite)?;
-        tx.execute(
-            "DELETE FROM tool_pins WHERE server_key = ?1",
-            params![server_key],
-        )
-        .map_err(sqlite)?;
-        tx.execute(
-            "INSERT INTO tool_pin_sets (server_key, pinned_at) VALUES (?1, ?2)
-             ON CONFLICT(server_key) DO UPDATE SET pinned_at = excluded.pinned_at",
-            params![server_key, now],
-        )
-        .map_err(sqlite)?;
-        for pin in pins {
+        self.write(|tx| {
             tx.execute(
-                "INSERT INTO tool_pins (server_key, tool, sha256, definition, approved_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![server_key, pin.tool, pin.sha256, pin.definition, now],
-            )
-            .map_err(sqlite)?;
-        }
-        tx.commit().map_err(sqlite)
+                "DELETE FROM tool_pins WHERE server_key = ?1",
+                params![server_key],
+            )?;
+            tx.execute(
+                "INSERT INTO tool_pin_sets (server_key, pinned_at) VALUES (?1, ?2)
+                 ON CONFLICT(server_key) DO UPDATE SET pinned_at = excluded.pinned_at",
+                params![server_key, now],
+            )?;
+            for pin in pins {
+                tx.execute(
+                    "INSERT INTO tool_pins (server_key, tool, sha256, definition, approved_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                    params![server_key, pin.tool, pin.sha256, pin.definition, now],
+                )?;
+            }
+            Ok(())
+        })
     }
 }
 

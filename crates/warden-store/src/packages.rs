@@ -80,14 +80,8 @@ impl Store {
         pin: &PackagePin,
     ) -> Result<(), StoreError> {
         let now = crate::now_secs();
-        let path = self.path.clone();
-        let sqlite = |source| StoreError::Sqlite {
-            path: path.clone(),
-            source,
-        };
-        let tx = self.conn.transaction().map_err(sqlite)?;
-        insert_package_pin(&tx, server_key, pin, now).map_err(sqlite)?;
-        tx.commit().map_err(sqlite)
+        self.write(|tx| insert_package_pin(tx, server_key, pin, now))?;
+        Ok(())
     }
 
     /// Records the package pin `package` and the executable pin `executable` of
@@ -101,15 +95,11 @@ impl Store {
     ) -> Result<(), StoreError> {
         let files = self.pin_files(server_key, executable)?;
         let now = crate::now_secs();
-        let path = self.path.clone();
-        let sqlite = |source| StoreError::Sqlite {
-            path: path.clone(),
-            source,
-        };
-        let tx = self.conn.transaction().map_err(sqlite)?;
-        insert_package_pin(&tx, server_key, package, now).map_err(sqlite)?;
-        crate::insert_pin(&tx, server_key, executable, &files, now).map_err(sqlite)?;
-        tx.commit().map_err(sqlite)
+        self.write(|tx| {
+            insert_package_pin(tx, server_key, package, now)?;
+            crate::insert_pin(tx, server_key, executable, &files, now)
+        })?;
+        Ok(())
     }
 }
 
