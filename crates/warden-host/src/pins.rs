@@ -391,16 +391,11 @@ impl PinningLauncher {
                 // interpreter) was not vouched for by the package pin: still compared.
                 let changed = crate::packages::changed_outside(&stale, &current, packages.base());
                 if !changed.is_empty() {
-                    return Err(LaunchError::Refused(format!(
-                        "not started: what it runs outside its package changed since it was \
-                         pinned:\n{}\n  check the change, then accept it with `warden pin {}`",
-                        changed
-                            .iter()
-                            .map(|line| format!("  - {line}"))
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                        request.server
-                    )));
+                    return Err(changed_since_pinned(
+                        "what it runs outside its package",
+                        &changed,
+                        &request.server,
+                    ));
                 }
                 self.lock_store()
                     .save_pin(key, &to_pin(&current))
@@ -462,16 +457,11 @@ impl PinningLauncher {
             Some(pinned) => {
                 let changed = changes(&pinned, &current);
                 if !changed.is_empty() {
-                    return Err(LaunchError::Refused(format!(
-                        "not started: what it runs changed since it was pinned:\n{}\n  \
-                         check the change, then accept it with `warden pin {}`",
-                        changed
-                            .iter()
-                            .map(|line| format!("  - {line}"))
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                        request.server
-                    )));
+                    return Err(changed_since_pinned(
+                        "what it runs",
+                        &changed,
+                        &request.server,
+                    ));
                 }
                 if pinned.rule < PIN_RULE_EXECUTED {
                     record(&mut store)?;
@@ -504,6 +494,17 @@ impl Launcher for PinningLauncher {
             None => self.inner.launch(request),
         }
     }
+}
+
+/// The refusal of a start because `what` changed since it was pinned: each change on a
+/// line, and the command that accepts them.
+fn changed_since_pinned(what: &str, changed: &[String], server: &str) -> LaunchError {
+    let lines: Vec<String> = changed.iter().map(|line| format!("  - {line}")).collect();
+    LaunchError::Refused(format!(
+        "not started: {what} changed since it was pinned:\n{}\n  check the change, then \
+         accept it with `warden pin {server}`",
+        lines.join("\n")
+    ))
 }
 
 #[cfg(test)]
