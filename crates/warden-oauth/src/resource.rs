@@ -11,7 +11,8 @@
 //!   the algorithms), then the claims. The key set is cached; a token naming an unknown
 //!   `kid` makes Warden read the set again, at most once per `jwks_refresh` interval (a
 //!   flood of made-up key ids cannot make Warden hammer the issuer), and a cached set is
-//!   read again after `jwks_max_age`. A token without `kid` is checked only when exactly
+//!   read again after `jwks_max_age`, in the background while its keys still judge the
+//!   tokens that name them. A token without `kid` is checked only when exactly
 //!   one key of the set serves its algorithm (otherwise refused, naming why): Warden does
 //!   not try a token against every key. Every fetch is capped in size and time (warden-net,
 //!   [`crate::fetch`]); redirects are refused.
@@ -191,7 +192,8 @@ pub enum SettingsError {
 pub struct Validator {
     settings: ResourceSettings,
     fetcher: Fetcher,
-    issuers: Vec<IssuerState>,
+    /// Shared with the background reads of their key sets.
+    issuers: Vec<Arc<IssuerState>>,
     /// The issuers configured for introspection, in order (indices into `issuers`).
     introspecting: Vec<usize>,
     introspected: Mutex<IntrospectionCache>,
@@ -226,6 +228,19 @@ struct KeyCache {
     tried: Option<Instant>,
 }
 
+impl KeyCache {
+    /// Whether the set was never read, or was read `max_age` or longer ago.
+    fn is_old(&self, now: Instant, max_age: Duration) -> bool {
+        self.fetched
+            .is_none_or(|at| now.duration_since(at) >= max_age)
+    }
+
+    /// Whether a read may be tried now: none was tried in the last `gap`.
+    fn may_read(&self, now: Instant, gap: Duration) -> bool {
+        self.tried.is_none_or(|at| now.duration_since(at) >= gap)
+    }
+}
+
 /// A copy of the cached key set, and whether it should be read again now.
 struct KeySnapshot {
     keys: Arc<Vec<Jwk>>,
@@ -244,6 +259,91 @@ struct Discovered {
 struct Cached {
     until: Instant,
     answer: Result<TokenClaims, Rejection>,
+}
+
+/// Reads the key set again (the caller holds `state.refresh`) and caches it; on
+/// failure the cached set stays in use, if there is one.
+async fn refetch(
+    fetcher: &Fetcher,
+    state: &IssuerState,
+    discovered: &mut Option<Discovered>,
+) -> Result<Arc<Vec<Jwk>>, Rejection> {
+    let poisoned = || Rejection::Unavailable("the key cache is unusable".into());
+    state.keys.lock().map_err(|_| poisoned())?.tried = Some(Instant::now());
+    let fetched = fetch_keys(fetcher, state, discovered).await;
+    let mut cache = state.keys.lock().map_err(|_| poisoned())?;
+    match fetched {
+        Ok(keys) => {
+            cache.keys = Arc::new(keys);
+            cache.fetched = Some(Instant::now());
+        }
+        Err(error) if cache.keys.is_empty() => {
+            return Err(Rejection::Unavailable(error.to_string()));
+        }
+        Err(error) => {
+            tracing::warn!(
+                issuer = %state.settings.issuer,
+                "reading the key set again failed, the cached keys stay in use: {error}"
+            );
+        }
+    }
+    Ok(Arc::clone(&cache.keys))
+}
+
+async fn fetch_keys(
+    fetcher: &Fetcher,
+    state: &IssuerState,
+    discovered: &mut Option<Discovered>,
+) -> Result<Vec<Jwk>, OAuthError> {
+    let uri = match &state.settings.jwks_uri {
+        Some(uri) => uri.clone(),
+        None => discover(fetcher, state, discovered)
+            .await?
+            .jwks_uri
+            .ok_or_else(|| OAuthError::Malformed {
+                what: "the authorization-server metadata",
+                reason: format!(
+                    "{} publishes no jwks_uri (configure `jwks_uri`, or introspection)",
+                    state.settings.issuer
+                ),
+            })?,
+    };
+    let url = fetcher.check_url("the jwks_uri", &uri)?;
+    match fetcher.get_json("the issuer's key set", &url).await? {
+        Ok(document) => {
+            let keys = jwt::parse_jwks(&document);
+            if keys.is_empty() {
+                return Err(OAuthError::Malformed {
+                    what: "the issuer's key set",
+                    reason: "it holds no RS256, ES256 or EdDSA signing key".into(),
+                });
+            }
+            Ok(keys)
+        }
+        Err(status) => Err(OAuthError::Status {
+            what: "the issuer's key set",
+            status,
+            detail: String::new(),
+        }),
+    }
+}
+
+/// The issuer's metadata endpoints (read once; the issuer is checked by discovery).
+async fn discover(
+    fetcher: &Fetcher,
+    state: &IssuerState,
+    discovered: &mut Option<Discovered>,
+) -> Result<Discovered, OAuthError> {
+    if let Some(found) = discovered {
+        return Ok(found.clone());
+    }
+    let metadata = crate::discovery::server_metadata(fetcher, &state.settings.issuer).await?;
+    let found = Discovered {
+        jwks_uri: metadata.jwks_uri,
+        introspection_endpoint: metadata.introspection_endpoint,
+    };
+    *discovered = Some(found.clone());
+    Ok(found)
 }
 
 fn now_secs() -> u64 {
@@ -285,10 +385,12 @@ impl Validator {
         let issuers = settings
             .issuers
             .iter()
-            .map(|issuer| IssuerState {
-                settings: issuer.clone(),
-                keys: Mutex::new(KeyCache::default()),
-                refresh: tokio::sync::Mutex::new(None),
+            .map(|issuer| {
+                Arc::new(IssuerState {
+                    settings: issuer.clone(),
+                    keys: Mutex::new(KeyCache::default()),
+                    refresh: tokio::sync::Mutex::new(None),
+                })
             })
             .collect();
         let introspecting = settings
@@ -349,23 +451,26 @@ impl Validator {
 
     /// Whether a key of the issuer's set signed `jwt`; reads the set when it is not cached,
     /// when it is old, or when the token names a key id the cached set lacks (at most once
-    /// per `jwks_refresh`). One read is in flight per issuer: while it runs, a token that a
-    /// cached key fits is checked with the cached set; one that none fits waits for it.
-    /// Signatures are checked on a copy of the set, outside every lock.
-    async fn verify_signature(&self, state: &IssuerState, jwt: &Jwt) -> Result<bool, Rejection> {
+    /// per `jwks_refresh`). One read is in flight per issuer. A token that a cached key fits
+    /// is checked with the cached set at once: an old set is read again in the background,
+    /// so no request waits for a slow key-set endpoint when the keys it needs are known;
+    /// one that no cached key fits waits for the read. Signatures are checked on a copy of
+    /// the set, outside every lock.
+    async fn verify_signature(
+        &self,
+        state: &Arc<IssuerState>,
+        jwt: &Jwt,
+    ) -> Result<bool, Rejection> {
         let mut snapshot = self.key_snapshot(state, jwt)?;
         if snapshot.refetch {
-            let refresh = if snapshot.fits && !snapshot.keys.is_empty() {
-                // The cached set can judge this token: do not wait for a read in flight.
-                state.refresh.try_lock().ok()
+            if snapshot.fits && !snapshot.keys.is_empty() {
+                self.refresh_in_background(state);
             } else {
-                Some(state.refresh.lock().await)
-            };
-            if let Some(mut discovered) = refresh {
+                let mut discovered = state.refresh.lock().await;
                 // Another request may have read the set while this one waited.
                 snapshot = self.key_snapshot(state, jwt)?;
                 if snapshot.refetch {
-                    snapshot.keys = self.refetch(state, &mut discovered).await?;
+                    snapshot.keys = refetch(&self.fetcher, state, &mut discovered).await?;
                 }
             }
         }
@@ -408,104 +513,40 @@ impl Validator {
             .keys
             .iter()
             .any(|key| key.fits(jwt.kid.as_deref(), jwt.alg));
-        let stale = cache
-            .fetched
-            .is_none_or(|at| now.duration_since(at) >= self.settings.jwks_max_age);
-        let may_refetch = cache
-            .tried
-            .is_none_or(|at| now.duration_since(at) >= self.settings.jwks_refresh);
+        let (max_age, gap) = (self.settings.jwks_max_age, self.settings.jwks_refresh);
         Ok(KeySnapshot {
             keys: Arc::clone(&cache.keys),
             fits,
-            refetch: (stale || !fits) && may_refetch,
+            refetch: (cache.is_old(now, max_age) || !fits) && cache.may_read(now, gap),
         })
     }
 
-    /// Reads the key set again (the caller holds `state.refresh`) and caches it; on
-    /// failure the cached set stays in use, if there is one.
-    async fn refetch(
-        &self,
-        state: &IssuerState,
-        discovered: &mut Option<Discovered>,
-    ) -> Result<Arc<Vec<Jwk>>, Rejection> {
-        let poisoned = || Rejection::Unavailable("the key cache is unusable".into());
-        state.keys.lock().map_err(|_| poisoned())?.tried = Some(Instant::now());
-        let fetched = self.fetch_keys(state, discovered).await;
-        let mut cache = state.keys.lock().map_err(|_| poisoned())?;
-        match fetched {
-            Ok(keys) => {
-                cache.keys = Arc::new(keys);
-                cache.fetched = Some(Instant::now());
-            }
-            Err(error) if cache.keys.is_empty() => {
-                return Err(Rejection::Unavailable(error.to_string()));
-            }
-            Err(error) => {
+    /// Reads `state`'s key set again on a task of its own, unless a read is in flight or
+    /// the set was read (or tried) meanwhile; the cached set stays in use until it is
+    /// replaced, and a failure is logged. Without a runtime (never in Warden) nothing is
+    /// read until a token needs it.
+    fn refresh_in_background(&self, state: &Arc<IssuerState>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let state = Arc::clone(state);
+        let fetcher = self.fetcher.clone();
+        let (max_age, gap) = (self.settings.jwks_max_age, self.settings.jwks_refresh);
+        runtime.spawn(async move {
+            let Ok(mut discovered) = state.refresh.try_lock() else {
+                return;
+            };
+            let due = state.keys.lock().is_ok_and(|cache| {
+                let now = Instant::now();
+                cache.is_old(now, max_age) && cache.may_read(now, gap)
+            });
+            if due && let Err(rejection) = refetch(&fetcher, &state, &mut discovered).await {
                 tracing::warn!(
                     issuer = %state.settings.issuer,
-                    "reading the key set again failed, the cached keys stay in use: {error}"
+                    "reading the key set again failed: {rejection:?}"
                 );
             }
-        }
-        Ok(Arc::clone(&cache.keys))
-    }
-
-    async fn fetch_keys(
-        &self,
-        state: &IssuerState,
-        discovered: &mut Option<Discovered>,
-    ) -> Result<Vec<Jwk>, OAuthError> {
-        let uri = match &state.settings.jwks_uri {
-            Some(uri) => uri.clone(),
-            None => self
-                .discover(state, discovered)
-                .await?
-                .jwks_uri
-                .ok_or_else(|| OAuthError::Malformed {
-                    what: "the authorization-server metadata",
-                    reason: format!(
-                        "{} publishes no jwks_uri (configure `jwks_uri`, or introspection)",
-                        state.settings.issuer
-                    ),
-                })?,
-        };
-        let url = self.fetcher.check_url("the jwks_uri", &uri)?;
-        match self.fetcher.get_json("the issuer's key set", &url).await? {
-            Ok(document) => {
-                let keys = jwt::parse_jwks(&document);
-                if keys.is_empty() {
-                    return Err(OAuthError::Malformed {
-                        what: "the issuer's key set",
-                        reason: "it holds no RS256, ES256 or EdDSA signing key".into(),
-                    });
-                }
-                Ok(keys)
-            }
-            Err(status) => Err(OAuthError::Status {
-                what: "the issuer's key set",
-                status,
-                detail: String::new(),
-            }),
-        }
-    }
-
-    /// The issuer's metadata endpoints (read once; the issuer is checked by discovery).
-    async fn discover(
-        &self,
-        state: &IssuerState,
-        discovered: &mut Option<Discovered>,
-    ) -> Result<Discovered, OAuthError> {
-        if let Some(found) = discovered {
-            return Ok(found.clone());
-        }
-        let metadata =
-            crate::discovery::server_metadata(&self.fetcher, &state.settings.issuer).await?;
-        let found = Discovered {
-            jwks_uri: metadata.jwks_uri,
-            introspection_endpoint: metadata.introspection_endpoint,
-        };
-        *discovered = Some(found.clone());
-        Ok(found)
+        });
     }
 
     /// The claims checks shared by both ways, at `now` (seconds since the epoch).
@@ -734,7 +775,7 @@ impl Validator {
             Some(endpoint) => endpoint.clone(),
             None => {
                 let mut discovered = state.refresh.lock().await;
-                self.discover(state, &mut discovered)
+                discover(&self.fetcher, state, &mut discovered)
                     .await?
                     .introspection_endpoint
                     .ok_or_else(|| OAuthError::Malformed {
@@ -1187,6 +1228,45 @@ mod tests {
             }
         });
         (url, reads)
+    }
+
+    /// An old key set is read again in the background: a token that a cached key fits is
+    /// answered at once while the key-set endpoint holds the read (it held the request for
+    /// the whole read before), and the read does happen.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_old_key_set_is_read_again_in_the_background() {
+        let signer = Signer::ec();
+        let (url, reads) =
+            key_set_server(json!({"keys": [signer.jwk("k")]}), Duration::from_secs(10)).await;
+        let mut settings = ResourceSettings::new(
+            RESOURCE,
+            vec![IssuerSettings {
+                issuer: ISSUER.into(),
+                jwks_uri: Some(url),
+                introspection: None,
+            }],
+        );
+        // Every set is old at once, and may be read again at once.
+        settings.jwks_max_age = Duration::ZERO;
+        settings.jwks_refresh = Duration::ZERO;
+        let v = Validator::new(settings).unwrap();
+        let good = signer.sign("k", &Value::Object(claims(json!({}))));
+        assert!(v.validate(&good).await.is_ok());
+        assert_eq!(reads.load(std::sync::atomic::Ordering::SeqCst), 1);
+        for _ in 0..3 {
+            let started = Instant::now();
+            let checked = tokio::time::timeout(Duration::from_secs(3), v.validate(&good))
+                .await
+                .expect("a token of a cached key waited for the key set to be read again");
+            assert_eq!(checked.unwrap().subject.as_deref(), Some("alice"));
+            assert!(started.elapsed() < Duration::from_secs(3));
+        }
+        // The read was started, once: one is in flight per issuer.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while reads.load(std::sync::atomic::Ordering::SeqCst) < 2 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(reads.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
