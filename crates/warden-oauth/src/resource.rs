@@ -214,9 +214,11 @@ struct IssuerState {
     /// The cached key set; held only to copy or replace it, never across a fetch or a
     /// signature check.
     keys: Mutex<KeyCache>,
-    /// Held while the key set or the metadata is read, so one read is in flight per
-    /// issuer; it keeps the metadata's endpoints once read.
-    refresh: tokio::sync::Mutex<Option<Discovered>>,
+    /// Held while the key set is read, so one read is in flight per issuer.
+    refresh: tokio::sync::Mutex<()>,
+    /// Held while the issuer's metadata is read (once); keeps its endpoints. Apart from
+    /// `refresh`, so that an introspection never waits behind a key-set read.
+    discovery: tokio::sync::Mutex<Option<Discovered>>,
 }
 
 #[derive(Default)]
@@ -263,14 +265,10 @@ struct Cached {
 
 /// Reads the key set again (the caller holds `state.refresh`) and caches it; on
 /// failure the cached set stays in use, if there is one.
-async fn refetch(
-    fetcher: &Fetcher,
-    state: &IssuerState,
-    discovered: &mut Option<Discovered>,
-) -> Result<Arc<Vec<Jwk>>, Rejection> {
+async fn refetch(fetcher: &Fetcher, state: &IssuerState) -> Result<Arc<Vec<Jwk>>, Rejection> {
     let poisoned = || Rejection::Unavailable("the key cache is unusable".into());
     state.keys.lock().map_err(|_| poisoned())?.tried = Some(Instant::now());
-    let fetched = fetch_keys(fetcher, state, discovered).await;
+    let fetched = fetch_keys(fetcher, state).await;
     let mut cache = state.keys.lock().map_err(|_| poisoned())?;
     match fetched {
         Ok(keys) => {
@@ -290,14 +288,10 @@ async fn refetch(
     Ok(Arc::clone(&cache.keys))
 }
 
-async fn fetch_keys(
-    fetcher: &Fetcher,
-    state: &IssuerState,
-    discovered: &mut Option<Discovered>,
-) -> Result<Vec<Jwk>, OAuthError> {
+async fn fetch_keys(fetcher: &Fetcher, state: &IssuerState) -> Result<Vec<Jwk>, OAuthError> {
     let uri = match &state.settings.jwks_uri {
         Some(uri) => uri.clone(),
-        None => discover(fetcher, state, discovered)
+        None => discover(fetcher, state)
             .await?
             .jwks_uri
             .ok_or_else(|| OAuthError::Malformed {
@@ -329,12 +323,9 @@ async fn fetch_keys(
 }
 
 /// The issuer's metadata endpoints (read once; the issuer is checked by discovery).
-async fn discover(
-    fetcher: &Fetcher,
-    state: &IssuerState,
-    discovered: &mut Option<Discovered>,
-) -> Result<Discovered, OAuthError> {
-    if let Some(found) = discovered {
+async fn discover(fetcher: &Fetcher, state: &IssuerState) -> Result<Discovered, OAuthError> {
+    let mut discovered = state.discovery.lock().await;
+    if let Some(found) = discovered.as_ref() {
         return Ok(found.clone());
     }
     let metadata = crate::discovery::server_metadata(fetcher, &state.settings.issuer).await?;
@@ -389,7 +380,8 @@ impl Validator {
                 Arc::new(IssuerState {
                     settings: issuer.clone(),
                     keys: Mutex::new(KeyCache::default()),
-                    refresh: tokio::sync::Mutex::new(None),
+                    refresh: tokio::sync::Mutex::new(()),
+                    discovery: tokio::sync::Mutex::new(None),
                 })
             })
             .collect();
@@ -466,11 +458,11 @@ impl Validator {
             if snapshot.fits && !snapshot.keys.is_empty() {
                 self.refresh_in_background(state);
             } else {
-                let mut discovered = state.refresh.lock().await;
+                let _reading = state.refresh.lock().await;
                 // Another request may have read the set while this one waited.
                 snapshot = self.key_snapshot(state, jwt)?;
                 if snapshot.refetch {
-                    snapshot.keys = refetch(&self.fetcher, state, &mut discovered).await?;
+                    snapshot.keys = refetch(&self.fetcher, state).await?;
                 }
             }
         }
@@ -533,14 +525,14 @@ impl Validator {
         let fetcher = self.fetcher.clone();
         let (max_age, gap) = (self.settings.jwks_max_age, self.settings.jwks_refresh);
         runtime.spawn(async move {
-            let Ok(mut discovered) = state.refresh.try_lock() else {
+            let Ok(_reading) = state.refresh.try_lock() else {
                 return;
             };
             let due = state.keys.lock().is_ok_and(|cache| {
                 let now = Instant::now();
                 cache.is_old(now, max_age) && cache.may_read(now, gap)
             });
-            if due && let Err(rejection) = refetch(&fetcher, &state, &mut discovered).await {
+            if due && let Err(rejection) = refetch(&fetcher, &state).await {
                 tracing::warn!(
                     issuer = %state.settings.issuer,
                     "reading the key set again failed: {rejection:?}"
@@ -773,19 +765,16 @@ impl Validator {
         };
         let endpoint = match &settings.endpoint {
             Some(endpoint) => endpoint.clone(),
-            None => {
-                let mut discovered = state.refresh.lock().await;
-                discover(&self.fetcher, state, &mut discovered)
-                    .await?
-                    .introspection_endpoint
-                    .ok_or_else(|| OAuthError::Malformed {
-                        what: "the authorization-server metadata",
-                        reason: format!(
-                            "{} publishes no introspection_endpoint",
-                            state.settings.issuer
-                        ),
-                    })?
-            }
+            None => discover(&self.fetcher, state)
+                .await?
+                .introspection_endpoint
+                .ok_or_else(|| OAuthError::Malformed {
+                    what: "the authorization-server metadata",
+                    reason: format!(
+                        "{} publishes no introspection_endpoint",
+                        state.settings.issuer
+                    ),
+                })?,
         };
         let url = self
             .fetcher
@@ -1228,6 +1217,102 @@ mod tests {
             }
         });
         (url, reads)
+    }
+
+    /// A loopback authorization server at its own origin (its issuer): metadata naming its
+    /// key set and introspection endpoint; the key set after the first read is held 10 s;
+    /// `good-token` is active. Counts the key-set reads.
+    async fn discovered_server() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let reads = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&reads);
+        let issuer = base.clone();
+        tokio::spawn(async move {
+            loop {
+                let Ok((mut stream, _)) = listener.accept().await else {
+                    return;
+                };
+                let (issuer, counted) = (issuer.clone(), Arc::clone(&counted));
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 8192];
+                    let n = stream.read(&mut buf).await.unwrap_or(0);
+                    let request = String::from_utf8_lossy(&buf[..n]).into_owned();
+                    let body = if request.starts_with("GET /.well-known/") {
+                        json!({"issuer": issuer, "jwks_uri": format!("{issuer}/jwks"),
+                               "authorization_endpoint": format!("{issuer}/authorize"),
+                               "token_endpoint": format!("{issuer}/token"),
+                               "introspection_endpoint": format!("{issuer}/introspect")})
+                    } else if request.starts_with("GET /jwks") {
+                        if counted.fetch_add(1, Ordering::SeqCst) > 0 {
+                            tokio::time::sleep(Duration::from_secs(10)).await;
+                        }
+                        json!({"keys": []})
+                    } else if request.contains("token=good-token") {
+                        json!({"active": true, "iss": issuer, "aud": RESOURCE, "sub": "alice",
+                               "exp": now_secs() + 300})
+                    } else {
+                        json!({"active": false})
+                    }
+                    .to_string();
+                    let answer = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let _ = stream.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        (base, reads)
+    }
+
+    /// An introspection at an endpoint found in the issuer's metadata does not wait
+    /// behind a read of the same issuer's key set (they shared one lock before).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_introspection_does_not_wait_behind_a_key_set_read() {
+        let (base, reads) = discovered_server().await;
+        let mut settings = ResourceSettings::new(
+            RESOURCE,
+            vec![IssuerSettings {
+                issuer: base.clone(),
+                jwks_uri: None,
+                introspection: Some(Introspection {
+                    endpoint: None,
+                    client_id: "warden".into(),
+                    client_secret: Secret::new("s"),
+                }),
+            }],
+        );
+        settings.jwks_refresh = Duration::ZERO;
+        let v = Arc::new(Validator::new(settings).unwrap());
+        // The control: the endpoint is found and the token introspected.
+        let found = v.validate("good-token").await;
+        assert_eq!(found.unwrap().subject.as_deref(), Some("alice"));
+        // A JWT of this issuer: its key set is read (at once), then read again for a key id
+        // the set lacks, a read the server holds for 10 s.
+        let signer = Signer::ec();
+        let jwt = signer.sign("k", &Value::Object(claims(json!({"iss": base}))));
+        let first = v.validate(&jwt).await;
+        assert!(first.is_err(), "{first:?}");
+        let held = {
+            let v = Arc::clone(&v);
+            tokio::spawn(async move { v.validate(&jwt).await })
+        };
+        while reads.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        // A new opaque token (not in the answer cache) is introspected meanwhile, without
+        // waiting for that read.
+        let started = Instant::now();
+        let answered = tokio::time::timeout(Duration::from_secs(3), v.validate("good-token-2"))
+            .await
+            .expect("an introspection waited behind the key-set read");
+        assert!(answered.is_ok(), "{answered:?}");
+        assert!(started.elapsed() < Duration::from_secs(3));
+        held.abort();
     }
 
     /// An old key set is read again in the background: a token that a cached key fits is
