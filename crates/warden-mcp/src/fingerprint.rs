@@ -192,7 +192,7 @@ pub fn sha256_regular_file(path: &Path) -> Result<String, FingerprintError> {
 /// block the open (and Warden's start) forever. `follow = false` refuses a symlink as the
 /// last component (`O_NOFOLLOW`). Returns the file and its metadata, taken from the opened
 /// descriptor.
-pub(crate) fn open_regular(
+pub fn open_regular(
     path: &Path,
     follow: bool,
 ) -> std::io::Result<(std::fs::File, std::fs::Metadata)> {

@@ -604,26 +604,21 @@ pub fn entry(spec: &PackageSpec, dir: &Path) -> Result<Entry, PackageError> {
 
 fn npm_package_json(spec: &PackageSpec, dir: &Path) -> Result<serde_json::Value, PackageError> {
     use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
     let path = dir
         .join("node_modules")
         .join(&spec.name)
         .join("package.json");
     // Never waits on a FIFO placed there by the install; only a regular file is read.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(&path)
-        .map_err(|source| PackageError::io("read", &path, source))?;
-    let meta = file
-        .metadata()
-        .map_err(|source| PackageError::io("read", &path, source))?;
-    if !meta.is_file() {
-        return Err(PackageError::Invalid {
-            package: spec.name.clone(),
-            reason: format!("{} is not a regular file", path.display()),
-        });
-    }
+    let (file, _) = warden_mcp::fingerprint::open_regular(&path, true).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::InvalidInput {
+            PackageError::Invalid {
+                package: spec.name.clone(),
+                reason: format!("{} is not a regular file", path.display()),
+            }
+        } else {
+            PackageError::io("read", &path, source)
+        }
+    })?;
     // The read itself is bounded: a size checked before reading could change after.
     let mut bytes = Vec::new();
     file.take(MAX_PACKAGE_JSON + 1)
