@@ -145,6 +145,9 @@ pub struct Backend {
     /// generation ([`crate::generations`]): first pages reuse a fresh one, later pages
     /// come from their cursor's, and reads are routed by the newest.
     aggregates: Mutex<Generations>,
+    /// Held while a first page reads the upstream servers: one such read at a time, and
+    /// first pages that waited for it take its generation instead of reading again.
+    reading: tokio::sync::Mutex<()>,
     /// What was done, for `/metrics`.
     metrics: Metrics,
 }
@@ -199,6 +202,7 @@ impl Backend {
             listed: Mutex::new(Listed { from, entries }),
             changes: watch::channel(0).0,
             aggregates: Mutex::new(Generations::new(generation_base())),
+            reading: tokio::sync::Mutex::new(()),
             metrics: Metrics::default(),
         })
     }
@@ -500,15 +504,24 @@ impl Backend {
     /// The list a first page of `kind` is served from, and its generation: the newest
     /// one while it is younger than [`REUSE_FOR`], else one read now.
     pub async fn first_page(&self, kind: Kind) -> (u64, Arc<Aggregate>) {
-        let fresh = self
-            .aggregates
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .fresh(kind, Instant::now(), REUSE_FOR);
-        match fresh {
+        if let Some(kept) = self.fresh(kind) {
+            return kept;
+        }
+        // The wait is bounded by the read it waits for (every upstream request has its
+        // timeout).
+        let _reading = self.reading.lock().await;
+        match self.fresh(kind) {
+            // Read by the first page this one waited behind.
             Some(kept) => kept,
             None => self.read_generation(kind).await,
         }
+    }
+
+    fn fresh(&self, kind: Kind) -> Option<(u64, Arc<Aggregate>)> {
+        self.aggregates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .fresh(kind, Instant::now(), REUSE_FOR)
     }
 
     /// Generation `generation` of `kind`, if it is still kept (a cursor's list).

@@ -4,7 +4,8 @@
 //! from a per-start base so that a cursor from an earlier run of the gateway does not name
 //! one of this run. A first page (no cursor) is answered from the newest generation while
 //! it is younger than [`REUSE_FOR`], so clients listing together cause one read of the
-//! upstream servers, not one each; after that a first page reads them again. A cursor
+//! upstream servers, not one each (the backend lets one first page read at a time, and
+//! those that waited take its generation); after that a first page reads them again. A cursor
 //! names its generation: the pages a client follows all come from the one list its first
 //! page came from, whatever other clients did meanwhile. The newest [`KEPT`] generations
 //! are kept; a cursor of an older one is refused with an error saying to list again.
