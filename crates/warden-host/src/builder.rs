@@ -268,32 +268,54 @@ async fn read_cache(
     let fallback = specs.clone();
     let read = tokio::task::spawn_blocking(move || {
         let mut start = Vec::new();
-        let mut cached = Vec::new();
+        let mut candidates = Vec::new();
         for spec in specs {
             // Kept warm: started with the host whatever the cache holds. A remote (or
             // relayed) server is not cached: its list may depend on who signed in.
-            if spec.lifecycle.start == warden_config::StartMode::Eager
-                || !crate::cache::cacheable(&spec)
-            {
+            let warm = spec.lifecycle.start == warden_config::StartMode::Eager
+                || !crate::cache::cacheable(&spec);
+            // The review reads the store itself, so it is asked before the lock is taken.
+            if warm || (crate::approvals::needs_approval(&spec) && review.admit(&spec).is_err()) {
                 start.push(spec);
-                continue;
-            }
-            if crate::approvals::needs_approval(&spec) && review.admit(&spec).is_err() {
-                start.push(spec);
-                continue;
-            }
-            let store = store.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            match crate::cache::load(&store, &spec) {
-                Ok(Some(entry)) => cached.push((spec, entry)),
-                Ok(None) => start.push(spec),
-                Err(error) => {
-                    tracing::warn!(server = %spec.name, "its catalogue cache cannot be read: {error}");
-                    start.push(spec);
-                }
+            } else {
+                candidates.push(spec);
             }
         }
-        (start, cached)
+        let store = store
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // One snapshot for every row: a hundred servers make a few hundred reads, and the
+        // scan's part of each key is the same for all of them.
+        let scan = crate::cache::scan_version();
+        let (more, cached) = store
+            .read(|store| split_by_cache(store, &scan, candidates))
+            .inspect_err(|error| tracing::warn!("the catalogue cache cannot be read: {error}"))
+            .ok()?;
+        start.extend(more);
+        Some((start, cached))
     })
     .await;
-    read.unwrap_or((fallback, Vec::new()))
+    read.ok().flatten().unwrap_or((fallback, Vec::new()))
+}
+
+/// The servers of `specs` whose catalogue `store` holds for what they are now, and the
+/// rest (to be started); a row that cannot be read means a start.
+fn split_by_cache(
+    store: &Store,
+    scan: &serde_json::Value,
+    specs: Vec<ServerSpec>,
+) -> (Vec<ServerSpec>, Vec<(ServerSpec, Cached)>) {
+    let mut start = Vec::new();
+    let mut cached = Vec::new();
+    for spec in specs {
+        match crate::cache::load_scanned(store, &spec, scan) {
+            Ok(Some(entry)) => cached.push((spec, entry)),
+            Ok(None) => start.push(spec),
+            Err(error) => {
+                tracing::warn!(server = %spec.name, "its catalogue cache cannot be read: {error}");
+                start.push(spec);
+            }
+        }
+    }
+    (start, cached)
 }

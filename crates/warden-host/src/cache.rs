@@ -88,7 +88,7 @@ const SCAN_RULES: u32 = 1;
 /// version, the scanner's rule ids and its model's threshold. A row recorded under another
 /// scan is stale, so that an upgraded scanner reviews every server again (a list cached as
 /// clean was only clean to the scanner of its day).
-fn scan_version() -> Value {
+pub(crate) fn scan_version() -> Value {
     let threshold = warden_policy::scan::model::Model::builtin()
         .ok()
         .map(|model| model.threshold().to_bits());
@@ -123,7 +123,7 @@ pub fn load(store: &Store, spec: &ServerSpec) -> Result<Option<Cached>, StoreErr
 }
 
 /// [`load`] for a host whose description scan is `scan` ([`scan_version`]).
-fn load_scanned(
+pub(crate) fn load_scanned(
     store: &Store,
     spec: &ServerSpec,
     scan: &Value,

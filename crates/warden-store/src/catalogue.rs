@@ -42,20 +42,22 @@ impl Store {
     ) -> Result<Option<CachedCatalogue>, StoreError> {
         let row = self
             .conn
-            .query_row(
+            .prepare_cached(
                 "SELECT identity, info, tools, fetched_ms FROM catalogue_cache
                  WHERE server_key = ?1",
-                params![server_key],
-                |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, String>(2)?,
-                        row.get::<_, i64>(3)?,
-                    ))
-                },
             )
-            .optional()
+            .and_then(|mut statement| {
+                statement
+                    .query_row(params![server_key], |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, String>(1)?,
+                            row.get::<_, String>(2)?,
+                            row.get::<_, i64>(3)?,
+                        ))
+                    })
+                    .optional()
+            })
             .map_err(|source| self.sqlite(source))?;
         let Some((stored, info, tools, fetched_ms)) = row else {
             return Ok(None);

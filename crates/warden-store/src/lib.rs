@@ -414,6 +414,20 @@ impl Store {
         Ok(out)
     }
 
+    /// Runs `work` inside one read transaction: every query it makes sees the same
+    /// snapshot of the store, and the store's lock is taken once rather than once per
+    /// query (a listing of a hundred cached servers makes several hundred reads). The
+    /// transaction is rolled back at the end: `work` only reads.
+    pub fn read<T>(&self, work: impl FnOnce(&Store) -> T) -> Result<T, StoreError> {
+        let snapshot = self
+            .conn
+            .unchecked_transaction()
+            .map_err(|source| self.sqlite(source))?;
+        let out = work(self);
+        snapshot.rollback().map_err(|source| self.sqlite(source))?;
+        Ok(out)
+    }
+
     fn migrate(&mut self) -> Result<(), StoreError> {
         let known = i64::try_from(MIGRATIONS.len()).unwrap_or(i64::MAX);
         let found = self.schema_version()?;
@@ -458,21 +472,23 @@ impl Store {
     pub fn pin_for(&self, server_key: &str) -> Result<Option<Pin>, StoreError> {
         let row = self
             .conn
-            .query_row(
+            .prepare_cached(
                 "SELECT program, program_sha256, files, package, rule FROM pins
                  WHERE server_key = ?1",
-                params![server_key],
-                |row| {
-                    Ok((
-                        row.get::<_, String>(0)?,
-                        row.get::<_, String>(1)?,
-                        row.get::<_, String>(2)?,
-                        row.get::<_, Option<String>>(3)?,
-                        row.get::<_, i64>(4)?,
-                    ))
-                },
             )
-            .optional()
+            .and_then(|mut statement| {
+                statement
+                    .query_row(params![server_key], |row| {
+                        Ok((
+                            row.get::<_, String>(0)?,
+                            row.get::<_, String>(1)?,
+                            row.get::<_, String>(2)?,
+                            row.get::<_, Option<String>>(3)?,
+                            row.get::<_, i64>(4)?,
+                        ))
+                    })
+                    .optional()
+            })
             .map_err(|source| self.sqlite(source))?;
         let Some((program, program_sha256, files, package, rule)) = row else {
             return Ok(None);
@@ -554,19 +570,19 @@ impl Store {
     pub fn tool_pins(&self, server_key: &str) -> Result<Option<Vec<ToolPin>>, StoreError> {
         let pinned = self
             .conn
-            .query_row(
-                "SELECT 1 FROM tool_pin_sets WHERE server_key = ?1",
-                params![server_key],
-                |_| Ok(()),
-            )
-            .optional()
+            .prepare_cached("SELECT 1 FROM tool_pin_sets WHERE server_key = ?1")
+            .and_then(|mut statement| {
+                statement
+                    .query_row(params![server_key], |_| Ok(()))
+                    .optional()
+            })
             .map_err(|source| self.sqlite(source))?;
         if pinned.is_none() {
             return Ok(None);
         }
         let mut statement = self
             .conn
-            .prepare(
+            .prepare_cached(
                 "SELECT tool, sha256, definition FROM tool_pins WHERE server_key = ?1
                  ORDER BY tool",
             )
@@ -965,6 +981,31 @@ mod tests {
             .query_row("PRAGMA journal_mode", [], |row| row.get(0))
             .unwrap();
         assert_eq!(mode, "wal");
+    }
+
+    #[test]
+    fn a_read_sees_one_snapshot_and_later_reads_see_writes_made_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let reader = Store::open(&path).unwrap();
+        let mut writer = Store::open(&path).unwrap();
+        let during = reader
+            .read(|store| {
+                let before = store.pin_for("server").unwrap();
+                writer.save_pin("server", &pin()).unwrap();
+                (before, store.pin_for("server").unwrap())
+            })
+            .unwrap();
+        assert_eq!(
+            during,
+            (None, None),
+            "a write made during a read is not seen by it"
+        );
+        assert_eq!(reader.pin_for("server").unwrap(), Some(pin()));
+        // The read changed nothing and left no transaction open: the reader can write.
+        let mut reader = reader;
+        reader.save_pin("other", &pin()).unwrap();
+        assert_eq!(writer.pin_for("other").unwrap(), Some(pin()));
     }
 
     #[test]
