@@ -51,16 +51,22 @@ pub async fn run(global: &GlobalArgs, args: UpdateArgs) -> Result<Code, Failure>
         let packages = packages.clone();
         let key = key.clone();
         let package = package.clone();
-        tokio::task::spawn_blocking(move || packages.install(&key, &package))
-            .await
-            .map_err(|error| Failure {
-                code: Code::Unavailable,
-                error: anyhow::anyhow!("the install did not finish: {error}"),
-            })?
-            .map_err(|error| Failure {
-                code: Code::Unavailable,
-                error: anyhow::anyhow!("server `{name}`: {error}"),
-            })?
+        let server = args.server.clone();
+        // One install of a server at a time, across processes (a start beside this
+        // update waits, then finds the pin it needs or installs on its own).
+        tokio::task::spawn_blocking(move || {
+            let held = packages.lock(&key, &server, "warden update")?;
+            packages.install(&held, &package)
+        })
+        .await
+        .map_err(|error| Failure {
+            code: Code::Unavailable,
+            error: anyhow::anyhow!("the install did not finish: {error}"),
+        })?
+        .map_err(|error| Failure {
+            code: Code::Unavailable,
+            error: anyhow::anyhow!("server `{name}`: {error}"),
+        })?
     };
     // From here on, every way out before the pins move removes the new install.
     let staged = Staged::new(&packages, &fresh.pin);
@@ -145,15 +151,51 @@ pub async fn run(global: &GlobalArgs, args: UpdateArgs) -> Result<Code, Failure>
         code: Code::Unavailable,
         error: anyhow::anyhow!("server `{name}`: {error}"),
     })?;
+    // The pins move under the server's install lock, and only if nobody moved them while
+    // the question was open (a start that installed, another update) and the new install
+    // is still what was shown (nothing removed or changed it meanwhile).
+    let held = {
+        let packages = packages.clone();
+        let key = key.clone();
+        let server = args.server.clone();
+        tokio::task::spawn_blocking(move || packages.lock(&key, &server, "warden update"))
+            .await
+            .map_err(|error| Failure {
+                code: Code::Unavailable,
+                error: anyhow::anyhow!("the install lock was not taken: {error}"),
+            })?
+            .map_err(|error| Failure {
+                code: Code::Unavailable,
+                error: anyhow::anyhow!("{error}"),
+            })?
+    };
+    let mut store = super::open_store(&env)?;
+    if store.package_pin_for(&key).map_err(unavailable)? != old {
+        return Err(Failure {
+            code: Code::Unavailable,
+            error: anyhow::anyhow!(
+                "server `{name}`: its package was pinned again by another Warden process \
+                 while this update waited; nothing updated (run `warden update {name}` again)"
+            ),
+        });
+    }
+    packages
+        .verify(&args.server, &fresh.pin)
+        .map_err(|error| Failure {
+            code: Code::Unavailable,
+            error: anyhow::anyhow!("server `{name}`: the new install changed: {error}"),
+        })?;
     // Both pins move in one transaction: never a package pin of the new install with the
     // executable pin of the old one.
-    super::open_store(&env)?
+    store
         .save_package_and_executable_pins(&key, &fresh.pin, &pins::to_pin(&fingerprint))
         .map_err(unavailable)?;
+    drop(store);
     staged.keep();
     if let Some(old) = &old {
         warden_host::packages::remove_install(&packages, old);
     }
+    drop(held);
     if same {
         println!("{name}: the install on disk was replaced by a fresh one matching its pin");
     } else {
