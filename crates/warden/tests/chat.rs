@@ -32,6 +32,17 @@ struct Terminal {
 impl Terminal {
     /// Starts `warden chat --config CONFIG` against `model`, in a 160×50 terminal.
     fn start(scratch: &Scratch, config: &Path, model: &ModelServer) -> Terminal {
+        Terminal::start_with(scratch, config, model, &[])
+    }
+
+    /// [`start`](Terminal::start), with `VARIABLE=value` words added to warden's
+    /// environment.
+    fn start_with(
+        scratch: &Scratch,
+        config: &Path,
+        model: &ModelServer,
+        env: &[String],
+    ) -> Terminal {
         let tmux_conf = scratch.path().join("tmux.conf");
         // The pane stays after warden exits, so its exit status can be read.
         std::fs::write(
@@ -49,11 +60,16 @@ impl Terminal {
         let warden = support::warden_bin();
         // The tag goes to warden only, not to the tmux server: the tmux server outlives
         // warden until it is killed, and must not count as a leftover.
+        let extra: Vec<&str> = env.iter().map(String::as_str).collect();
         let words: Vec<String> = [
             "env",
             "-u",
             "WARDEN_LOG",
             &format!("{}={}", support::TAG_VAR, scratch.tag),
+        ]
+        .into_iter()
+        .chain(extra)
+        .chain([
             &format!("XDG_STATE_HOME={}", state.display()),
             &format!("XDG_CONFIG_HOME={}", config_home.display()),
             "ANTHROPIC_API_KEY=test-key",
@@ -67,9 +83,8 @@ impl Terminal {
             "m",
             "--base-url",
             &model.base_url,
-        ]
-        .iter()
-        .map(|word| shell_quote(word))
+        ])
+        .map(shell_quote)
         .collect();
         let output = terminal
             .command(&tmux_conf)
@@ -681,6 +696,31 @@ fn config_with_docs(scratch: &Scratch, docs: &AuthServer) -> PathBuf {
 
 const OFFER: &str = "Sign in to docs now? [y]es, [b]rowser";
 
+/// A browser opener (`xdg-open`) of the test's own, first on the `PATH` it returns: it
+/// writes the address it was asked to open to the returned file.
+fn fake_opener(scratch: &Scratch) -> (String, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = scratch.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let opened = scratch.path().join("opened");
+    let script = bin.join("xdg-open");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$1\" >{}\n",
+            shell_quote(opened.to_str().unwrap())
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "PATH={}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    (path, opened)
+}
+
 #[test]
 fn chat_offers_a_sign_in_and_on_yes_the_server_is_connected_and_its_tool_used() {
     let docs = AuthServer::start();
@@ -696,7 +736,8 @@ fn chat_offers_a_sign_in_and_on_yes_the_server_is_connected_and_its_tool_used() 
              "expect": {"last_tool_results_contain": ["ok"]}}
         ]}),
     );
-    let terminal = Terminal::start(&scratch, &config, &model);
+    let (path, opened) = fake_opener(&scratch);
+    let terminal = Terminal::start_with(&scratch, &config, &model, &[path]);
     let screen = terminal.wait_for(OFFER);
     assert!(
         screen.contains("docs needs you to sign in (OAuth)"),
@@ -722,6 +763,8 @@ fn chat_offers_a_sign_in_and_on_yes_the_server_is_connected_and_its_tool_used() 
     terminal.wait_for("docs: connected; its tools are offered in this chat.");
     terminal.wait_for("2 of 2 servers connected, 4 tools");
     assert_eq!(docs.grants(), (1, 1));
+    // "y" shows the address only: no browser was opened unasked.
+    assert!(!opened.exists(), "a browser was opened on a plain yes");
 
     terminal.type_line("ask docs");
     terminal.wait_for("needs your approval");
@@ -733,6 +776,44 @@ fn chat_offers_a_sign_in_and_on_yes_the_server_is_connected_and_its_tool_used() 
     );
     // No token was shown.
     assert!(!screen.contains("at-"), "{screen}");
+    terminal.type_line("/exit");
+    assert_eq!(terminal.wait_for_exit(), 0, "{}", terminal.screen());
+    drop(model);
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn chat_opens_a_browser_for_the_sign_in_only_when_asked_to() {
+    let docs = AuthServer::start();
+    let scratch = Scratch::new();
+    let config = config_with_docs(&scratch, &docs);
+    let model = ModelServer::start(&scratch, &json!({"steps": []}));
+    let (path, opened) = fake_opener(&scratch);
+    let terminal = Terminal::start_with(&scratch, &config, &model, &[path]);
+    terminal.wait_for(OFFER);
+    terminal.type_line("b");
+    terminal.wait_for("Waiting for the browser to come back");
+    // The opener got the authorization address, as one argument.
+    let deadline = Instant::now() + WAIT;
+    let url = loop {
+        let text = std::fs::read_to_string(&opened).unwrap_or_default();
+        if text.ends_with('\n') {
+            break text.trim().to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no browser was opened: {}",
+            terminal.screen()
+        );
+        std::thread::sleep(POLL);
+    };
+    assert!(
+        url.starts_with(&docs.base) && url.contains("code_challenge_method=S256"),
+        "{url}"
+    );
+    let (_, location, _) = http_get(&url);
+    http_get(&location.unwrap());
+    terminal.wait_for("2 of 2 servers connected, 4 tools");
     terminal.type_line("/exit");
     assert_eq!(terminal.wait_for_exit(), 0, "{}", terminal.screen());
     drop(model);
