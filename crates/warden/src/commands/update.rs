@@ -27,6 +27,11 @@ pub async fn run(global: &GlobalArgs, args: UpdateArgs) -> Result<Code, Failure>
     let package = request
         .as_ref()
         .and_then(|request| warden_packages::parse(&request.command, &request.args));
+    if let Some(why) = request.as_ref().and_then(|request| {
+        warden_packages::spec::refused_launcher(&request.command, &request.args)
+    }) {
+        return Err(Failure::usage(anyhow::anyhow!("server `{name}`: {why}")));
+    }
     let (Some(request), Some(package)) = (request, package) else {
         return Err(Failure::usage(anyhow::anyhow!(
             "server `{name}` is not written as `npx -y PACKAGE` or `uvx PACKAGE`; nothing to \
