@@ -81,7 +81,11 @@ fn install_dir(scratch: &Scratch, marker: &str) -> PathBuf {
     let base = scratch.path().join("state/warden-packages");
     let mut found = Vec::new();
     for server in std::fs::read_dir(&base).unwrap() {
-        for install in std::fs::read_dir(server.unwrap().path()).unwrap() {
+        let server = server.unwrap().path();
+        if !server.is_dir() {
+            continue; // the slots' install locks
+        }
+        for install in std::fs::read_dir(server).unwrap() {
             let install = install.unwrap().path();
             if install.join(marker).exists() {
                 found.push(install);
@@ -448,4 +452,62 @@ fn packages_gc_removes_only_unreferenced_installs_and_never_follows_a_link_out()
     ];
     expected.sort();
     assert_eq!(keys, expected);
+}
+
+#[test]
+fn two_processes_starting_a_missing_package_install_it_once() {
+    let scratch = Scratch::new();
+    std::fs::create_dir_all(scratch.path().join("state")).unwrap();
+    std::fs::set_permissions(
+        scratch.path().join("state"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let config = scratch.config(&server_toml(
+        "everything",
+        Path::new("npx"),
+        &["-y", EVERYTHING, "stdio"],
+        "",
+    ));
+    let config = config.to_str().unwrap();
+    // Two Warden processes at once, both finding the package missing.
+    let spawn = || {
+        let mut command = scratch.warden(&["--config", config, "tools", "--json", "--refresh"]);
+        command.env("WARDEN_LOG", "info");
+        command.spawn().unwrap()
+    };
+    let first = spawn();
+    std::thread::sleep(Duration::from_millis(300));
+    let second = spawn();
+    let outputs = [
+        support::wait_with_limit(first, INSTALL_LIMIT),
+        support::wait_with_limit(second, INSTALL_LIMIT),
+    ];
+    for output in &outputs {
+        assert_exit(output, 0);
+        assert_eq!(
+            state_of(&json(output), "everything").0,
+            "connected",
+            "{}",
+            support::describe(output)
+        );
+    }
+    // One install (`install_dir` asserts exactly one directory holds a lockfile): the
+    // other process waited for the lock, then verified and used it.
+    let npm = install_dir(&scratch, "package-lock.json");
+    let logs: String = outputs.iter().map(support::stderr).collect();
+    assert!(
+        logs.contains("waiting for another install of this server's package to finish")
+            && logs.contains("using the install another process just made"),
+        "{logs}"
+    );
+    let db = scratch.path().join("state/warden/state.db");
+    let key = warden_store::server_key("everything", "explicit", Path::new(config));
+    let pin = warden_store::Store::open(&db)
+        .unwrap()
+        .package_pin_for(&key)
+        .unwrap()
+        .unwrap();
+    assert_eq!(Path::new(&pin.dir), npm);
+    scratch.assert_no_leftovers();
 }
