@@ -242,7 +242,7 @@ mod tests {
         let done = packages.collect(&referenced, false).unwrap();
         let removed: Vec<&PathBuf> = done.removed.iter().map(|(p, _)| p).collect();
         assert_eq!(removed, expected);
-        assert_eq!(done.kept, [pinned.clone()]);
+        assert_eq!(done.kept, std::slice::from_ref(&pinned));
         // Control: the referenced install is whole.
         assert!(pinned.join("node_modules/pkg/index.js").is_file());
         assert!(!old.exists() && !gone.exists());
