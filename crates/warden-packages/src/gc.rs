@@ -81,12 +81,20 @@ impl Packages {
         } else {
             "warden packages gc"
         };
-        let _held = match lock::try_acquire(&crate::lock_file(slot), slot, what)? {
-            TryLock::Held(held) => held,
-            TryLock::Busy(holder) => {
+        let _held = match lock::try_acquire(&crate::lock_file(slot), slot, what) {
+            Ok(TryLock::Held(held)) => held,
+            Ok(TryLock::Busy(holder)) => {
                 out.skipped.push((
                     slot.to_path_buf(),
                     format!("an install is in progress ({holder}): left alone"),
+                ));
+                return Ok(());
+            }
+            // A lock file that is a link or not a regular file: the slot is not touched.
+            Err(error) => {
+                out.skipped.push((
+                    slot.to_path_buf(),
+                    format!("its install lock cannot be taken ({error}): left alone"),
                 ));
                 return Ok(());
             }
@@ -293,5 +301,50 @@ mod tests {
         let out = packages.collect(&|| Ok(Vec::new()), false).unwrap();
         assert_eq!(out.removed.len(), 1);
         assert!(!fresh.exists());
+    }
+
+    #[test]
+    fn a_link_planted_as_a_lock_file_is_not_followed_nor_written_through() {
+        let root = tempfile::tempdir().unwrap();
+        let packages = Packages::new(root.path().join("packages"), Arc::new(NoRunner));
+        let install = install(&packages, "a", "1-1-1");
+        let victim = root.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let lock = crate::lock_file(&packages.slot("a"));
+        std::os::unix::fs::symlink(&victim, &lock).unwrap();
+        // Replay: taking the lock would truncate and write the holder into the target.
+        let error = packages
+            .lock("a", "srv", "installing")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("open the install lock"), "{error}");
+        let out = packages.collect(&|| Ok(Vec::new()), false).unwrap();
+        assert!(out.removed.is_empty(), "{out:?}");
+        assert!(install.exists());
+        assert!(
+            out.skipped
+                .iter()
+                .any(|(_, why)| why.contains("its install lock cannot be taken")),
+            "{out:?}"
+        );
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        // A FIFO in its place is refused at once (not a regular file), without waiting.
+        std::fs::remove_file(&lock).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(&lock)
+            .status()
+            .unwrap();
+        assert!(made.success());
+        let error = packages
+            .lock("a", "srv", "installing")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("not a regular file"), "{error}");
+        // Control: a regular lock file is taken, and the install then goes.
+        std::fs::remove_file(&lock).unwrap();
+        drop(packages.lock("a", "srv", "installing").unwrap());
+        let out = packages.collect(&|| Ok(Vec::new()), false).unwrap();
+        assert_eq!(out.removed.len(), 1);
+        assert!(!install.exists());
     }
 }
