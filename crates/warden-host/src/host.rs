@@ -736,6 +736,38 @@ impl Host {
         Ok(connection)
     }
 
+    /// Connects the server `name` that did not connect at first (a remote server the
+    /// person has just signed in to, `warden chat`): started as a lazy start is (its tool
+    /// list reviewed, the catalogue rebuilt with its tools), then shown as connected.
+    /// Nothing happens to a server that runs already.
+    pub async fn connect_again(&mut self, name: &str) -> Result<(), HostError> {
+        let unavailable = |reason: String| HostError::ServerUnavailable {
+            server: name.to_owned(),
+            reason,
+            stderr_tail: Vec::new(),
+        };
+        let index = self
+            .entries
+            .iter()
+            .position(|entry| entry.spec.name == name)
+            .ok_or_else(|| unavailable("no server by that name".to_owned()))?;
+        let info = {
+            let entry = &self.entries[index];
+            let mut slot = entry.slot.lock().await;
+            let connection = match &slot.connection {
+                Some(connection) => Arc::clone(connection),
+                None => {
+                    let started = Box::pin(self.start_lazily(entry, &mut slot)).await?;
+                    slot.failed = None;
+                    started
+                }
+            };
+            connection.info().clone()
+        };
+        self.entries[index].status = ServerStatus::Connected { info };
+        Ok(())
+    }
+
     /// Reviews the tool list a server just sent at its start, makes it the server's list
     /// in the catalogue, and records it in the catalogue cache.
     pub(crate) async fn apply_list(

@@ -102,49 +102,27 @@ pub fn prepare(
     request: &LaunchRequest,
     grants: &[WriteGrant],
 ) -> Result<Option<Prepared>, LaunchError> {
+    if let Some(why) = warden_packages::spec::refused_launcher(&request.command, &request.args) {
+        return Err(LaunchError::Refused(format!("not started: {why}")));
+    }
     let Some(spec) = warden_packages::parse(&request.command, &request.args) else {
         return Ok(None);
     };
     let refused =
         |error: &dyn std::fmt::Display| LaunchError::Refused(format!("not started: {error}"));
-    let stored = lock(store)
-        .package_pin_for(key)
-        .map_err(|error| refused(&format!("cannot read its package pin: {error}")))?;
-    let pin = match stored {
+    let read_pin = || {
+        lock(store)
+            .package_pin_for(key)
+            .map_err(|error| refused(&format!("cannot read its package pin: {error}")))
+    };
+    let pin = match read_pin()? {
         Some(pin) if pin_matches(&pin, &spec) => {
             packages
                 .verify(&request.server, &pin)
                 .map_err(|error| refused(&error))?;
             pin
         }
-        earlier => {
-            tracing::info!(
-                server = %request.server,
-                package = %spec.display(),
-                "installing the server's package (confined, registry hosts only)"
-            );
-            let installed = packages
-                .install(key, &spec)
-                .map_err(|error| refused(&error))?;
-            lock(store)
-                .save_package_pin(key, &installed.pin)
-                .map_err(|error| refused(&format!("cannot record its package pin: {error}")))?;
-            tracing::info!(
-                server = %request.server,
-                package = %spec.name,
-                version = %installed.pin.version,
-                lock_sha256 = %installed.pin.lock_sha256,
-                replaces = %earlier.as_ref().map_or_else(
-                    || "nothing".to_owned(),
-                    |e| format!("{}@{} (asked {})", e.name, e.version, e.requested)
-                ),
-                "package installed and pinned"
-            );
-            if let Some(earlier) = earlier {
-                remove_install(packages, &earlier);
-            }
-            installed.pin
-        }
+        _ => install_locked(packages, store, key, request, &spec, &read_pin)?,
     };
     let dir = PathBuf::from(&pin.dir);
     if let Some(why) = warden_mcp::exposure(&dir, grants) {
@@ -158,6 +136,72 @@ pub fn prepare(
         request: entry.rewrite(request, &spec),
         dir,
     }))
+}
+
+/// Installs `spec` for `request`'s server under its install lock: one process at a time
+/// per server. A process that waited for the lock reads the pin again first: when the
+/// holder installed what this start needs, that install is verified and used instead of
+/// installing again. The pin is recorded before the lock is let go, so no other process
+/// (nor `warden packages gc`) ever sees the new directory unpinned and unlocked.
+fn install_locked(
+    packages: &Packages,
+    store: &Arc<Mutex<Store>>,
+    key: &str,
+    request: &LaunchRequest,
+    spec: &PackageSpec,
+    read_pin: &dyn Fn() -> Result<Option<PackagePin>, LaunchError>,
+) -> Result<PackagePin, LaunchError> {
+    let refused =
+        |error: &dyn std::fmt::Display| LaunchError::Refused(format!("not started: {error}"));
+    let held = packages
+        .lock(
+            key,
+            &request.server,
+            &format!("installing {}", spec.display()),
+        )
+        .map_err(|error| refused(&error))?;
+    let earlier = read_pin()?;
+    if let Some(pin) = earlier.as_ref().filter(|pin| pin_matches(pin, spec)) {
+        // Another process installed it while this one waited.
+        tracing::info!(
+            server = %request.server,
+            package = %spec.name,
+            version = %pin.version,
+            "using the install another process just made"
+        );
+        packages
+            .verify(&request.server, pin)
+            .map_err(|error| refused(&error))?;
+        return Ok(pin.clone());
+    }
+    tracing::info!(
+        server = %request.server,
+        package = %spec.display(),
+        "installing the server's package (confined, registry hosts only)"
+    );
+    let installed = packages
+        .install(&held, spec)
+        .map_err(|error| refused(&error))?;
+    if let Err(error) = lock(store).save_package_pin(key, &installed.pin) {
+        remove_install(packages, &installed.pin);
+        return Err(refused(&format!("cannot record its package pin: {error}")));
+    }
+    tracing::info!(
+        server = %request.server,
+        package = %spec.name,
+        version = %installed.pin.version,
+        lock_sha256 = %installed.pin.lock_sha256,
+        replaces = %earlier.as_ref().map_or_else(
+            || "nothing".to_owned(),
+            |e| format!("{}@{} (asked {})", e.name, e.version, e.requested)
+        ),
+        "package installed and pinned"
+    );
+    if let Some(earlier) = earlier {
+        remove_install(packages, &earlier);
+    }
+    drop(held);
+    Ok(installed.pin)
 }
 
 /// Removes an installation that is no longer pinned; refused (and logged) unless it lies

@@ -33,13 +33,18 @@ pub fn state_db(env: &Environment) -> PathBuf {
 
 /// The key `spec`'s pin is stored under: name, scope and configuration file.
 pub fn key_for(spec: &ServerSpec) -> String {
-    let scope = match spec.origin.scope {
+    key_in(&spec.name, &spec.origin)
+}
+
+/// The store key of a server named `name` defined in the file `origin`.
+pub fn key_in(name: &str, origin: &warden_config::Origin) -> String {
+    let scope = match origin.scope {
         Scope::User => "user",
         Scope::Project => "project",
         Scope::Local => "local",
         Scope::Explicit => "explicit",
     };
-    warden_store::server_key(&spec.name, scope, &spec.origin.path)
+    warden_store::server_key(name, scope, &origin.path)
 }
 
 /// Every place a configured server may write: the write grants of each confined local
@@ -670,6 +675,165 @@ mod package_tests {
     }
 
     use std::os::unix::fs::PermissionsExt;
+
+    /// Plays a slow npm that counts its installs.
+    struct SlowNpm {
+        installs: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Runner for SlowNpm {
+        fn run(&self, step: &Step, dir: &Path, limit: Duration) -> Result<(), PackageError> {
+            self.installs
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            // Long enough for the other start to arrive while this install runs.
+            std::thread::sleep(Duration::from_millis(700));
+            FakeNpm.run(step, dir, limit)
+        }
+    }
+
+    #[test]
+    fn two_starts_of_a_missing_package_install_it_once() {
+        let root = root();
+        let slow = Arc::new(SlowNpm {
+            installs: std::sync::atomic::AtomicUsize::new(0),
+        });
+        let packages = warden_packages::Packages::new(root.path().join("packages"), slow.clone());
+        let db = root.path().join("state/state.db");
+        Store::open(&db).unwrap();
+        // Two starts, each with a store of its own on the same database, as two processes.
+        let starts: Vec<_> = (0..2)
+            .map(|n| {
+                let packages = packages.clone();
+                let store = Arc::new(Mutex::new(Store::open(&db).unwrap()));
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(50 * n));
+                    crate::packages::prepare(&packages, &store, "key", &npx("@s/pkg@1"), &[])
+                        .map(|prepared| prepared.unwrap().dir)
+                        .map_err(|error| error.to_string())
+                })
+            })
+            .collect();
+        let dirs: Vec<PathBuf> = starts
+            .into_iter()
+            .map(|start| start.join().unwrap().unwrap())
+            .collect();
+        assert_eq!(
+            slow.installs.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "the second start waited and used the first one's install"
+        );
+        assert_eq!(dirs[0], dirs[1]);
+        let installs: Vec<_> = std::fs::read_dir(packages.slot("key"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        assert_eq!(
+            installs,
+            [dirs[0].clone()],
+            "one install, no half-made other"
+        );
+        let pinned = Store::open(&db)
+            .unwrap()
+            .package_pin_for("key")
+            .unwrap()
+            .unwrap();
+        assert_eq!(Path::new(&pinned.dir), dirs[0]);
+
+        // The waiter still verifies what it finds: an install changed while it waited is
+        // refused, not used.
+        let store = Arc::new(Mutex::new(Store::open(&db).unwrap()));
+        let held = packages.lock("key", "s", "warden update").unwrap();
+        std::fs::write(dirs[0].join("node_modules/@s/pkg/dist/index.js"), "evil").unwrap();
+        let waiter = {
+            let (packages, store) = (packages.clone(), Arc::clone(&store));
+            std::thread::spawn(move || {
+                crate::packages::prepare(&packages, &store, "key", &npx("@s/pkg@2"), &[])
+                    .map(|p| p.unwrap().dir)
+                    .map_err(|error| error.to_string())
+            })
+        };
+        // The configuration asks for version 2, which the holder installs and pins.
+        std::thread::sleep(Duration::from_millis(200));
+        let two = packages
+            .install(
+                &held,
+                &warden_packages::parse("npx", &["-y".into(), "@s/pkg@2".into()]).unwrap(),
+            )
+            .unwrap();
+        std::fs::write(
+            PathBuf::from(&two.pin.dir).join("package-lock.json"),
+            "{\"x\":1}",
+        )
+        .unwrap();
+        Store::open(&db)
+            .unwrap()
+            .save_package_pin("key", &two.pin)
+            .unwrap();
+        drop(held);
+        let error = waiter.join().unwrap().unwrap_err();
+        assert!(error.contains("package-lock.json changed"), "{error}");
+        assert_eq!(slow.installs.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn a_start_waits_for_an_install_lock_only_so_long_and_names_its_holder() {
+        let root = root();
+        let packages =
+            warden_packages::Packages::new(root.path().join("packages"), Arc::new(FakeNpm))
+                .with_lock_wait(Duration::from_millis(300));
+        let store = Arc::new(Mutex::new(
+            Store::open(root.path().join("state/state.db")).unwrap(),
+        ));
+        let held = packages.lock("key", "s", "warden update").unwrap();
+        let started = std::time::Instant::now();
+        let error = crate::packages::prepare(&packages, &store, "key", &npx("@s/pkg@1"), &[])
+            .unwrap_err()
+            .to_string();
+        assert!(started.elapsed() < Duration::from_secs(5), "bounded");
+        assert!(error.contains("server `s`"), "{error}");
+        assert!(
+            error.contains(&format!("process {} (warden update)", std::process::id())),
+            "{error}"
+        );
+        assert!(error.contains("did not finish within 300 ms"), "{error}");
+        assert!(
+            store
+                .lock()
+                .unwrap()
+                .package_pin_for("key")
+                .unwrap()
+                .is_none()
+        );
+        // Control: once the holder lets go, the same start installs and runs.
+        drop(held);
+        crate::packages::prepare(&packages, &store, "key", &npx("@s/pkg@1"), &[])
+            .unwrap()
+            .unwrap();
+    }
+
+    #[test]
+    fn a_bunx_server_is_refused_naming_the_npx_form() {
+        let root = root();
+        let launcher = launcher(root.path());
+        let packages = launcher.packages.as_ref().unwrap();
+        let mut request = npx("@s/pkg@1");
+        request.command = "bunx".into();
+        request.args = vec!["@s/pkg@1".into(), "--flag".into()];
+        let error = crate::packages::prepare(packages, &launcher.store, "key", &request, &[])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("not started") && error.contains("`npx -y @s/pkg@1 --flag`"),
+            "{error}"
+        );
+        assert!(!packages.base().exists(), "nothing was installed");
+        // Control: the same package written with npx is installed and runs.
+        let prepared =
+            crate::packages::prepare(packages, &launcher.store, "key", &npx("@s/pkg@1"), &[])
+                .unwrap()
+                .unwrap();
+        assert_eq!(prepared.request.command, "node");
+    }
 
     #[test]
     fn a_changed_package_version_is_installed_anew_and_starts() {

@@ -9,7 +9,9 @@
 //! ([`Packages::verify`]). `warden update SERVER` installs again and shows the difference
 //! before the pin moves (decision 0037).
 
+pub mod gc;
 pub mod install;
+pub mod lock;
 pub mod spec;
 pub mod tree;
 
@@ -24,6 +26,7 @@ use warden_mcp::LaunchRequest;
 use warden_store::packages::PackagePin;
 
 pub use install::{ConfinedRunner, Runner, Step};
+pub use lock::{InstallLock, LOCK_WAIT};
 pub use spec::{Ecosystem, PackageSpec, parse};
 pub use tree::Manifest;
 
@@ -92,6 +95,23 @@ pub enum PackageError {
         package: String,
         /// What changed.
         lines: Vec<String>,
+    },
+    /// Another process held the server's install lock for longer than the wait.
+    #[error(
+        "server `{server}`: another install of its package did not finish within {} (the \
+         lock {} is held by {holder}); try again once it is done",
+        lock::duration_text(*waited),
+        path.display()
+    )]
+    LockTimeout {
+        /// The server.
+        server: String,
+        /// Who holds the lock, as it described itself.
+        holder: String,
+        /// How long was waited.
+        waited: Duration,
+        /// The lock file.
+        path: PathBuf,
     },
     /// A tree over a limit.
     #[error("the package directory {} is too large: {limit}", path.display())]
@@ -178,6 +198,7 @@ pub struct Packages {
     base: PathBuf,
     runner: Arc<dyn Runner>,
     step_limit: Duration,
+    lock_wait: Duration,
 }
 
 impl std::fmt::Debug for Packages {
@@ -195,7 +216,33 @@ impl Packages {
             base: base.into(),
             runner,
             step_limit: STEP_LIMIT,
+            lock_wait: LOCK_WAIT,
         }
+    }
+
+    /// The same cache, waiting at most `wait` for another process's install of a server.
+    pub fn with_lock_wait(mut self, wait: Duration) -> Self {
+        self.lock_wait = wait;
+        self
+    }
+
+    /// The directory the installs of the server stored under `key` go in: the first 16 hex
+    /// digits of the key's sha256, so a server's installs are found by its key alone.
+    pub fn slot(&self, key: &str) -> PathBuf {
+        self.base
+            .join(&tree::hex(&Sha256::digest(key.as_bytes()))[..16])
+    }
+
+    /// Takes the install lock of the server stored under `key` (named `server` in
+    /// messages), for `what` (`installing`, `warden update`: said to whoever waits),
+    /// waiting at most the cache's lock wait ([`LOCK_WAIT`]) for another process that holds
+    /// it. Held until dropped. Whoever holds it may install ([`Packages::install`]) and
+    /// record a pin; a process that waited must read the pin again: the holder may have
+    /// installed what it needs.
+    pub fn lock(&self, key: &str, server: &str, what: &str) -> Result<InstallLock, PackageError> {
+        make_dir(&self.base)?;
+        let slot = self.slot(key);
+        lock::acquire(&lock_file(&slot), &slot, server, what, self.lock_wait)
     }
 
     /// The cache's directory.
@@ -203,13 +250,18 @@ impl Packages {
         &self.base
     }
 
-    /// Installs `spec` for the server stored under `key` into a new directory of its own
-    /// and returns what to pin. Nothing is recorded here; a failed install leaves nothing
-    /// behind.
-    pub fn install(&self, key: &str, spec: &PackageSpec) -> Result<Installed, PackageError> {
-        let parent = self
-            .base
-            .join(&tree::hex(&Sha256::digest(key.as_bytes()))[..16]);
+    /// Installs `spec` for the server whose install lock is `held` ([`Packages::lock`])
+    /// into a new directory of its own and returns what to pin. Nothing is recorded here; a
+    /// failed install leaves nothing behind. The new directory is referenced by nothing
+    /// until its caller records the pin (while still holding the lock): no start ever runs
+    /// a half-made install, and one left by a killed process is removed by
+    /// [`Packages::collect`].
+    pub fn install(
+        &self,
+        held: &InstallLock,
+        spec: &PackageSpec,
+    ) -> Result<Installed, PackageError> {
+        let parent = held.slot.clone();
         make_dir(&self.base)?;
         make_dir(&parent)?;
         let dir = unique_dir(&parent)?;
@@ -684,6 +736,13 @@ fn pypi_lock(spec: &PackageSpec, wheels: &Path) -> Result<(String, String), Pack
     Ok((text, version))
 }
 
+/// The install lock of the slot `slot`: beside it, `<slot>.lock`.
+pub(crate) fn lock_file(slot: &Path) -> PathBuf {
+    let mut name = slot.file_name().unwrap_or_default().to_os_string();
+    name.push(".lock");
+    slot.with_file_name(name)
+}
+
 fn make_dir(dir: &Path) -> Result<(), PackageError> {
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -791,7 +850,8 @@ mod tests {
     fn an_npm_install_is_confined_to_the_registry_without_scripts_and_pinned() {
         let (_dir, packages, fake) = cache("dist/index.js");
         let spec = npx(&["-y", "@s/pkg", "--flag"]);
-        let installed = packages.install("key", &spec).unwrap();
+        let held = packages.lock("key", "s", "test").unwrap();
+        let installed = packages.install(&held, &spec).unwrap();
         let steps = fake.steps.lock().unwrap().clone();
         assert_eq!(steps.len(), 1);
         assert!(steps[0].args.contains(&"--ignore-scripts".to_owned()));
@@ -835,8 +895,9 @@ mod tests {
     #[test]
     fn a_bin_outside_the_installation_is_refused_and_leaves_nothing() {
         let (_dir, packages, _fake) = cache("../../../../../../../../etc/hostname");
+        let held = packages.lock("key", "s", "test").unwrap();
         let error = packages
-            .install("key", &npx(&["-y", "@s/pkg"]))
+            .install(&held, &npx(&["-y", "@s/pkg"]))
             .unwrap_err()
             .to_string();
         assert!(
@@ -844,13 +905,8 @@ mod tests {
                 || error.contains("find the command"),
             "{error}"
         );
-        let parent = std::fs::read_dir(packages.base())
-            .unwrap()
-            .next()
-            .unwrap()
-            .unwrap();
         assert_eq!(
-            std::fs::read_dir(parent.path()).unwrap().count(),
+            std::fs::read_dir(packages.slot("key")).unwrap().count(),
             0,
             "removed"
         );

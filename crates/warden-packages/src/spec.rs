@@ -93,6 +93,35 @@ fn is_exact_npm_version(text: &str) -> bool {
             .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// Why a server written with a package launcher Warden does not install is refused, or
+/// `None`: `bunx PKG` and `bun x PKG` would fetch whatever the registry serves at every
+/// start, and Warden neither installs nor pins bun packages (bun is not on the machines
+/// Warden is tested on, and its lockfile is another format). The message names the
+/// alternatives: the same package through `npx -y` (installed, pinned and run offline with
+/// node), or a program the user installed (decision 0040).
+pub fn refused_launcher(command: &str, args: &[String]) -> Option<String> {
+    let name = Path::new(command).file_name()?.to_str()?;
+    let rest = match name {
+        "bunx" => args,
+        "bun" if matches!(args.first().map(String::as_str), Some("x" | "exec")) => &args[1..],
+        _ => return None,
+    };
+    let written = if name == "bunx" { "bunx" } else { "bun x" };
+    let kept: Vec<&str> = rest
+        .iter()
+        .map(String::as_str)
+        .filter(|arg| !matches!(*arg, "--bun" | "-y" | "--yes"))
+        .collect();
+    Some(format!(
+        "it is written as `{written} PACKAGE`, which Warden does not run: `{written}` would \
+         download and run whatever the registry serves at every start, and Warden does not \
+         install or pin bun packages. Write it as `npx -y {}` (Warden installs it once, \
+         confined, pins it and runs it offline with node), or install it yourself and set \
+         `command` to the installed program",
+        kept.join(" ")
+    ))
+}
+
 /// The package launcher `command` with `args` runs, or `None` when it is not one Warden
 /// installs itself (then the server runs as written).
 pub fn parse(command: &str, args: &[String]) -> Option<PackageSpec> {
@@ -314,6 +343,31 @@ mod tests {
 
     fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn bunx_is_refused_naming_the_npx_form_and_npx_is_not() {
+        for (command, list) in [
+            ("bunx", &["@s/pkg@1.2.3", "--flag"][..]),
+            (
+                "/home/u/.bun/bin/bunx",
+                &["--bun", "@s/pkg@1.2.3", "--flag"][..],
+            ),
+            ("bun", &["x", "@s/pkg@1.2.3", "--flag"][..]),
+        ] {
+            let why = refused_launcher(command, &args(list)).unwrap();
+            assert!(why.contains("npx -y @s/pkg@1.2.3 --flag"), "{why}");
+            assert!(
+                why.contains("does not install or pin bun packages"),
+                "{why}"
+            );
+            assert!(parse(command, &args(list)).is_none());
+        }
+        // Controls: npx, bun running a script, and any other program are not refused.
+        assert!(refused_launcher("npx", &args(&["-y", "@s/pkg"])).is_none());
+        assert!(refused_launcher("bun", &args(&["run", "server.ts"])).is_none());
+        assert!(refused_launcher("bun", &args(&["server.ts"])).is_none());
+        assert!(refused_launcher("node", &args(&["bunx"])).is_none());
     }
 
     #[test]

@@ -73,6 +73,49 @@ impl Store {
             .map_err(|source| self.sqlite(source))
     }
 
+    /// Every package pin, with its server key, sorted by key (`warden packages gc`).
+    pub fn package_pins(&self) -> Result<Vec<(String, PackagePin)>, StoreError> {
+        let mut statement = self
+            .conn
+            .prepare(
+                "SELECT server_key, ecosystem, name, requested, version, dir, lock_sha256,
+                     tree_sha256, manifest
+                 FROM package_pins ORDER BY server_key",
+            )
+            .map_err(|source| self.sqlite(source))?;
+        let rows = statement
+            .query_map([], |row| {
+                Ok((
+                    row.get(0)?,
+                    PackagePin {
+                        ecosystem: row.get(1)?,
+                        name: row.get(2)?,
+                        requested: row.get(3)?,
+                        version: row.get(4)?,
+                        dir: row.get(5)?,
+                        lock_sha256: row.get(6)?,
+                        tree_sha256: row.get(7)?,
+                        manifest: row.get(8)?,
+                    },
+                ))
+            })
+            .map_err(|source| self.sqlite(source))?;
+        rows.collect::<Result<Vec<_>, _>>()
+            .map_err(|source| self.sqlite(source))
+    }
+
+    /// Drops the package pin of `server_key`; whether there was one. Its executable pin
+    /// stays (decision 0019's).
+    pub fn remove_package_pin(&mut self, server_key: &str) -> Result<bool, StoreError> {
+        let removed = self.write(|tx| {
+            tx.execute(
+                "DELETE FROM package_pins WHERE server_key = ?1",
+                params![server_key],
+            )
+        })?;
+        Ok(removed > 0)
+    }
+
     /// Records `pin` for `server_key`, replacing any earlier one, in one transaction.
     pub fn save_package_pin(
         &mut self,
@@ -149,6 +192,26 @@ mod tests {
             tree_sha256: "cd".repeat(32),
             manifest: "[]".into(),
         }
+    }
+
+    #[test]
+    fn package_pins_are_listed_and_dropped_one_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("state.db")).unwrap();
+        store.save_package_pin("b", &pin("2")).unwrap();
+        store.save_package_pin("a", &pin("1")).unwrap();
+        let listed = store.package_pins().unwrap();
+        assert_eq!(
+            listed
+                .iter()
+                .map(|(k, p)| (k.as_str(), p.version.as_str()))
+                .collect::<Vec<_>>(),
+            [("a", "1"), ("b", "2")]
+        );
+        assert!(store.remove_package_pin("a").unwrap());
+        assert!(!store.remove_package_pin("a").unwrap());
+        assert_eq!(store.package_pins().unwrap().len(), 1);
+        assert!(store.package_pin_for("b").unwrap().is_some());
     }
 
     #[test]

@@ -50,6 +50,9 @@ pub enum Command {
     Approve(ApproveArgs),
     /// Install an `npx`/`uvx` server's package again, show what changed, and pin it.
     Update(UpdateArgs),
+    /// The package cache of `npx`/`uvx` servers: remove installs nothing uses any more.
+    #[command(subcommand)]
+    Packages(PackagesCommand),
     /// Show the audit log: every call attempted, its decision and its outcome.
     Audit(AuditArgs),
     /// Give a model one task; it works through your servers under the policy.
@@ -265,6 +268,32 @@ pub struct UpdateArgs {
     /// Accept the new install without asking (for scripts).
     #[arg(long, short = 'y')]
     pub yes: bool,
+}
+
+/// `warden packages ...`
+#[derive(Debug, Subcommand)]
+pub enum PackagesCommand {
+    /// Remove installs that no package pin references (servers removed from this
+    /// configuration, installs replaced by `warden update`, installs interrupted).
+    #[command(
+        after_help = "First the package pins of servers no longer defined in a file this \
+configuration reads (or no longer written as `npx`/`uvx`) are dropped; pins of servers from \
+files not read now (another project) are kept. Then every install directory in Warden's \
+package cache that no remaining package pin references is removed. Never an install a pin \
+references, never one being installed by another Warden process, never anything outside the \
+package cache: symbolic links there are reported, not followed. --dry-run lists what would \
+go and changes nothing.\n\n\
+Examples:\n  warden packages gc --dry-run\n  warden packages gc"
+    )]
+    Gc(PackagesGcArgs),
+}
+
+/// `warden packages gc`
+#[derive(Debug, Args)]
+pub struct PackagesGcArgs {
+    /// List what would be removed; remove nothing, drop no pin.
+    #[arg(long)]
+    pub dry_run: bool,
 }
 
 /// `warden approve`

@@ -62,6 +62,9 @@ async fn run(cli: Cli) -> Result<exit::Code, Failure> {
         Command::Pin(args) => commands::pin::run(&cli.global, args),
         Command::Approve(args) => commands::approve::run(&cli.global, args).await,
         Command::Update(args) => commands::update::run(&cli.global, args).await,
+        Command::Packages(cli::PackagesCommand::Gc(args)) => {
+            commands::packages::gc(&cli.global, &args)
+        }
         Command::Audit(args) => commands::audit::run(&args),
         Command::Run(args) => commands::run::run(&cli.global, args).await,
         Command::Chat(args) => commands::chat::run(&cli.global, args).await,

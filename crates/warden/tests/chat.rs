@@ -32,6 +32,17 @@ struct Terminal {
 impl Terminal {
     /// Starts `warden chat --config CONFIG` against `model`, in a 160×50 terminal.
     fn start(scratch: &Scratch, config: &Path, model: &ModelServer) -> Terminal {
+        Terminal::start_with(scratch, config, model, &[])
+    }
+
+    /// [`start`](Terminal::start), with `VARIABLE=value` words added to warden's
+    /// environment.
+    fn start_with(
+        scratch: &Scratch,
+        config: &Path,
+        model: &ModelServer,
+        env: &[String],
+    ) -> Terminal {
         let tmux_conf = scratch.path().join("tmux.conf");
         // The pane stays after warden exits, so its exit status can be read.
         std::fs::write(
@@ -49,11 +60,16 @@ impl Terminal {
         let warden = support::warden_bin();
         // The tag goes to warden only, not to the tmux server: the tmux server outlives
         // warden until it is killed, and must not count as a leftover.
+        let extra: Vec<&str> = env.iter().map(String::as_str).collect();
         let words: Vec<String> = [
             "env",
             "-u",
             "WARDEN_LOG",
             &format!("{}={}", support::TAG_VAR, scratch.tag),
+        ]
+        .into_iter()
+        .chain(extra)
+        .chain([
             &format!("XDG_STATE_HOME={}", state.display()),
             &format!("XDG_CONFIG_HOME={}", config_home.display()),
             "ANTHROPIC_API_KEY=test-key",
@@ -67,9 +83,8 @@ impl Terminal {
             "m",
             "--base-url",
             &model.base_url,
-        ]
-        .iter()
-        .map(|word| shell_quote(word))
+        ])
+        .map(shell_quote)
         .collect();
         let output = terminal
             .command(&tmux_conf)
@@ -588,6 +603,295 @@ fn ctrl_c_during_a_turn_cancels_the_turn_and_its_calls_not_the_chat() {
     terminal.key("C-d");
     assert_eq!(terminal.wait_for_exit(), 0, "{}", terminal.screen());
     terminal.assert_ended();
+    drop(model);
+    scratch.assert_no_leftovers();
+}
+
+/// Warden's test authorization server (`warden-auth-testserver good`, the real OAuth
+/// protocol over loopback), killed when dropped. Its MCP endpoint offers one tool, `echo`,
+/// which answers `ok` to a request carrying a token it issued.
+struct AuthServer {
+    child: std::process::Child,
+    base: String,
+}
+
+impl Drop for AuthServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl AuthServer {
+    fn start() -> AuthServer {
+        use std::io::BufRead;
+        let program = support::warden_bin().with_file_name("warden-auth-testserver");
+        let mut child = Command::new(&program)
+            .arg("good")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|error| {
+                panic!(
+                    "{}: {error} (build it with `cargo build -p warden-testservers`)",
+                    program.display()
+                )
+            });
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        AuthServer {
+            child,
+            base: line.trim().to_owned(),
+        }
+    }
+
+    /// How many authorizations and code grants it made.
+    fn grants(&self) -> (u64, u64) {
+        let (_, _, body) = http_get(&format!("{}/admin/stats", self.base));
+        let stats: Value = serde_json::from_str(&body).unwrap();
+        (
+            stats["authorizations"].as_u64().unwrap(),
+            stats["code_grants"].as_u64().unwrap(),
+        )
+    }
+}
+
+/// A browser's `GET` of `url` (plain HTTP on loopback): the status line, the `Location`
+/// header, the body.
+fn http_get(url: &str) -> (String, Option<String>, String) {
+    use std::io::{Read, Write};
+    let rest = url.trim_start_matches("http://");
+    let (address, target) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let target = if target.is_empty() { "/" } else { target };
+    let mut stream = std::net::TcpStream::connect(address).unwrap();
+    stream.set_read_timeout(Some(WAIT)).unwrap();
+    write!(
+        stream,
+        "GET {target} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let status = text.lines().next().unwrap_or_default().to_owned();
+    let location = text.lines().find_map(|line| {
+        line.strip_prefix("location: ")
+            .or(line.strip_prefix("Location: "))
+            .map(|l| l.trim().to_owned())
+    });
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or_default().to_owned();
+    (status, location, body)
+}
+
+/// The test server as `good` and the authorization server's MCP endpoint as `docs`.
+fn config_with_docs(scratch: &Scratch, docs: &AuthServer) -> PathBuf {
+    let program = support::copied_server(scratch);
+    scratch.config(&format!(
+        "{}[servers.docs]\nurl = \"{}/mcp\"\n\n[policy]\nmode = \"cautious\"\n",
+        server_toml("good", &program, &["good"], ""),
+        docs.base
+    ))
+}
+
+const OFFER: &str = "Sign in to docs now? [y]es, [b]rowser";
+
+/// A browser opener (`xdg-open`) of the test's own, first on the `PATH` it returns: it
+/// writes the address it was asked to open to the returned file.
+fn fake_opener(scratch: &Scratch) -> (String, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = scratch.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let opened = scratch.path().join("opened");
+    let script = bin.join("xdg-open");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nprintf '%s\\n' \"$1\" >{}\n",
+            shell_quote(opened.to_str().unwrap())
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "PATH={}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    (path, opened)
+}
+
+#[test]
+fn chat_offers_a_sign_in_and_on_yes_the_server_is_connected_and_its_tool_used() {
+    let docs = AuthServer::start();
+    let scratch = Scratch::new();
+    let config = config_with_docs(&scratch, &docs);
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"text": "Asking docs.", "tool_calls": [
+                {"name": "docs__echo", "arguments": {}}]},
+             "expect": {"tools_include": ["docs__echo", "good__echo"]}},
+            {"reply": {"text": "Docs answered."},
+             "expect": {"last_tool_results_contain": ["ok"]}}
+        ]}),
+    );
+    let (path, opened) = fake_opener(&scratch);
+    let terminal = Terminal::start_with(&scratch, &config, &model, &[path]);
+    let screen = terminal.wait_for(OFFER);
+    assert!(
+        screen.contains("docs needs you to sign in (OAuth)"),
+        "{screen}"
+    );
+    // Nothing was asked of the authorization server before the person said yes.
+    assert_eq!(docs.grants(), (0, 0));
+    terminal.type_line("y");
+    let screen = terminal.wait_for("Waiting for the browser to come back");
+    let url = screen
+        .lines()
+        .map(str::trim)
+        .find(|line| line.starts_with("http://") && line.contains("code_challenge_method=S256"))
+        .unwrap_or_else(|| panic!("no authorization address: {screen}"))
+        .to_owned();
+    // The browser: consent, then the redirect back to Warden's loopback listener.
+    let (status, location, _) = http_get(&url);
+    assert!(status.contains("302"), "{status}");
+    let location = location.unwrap();
+    assert!(location.starts_with("http://127.0.0.1:"), "{location}");
+    let (status, _, _) = http_get(&location);
+    assert!(status.contains("200"), "{status}");
+    terminal.wait_for("docs: connected; its tools are offered in this chat.");
+    terminal.wait_for("2 of 2 servers connected, 4 tools");
+    assert_eq!(docs.grants(), (1, 1));
+    // "y" shows the address only: no browser was opened unasked.
+    assert!(!opened.exists(), "a browser was opened on a plain yes");
+
+    terminal.type_line("ask docs");
+    terminal.wait_for("needs your approval");
+    terminal.type_line("y");
+    let screen = terminal.wait_for("Docs answered.");
+    assert!(
+        screen.contains("⏵ docs__echo [docs] ask → ok"),
+        "the call's line: {screen}"
+    );
+    // No token was shown.
+    assert!(!screen.contains("at-"), "{screen}");
+    terminal.type_line("/exit");
+    assert_eq!(terminal.wait_for_exit(), 0, "{}", terminal.screen());
+    drop(model);
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn chat_opens_a_browser_for_the_sign_in_only_when_asked_to() {
+    let docs = AuthServer::start();
+    let scratch = Scratch::new();
+    let config = config_with_docs(&scratch, &docs);
+    let model = ModelServer::start(&scratch, &json!({"steps": []}));
+    let (path, opened) = fake_opener(&scratch);
+    let terminal = Terminal::start_with(&scratch, &config, &model, &[path]);
+    terminal.wait_for(OFFER);
+    terminal.type_line("b");
+    terminal.wait_for("Waiting for the browser to come back");
+    // The opener got the authorization address, as one argument.
+    let deadline = Instant::now() + WAIT;
+    let url = loop {
+        let text = std::fs::read_to_string(&opened).unwrap_or_default();
+        if text.ends_with('\n') {
+            break text.trim().to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no browser was opened: {}",
+            terminal.screen()
+        );
+        std::thread::sleep(POLL);
+    };
+    assert!(
+        url.starts_with(&docs.base) && url.contains("code_challenge_method=S256"),
+        "{url}"
+    );
+    let (_, location, _) = http_get(&url);
+    http_get(&location.unwrap());
+    terminal.wait_for("2 of 2 servers connected, 4 tools");
+    terminal.type_line("/exit");
+    assert_eq!(terminal.wait_for_exit(), 0, "{}", terminal.screen());
+    drop(model);
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn chat_declining_the_sign_in_goes_on_without_the_server() {
+    let docs = AuthServer::start();
+    let scratch = Scratch::new();
+    let config = config_with_docs(&scratch, &docs);
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"text": "Only good is here."},
+             "expect": {"tools_include": ["good__echo"], "tools_exclude": ["docs__echo"]}}
+        ]}),
+    );
+    let terminal = Terminal::start(&scratch, &config, &model);
+    terminal.wait_for(OFFER);
+    terminal.type_line("n");
+    let screen = terminal.wait_for("1 of 2 servers connected, 3 tools");
+    assert!(
+        screen.contains("Going on without docs (`warden login docs` signs in to it later)"),
+        "{screen}"
+    );
+    terminal.type_line("who is there?");
+    terminal.wait_for("Only good is here.");
+    terminal.type_line("/exit");
+    assert_eq!(terminal.wait_for_exit(), 0, "{}", terminal.screen());
+    assert_eq!(docs.grants(), (0, 0), "nothing was signed in");
+    drop(model);
+    scratch.assert_no_leftovers();
+}
+
+#[test]
+fn chat_without_a_terminal_offers_no_sign_in() {
+    use std::io::Write;
+    let docs = AuthServer::start();
+    let scratch = Scratch::new();
+    let config = config_with_docs(&scratch, &docs);
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"text": "Still here."},
+             "expect": {"tools_exclude": ["docs__echo"]}}
+        ]}),
+    );
+    let mut command = scratch.warden(&[
+        "chat",
+        "--config",
+        config.to_str().unwrap(),
+        "--provider",
+        "anthropic",
+        "--model",
+        "m",
+        "--base-url",
+        &model.base_url,
+    ]);
+    command
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .stdin(Stdio::piped());
+    let mut child = command.spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    // A "y" first: were an offer made, it would take this line as the answer.
+    stdin.write_all(b"y\n").unwrap();
+    drop(stdin);
+    let output = support::wait_with_limit(child, Duration::from_secs(60));
+    support::assert_exit(&output, 0);
+    let stderr = support::stderr(&output);
+    assert!(!stderr.contains("Sign in to docs now?"), "{stderr}");
+    assert!(stderr.contains("1 of 2 servers connected"), "{stderr}");
+    assert!(
+        support::stdout(&output).contains("Still here."),
+        "{}",
+        support::describe(&output)
+    );
+    assert_eq!(docs.grants(), (0, 0));
     drop(model);
     scratch.assert_no_leftovers();
 }

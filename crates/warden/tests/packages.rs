@@ -81,7 +81,11 @@ fn install_dir(scratch: &Scratch, marker: &str) -> PathBuf {
     let base = scratch.path().join("state/warden-packages");
     let mut found = Vec::new();
     for server in std::fs::read_dir(&base).unwrap() {
-        for install in std::fs::read_dir(server.unwrap().path()).unwrap() {
+        let server = server.unwrap().path();
+        if !server.is_dir() {
+            continue; // the slots' install locks
+        }
+        for install in std::fs::read_dir(server).unwrap() {
             let install = install.unwrap().path();
             if install.join(marker).exists() {
                 found.push(install);
@@ -307,5 +311,203 @@ fn npx_and_uvx_servers_are_installed_pinned_run_offline_and_refused_when_changed
             states(&listing)
         );
     }
+    scratch.assert_no_leftovers();
+}
+
+/// A package pin of `dir` (what an install of `name` recorded).
+fn pin_of(name: &str, dir: &Path) -> warden_store::packages::PackagePin {
+    warden_store::packages::PackagePin {
+        ecosystem: "npm".into(),
+        name: name.into(),
+        requested: "1.0.0".into(),
+        version: "1.0.0".into(),
+        dir: dir.to_string_lossy().into_owned(),
+        lock_sha256: "0".repeat(64),
+        tree_sha256: "0".repeat(64),
+        manifest: "{}".into(),
+    }
+}
+
+fn fake_install(dir: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir.join("node_modules/pkg")).unwrap();
+    std::fs::write(dir.join("node_modules/pkg/index.js"), "x".repeat(1000)).unwrap();
+    dir.to_path_buf()
+}
+
+#[test]
+fn packages_gc_removes_only_unreferenced_installs_and_never_follows_a_link_out() {
+    let scratch = Scratch::new();
+    let state = scratch.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::set_permissions(&state, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let config = scratch.config(&server_toml(
+        "kept",
+        Path::new("npx"),
+        &["-y", "kept-pkg@1.0.0"],
+        "",
+    ));
+    let config_text = config.to_str().unwrap();
+    let base = state.join("warden-packages");
+    let pinned = fake_install(&base.join("aaaa/2"));
+    let replaced = fake_install(&base.join("aaaa/1"));
+    let removed_server = fake_install(&base.join("bbbb/1"));
+    let other_project = fake_install(&base.join("cccc/1"));
+    let interrupted = fake_install(&base.join("dddd/1"));
+    // Replays: links planted in the cache, in place of a slot and of an install, pointing
+    // at a directory outside it.
+    let victim = scratch.path().join("victim");
+    std::fs::create_dir_all(victim.join("inner")).unwrap();
+    std::fs::write(victim.join("inner/keep"), "precious").unwrap();
+    std::os::unix::fs::symlink(&victim, base.join("eeee")).unwrap();
+    std::os::unix::fs::symlink(&victim, base.join("aaaa/3")).unwrap();
+    let key = |name: &str, file: &Path| warden_store::server_key(name, "explicit", file);
+    let db = state.join("warden/state.db");
+    {
+        let mut store = warden_store::Store::open(&db).unwrap();
+        store
+            .save_package_pin(&key("kept", &config), &pin_of("kept-pkg", &pinned))
+            .unwrap();
+        // A server since removed from this configuration.
+        store
+            .save_package_pin(&key("gone", &config), &pin_of("gone-pkg", &removed_server))
+            .unwrap();
+        // A server of a file this configuration does not read: not ours to judge.
+        store
+            .save_package_pin(
+                &key("theirs", Path::new("/elsewhere/warden.toml")),
+                &pin_of("their-pkg", &other_project),
+            )
+            .unwrap();
+    }
+
+    // The dry run lists and changes nothing.
+    let output = scratch.run(
+        &["--config", config_text, "packages", "gc", "--dry-run"],
+        LIMIT,
+    );
+    assert_exit(&output, 0);
+    let text = stdout(&output);
+    for dir in [&replaced, &removed_server, &interrupted] {
+        assert!(
+            text.contains(&format!("would remove {}", dir.display())),
+            "{text}"
+        );
+    }
+    assert!(
+        text.contains("would drop the package pin of explicit:"),
+        "{text}"
+    );
+    assert!(text.contains("#gone (gone-pkg@1.0.0)"), "{text}");
+    for dir in [&pinned, &other_project] {
+        assert!(
+            !text.contains(&format!("remove {}", dir.display())),
+            "{text}"
+        );
+    }
+    for dir in [
+        &pinned,
+        &replaced,
+        &removed_server,
+        &other_project,
+        &interrupted,
+    ] {
+        assert!(dir.join("node_modules/pkg/index.js").is_file(), "{dir:?}");
+    }
+    let store = warden_store::Store::open(&db).unwrap();
+    assert_eq!(
+        store.package_pins().unwrap().len(),
+        3,
+        "dry run drops no pin"
+    );
+    drop(store);
+
+    let output = scratch.run(&["--config", config_text, "packages", "gc"], LIMIT);
+    assert_exit(&output, 0);
+    let text = stdout(&output);
+    assert!(text.contains("removed 3 install(s)"), "{text}");
+    // Controls: installs a pin references are whole, this config's and another file's.
+    for dir in [&pinned, &other_project] {
+        assert!(
+            dir.join("node_modules/pkg/index.js").is_file(),
+            "{dir:?}: {text}"
+        );
+    }
+    for dir in [&replaced, &removed_server, &interrupted] {
+        assert!(!dir.exists(), "{dir:?}: {text}");
+    }
+    // Nothing outside the cache was touched; the links were reported, not followed.
+    assert!(victim.join("inner/keep").is_file());
+    assert!(base.join("eeee").is_symlink() && base.join("aaaa/3").is_symlink());
+    assert!(text.contains("a symbolic link: not followed"), "{text}");
+    let store = warden_store::Store::open(&db).unwrap();
+    let keys: Vec<String> = store
+        .package_pins()
+        .unwrap()
+        .into_iter()
+        .map(|(key, _)| key)
+        .collect();
+    let mut expected = [
+        key("kept", &config),
+        key("theirs", Path::new("/elsewhere/warden.toml")),
+    ];
+    expected.sort();
+    assert_eq!(keys, expected);
+}
+
+#[test]
+fn two_processes_starting_a_missing_package_install_it_once() {
+    let scratch = Scratch::new();
+    std::fs::create_dir_all(scratch.path().join("state")).unwrap();
+    std::fs::set_permissions(
+        scratch.path().join("state"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let config = scratch.config(&server_toml(
+        "everything",
+        Path::new("npx"),
+        &["-y", EVERYTHING, "stdio"],
+        "",
+    ));
+    let config = config.to_str().unwrap();
+    // Two Warden processes at once, both finding the package missing.
+    let spawn = || {
+        let mut command = scratch.warden(&["--config", config, "tools", "--json", "--refresh"]);
+        command.env("WARDEN_LOG", "info");
+        command.spawn().unwrap()
+    };
+    let first = spawn();
+    std::thread::sleep(Duration::from_millis(300));
+    let second = spawn();
+    let outputs = [
+        support::wait_with_limit(first, INSTALL_LIMIT),
+        support::wait_with_limit(second, INSTALL_LIMIT),
+    ];
+    for output in &outputs {
+        assert_exit(output, 0);
+        assert_eq!(
+            state_of(&json(output), "everything").0,
+            "connected",
+            "{}",
+            support::describe(output)
+        );
+    }
+    // One install (`install_dir` asserts exactly one directory holds a lockfile): the
+    // other process waited for the lock, then verified and used it.
+    let npm = install_dir(&scratch, "package-lock.json");
+    let logs: String = outputs.iter().map(support::stderr).collect();
+    assert!(
+        logs.contains("waiting for another install of this server's package to finish")
+            && logs.contains("using the install another process just made"),
+        "{logs}"
+    );
+    let db = scratch.path().join("state/warden/state.db");
+    let key = warden_store::server_key("everything", "explicit", Path::new(config));
+    let pin = warden_store::Store::open(&db)
+        .unwrap()
+        .package_pin_for(&key)
+        .unwrap()
+        .unwrap();
+    assert_eq!(Path::new(&pin.dir), npm);
     scratch.assert_no_leftovers();
 }

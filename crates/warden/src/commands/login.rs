@@ -8,10 +8,11 @@
 //!   `$XDG_STATE_HOME/warden/oauth-tokens.json` (mode 0600), said loudly. Records still in
 //!   that file move to the credential store when it answers. `token_store = "memory"`
 //!   keeps nothing.
-//! - Who asks the user: only `warden login`. Every other command connects with no user
-//!   agent, so a server that needs a sign-in is reported ("needs sign-in: run `warden
-//!   login NAME`") and the command goes on without it; a stored refresh token is still
-//!   used without asking.
+//! - Who asks the user: `warden login`, and `warden chat` in a terminal, which offers the
+//!   same sign-in ([`sign_in`]) for a server that needs one and connects it on yes. Every
+//!   other command connects with no user agent, so a server that needs a sign-in is
+//!   reported ("needs sign-in: run `warden login NAME`") and the command goes on without
+//!   it; a stored refresh token is still used without asking.
 //! - `warden login` opens the browser (when it runs in a terminal and an opener exists;
 //!   never through a shell) on a loopback redirect, prints the URL in any case, and also
 //!   accepts the redirected-to URL pasted on standard input, for a machine without a
@@ -261,14 +262,7 @@ fn remote_spec<'a>(specs: &'a [ServerSpec], name: &str) -> Result<&'a ServerSpec
 pub async fn login(global: &GlobalArgs, args: LoginArgs) -> Result<Code, Failure> {
     let (config, env) = super::load_config(global)?;
     let spec = remote_spec(&config.servers, &args.server)?;
-    let TransportSpec::Http { url, settings, .. } = &spec.transport else {
-        return Err(Failure::usage(anyhow!(
-            "{} is not a remote server",
-            spec.name
-        )));
-    };
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
-    let open_browser = interactive && !args.no_browser;
     // Lines typed on standard input: the paste-back fallback.
     let (send, receive) = tokio::sync::mpsc::channel::<String>(4);
     std::thread::spawn(move || {
@@ -280,7 +274,43 @@ pub async fn login(global: &GlobalArgs, args: LoginArgs) -> Result<Code, Failure
             }
         }
     });
+    sign_in(
+        &env,
+        spec,
+        SignIn {
+            open_browser: interactive && !args.no_browser,
+            pasted: receive,
+            url_on_stdout: true,
+        },
+    )
+    .await?;
+    Ok(Code::Ok)
+}
+
+/// How a sign-in meets the person: whether the browser is opened, where pasted addresses
+/// come from, and whether the address is also printed alone on stdout (for scripts).
+pub struct SignIn {
+    /// Open the authorization address with the platform's opener (never through a shell).
+    pub open_browser: bool,
+    /// Lines the person typed: the paste-back fallback for a machine without a browser.
+    pub pasted: tokio::sync::mpsc::Receiver<String>,
+    /// Print the address on stdout too, alone on its line.
+    pub url_on_stdout: bool,
+}
+
+/// Signs in to the remote server `spec` (`warden login`, and `warden chat` when the
+/// person accepts its offer): the authorization address shown on stderr, the loopback
+/// redirect (or a pasted address) awaited within the consent limit, the tokens kept where
+/// the server's `token_store` says. Says how it went on stderr; returns the sign-in state.
+pub async fn sign_in(env: &Environment, spec: &ServerSpec, how: SignIn) -> Result<String, Failure> {
+    let TransportSpec::Http { url, settings, .. } = &spec.transport else {
+        return Err(Failure::usage(anyhow!(
+            "{} is not a remote server",
+            spec.name
+        )));
+    };
     let server = spec.name.clone();
+    let (open_browser, url_on_stdout) = (how.open_browser, how.url_on_stdout);
     let show: warden_oauth::loopback::Show = Box::new(move |url| {
         let shown = inert(url.as_str(), Shape::Line);
         eprintln!("To sign in to {server}, open this address in a browser:\n\n  {shown}\n");
@@ -288,16 +318,18 @@ pub async fn login(global: &GlobalArgs, args: LoginArgs) -> Result<Code, Failure
             "Waiting for the browser to come back. On a machine without a browser, open the \
              address elsewhere, then paste here the whole address the browser ends up at."
         );
-        // Printed on stdout too, alone on its line, for scripts.
-        println!("{shown}");
+        if url_on_stdout {
+            // Printed on stdout too, alone on its line, for scripts.
+            println!("{shown}");
+        }
         if open_browser {
             open_in_browser(url);
         }
     });
-    let agent = Loopback::bind(Some(receive), show)
+    let agent = Loopback::bind(Some(how.pasted), show)
         .await
         .map_err(|error| unavailable(&spec.name, error))?;
-    let provider = provider(&env);
+    let provider = provider(env);
     let client = provider
         .build(
             &spec.name,
@@ -311,11 +343,8 @@ pub async fn login(global: &GlobalArgs, args: LoginArgs) -> Result<Code, Failure
         .login()
         .await
         .map_err(|error| unavailable(&spec.name, error))?;
-    eprintln!(
-        "{}: {}",
-        spec.name,
-        inert(&describe(&client.state()), Shape::Line)
-    );
+    let state = describe(&client.state());
+    eprintln!("{}: {}", spec.name, inert(&state, Shape::Line));
     let store = provider.store(&spec.name, settings.oauth.token_store);
     if provider.forgets(&store) {
         eprintln!(
@@ -328,7 +357,7 @@ pub async fn login(global: &GlobalArgs, args: LoginArgs) -> Result<Code, Failure
     } else {
         eprintln!("The tokens are kept in {}.", store.describe());
     }
-    Ok(Code::Ok)
+    Ok(state)
 }
 
 /// `warden logout SERVER`: forgets the server's record in the credential store (when it

@@ -7,6 +7,7 @@ pub mod chat;
 pub mod config;
 pub mod conformance;
 pub mod login;
+pub mod packages;
 pub mod pin;
 pub mod probe;
 pub mod relay;

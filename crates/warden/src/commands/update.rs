@@ -27,6 +27,11 @@ pub async fn run(global: &GlobalArgs, args: UpdateArgs) -> Result<Code, Failure>
     let package = request
         .as_ref()
         .and_then(|request| warden_packages::parse(&request.command, &request.args));
+    if let Some(why) = request.as_ref().and_then(|request| {
+        warden_packages::spec::refused_launcher(&request.command, &request.args)
+    }) {
+        return Err(Failure::usage(anyhow::anyhow!("server `{name}`: {why}")));
+    }
     let (Some(request), Some(package)) = (request, package) else {
         return Err(Failure::usage(anyhow::anyhow!(
             "server `{name}` is not written as `npx -y PACKAGE` or `uvx PACKAGE`; nothing to \
@@ -51,16 +56,22 @@ pub async fn run(global: &GlobalArgs, args: UpdateArgs) -> Result<Code, Failure>
         let packages = packages.clone();
         let key = key.clone();
         let package = package.clone();
-        tokio::task::spawn_blocking(move || packages.install(&key, &package))
-            .await
-            .map_err(|error| Failure {
-                code: Code::Unavailable,
-                error: anyhow::anyhow!("the install did not finish: {error}"),
-            })?
-            .map_err(|error| Failure {
-                code: Code::Unavailable,
-                error: anyhow::anyhow!("server `{name}`: {error}"),
-            })?
+        let server = args.server.clone();
+        // One install of a server at a time, across processes (a start beside this
+        // update waits, then finds the pin it needs or installs on its own).
+        tokio::task::spawn_blocking(move || {
+            let held = packages.lock(&key, &server, "warden update")?;
+            packages.install(&held, &package)
+        })
+        .await
+        .map_err(|error| Failure {
+            code: Code::Unavailable,
+            error: anyhow::anyhow!("the install did not finish: {error}"),
+        })?
+        .map_err(|error| Failure {
+            code: Code::Unavailable,
+            error: anyhow::anyhow!("server `{name}`: {error}"),
+        })?
     };
     // From here on, every way out before the pins move removes the new install.
     let staged = Staged::new(&packages, &fresh.pin);
@@ -145,15 +156,40 @@ pub async fn run(global: &GlobalArgs, args: UpdateArgs) -> Result<Code, Failure>
         code: Code::Unavailable,
         error: anyhow::anyhow!("server `{name}`: {error}"),
     })?;
-    // Both pins move in one transaction: never a package pin of the new install with the
-    // executable pin of the old one.
-    super::open_store(&env)?
-        .save_package_and_executable_pins(&key, &fresh.pin, &pins::to_pin(&fingerprint))
-        .map_err(unavailable)?;
+    // The pins move under the server's install lock, and only if nobody moved them while
+    // the question was open (a start that installed, another update) and the new install
+    // is still what was shown (nothing removed or changed it meanwhile).
+    let held = {
+        let packages = packages.clone();
+        let key = key.clone();
+        let server = args.server.clone();
+        tokio::task::spawn_blocking(move || packages.lock(&key, &server, "warden update"))
+            .await
+            .map_err(|error| Failure {
+                code: Code::Unavailable,
+                error: anyhow::anyhow!("the install lock was not taken: {error}"),
+            })?
+            .map_err(|error| Failure {
+                code: Code::Unavailable,
+                error: anyhow::anyhow!("{error}"),
+            })?
+    };
+    let mut store = super::open_store(&env)?;
+    move_pins(
+        &mut store,
+        &packages,
+        &key,
+        &args.server,
+        old.as_ref(),
+        &fresh.pin,
+        &pins::to_pin(&fingerprint),
+    )?;
+    drop(store);
     staged.keep();
     if let Some(old) = &old {
         warden_host::packages::remove_install(&packages, old);
     }
+    drop(held);
     if same {
         println!("{name}: the install on disk was replaced by a fresh one matching its pin");
     } else {
@@ -164,6 +200,41 @@ pub async fn run(global: &GlobalArgs, args: UpdateArgs) -> Result<Code, Failure>
         );
     }
     Ok(Code::Ok)
+}
+
+/// Moves the package pin and the executable pin of `key` (server `server`) to the new
+/// install `fresh`, in one transaction, while the caller holds the server's install lock:
+/// only if the package pin is still `old` (nobody pinned another install while the
+/// question was open: a start that installed, another update) and `fresh` still verifies
+/// (nothing removed or changed it meanwhile).
+fn move_pins(
+    store: &mut warden_store::Store,
+    packages: &Packages,
+    key: &str,
+    server: &str,
+    old: Option<&PackagePin>,
+    fresh: &PackagePin,
+    executable: &warden_store::Pin,
+) -> Result<(), Failure> {
+    let name = inert(server, Shape::Line);
+    if store.package_pin_for(key).map_err(unavailable)?.as_ref() != old {
+        return Err(Failure {
+            code: Code::Unavailable,
+            error: anyhow::anyhow!(
+                "server `{name}`: its package was pinned again by another Warden process \
+                 while this update waited; nothing updated (run `warden update {name}` again)"
+            ),
+        });
+    }
+    packages.verify(server, fresh).map_err(|error| Failure {
+        code: Code::Unavailable,
+        error: anyhow::anyhow!("server `{name}`: the new install changed: {error}"),
+    })?;
+    // Both pins move in one transaction: never a package pin of the new install with the
+    // executable pin of the old one.
+    store
+        .save_package_and_executable_pins(key, fresh, executable)
+        .map_err(unavailable)
 }
 
 /// A new install not pinned yet: removed when dropped unless [`keep`](Staged::keep) was
@@ -234,6 +305,118 @@ mod tests {
             tree_sha256: String::new(),
             manifest: String::new(),
         }
+    }
+
+    /// Plays npm: writes `pkg` at the version the step asks for.
+    struct FakeNpm;
+
+    impl warden_packages::Runner for FakeNpm {
+        fn run(
+            &self,
+            step: &warden_packages::Step,
+            dir: &std::path::Path,
+            _limit: std::time::Duration,
+        ) -> Result<(), warden_packages::PackageError> {
+            let version = step.args.last().unwrap().rsplit('@').next().unwrap();
+            let package = dir.join("node_modules/pkg");
+            std::fs::create_dir_all(&package).unwrap();
+            std::fs::write(
+                package.join("package.json"),
+                format!(r#"{{"name":"pkg","version":"{version}","bin":"index.js"}}"#),
+            )
+            .unwrap();
+            std::fs::write(package.join("index.js"), version).unwrap();
+            std::fs::write(dir.join("package-lock.json"), version).unwrap();
+            Ok(())
+        }
+    }
+
+    fn exe(program: &str) -> warden_store::Pin {
+        warden_store::Pin {
+            rule: warden_store::PIN_RULE_EXECUTED,
+            program: program.into(),
+            program_sha256: "0".repeat(64),
+            files: Vec::new(),
+            package: None,
+        }
+    }
+
+    #[test]
+    fn the_pins_move_only_if_nobody_moved_them_and_the_new_install_is_intact() {
+        let root = tempfile::tempdir().unwrap();
+        let packages = Packages::new(root.path().join("packages"), Arc::new(FakeNpm));
+        let mut store = warden_store::Store::open(root.path().join("state.db")).unwrap();
+        let install = |version: &str| {
+            let held = packages.lock("key", "s", "test").unwrap();
+            let spec = warden_packages::parse("npx", &["-y".to_owned(), format!("pkg@{version}")])
+                .unwrap();
+            packages.install(&held, &spec).unwrap().pin
+        };
+        let old = install("1.0.0");
+        store.save_package_pin("key", &old).unwrap();
+        let fresh = install("2.0.0");
+
+        // Replay: while the question was open, another process pinned another install.
+        let other = install("1.5.0");
+        store.save_package_pin("key", &other).unwrap();
+        let error = move_pins(
+            &mut store,
+            &packages,
+            "key",
+            "s",
+            Some(&old),
+            &fresh,
+            &exe("/a"),
+        )
+        .unwrap_err()
+        .error
+        .to_string();
+        assert!(
+            error.contains("pinned again by another Warden process"),
+            "{error}"
+        );
+        assert_eq!(store.package_pin_for("key").unwrap().unwrap(), other);
+        assert!(
+            store.pin_for("key").unwrap().is_none(),
+            "no executable pin moved"
+        );
+        store.save_package_pin("key", &old).unwrap();
+
+        // Replay: the new install was changed (or removed) while the question was open.
+        let script = std::path::Path::new(&fresh.dir).join("node_modules/pkg/index.js");
+        std::fs::write(&script, "evil").unwrap();
+        let error = move_pins(
+            &mut store,
+            &packages,
+            "key",
+            "s",
+            Some(&old),
+            &fresh,
+            &exe("/a"),
+        )
+        .unwrap_err()
+        .error
+        .to_string();
+        assert!(error.contains("the new install changed"), "{error}");
+        assert_eq!(store.package_pin_for("key").unwrap().unwrap(), old);
+        std::fs::write(&script, "2.0.0").unwrap();
+
+        // Control: nobody moved anything: both pins move.
+        move_pins(
+            &mut store,
+            &packages,
+            "key",
+            "s",
+            Some(&old),
+            &fresh,
+            &exe("/a"),
+        )
+        .unwrap();
+        assert_eq!(store.package_pin_for("key").unwrap().unwrap(), fresh);
+        assert_eq!(
+            store.pin_for("key").unwrap().unwrap().program,
+            std::path::Path::new("/a")
+        );
     }
 
     #[test]
