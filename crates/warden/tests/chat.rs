@@ -494,19 +494,15 @@ fn a_question_left_open_by_a_timed_out_turn_does_not_swallow_the_next_prompt() {
     scratch.assert_no_leftovers();
 }
 
-#[test]
-fn without_a_terminal_lines_are_read_from_stdin_and_approvals_are_refused() {
+/// `warden chat` with `input` piped to its stdin (no terminal), against `model`; waits at
+/// most a minute for it to end.
+fn piped_chat(
+    scratch: &Scratch,
+    config: &std::path::Path,
+    model: &ModelServer,
+    input: &[u8],
+) -> std::process::Output {
     use std::io::Write;
-    let scratch = Scratch::new();
-    let config = config(&scratch, "");
-    let model = ModelServer::start(
-        &scratch,
-        &json!({"steps": [
-            {"reply": {"tool_calls": [{"name": "good__echo", "arguments": {"message": "x"}}]}},
-            {"reply": {"text": "Nobody could approve it."},
-             "expect": {"last_tool_results_contain": ["needs the user's approval"]}}
-        ]}),
-    );
     let mut command = scratch.warden(&[
         "chat",
         "--config",
@@ -523,9 +519,24 @@ fn without_a_terminal_lines_are_read_from_stdin_and_approvals_are_refused() {
         .stdin(Stdio::piped());
     let mut child = command.spawn().unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    stdin.write_all(b"echo x\n/audit\n").unwrap();
+    stdin.write_all(input).unwrap();
     drop(stdin);
-    let output = support::wait_with_limit(child, Duration::from_secs(60));
+    support::wait_with_limit(child, Duration::from_secs(60))
+}
+
+#[test]
+fn without_a_terminal_lines_are_read_from_stdin_and_approvals_are_refused() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "good__echo", "arguments": {"message": "x"}}]}},
+            {"reply": {"text": "Nobody could approve it."},
+             "expect": {"last_tool_results_contain": ["needs the user's approval"]}}
+        ]}),
+    );
+    let output = piped_chat(&scratch, &config, &model, b"echo x\n/audit\n");
     support::assert_exit(&output, 0);
     assert!(
         support::stdout(&output).contains("Nobody could approve it."),
@@ -851,7 +862,6 @@ fn chat_declining_the_sign_in_goes_on_without_the_server() {
 
 #[test]
 fn chat_without_a_terminal_offers_no_sign_in() {
-    use std::io::Write;
     let docs = AuthServer::start();
     let scratch = Scratch::new();
     let config = config_with_docs(&scratch, &docs);
@@ -862,26 +872,8 @@ fn chat_without_a_terminal_offers_no_sign_in() {
              "expect": {"tools_exclude": ["docs__echo"]}}
         ]}),
     );
-    let mut command = scratch.warden(&[
-        "chat",
-        "--config",
-        config.to_str().unwrap(),
-        "--provider",
-        "anthropic",
-        "--model",
-        "m",
-        "--base-url",
-        &model.base_url,
-    ]);
-    command
-        .env("ANTHROPIC_API_KEY", "test-key")
-        .stdin(Stdio::piped());
-    let mut child = command.spawn().unwrap();
-    let mut stdin = child.stdin.take().unwrap();
     // A "y" first: were an offer made, it would take this line as the answer.
-    stdin.write_all(b"y\n").unwrap();
-    drop(stdin);
-    let output = support::wait_with_limit(child, Duration::from_secs(60));
+    let output = piped_chat(&scratch, &config, &model, b"y\n");
     support::assert_exit(&output, 0);
     let stderr = support::stderr(&output);
     assert!(!stderr.contains("Sign in to docs now?"), "{stderr}");
