@@ -1925,3 +1925,57 @@ fn resource_reads_and_prompt_gets_are_audit_rows() {
     );
     scratch.assert_no_leftovers();
 }
+
+/// The real peer: server-everything keeps subscriptions and, once its
+/// `toggle-subscriber-updates` tool is called, announces an update of every resource its
+/// client (Warden's one connection) subscribed to, every 5 s. Three clients of one gateway
+/// each subscribe to a resource of their own (two 2025-11-25 sessions with
+/// `resources/subscribe`, one 2026-07-28 client on `subscriptions/listen`); each hears
+/// updates of its own resource, and never of another's, though every update arrives on
+/// the one upstream connection.
+#[test]
+fn server_everythings_updates_reach_only_their_subscribers() {
+    let scratch = Scratch::new();
+    let config = everything_config(
+        &scratch,
+        "[[policy.rules]]\ntools = \"everything__toggle-subscriber-updates\"\neffect = \"allow\"\n",
+    );
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let uri = |n: u32| format!("demo://resource/dynamic/text/{n}");
+    let ready_b = scratch.path().join("b-ready");
+    let ready_c = scratch.path().join("c-ready");
+    let listening = |steps: Value| {
+        json!([steps, {"wait_notice": "notifications/resources/updated", "seconds": 40},
+               {"sleep": 6}])
+    };
+    let mut b_steps = listening(json!({"subscribe": uri(2)}));
+    b_steps.as_array_mut().unwrap().insert(1, json!({"write_file": ready_b}));
+    let b = run_client_later(json!({
+        "mode": "legacy", "url": served.url, "elicit": "none", "steps": b_steps,
+    }));
+    let mut c_steps = listening(json!({"listen": true, "resources": [uri(3)]}));
+    c_steps.as_array_mut().unwrap().insert(1, json!({"write_file": ready_c}));
+    let c = run_client_later(json!({
+        "mode": "2026-07-28", "url": served.url, "elicit": "none", "steps": c_steps,
+    }));
+    wait_for_file(&ready_b, Duration::from_secs(60));
+    wait_for_file(&ready_c, Duration::from_secs(60));
+    let a = run_client(json!({
+        "mode": "legacy", "url": served.url, "elicit": "none",
+        "steps": [
+            {"subscribe": uri(1)},
+            {"call": "everything__toggle-subscriber-updates", "args": {}},
+            {"wait_notice": "notifications/resources/updated", "seconds": 40},
+            {"sleep": 6},
+        ],
+    }));
+    let b = b.join().unwrap();
+    let c = c.join().unwrap();
+    assert_eq!(a["capabilities"]["resources"]["subscribe"], true, "{a}");
+    assert_eq!(a["calls"][0]["isError"], false, "{a}");
+    assert_eq!(updated_uris(&a), vec![uri(1)], "{a}");
+    assert_eq!(updated_uris(&b), vec![uri(2)], "{b}");
+    assert_eq!(updated_uris(&c), vec![uri(3)], "{c}");
+    drop(served);
+    scratch.assert_no_leftovers();
+}
