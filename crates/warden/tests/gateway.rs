@@ -897,7 +897,8 @@ fn http_sessions_hear_list_changes_on_their_get_stream_and_resume_with_last_even
     let heard = listening.join().unwrap();
     assert!(heard.starts_with("HTTP/1.1 200"), "{heard}");
     assert!(
-        heard.contains("id: 1\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}"),
+        // The id names the tool, resource and prompt list generations.
+        heard.contains("id: 1.0.0\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}"),
         "{heard}"
     );
     // The list it then reads is the reviewed one: `fail` gone, the new `extra` held back.
@@ -910,15 +911,16 @@ fn http_sessions_hear_list_changes_on_their_get_stream_and_resume_with_last_even
         .collect();
     assert_eq!(names, ["t__echo", "t__add"], "{listed}");
     // A client that reconnects behind the current generation is told at once; one that
-    // saw the last notice is not told again.
-    let behind = format!("{mine}Last-Event-ID: 0\r\n");
+    // saw the last notice is not told again (a bare number, as the first version of the
+    // stream numbered its events, is the tool generation).
+    let behind = format!("{mine}Last-Event-ID: 0.0.0\r\n");
     let heard = read_stream(
         &served.addr,
         &behind,
         "notifications/tools/list_changed",
         Duration::from_secs(10),
     );
-    assert!(heard.contains("id: 1\n"), "{heard}");
+    assert!(heard.contains("id: 1.0.0\n"), "{heard}");
     let current = format!("{mine}Last-Event-ID: 1\r\n");
     let heard = read_stream(
         &served.addr,
@@ -1949,12 +1951,18 @@ fn server_everythings_updates_reach_only_their_subscribers() {
                {"sleep": 6}])
     };
     let mut b_steps = listening(json!({"subscribe": uri(2)}));
-    b_steps.as_array_mut().unwrap().insert(1, json!({"write_file": ready_b}));
+    b_steps
+        .as_array_mut()
+        .unwrap()
+        .insert(1, json!({"write_file": ready_b}));
     let b = run_client_later(json!({
         "mode": "legacy", "url": served.url, "elicit": "none", "steps": b_steps,
     }));
     let mut c_steps = listening(json!({"listen": true, "resources": [uri(3)]}));
-    c_steps.as_array_mut().unwrap().insert(1, json!({"write_file": ready_c}));
+    c_steps
+        .as_array_mut()
+        .unwrap()
+        .insert(1, json!({"write_file": ready_c}));
     let c = run_client_later(json!({
         "mode": "2026-07-28", "url": served.url, "elicit": "none", "steps": c_steps,
     }));
