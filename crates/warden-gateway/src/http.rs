@@ -183,6 +183,12 @@ pub async fn serve(
                 continue;
             }
         };
+        // Answers are small writes (a response head, then an SSE event): without this,
+        // Nagle's algorithm holds the second one until the client's delayed ACK, about
+        // 40 ms a call (bench/gateways measured 44 ms p50 at one client before).
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%peer, "TCP_NODELAY could not be set: {error}");
+        }
         let Ok(permit) = Arc::clone(&state.connections).try_acquire_owned() else {
             tracing::warn!(%peer, "connection refused: {} already open", state.limits.max_connections);
             drop(stream);
