@@ -86,6 +86,9 @@ pub struct Aggregate {
     /// The server and raw name (prompts) or URI / URI template (resources) of each entry,
     /// index for index.
     pub origins: Vec<(String, String)>,
+    /// The servers whose list is missing from this one, and why (its read failed, or
+    /// passed its deadline): named to the client on the first page.
+    pub left_out: Vec<(String, String)>,
 }
 
 impl Aggregate {

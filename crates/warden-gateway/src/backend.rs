@@ -32,7 +32,9 @@ use crate::aggregate::{
 };
 use crate::generations::{Generations, REUSE_FOR};
 use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, RpcError};
+use crate::listener::{Listener, Want};
 use crate::metrics::{CallOutcome, Metrics, Refusal};
+use crate::subscriptions::{Registry, Subscriber};
 
 /// The front end named in audit rows.
 const FRONT_END: &str = "serve";
@@ -141,6 +143,16 @@ pub struct Backend {
     listed: Mutex<Listed>,
     /// Bumped each time what clients are offered changed.
     changes: watch::Sender<u64>,
+    /// Bumped each time the resources or templates offered changed (an upstream said its
+    /// list changed, and reading it again showed a difference).
+    resources_changes: watch::Sender<u64>,
+    /// Bumped each time the prompts offered changed.
+    prompts_changes: watch::Sender<u64>,
+    /// The clients' resource subscriptions.
+    subscriptions: Arc<Registry>,
+    /// Held while an upstream subscription is made or ended: the registry and the
+    /// upstream connections' subscriptions change together.
+    subscribing: tokio::sync::Mutex<()>,
     /// The lists of resources, templates and prompts read from the upstream servers, by
     /// generation ([`crate::generations`]): first pages reuse a fresh one, later pages
     /// come from their cursor's, and reads are routed by the newest.
@@ -167,6 +179,8 @@ pub struct Offers {
     pub prompts: bool,
     /// Argument completion.
     pub completions: bool,
+    /// Resource subscriptions (some server offering resources keeps them).
+    pub subscribe: bool,
 }
 
 /// The error code of a resource that is not found: invalid params, with the URI in
@@ -201,6 +215,10 @@ impl Backend {
             only,
             listed: Mutex::new(Listed { from, entries }),
             changes: watch::channel(0).0,
+            resources_changes: watch::channel(0).0,
+            prompts_changes: watch::channel(0).0,
+            subscriptions: Arc::new(Registry::default()),
+            subscribing: tokio::sync::Mutex::new(()),
             aggregates: Mutex::new(Generations::new(generation_base())),
             reading: tokio::sync::Mutex::new(()),
             metrics: Metrics::default(),
@@ -237,14 +255,32 @@ impl Backend {
     }
 
     /// Applies upstream list changes for as long as it runs, at most once per `interval`
-    /// ([`refresh`](Backend::refresh)); `warden serve` runs it beside its transports.
+    /// ([`refresh`](Backend::refresh)), and relays the other announcements of the upstream
+    /// servers ([`relay_notices`](Backend::relay_notices)); `warden serve` runs it beside
+    /// its transports.
     pub async fn follow_upstreams(&self, interval: Duration) {
         let mut ticks = tokio::time::interval(interval.max(Duration::from_millis(10)));
         ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             ticks.tick().await;
             self.refresh().await;
+            self.relay_notices().await;
         }
+    }
+
+    /// A listener of the changes a client hears ([`crate::listener`]), from now on.
+    pub fn listener(&self, want: Want) -> Listener {
+        Listener::new(
+            self.changes.subscribe(),
+            self.resources_changes.subscribe(),
+            self.prompts_changes.subscribe(),
+            want,
+        )
+    }
+
+    /// A client's handle for resource subscriptions: they end when it is dropped.
+    pub fn subscriber(&self) -> Subscriber {
+        self.subscriptions.subscriber()
     }
 
     /// A receiver that sees a new value each time the tools offered changed: transports
@@ -453,13 +489,27 @@ impl Backend {
             resources: !self.offering("resources").is_empty(),
             prompts: !self.offering("prompts").is_empty(),
             completions: !self.offering("completions").is_empty(),
+            subscribe: !self.subscribing().is_empty(),
         }
     }
 
-    /// Reads one list from every server that offers it, all at once (each read bounded
-    /// by its server's call timeout, [`MAX_PAGES_PER_SERVER`] pages and
-    /// [`MAX_ITEMS_PER_SERVER`] items; a server that fails is left out and logged, never
-    /// failing the list), aggregates it, and keeps it as the latest.
+    /// The servers served here, not hidden, that keep resource subscriptions.
+    fn subscribing(&self) -> Vec<String> {
+        self.host
+            .servers_subscribing()
+            .into_iter()
+            .filter(|server| self.only.as_deref().is_none_or(|only| only == *server))
+            .filter(|server| !self.server_hidden(server))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Reads one list from every server that offers it, all at once (each server's whole
+    /// read, every page of it, bounded by one deadline: its call timeout from the start of
+    /// the read; and by [`MAX_PAGES_PER_SERVER`] pages and [`MAX_ITEMS_PER_SERVER`] items;
+    /// a server that fails or passes its deadline is left out, logged and named in the
+    /// aggregate, never failing or holding up the list), aggregates it, and keeps it as
+    /// the latest.
     pub async fn aggregate(&self, kind: Kind) -> Arc<Aggregate> {
         self.read_generation(kind).await.1
     }
@@ -467,19 +517,35 @@ impl Backend {
     /// [`Backend::aggregate`], with the number of the generation it was kept as.
     async fn read_generation(&self, kind: Kind) -> (u64, Arc<Aggregate>) {
         let servers = self.offering(kind.capability());
-        let reads = servers.iter().map(|server| self.read_list(server, kind));
-        let lists: Vec<ServerItems> = futures::future::join_all(reads)
-            .await
-            .into_iter()
-            .flatten()
-            .collect();
+        let reads = servers.iter().map(|server| async move {
+            let deadline = self.call_timeout(server);
+            match tokio::time::timeout(deadline, self.read_list(server, kind)).await {
+                Ok(read) => read,
+                Err(_) => {
+                    let why = format!(
+                        "its {} did not finish within {} (its call timeout)",
+                        kind.method(),
+                        warden_mcp::error::humanize(deadline)
+                    );
+                    tracing::warn!(server = %server, "{} left out: {why}", kind.method());
+                    Err(why)
+                }
+            }
+        });
+        let mut lists = Vec::new();
+        let mut left_out = Vec::new();
+        for (server, read) in servers.iter().zip(futures::future::join_all(reads).await) {
+            match read {
+                Ok(items) => lists.push(items),
+                Err(why) => left_out.push((server.clone(), why)),
+            }
+        }
         let policy = self.host.policy();
-        let aggregate = Arc::new(Aggregate::build(
-            kind,
-            lists,
-            self.only.is_some(),
-            &|name| policy.is_hidden(name),
-        ));
+        let mut aggregate = Aggregate::build(kind, lists, self.only.is_some(), &|name| {
+            policy.is_hidden(name)
+        });
+        aggregate.left_out = left_out;
+        let aggregate = Arc::new(aggregate);
         let generation = self
             .aggregates
             .lock()
@@ -497,7 +563,8 @@ impl Backend {
             .newest(kind);
         match kept {
             Some(aggregate) => aggregate,
-            None => self.aggregate(kind).await,
+            // Read once however many ask at once (unknown URIs at start, say).
+            None => self.first_page(kind).await.1,
         }
     }
 
@@ -550,8 +617,18 @@ impl Backend {
         result
     }
 
-    /// Every item of one list from one server, following its cursors within bounds.
-    async fn read_list(&self, server: &str, kind: Kind) -> Option<ServerItems> {
+    /// `server`'s call timeout (the deadline of one aggregated list read).
+    fn call_timeout(&self, server: &str) -> Duration {
+        self.host
+            .servers()
+            .iter()
+            .find(|entry| entry.spec.name == server)
+            .map_or(Duration::from_secs(30), |entry| entry.spec.timeouts.call)
+    }
+
+    /// Every item of one list from one server, following its cursors within bounds; why
+    /// not, when its read failed.
+    async fn read_list(&self, server: &str, kind: Kind) -> Result<ServerItems, String> {
         let mut items = Vec::new();
         let mut cursor: Option<String> = None;
         for _page in 0..MAX_PAGES_PER_SERVER {
@@ -563,7 +640,7 @@ impl Backend {
                 Ok(page) => page,
                 Err(error) => {
                     tracing::warn!(server = %server, "{} left out: {error}", kind.method());
-                    return None;
+                    return Err(error.to_string());
                 }
             };
             for item in page
@@ -574,7 +651,7 @@ impl Backend {
             {
                 if items.len() == MAX_ITEMS_PER_SERVER {
                     tracing::warn!(server = %server, "{} cut at {MAX_ITEMS_PER_SERVER} items", kind.method());
-                    return Some(ServerItems {
+                    return Ok(ServerItems {
                         server: server.to_owned(),
                         items,
                     });
@@ -586,7 +663,7 @@ impl Backend {
                 _ => break,
             }
         }
-        Some(ServerItems {
+        Ok(ServerItems {
             server: server.to_owned(),
             items,
         })
@@ -651,7 +728,16 @@ impl Backend {
             .get("uri")
             .and_then(Value::as_str)
             .ok_or_else(|| RpcError::new(INVALID_PARAMS, "resources/read needs a string `uri`"))?;
-        let server = self.resource_server(uri).await?;
+        let started = Instant::now();
+        let audited = Audited {
+            what: format!("resources/read {uri}"),
+            arguments: json!({"uri": uri}),
+            started,
+        };
+        let server = match self.resource_server(uri).await {
+            Ok(server) => server,
+            Err(error) => return Err(audited.refused(client, error)),
+        };
         let mut forwarded = Map::new();
         forwarded.insert("uri".into(), Value::String(uri.to_owned()));
         let result = self
@@ -665,7 +751,9 @@ impl Backend {
                 } else {
                     error
                 }
-            })?;
+            });
+        audited.sent(client, &server, result.as_ref());
+        let result = result?;
         client
             .session
             .receive(&self.host, &server, uri, &text_of(&result));
@@ -684,18 +772,27 @@ impl Backend {
             .get("name")
             .and_then(Value::as_str)
             .ok_or_else(|| RpcError::new(INVALID_PARAMS, "prompts/get needs a string `name`"))?;
-        let (server, raw) = self.prompt_origin(name).await?;
+        let arguments = params.get("arguments").filter(|a| !a.is_null());
+        let audited = Audited {
+            what: format!("prompts/get {name}"),
+            arguments: json!({"name": name, "arguments": arguments}),
+            started: Instant::now(),
+        };
+        let (server, raw) = match self.prompt_origin(name).await {
+            Ok(origin) => origin,
+            Err(error) => return Err(audited.refused(client, error)),
+        };
         let mut forwarded = Map::new();
         forwarded.insert("name".into(), Value::String(raw));
-        if let Some(arguments) = params.get("arguments")
-            && !arguments.is_null()
-        {
+        if let Some(arguments) = arguments {
             forwarded.insert("arguments".into(), arguments.clone());
         }
         let result = self
             .forward(&server, "prompts/get", forwarded)
             .await
-            .map_err(|error| self.labelled_error(client, &server, name, error))?;
+            .map_err(|error| self.labelled_error(client, &server, name, error));
+        audited.sent(client, &server, result.as_ref());
+        let result = result?;
         client
             .session
             .receive(&self.host, &server, name, &text_of(&result));
@@ -776,6 +873,162 @@ impl Backend {
         Ok(result)
     }
 
+    /// `resources/subscribe` for `client` on behalf of `subscriber` (the client's session,
+    /// or its listen stream): the URI is routed as a read is (a hidden server's resource
+    /// is not found), its server must keep subscriptions, the caps must allow it
+    /// ([`crate::subscriptions`]), and the upstream connection is subscribed when nobody
+    /// was yet. An upstream's refusal is the client's error (its text labelled into the
+    /// client's context, as a failed read's is).
+    pub async fn subscribe(
+        &self,
+        client: &ClientContext,
+        subscriber: &Subscriber,
+        uri: &str,
+    ) -> Result<(), RpcError> {
+        let server = self.resource_server(uri).await?;
+        if !self.subscribing().contains(&server) {
+            return Err(RpcError::new(
+                crate::jsonrpc::METHOD_NOT_FOUND,
+                format!(
+                    "the resource `{uri}` is served by `{server}`, which does not offer                      subscriptions through Warden"
+                ),
+            ));
+        }
+        let _subscribing = self.subscribing.lock().await;
+        let first = self
+            .subscriptions
+            .admit(subscriber, &server, uri)
+            .map_err(|refused| RpcError::new(INVALID_PARAMS, refused.to_string()))?;
+        let upstream = self
+            .host
+            .notices(&server)
+            .is_some_and(|notices| notices.is_subscribed(uri));
+        if first || !upstream {
+            self.host
+                .subscribe(&server, uri, true)
+                .await
+                .map_err(|error| self.labelled_error(client, &server, uri, error))?;
+        }
+        self.subscriptions.add(subscriber, &server, uri);
+        Ok(())
+    }
+
+    /// `resources/unsubscribe` on behalf of `subscriber`: its subscription to `uri` ends
+    /// (nothing to end is not an error), and the upstream one with it when it was the
+    /// last.
+    pub async fn unsubscribe(&self, subscriber: &Subscriber, uri: &str) {
+        let _subscribing = self.subscribing.lock().await;
+        if let Some((server, true)) = self.subscriptions.remove(subscriber, uri)
+            && let Err(error) = self.host.subscribe(&server, uri, false).await
+        {
+            tracing::info!(server = %server, "ending the subscription to {uri} failed: {error}");
+        }
+    }
+
+    /// Relays what the upstream servers announced besides their tools, once per tick of
+    /// [`follow_upstreams`](Backend::follow_upstreams):
+    ///
+    /// - a changed resource or prompt list of a server served here is read again (every
+    ///   server's, aggregated as for a first page) and announced to clients only when what
+    ///   they are offered differs;
+    /// - the upstream subscriptions follow the clients' (a subscription nobody wants any
+    ///   more, because its session ended, is ended; one a restarted server lost is made
+    ///   again), and each update of a subscribed resource goes to exactly its subscribers.
+    pub async fn relay_notices(&self) {
+        let mut resources = false;
+        let mut prompts = false;
+        for server in self.offering("resources") {
+            if let Some(notices) = self.host.notices(&server) {
+                resources |= notices.take_resources_changed();
+            }
+        }
+        for server in self.offering("prompts") {
+            if let Some(notices) = self.host.notices(&server) {
+                prompts |= notices.take_prompts_changed();
+            }
+        }
+        if resources {
+            let before = self.newest_entries(&[Kind::Resources, Kind::Templates]);
+            let after = {
+                let _reading = self.reading.lock().await;
+                vec![
+                    self.read_generation(Kind::Resources)
+                        .await
+                        .1
+                        .entries
+                        .clone(),
+                    self.read_generation(Kind::Templates)
+                        .await
+                        .1
+                        .entries
+                        .clone(),
+                ]
+            };
+            if before.as_ref() != Some(&after) {
+                self.resources_changes
+                    .send_modify(|generation| *generation += 1);
+            }
+        }
+        if prompts {
+            let before = self.newest_entries(&[Kind::Prompts]);
+            let after = {
+                let _reading = self.reading.lock().await;
+                vec![self.read_generation(Kind::Prompts).await.1.entries.clone()]
+            };
+            if before.as_ref() != Some(&after) {
+                self.prompts_changes
+                    .send_modify(|generation| *generation += 1);
+            }
+        }
+        self.follow_subscriptions().await;
+    }
+
+    /// The newest kept entries of each of `kinds`, if every one has been read.
+    fn newest_entries(&self, kinds: &[Kind]) -> Option<Vec<Vec<Value>>> {
+        let aggregates = self
+            .aggregates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        kinds
+            .iter()
+            .map(|kind| aggregates.newest(*kind).map(|kept| kept.entries.clone()))
+            .collect()
+    }
+
+    /// Brings the upstream subscriptions in line with the clients' and hands out updates.
+    async fn follow_subscriptions(&self) {
+        let servers = self.host.servers_subscribing();
+        if servers.is_empty() {
+            return;
+        }
+        let _subscribing = self.subscribing.lock().await;
+        for server in servers {
+            // A server that does not run has no subscriptions to follow; its next start
+            // (a call, a read) brings them back here.
+            let Some(notices) = self.host.notices(server) else {
+                continue;
+            };
+            let wanted = self.subscriptions.wanted(server);
+            for uri in notices.subscribed() {
+                if !wanted.contains(&uri)
+                    && let Err(error) = self.host.subscribe(server, &uri, false).await
+                {
+                    tracing::info!(server = %server, "ending the subscription to {uri} failed: {error}");
+                }
+            }
+            for uri in &wanted {
+                if !notices.is_subscribed(uri)
+                    && let Err(error) = self.host.subscribe(server, uri, true).await
+                {
+                    tracing::warn!(server = %server, "subscribing again to {uri} failed: {error}");
+                }
+            }
+            for uri in notices.take_updated() {
+                self.subscriptions.deliver(server, &uri);
+            }
+        }
+    }
+
     /// An upstream's failure of a request made for `client` (about `name` of `server`),
     /// as the client's error, its text labelled into the client's context first: the
     /// message is the server's own text and reaches the client as a tool call's failure
@@ -795,6 +1048,48 @@ impl Backend {
             &format!("The call failed: {}", error.message),
         );
         error
+    }
+}
+
+/// The audit row of one resource read or prompt fetch, written through the host's one
+/// audit writer (the session's): `tool` names what was asked (`resources/read URI`,
+/// `prompts/get server__prompt`), `server` the server it went to. Neither is decided by
+/// the policy's rules (a hidden server's are not found), so the decision is empty; the
+/// outcome is `ok` (answered), `failed` (sent, and the server answered with an error or
+/// did not answer) or `invalid_arguments` (nothing was sent: no server serves it here, or
+/// two claim it).
+struct Audited {
+    what: String,
+    arguments: Value,
+    started: Instant,
+}
+
+impl Audited {
+    /// Records a request refused before any server was asked, and returns its error.
+    fn refused(self, client: &ClientContext, error: RpcError) -> RpcError {
+        let mut attempt = client.session.attempt("", &self.what, self.arguments);
+        attempt.outcome = warden_host::Outcome::InvalidArguments;
+        attempt.error = Some(error.message.clone());
+        client.session.record(attempt);
+        error
+    }
+
+    /// Records a request sent to `server`, with its answer.
+    fn sent(self, client: &ClientContext, server: &str, answer: Result<&Value, &RpcError>) {
+        let mut attempt = client.session.attempt(server, &self.what, self.arguments);
+        attempt.executed = true;
+        attempt.latency = Some(self.started.elapsed());
+        match answer {
+            Ok(result) => {
+                attempt.outcome = warden_host::Outcome::Ok;
+                attempt.result_bytes = serde_json::to_vec(result).ok().map(|bytes| bytes.len());
+            }
+            Err(error) => {
+                attempt.outcome = warden_host::Outcome::Failed;
+                attempt.error = Some(error.message.clone());
+            }
+        }
+        client.session.record(attempt);
     }
 }
 

@@ -25,7 +25,9 @@ use crate::jsonrpc::{
     INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, MISSING_CAPABILITY, RpcError,
     UNSUPPORTED_VERSION,
 };
+use crate::listener::Want;
 use crate::secret::StateSigner;
+use crate::subscriptions::Subscriber;
 
 /// The revisions served through `initialize`, newest first.
 pub const LEGACY_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
@@ -47,6 +49,10 @@ pub const ELICITATION_TIMEOUT: Duration = Duration::from_secs(300);
 /// Longest argument text shown in an approval question.
 const SHOWN_ARGUMENTS_CHARS: usize = 2000;
 
+/// `_meta` key of an aggregated list's first page naming the servers whose items are
+/// missing from it, and why (`[{"server", "reason"}]`).
+pub const META_LEFT_OUT: &str = "dev.warden/leftOut";
+
 /// `_meta` key naming the `subscriptions/listen` stream a message belongs to (2026-07-28).
 pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
@@ -56,24 +62,71 @@ pub fn tools_changed_notification() -> Value {
 }
 
 /// What a 2026-07-28 `subscriptions/listen` stream carries: the acknowledgement first (the
-/// subset of the requested notifications Warden honours: tool list changes), then one
-/// `notifications/tools/list_changed` per change of the tools offered, each tagged with
-/// the stream's id. `send` writes one message to the stream and says whether it is still
+/// subset of the requested notifications Warden honours: tool list changes, resource and
+/// prompt list changes when some server served here offers them, and the subscriptions
+/// to `resourceSubscriptions` that could be made), then one notification per change, each
+/// tagged with the stream's id. The stream's subscriptions are its own (made for `client`)
+/// and end with it. `send` writes one message to the stream and says whether it is still
 /// open; the stream ends when it is not, or when the caller drops this future (the client
 /// closed the stream, or cancelled the request). Changes in quick succession coalesce.
-pub async fn listen<F, Fut>(gateway: &Gateway, id: &Value, params: &Value, mut send: F)
-where
+pub async fn listen<F, Fut>(
+    gateway: &Gateway,
+    client: &ClientContext,
+    id: &Value,
+    params: &Value,
+    mut send: F,
+) where
     F: FnMut(Value) -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let tools = params
-        .get("notifications")
-        .and_then(|filter| filter.get("toolsListChanged"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
+    let filter = params.get("notifications");
+    let asked = |key: &str| {
+        filter
+            .and_then(|filter| filter.get(key))
+            .and_then(Value::as_bool)
+            .unwrap_or(false)
+    };
+    let offers = gateway.backend.offers();
+    let want = Want {
+        tools: asked("toolsListChanged"),
+        resources: asked("resourcesListChanged") && offers.resources,
+        prompts: asked("promptsListChanged") && offers.prompts,
+    };
     let mut honoured = serde_json::Map::new();
-    if tools {
-        honoured.insert("toolsListChanged".into(), Value::Bool(true));
+    for (key, on) in [
+        ("toolsListChanged", want.tools),
+        ("resourcesListChanged", want.resources),
+        ("promptsListChanged", want.prompts),
+    ] {
+        if on {
+            honoured.insert(key.into(), Value::Bool(true));
+        }
+    }
+    // Listened from before the subscriptions are made, so no change is missed between.
+    let mut listener = gateway.backend.listener(want);
+    let subscriber = gateway.backend.subscriber();
+    let uris: Vec<&str> = filter
+        .and_then(|filter| filter.get("resourceSubscriptions"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .take(crate::subscriptions::MAX_PER_CLIENT)
+        .collect();
+    let mut subscribed = Vec::new();
+    for uri in uris {
+        match gateway.backend.subscribe(client, &subscriber, uri).await {
+            Ok(()) => subscribed.push(Value::String(uri.to_owned())),
+            Err(error) => {
+                tracing::info!(
+                    "subscriptions/listen: {uri} not subscribed: {}",
+                    error.message
+                );
+            }
+        }
+    }
+    if !subscribed.is_empty() {
+        honoured.insert("resourceSubscriptions".into(), Value::Array(subscribed));
     }
     let meta = json!({META_SUBSCRIPTION_ID: id});
     let acknowledged = json!({
@@ -81,20 +134,25 @@ where
         "method": "notifications/subscriptions/acknowledged",
         "params": {"notifications": honoured, "_meta": meta},
     });
-    let mut changes = gateway.backend.changes();
-    changes.mark_unchanged();
     if !send(acknowledged).await {
         return;
     }
-    if !tools {
-        // Nothing it asked for is offered: the stream stays open, silent, until closed.
-        std::future::pending::<()>().await;
-    }
-    while changes.changed().await.is_ok() {
-        let mut notification = tools_changed_notification();
-        notification["params"] = json!({"_meta": meta});
-        if !send(notification).await {
-            return;
+    let subscriber = (subscriber.count() > 0).then_some(&subscriber);
+    while let Some(notices) = listener.next(subscriber).await {
+        for notice in notices {
+            let mut notification = notice.message();
+            match notification
+                .get_mut("params")
+                .and_then(Value::as_object_mut)
+            {
+                Some(params) => {
+                    params.insert("_meta".into(), meta.clone());
+                }
+                None => notification["params"] = json!({"_meta": meta}),
+            }
+            if !send(notification).await {
+                return;
+            }
         }
     }
 }
@@ -158,6 +216,8 @@ pub struct LegacySession {
     pub elicitation: bool,
     /// The client's policy context.
     pub client: ClientContext,
+    /// The session's resource subscriptions: they end with it.
+    pub subscriber: Subscriber,
     initialized: AtomicBool,
 }
 
@@ -251,17 +311,18 @@ impl Gateway {
     }
 
     fn capabilities(&self) -> Value {
-        // Tool list changes are announced: 2025-11-25 as notifications (stdio, the HTTP GET
+        // List changes are announced: 2025-11-25 as notifications (stdio, the HTTP GET
         // stream), 2026-07-28 on `subscriptions/listen` streams. Resources, prompts and
         // completion are declared when some upstream served here offers them (their lists
-        // are read when asked for; their changes are not relayed yet).
+        // are read when asked for, and again when an upstream says they changed);
+        // subscriptions when some such server keeps them (decision 0039).
         let offers = self.backend.offers();
         let mut capabilities = json!({"tools": {"listChanged": true}});
         if offers.resources {
-            capabilities["resources"] = json!({"listChanged": false, "subscribe": false});
+            capabilities["resources"] = json!({"listChanged": true, "subscribe": offers.subscribe});
         }
         if offers.prompts {
-            capabilities["prompts"] = json!({"listChanged": false});
+            capabilities["prompts"] = json!({"listChanged": true});
         }
         if offers.completions {
             capabilities["completions"] = json!({});
@@ -328,6 +389,16 @@ impl Gateway {
         if end < entries.len() {
             result["nextCursor"] = Value::String(encode_list_cursor(prefix, generation, end));
         }
+        if start == 0 && !aggregate.left_out.is_empty() {
+            // Which servers' items are missing, and why: the client (and its user) can
+            // tell a short list from a complete one.
+            let left_out: Vec<Value> = aggregate
+                .left_out
+                .iter()
+                .map(|(server, why)| json!({"server": server, "reason": why}))
+                .collect();
+            result["_meta"] = json!({META_LEFT_OUT: left_out});
+        }
         Ok(result)
     }
 
@@ -355,6 +426,7 @@ impl Gateway {
             client: self
                 .backend
                 .client(audit_name(params.get("clientInfo"), tag)),
+            subscriber: self.backend.subscriber(),
             initialized: AtomicBool::new(false),
         };
         self.backend
@@ -428,6 +500,18 @@ impl Gateway {
                 }
             }
             "logging/setLevel" => Ok(json!({})),
+            "resources/subscribe" => {
+                let uri = subscription_uri(method, &params)?;
+                self.backend
+                    .subscribe(&session.client, &session.subscriber, uri)
+                    .await?;
+                Ok(json!({}))
+            }
+            "resources/unsubscribe" => {
+                let uri = subscription_uri(method, &params)?;
+                self.backend.unsubscribe(&session.subscriber, uri).await;
+                Ok(json!({}))
+            }
             _ => match self.offered(&session.client, method, &params).await {
                 Some(result) => result,
                 None => Err(RpcError::new(
@@ -547,7 +631,21 @@ impl Gateway {
         if result.get("resultType").is_none() {
             result["resultType"] = json!("complete");
         }
+        // Warden's own `_meta` only: an upstream's (a read's result as sent) is dropped,
+        // except what the aggregated lists say themselves.
+        let left_out = method
+            .ends_with("/list")
+            .then(|| {
+                result
+                    .pointer("/_meta")
+                    .and_then(|m| m.get(META_LEFT_OUT))
+                    .cloned()
+            })
+            .flatten();
         result["_meta"] = json!({META_SERVER_INFO: server_info()});
+        if let Some(left_out) = left_out {
+            result["_meta"][META_LEFT_OUT] = left_out;
+        }
         Ok(result)
     }
 
@@ -631,6 +729,13 @@ fn decode_list_cursor(prefix: &str, cursor: &str) -> Option<(u64, usize)> {
     let text = String::from_utf8(bytes).ok()?;
     let (generation, start) = text.strip_prefix(prefix)?.split_once(':')?;
     Some((generation.parse().ok()?, start.parse().ok()?))
+}
+
+fn subscription_uri<'p>(method: &str, params: &'p Value) -> Result<&'p str, RpcError> {
+    params
+        .get("uri")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::new(INVALID_PARAMS, format!("{method} needs a string `uri`")))
 }
 
 fn call_params(params: &Value) -> Result<(String, Value), RpcError> {

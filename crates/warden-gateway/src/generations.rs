@@ -105,6 +105,7 @@ mod tests {
         Arc::new(Aggregate {
             entries: vec![json!({"uri": uri})],
             origins: vec![("s".into(), uri.into())],
+            left_out: Vec::new(),
         })
     }
 

@@ -19,6 +19,8 @@
 //! - [`jsonrpc`]: the message layer.
 //! - [`rate`]: per-client request rates (a token bucket per client).
 //! - [`metrics`]: counters of requests, upstream calls and refusals, for `/metrics`.
+//! - [`listener`]: what one client hears of changes (list changes, resource updates).
+//! - [`subscriptions`]: the clients' resource subscriptions over the shared upstreams.
 
 pub mod aggregate;
 pub mod backend;
@@ -26,6 +28,7 @@ pub mod dispatch;
 pub mod generations;
 pub mod guard;
 pub mod http;
+pub mod listener;
 /// The message layer (in warden-mcp, with every other decoder of protocol bytes).
 pub use warden_mcp::jsonrpc;
 pub mod metrics;
@@ -34,6 +37,7 @@ mod outstanding;
 pub mod rate;
 pub mod secret;
 pub mod stdio;
+pub mod subscriptions;
 
 pub use backend::{Backend, BackendError, ClientContext, Offers};
 pub use dispatch::{Gateway, ProtocolOptions};

@@ -16,7 +16,7 @@ use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// The request methods counted under their own name; anything else is `other`.
-pub const METHODS: [&str; 16] = [
+pub const METHODS: [&str; 18] = [
     "initialize",
     "ping",
     "server/discover",
@@ -25,6 +25,8 @@ pub const METHODS: [&str; 16] = [
     "resources/list",
     "resources/templates/list",
     "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
     "prompts/list",
     "prompts/get",
     "completion/complete",

@@ -10,7 +10,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -61,6 +61,8 @@ struct Shared {
     running: Mutex<HashMap<String, AbortHandle>>,
     outstanding: Outstanding,
     max_outbound: usize,
+    /// Tells a 2025-11-25 client of changes, once it has initialized.
+    announcer: Mutex<Option<AbortHandle>>,
 }
 
 impl Shared {
@@ -124,9 +126,9 @@ where
         running: Mutex::new(HashMap::new()),
         outstanding: Outstanding::new(),
         max_outbound: limits.max_outbound,
+        announcer: Mutex::new(None),
     });
     let slots = Arc::new(Semaphore::new(limits.max_in_flight.max(1)));
-    let announcer = tokio::spawn(announce_changes(Arc::clone(&shared)));
     let mut reader = input;
     let mut line = Vec::new();
     loop {
@@ -205,7 +207,9 @@ where
     for handle in handles {
         handle.abort();
     }
-    announcer.abort();
+    if let Some(announcer) = shared.announcer.lock().ok().and_then(|mut a| a.take()) {
+        announcer.abort();
+    }
     drop(shared);
     let _ = tokio::time::timeout(Duration::from_secs(2), writer).await;
 }
@@ -234,27 +238,34 @@ fn notification(shared: &Shared, method: &str, params: &Value) {
     }
 }
 
-/// Tells a 2025-11-25 client, once initialized, each time the tools offered changed
-/// (`notifications/tools/list_changed`). A 2026-07-28 client is told on its
+/// Tells a 2025-11-25 client, once initialized, each time the tools, resources or prompts
+/// offered changed (`notifications/…/list_changed`), and of each update of a resource it
+/// subscribed to (`notifications/resources/updated`). A 2026-07-28 client is told on its
 /// `subscriptions/listen` streams instead.
-async fn announce_changes(shared: Arc<Shared>) {
-    let mut changes = shared.gateway.backend().changes();
-    changes.mark_unchanged();
-    while changes.changed().await.is_ok() {
-        if shared
-            .legacy
-            .get()
-            .is_some_and(|session| session.initialized())
-        {
-            shared
-                .send(crate::dispatch::tools_changed_notification())
-                .await;
+async fn announce_changes(shared: Weak<Shared>, session: Arc<LegacySession>) {
+    let Some(mut listener) = shared.upgrade().map(|shared| {
+        shared
+            .gateway
+            .backend()
+            .listener(crate::listener::Want::ALL)
+    }) else {
+        return;
+    };
+    while let Some(notices) = listener.next(Some(&session.subscriber)).await {
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        if !session.initialized() {
+            continue;
+        }
+        for notice in notices {
+            shared.send(notice.message()).await;
         }
     }
 }
 
 async fn request(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     id: &Value,
     method: &str,
     params: Value,
@@ -296,8 +307,12 @@ async fn request(
             if method == "initialize" && shared.legacy.get().is_none() {
                 let (session, result) = shared.gateway.initialize(&params, "stdio")?;
                 let session = Arc::new(session);
-                if shared.legacy.set(session).is_err() {
+                if shared.legacy.set(Arc::clone(&session)).is_err() {
                     return Err(RpcError::new(INVALID_REQUEST, "already initialized"));
+                }
+                let announcer = tokio::spawn(announce_changes(Arc::downgrade(shared), session));
+                if let Ok(mut slot) = shared.announcer.lock() {
+                    *slot = Some(announcer.abort_handle());
                 }
                 return Ok(result);
             }
@@ -311,7 +326,10 @@ async fn request(
             let Some(session) = shared.legacy.get() else {
                 return Err(RpcError::new(INVALID_REQUEST, "not initialized"));
             };
-            shared.gateway.legacy(session, method, params, shared).await
+            shared
+                .gateway
+                .legacy(session, method, params, &**shared)
+                .await
         }
         Era::Modern => {
             if method == "initialize" {
@@ -327,9 +345,13 @@ async fn request(
             if method == "subscriptions/listen" {
                 // Runs until the client cancels it (`notifications/cancelled` aborts this
                 // task) or goes away; a graceful end answers the request.
-                crate::dispatch::listen(&shared.gateway, id, &params, |message| async move {
-                    shared.out.send(message).await.is_ok()
-                })
+                crate::dispatch::listen(
+                    &shared.gateway,
+                    &shared.modern_client,
+                    id,
+                    &params,
+                    |message| async move { shared.out.send(message).await.is_ok() },
+                )
                 .await;
                 return Ok(serde_json::json!({
                     "resultType": "complete",

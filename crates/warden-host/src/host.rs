@@ -1174,6 +1174,76 @@ impl Host {
             })
     }
 
+    /// The servers served that keep resource subscriptions: [`Host::servers_offering`]
+    /// `resources`, on stdio (the transport that keeps them), whose capabilities declare
+    /// `resources.subscribe` in the 2025-11-25 era (a 2026-07-28 server has no
+    /// `resources/subscribe`). Known from the catalogue cache as well as from a running
+    /// connection, like the capabilities themselves.
+    pub fn servers_subscribing(&self) -> Vec<&str> {
+        self.entries
+            .iter()
+            .filter(|entry| entry.forwards)
+            .filter(|entry| {
+                matches!(
+                    entry.spec.transport,
+                    warden_config::TransportSpec::Stdio { .. }
+                )
+            })
+            .filter(|entry| match &entry.status {
+                ServerStatus::Connected { info } => {
+                    info.era == warden_mcp::Era::Legacy
+                        && info.capabilities.pointer("/resources/subscribe")
+                            == Some(&Value::Bool(true))
+                }
+                ServerStatus::Failed { .. } => false,
+            })
+            .map(|entry| entry.spec.name.as_str())
+            .collect()
+    }
+
+    /// Subscribes Warden's connection to `server` to updates of the resource `uri` (`on`),
+    /// or ends that subscription, within the server's call timeout; a server not running
+    /// is started first (as for a read). The updates then arrive in the connection's
+    /// [`notices`](Host::notices). Only servers of
+    /// [`servers_subscribing`](Host::servers_subscribing) accept.
+    pub async fn subscribe(&self, server: &str, uri: &str, on: bool) -> Result<(), HostError> {
+        let method = if on {
+            "resources/subscribe"
+        } else {
+            "resources/unsubscribe"
+        };
+        let Some(entry) = self.entries.iter().find(|e| e.spec.name == server) else {
+            return Err(HostError::ServerUnavailable {
+                server: server.to_owned(),
+                reason: "not configured".into(),
+                stderr_tail: Vec::new(),
+            });
+        };
+        if !on && entry.running().is_none() {
+            // Nothing to end: a connection that is gone took its subscriptions with it.
+            return Ok(());
+        }
+        let (connection, _in_use) = self.ensure_running(entry).await?;
+        connection
+            .subscribe(uri, on, entry.spec.timeouts.call)
+            .await
+            .map_err(|source| HostError::Call {
+                tool: format!("{server} {method}"),
+                source,
+            })
+    }
+
+    /// What `server`'s running connection noted of its announcements (resource and prompt
+    /// list changes, updates of subscribed resources); `None` while it does not run. A
+    /// new connection (a restart) has new notices, without the old one's subscriptions.
+    pub fn notices(&self, server: &str) -> Option<Arc<warden_mcp::ServerNotices>> {
+        self.entries
+            .iter()
+            .find(|e| e.spec.name == server)?
+            .running()?
+            .notices()
+    }
+
     /// Closes every connection and stops every server process, all at once.
     ///
     /// A connection still shared with a detached call is waited for briefly (the caller

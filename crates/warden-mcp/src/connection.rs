@@ -220,6 +220,36 @@ pub trait Connection: Send + Sync {
         let _ = (params, timeout);
         Box::pin(async move { Err(not_forwarded(method)) })
     }
+    /// What the server announced besides its tool list (resource and prompt list changes,
+    /// updates of subscribed resources), for a gateway to relay. A transport that does not
+    /// keep them keeps the default: `None`.
+    fn notices(&self) -> Option<std::sync::Arc<crate::notices::ServerNotices>> {
+        None
+    }
+    /// Whether [`Connection::subscribe`] is offered: the transport keeps subscriptions and
+    /// the server declared `resources.subscribe` in an era that has `resources/subscribe`
+    /// (2025-11-25). The default: no.
+    fn subscribes(&self) -> bool {
+        false
+    }
+    /// Subscribes this connection to updates of the resource `uri` (`on`), or ends that
+    /// subscription (`resources/subscribe`, `resources/unsubscribe`), within `timeout`. Its
+    /// updates then appear in [`Connection::notices`]. A transport that does not keep
+    /// subscriptions keeps the default: refused without sending anything.
+    fn subscribe<'a>(
+        &'a self,
+        uri: &'a str,
+        on: bool,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<(), CallError>> {
+        let _ = (uri, timeout);
+        let method = if on {
+            "resources/subscribe"
+        } else {
+            "resources/unsubscribe"
+        };
+        Box::pin(async move { Err(not_forwarded(method)) })
+    }
     /// The last `count` lines the server wrote to stderr.
     fn stderr_tail(&self, count: usize) -> Vec<String>;
     /// Closes the connection and stops the process: close stdin, wait, SIGTERM, SIGKILL.

@@ -30,6 +30,7 @@ use crate::connection::{
 use crate::elicit::{ElicitationAnswer, ElicitationRequest, Elicitor};
 use crate::error::{CallError, ConnectError, ConnectFailure, LaunchError};
 use crate::launcher::{LaunchRequest, Launcher, ProcessGroup, StopGrace, StopReport};
+use crate::notices::ServerNotices;
 use crate::probe::{Verdict, probe, probe_limit};
 use crate::stderr_log::StderrLog;
 use crate::stdio::{StdinCloser, StdioLimits, StdioTransport, TransportHealth};
@@ -174,6 +175,8 @@ const MAX_INPUT_ROUNDS: usize = 4;
 struct Watched<T> {
     inner: T,
     tools_changed: Arc<AtomicBool>,
+    /// Resource and prompt list changes and resource updates, for a gateway to relay.
+    notices: Arc<ServerNotices>,
 }
 
 impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleClient>
@@ -190,13 +193,25 @@ impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleC
 
     async fn receive(&mut self) -> Option<rmcp::service::RxJsonRpcMessage<RoleClient>> {
         let message = self.inner.receive().await?;
-        if let rmcp::model::JsonRpcMessage::Notification(notification) = &message
-            && matches!(
-                notification.notification,
-                rmcp::model::ServerNotification::ToolListChangedNotification(_)
-            )
-        {
-            self.tools_changed.store(true, Ordering::SeqCst);
+        if let rmcp::model::JsonRpcMessage::Notification(notification) = &message {
+            use rmcp::model::ServerNotification as Notice;
+            match &notification.notification {
+                Notice::ToolListChangedNotification(_) => {
+                    self.tools_changed.store(true, Ordering::SeqCst);
+                }
+                Notice::ResourceListChangedNotification(_) => {
+                    self.notices
+                        .note("notifications/resources/list_changed", None);
+                }
+                Notice::PromptListChangedNotification(_) => {
+                    self.notices
+                        .note("notifications/prompts/list_changed", None);
+                }
+                Notice::ResourceUpdatedNotification(updated) => {
+                    self.notices.updated(&updated.params.uri);
+                }
+                _ => {}
+            }
         }
         Some(message)
     }
@@ -270,6 +285,8 @@ struct RmcpConnection {
     max_tools: usize,
     max_pages: usize,
     tools_changed: Arc<AtomicBool>,
+    /// See [`Connection::notices`].
+    notices: Arc<ServerNotices>,
     /// See [`Connection::retried_at`].
     retried_at: Option<std::time::Instant>,
 }
@@ -484,9 +501,11 @@ async fn handshake(
         }
         pinned => lifecycle(pinned),
     };
+    let notices = Arc::new(ServerNotices::default());
     let transport = Watched {
         inner: transport,
         tools_changed: Arc::clone(&tools_changed),
+        notices: Arc::clone(&notices),
     };
     let handshake = client.serve_with_lifecycle(transport, mode);
     let running = match tokio::time::timeout_at(deadline, handshake).await {
@@ -531,6 +550,7 @@ async fn handshake(
         max_tools: options.max_tools.unwrap_or(DEFAULT_MAX_TOOLS),
         max_pages: options.max_pages.unwrap_or(DEFAULT_MAX_PAGES),
         tools_changed,
+        notices,
         retried_at: Some(began),
     }))
 }
@@ -813,6 +833,25 @@ impl RmcpConnection {
 
 /// The typed request for one of [`crate::connection::FORWARDED_METHODS`]; anything else,
 /// or params the method does not take, is refused without being sent.
+/// Whether `capabilities` (as a server sent them) declare `resources.subscribe`.
+pub(crate) fn declares_subscribe(capabilities: &Value) -> bool {
+    capabilities.pointer("/resources/subscribe") == Some(&Value::Bool(true))
+}
+
+/// `resources/subscribe` (`on`) or `resources/unsubscribe` for `uri`, in rmcp's types.
+#[allow(deprecated)] // Legacy-only methods: sent only to a 2025-11-25 server.
+fn subscription_request(uri: &str, on: bool) -> ClientRequest {
+    if on {
+        ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(
+            rmcp::model::SubscribeRequestParams::new(uri),
+        ))
+    } else {
+        ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(
+            rmcp::model::UnsubscribeRequestParams::new(uri),
+        ))
+    }
+}
+
 fn forwarded_request(method: &str, params: Map<String, Value>) -> Result<ClientRequest, CallError> {
     if !crate::connection::FORWARDED_METHODS.contains(&method) {
         return Err(crate::connection::not_forwarded(method));
@@ -933,6 +972,53 @@ impl Connection for RmcpConnection {
 
     fn take_tools_changed(&self) -> bool {
         self.tools_changed.swap(false, Ordering::SeqCst)
+    }
+
+    fn notices(&self) -> Option<Arc<ServerNotices>> {
+        Some(Arc::clone(&self.notices))
+    }
+
+    fn subscribes(&self) -> bool {
+        self.info.era == Era::Legacy && declares_subscribe(&self.info.capabilities)
+    }
+
+    fn subscribe<'a>(
+        &'a self,
+        uri: &'a str,
+        on: bool,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<(), CallError>> {
+        Box::pin(async move {
+            if !self.subscribes() {
+                return Err(crate::connection::not_forwarded(if on {
+                    "resources/subscribe"
+                } else {
+                    "resources/unsubscribe"
+                }));
+            }
+            if on && !self.notices.set_subscribed(uri, true) {
+                return Err(CallError::Rejected {
+                    code: -32602,
+                    message: format!(
+                        "this server already has {} subscriptions, the most Warden keeps",
+                        crate::notices::MAX_SUBSCRIBED
+                    ),
+                });
+            }
+            let request = subscription_request(uri, on);
+            let limit = timeout + CANCEL_WRITE_LIMIT;
+            let sent = match tokio::time::timeout(limit, self.send_request(request, timeout)).await
+            {
+                Ok(sent) => sent.map(|_| ()),
+                Err(_) => Err(CallError::Timeout { after: timeout }),
+            };
+            // Off is recorded whatever the answer: updates of a URI nobody wants are
+            // dropped. A refused subscription is not kept.
+            if !on || sent.is_err() {
+                self.notices.set_subscribed(uri, false);
+            }
+            sent
+        })
     }
 
     fn stderr_tail(&self, count: usize) -> Vec<String> {

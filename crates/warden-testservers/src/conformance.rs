@@ -5,7 +5,8 @@
 //! resource and prompt scenarios read (decision 0035). Tools that need a server-to-client
 //! request (sampling, elicitation) or notifications (logging, progress) answer plainly: the
 //! gateway does not relay those yet, and the scenarios that need them are expected failures
-//! with that reason. Subscriptions are not offered (the gateway does not forward them).
+//! with that reason. Subscriptions are accepted (answered `{}`; no updates are sent), so the
+//! suite's subscribe and unsubscribe scenarios go through the gateway (decision 0039).
 
 use serde_json::{Value, json};
 
@@ -96,7 +97,7 @@ pub(crate) fn call(name: &str) -> Option<Value> {
 
 /// The capabilities the fixture declares.
 pub(crate) fn capabilities() -> Value {
-    json!({"tools": {}, "resources": {}, "prompts": {}, "completions": {}})
+    json!({"tools": {}, "resources": {"subscribe": true}, "prompts": {}, "completions": {}})
 }
 
 const TEXT_URI: &str = "test://static-text";
@@ -182,6 +183,8 @@ pub(crate) fn answer(method: &str, params: &Value) -> Option<Result<Value, (i64,
             };
             Ok(json!({"messages": messages}))
         }
+        // Accepted and forgotten: the suite checks the answers, not updates.
+        "resources/subscribe" | "resources/unsubscribe" => Ok(json!({})),
         "completion/complete" => {
             Ok(json!({"completion": {"values": [], "total": 0, "hasMore": false}}))
         }

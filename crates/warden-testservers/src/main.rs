@@ -36,6 +36,7 @@ mod framing;
 mod hogs;
 mod hostile;
 mod jsonrpc;
+mod live;
 mod modes;
 mod process;
 mod records;

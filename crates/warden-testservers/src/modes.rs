@@ -71,9 +71,12 @@ pub(crate) enum Mode {
     /// Lists, as its own resource, a URI the `conformance` fixture's template matches (see
     /// [`crate::claimant`]).
     UriClaimant,
+    /// Resources and prompts that change, and resource subscriptions with updates, for the
+    /// gateway's relaying (see [`crate::live`]).
+    LiveResources,
 }
 
-const MODES: [(&str, Mode); 26] = [
+const MODES: [(&str, Mode); 27] = [
     ("good", Mode::Good),
     ("modern", Mode::Modern),
     ("stdout-logs", Mode::StdoutLogs),
@@ -100,6 +103,7 @@ const MODES: [(&str, Mode); 26] = [
     ("conformance", Mode::Conformance),
     ("notify-flood", Mode::NotifyFlood),
     ("uri-claimant", Mode::UriClaimant),
+    ("live-resources", Mode::LiveResources),
 ];
 
 /// The parsed command line.
@@ -147,6 +151,7 @@ impl Config {
             hostile: self.mode == Mode::Hostile,
             conformance: self.mode == Mode::Conformance,
             uri_claimant: self.mode == Mode::UriClaimant,
+            live: self.mode == Mode::LiveResources,
         }
     }
 }

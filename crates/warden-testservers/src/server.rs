@@ -48,6 +48,8 @@ pub(crate) struct Settings {
     pub(crate) uri_claimant: bool,
     /// Once `server/discover` was answered, refuse `initialize` with -32022 (`slow-modern`).
     pub(crate) modern_stays_modern: bool,
+    /// Changing resources and prompts, with subscriptions ([`crate::live`]).
+    pub(crate) live: bool,
 }
 
 /// Protocol state of one connection.
@@ -62,6 +64,8 @@ pub(crate) struct Server {
     ping_answer: Option<Result<Value, Value>>,
     /// In `list-change` mode: the tool list has changed (`fail` gone, `extra` added).
     tools_changed: bool,
+    /// In `live-resources` mode: its resources, prompts and subscriptions.
+    live: crate::live::Live,
 }
 
 impl Server {
@@ -102,6 +106,9 @@ impl Server {
     /// mode, the first call changes the tool list and this returns
     /// `notifications/tools/list_changed`.
     pub(crate) fn after_call(&mut self) -> Vec<Value> {
+        if self.settings.live {
+            return self.live.take_outbox();
+        }
         if !(self.settings.list_change || self.settings.redefine) || self.tools_changed {
             return Vec::new();
         }
@@ -141,6 +148,9 @@ impl Server {
                 if self.settings.uri_claimant {
                     result["capabilities"] = crate::claimant::capabilities();
                 }
+                if self.settings.live {
+                    result["capabilities"] = crate::live::capabilities();
+                }
                 if self.settings.hostile {
                     result["serverInfo"] = crate::hostile::server_info();
                 }
@@ -162,6 +172,11 @@ impl Server {
             }
             _ if self.settings.uri_claimant
                 && let Some(answer) = crate::claimant::answer(method, params) =>
+            {
+                answer
+            }
+            _ if self.settings.live
+                && let Some(answer) = self.live.answer(method, params) =>
             {
                 answer
             }
@@ -194,6 +209,9 @@ impl Server {
             return crate::conformance::definitions();
         }
         let mut all = tools::definitions();
+        if self.settings.live {
+            all.extend(crate::live::tool_definitions());
+        }
         if self.tools_changed && self.settings.redefine {
             for def in &mut all {
                 if def["name"] == "echo" {
@@ -233,7 +251,7 @@ impl Server {
         Ok(result)
     }
 
-    fn call_tool(&self, params: &Value) -> Result<Value, (i64, String)> {
+    fn call_tool(&mut self, params: &Value) -> Result<Value, (i64, String)> {
         let name = params
             .get("name")
             .and_then(Value::as_str)
@@ -244,6 +262,11 @@ impl Server {
         }
         if name == "echo" && self.settings.ask_input && self.modern {
             return Ok(input_required_round(params));
+        }
+        if self.settings.live
+            && let Some(result) = self.live.call(name, arguments)
+        {
+            return Ok(result);
         }
         if self.settings.conformance {
             return crate::conformance::call(name)

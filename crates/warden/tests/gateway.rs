@@ -897,7 +897,8 @@ fn http_sessions_hear_list_changes_on_their_get_stream_and_resume_with_last_even
     let heard = listening.join().unwrap();
     assert!(heard.starts_with("HTTP/1.1 200"), "{heard}");
     assert!(
-        heard.contains("id: 1\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}"),
+        // The id names the tool, resource and prompt list generations.
+        heard.contains("id: 1.0.0\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}"),
         "{heard}"
     );
     // The list it then reads is the reviewed one: `fail` gone, the new `extra` held back.
@@ -910,15 +911,16 @@ fn http_sessions_hear_list_changes_on_their_get_stream_and_resume_with_last_even
         .collect();
     assert_eq!(names, ["t__echo", "t__add"], "{listed}");
     // A client that reconnects behind the current generation is told at once; one that
-    // saw the last notice is not told again.
-    let behind = format!("{mine}Last-Event-ID: 0\r\n");
+    // saw the last notice is not told again (a bare number, as the first version of the
+    // stream numbered its events, is the tool generation).
+    let behind = format!("{mine}Last-Event-ID: 0.0.0\r\n");
     let heard = read_stream(
         &served.addr,
         &behind,
         "notifications/tools/list_changed",
         Duration::from_secs(10),
     );
-    assert!(heard.contains("id: 1\n"), "{heard}");
+    assert!(heard.contains("id: 1.0.0\n"), "{heard}");
     let current = format!("{mine}Last-Event-ID: 1\r\n");
     let heard = read_stream(
         &served.addr,
@@ -1519,4 +1521,469 @@ fn a_remote_servers_list_change_reaches_gateway_clients() {
         inner_scratch.assert_no_leftovers();
         scratch.assert_no_leftovers();
     }
+}
+
+// Resource subscriptions and resource/prompt list changes (decision 0039).
+
+/// A `live-resources` test server `live` (its lists and subscriptions counted in
+/// `counts.log`), every tool of it allowed in a clean context, with `extra`.
+fn relay_config(scratch: &Scratch, extra: &str) -> PathBuf {
+    let counts = scratch.path().join("counts.log");
+    let live = server_toml(
+        "live",
+        &testserver_bin(),
+        &["live-resources"],
+        &format!(
+            "env = {{ WARDEN_TEST_COUNT_LOG = {:?} }}\nsandbox = {{ write = [{:?}] }}",
+            counts.display().to_string(),
+            scratch.path().display().to_string()
+        ),
+    );
+    scratch.config(&format!(
+        "{live}\n[[policy.rules]]\ntools = \"live__*\"\neffect = \"allow\"\n{extra}"
+    ))
+}
+
+/// The lines of the live server's `counts.log` (its list requests and subscriptions).
+fn counted(scratch: &Scratch) -> Vec<String> {
+    std::fs::read_to_string(scratch.path().join("counts.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The URIs of the `notifications/resources/updated` a client heard, sorted, each once.
+fn updated_uris(out: &Value) -> Vec<String> {
+    let mut uris: Vec<String> = out["notices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|notice| notice[0] == "notifications/resources/updated")
+        .map(|notice| notice[1].as_str().unwrap_or_default().to_owned())
+        .collect();
+    uris.sort();
+    uris.dedup();
+    uris
+}
+
+/// Runs the client `plan` on a thread of its own.
+fn run_client_later(plan: Value) -> std::thread::JoinHandle<Value> {
+    std::thread::spawn(move || run_client(plan))
+}
+
+/// Waits until `path` exists (a client's sign that it is ready), at most `within`.
+fn wait_for_file(path: &Path, within: Duration) {
+    let deadline = Instant::now() + within;
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Three clients of one gateway subscribe to resources of the same upstream server: each
+/// hears the updates of its own resources and never another's (the upstream connection is
+/// shared, so the upstream announces all of them on it), a resource nobody subscribed to
+/// reaches nobody, and a session's subscriptions end upstream when the session ends. A
+/// 2025-11-25 session subscribes with `resources/subscribe` and hears on its GET stream; a
+/// 2026-07-28 client subscribes on its `subscriptions/listen` stream. The positive control
+/// is each client hearing its own resource.
+#[test]
+fn updates_reach_exactly_their_subscribers_and_end_with_the_session() {
+    let scratch = Scratch::new();
+    let config = relay_config(&scratch, "");
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let ready = scratch.path().join("modern-listening");
+    let modern = run_client_later(json!({
+        "mode": "2026-07-28", "url": served.url, "elicit": "none",
+        "steps": [
+            {"listen": true, "resources": ["live://b"]},
+            {"write_file": ready},
+            {"wait_notice": "notifications/resources/updated", "seconds": 30},
+            {"sleep": 2},
+        ],
+    }));
+    wait_for_file(&ready, Duration::from_secs(60));
+    let legacy = run_client(json!({
+        "mode": "legacy", "url": served.url, "elicit": "none",
+        "steps": [
+            {"subscribe": "live://a"},
+            // The upstream announces all three; only the subscribers of each hear it.
+            {"call": "live__touch", "args": {"uris": ["live://a", "live://b", "live://c"]}},
+            {"wait_notice": "notifications/resources/updated", "seconds": 30},
+            {"sleep": 2},
+        ],
+    }));
+    let modern = modern.join().unwrap();
+    assert_eq!(
+        legacy["capabilities"]["resources"]["subscribe"], true,
+        "{legacy}"
+    );
+    assert_eq!(legacy["subscriptions"][0]["ok"], true, "{legacy}");
+    assert_eq!(updated_uris(&legacy), vec!["live://a"], "{legacy}");
+    assert_eq!(
+        modern["honored_filter"]["resourceSubscriptions"],
+        json!(["live://b"]),
+        "{modern}"
+    );
+    assert_eq!(updated_uris(&modern), vec!["live://b"], "{modern}");
+    // Both clients are gone (the session deleted, the listen stream closed): their
+    // subscriptions end upstream within a tick or two.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let lines = counted(&scratch);
+        let ended = ["live://a", "live://b"]
+            .iter()
+            .all(|uri| lines.contains(&format!("resources/unsubscribe {uri}")));
+        if ended {
+            assert!(
+                lines.contains(&"resources/subscribe live://a".to_owned()),
+                "{lines:?}"
+            );
+            assert!(
+                lines.contains(&"resources/subscribe live://b".to_owned()),
+                "{lines:?}"
+            );
+            assert!(
+                !lines.iter().any(|line| line.contains("live://c")),
+                "nobody subscribed to c: {lines:?}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "not unsubscribed: {lines:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(served);
+    scratch.assert_no_leftovers();
+}
+
+/// A server the policy hides takes no subscription: a client subscribing to its resource
+/// is refused and the server never hears of it (nor is `resources.subscribe` declared).
+/// The positive control is the same server unhidden: the subscription reaches it.
+#[test]
+fn a_hidden_servers_resource_cannot_be_subscribed() {
+    for hidden in [true, false] {
+        let scratch = Scratch::new();
+        let hide = if hidden {
+            "[[policy.rules]]\ntools = \"live__*\"\neffect = \"hide\"\n"
+        } else {
+            ""
+        };
+        // A second server keeps the gateway offering something either way.
+        let t = server_toml("t", &testserver_bin(), &[], "");
+        let config = relay_config(&scratch, &format!("{t}\n{hide}"));
+        for mode in ["legacy", "2026-07-28"] {
+            let steps = if mode == "legacy" {
+                json!([{"subscribe": "live://a"}])
+            } else {
+                json!([{"listen": true, "resources": ["live://a"]}])
+            };
+            let out = run_client(stdio_plan(&scratch, &config, mode, "none", steps));
+            let subscribed = counted(&scratch).contains(&"resources/subscribe live://a".to_owned());
+            if hidden {
+                assert!(out["capabilities"].get("resources").is_none(), "{out}");
+                if mode == "legacy" {
+                    assert!(out["subscriptions"][0]["error"].is_string(), "{out}");
+                } else {
+                    assert!(
+                        out["honored_filter"].get("resourceSubscriptions").is_none(),
+                        "{out}"
+                    );
+                }
+                assert!(!subscribed, "the hidden server heard of it: {out}");
+            } else {
+                assert_eq!(out["capabilities"]["resources"]["subscribe"], true, "{out}");
+                if mode == "legacy" {
+                    assert_eq!(out["subscriptions"][0]["ok"], true, "{out}");
+                } else {
+                    assert_eq!(
+                        out["honored_filter"]["resourceSubscriptions"],
+                        json!(["live://a"]),
+                        "{out}"
+                    );
+                }
+                assert!(subscribed, "{out}");
+            }
+        }
+        scratch.assert_no_leftovers();
+    }
+}
+
+/// An upstream's `notifications/resources/list_changed` and `prompts/list_changed` are
+/// consumed, the lists read again, and only then announced to clients, in both eras; the
+/// lists read afterwards show the change.
+#[test]
+fn resource_and_prompt_list_changes_are_relayed_in_both_eras() {
+    for mode in ["legacy", "2026-07-28"] {
+        let scratch = Scratch::new();
+        let config = relay_config(&scratch, "");
+        let mut steps = vec![json!({"offered": true})];
+        if mode != "legacy" {
+            steps.push(json!({"listen": true, "lists": true}));
+        }
+        steps.extend([
+            json!({"call": "live__change_lists", "args": {}}),
+            json!({"wait_notice": "notifications/resources/list_changed", "seconds": 20}),
+            json!({"wait_notice": "notifications/prompts/list_changed", "seconds": 20}),
+            json!({"offered": true}),
+        ]);
+        let out = run_client(stdio_plan(
+            &scratch,
+            &config,
+            mode,
+            "none",
+            Value::Array(steps),
+        ));
+        assert_eq!(
+            out["capabilities"]["resources"]["listChanged"], true,
+            "{out}"
+        );
+        assert_eq!(out["capabilities"]["prompts"]["listChanged"], true, "{out}");
+        assert_eq!(out["waited"], json!([true, true]), "{mode}: {out}");
+        let uris: Vec<&str> = out["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["uri"].as_str().unwrap())
+            .collect();
+        assert_eq!(uris, ["live://a", "live://b", "live://c"], "{out}");
+        assert_eq!(
+            out["prompt_list"],
+            json!(["live__live", "live__extra"]),
+            "{out}"
+        );
+        scratch.assert_no_leftovers();
+    }
+}
+
+/// A 2026-07-28 request of `method` with `params` (the `_meta` added), as raw HTTP with the
+/// headers that must agree with it.
+fn modern_post(
+    served: &Served,
+    id: u64,
+    method: &str,
+    mut params: Value,
+    name: Option<&str>,
+) -> Reply {
+    params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                             "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let mut post = Post::to(served)
+        .with("MCP-Protocol-Version", "2026-07-28")
+        .with("Mcp-Method", method.to_owned());
+    if let Some(name) = name {
+        post = post.with("Mcp-Name", name.to_owned());
+    }
+    post.send(served, &body)
+}
+
+/// Concurrent first pages of a list, and concurrent reads of URIs nobody lists, read the
+/// upstream's lists once between them, not once per request (decision 0035's bound: at
+/// most once per 5 s per list). The live server counts the list requests it receives. The
+/// positive control: a first page after the 5 s have passed reads the list again, so the
+/// count is live.
+#[test]
+fn concurrent_first_pages_and_unknown_uris_read_each_upstream_once() {
+    let scratch = Scratch::new();
+    let config = relay_config(&scratch, "");
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let lists = |lines: &[String], method: &str| lines.iter().filter(|l| *l == method).count();
+    std::thread::scope(|threads| {
+        let served = &served;
+        let mut running = Vec::new();
+        for n in 0..8u64 {
+            running.push(threads.spawn(move || {
+                let uri = format!("live://nowhere/{n}");
+                let reply =
+                    modern_post(served, n, "resources/read", json!({"uri": uri}), Some(&uri));
+                assert_eq!(reply.message()["error"]["code"], -32602, "{}", reply.body);
+            }));
+            running.push(threads.spawn(move || {
+                let reply = modern_post(served, 100 + n, "resources/list", json!({}), None);
+                let listed = reply.message()["result"]["resources"]
+                    .as_array()
+                    .map(Vec::len);
+                assert_eq!(listed, Some(2), "{}", reply.body);
+            }));
+        }
+        for thread in running {
+            thread.join().unwrap();
+        }
+    });
+    let lines = counted(&scratch);
+    assert_eq!(lists(&lines, "resources/list"), 1, "{lines:?}");
+    assert_eq!(lists(&lines, "resources/templates/list"), 1, "{lines:?}");
+    std::thread::sleep(Duration::from_millis(5500));
+    let reply = modern_post(&served, 200, "resources/list", json!({}), None);
+    assert!(
+        reply.message()["result"]["resources"].is_array(),
+        "{}",
+        reply.body
+    );
+    let lines = counted(&scratch);
+    assert_eq!(
+        lists(&lines, "resources/list"),
+        2,
+        "read again after 5 s: {lines:?}"
+    );
+    drop(served);
+    scratch.assert_no_leftovers();
+}
+
+/// One slow upstream does not hold an aggregated list beyond its own deadline: its whole
+/// read (every page, each of which is within its call timeout) is bounded by that timeout,
+/// the other server's resources are served, and the first page names the slow server. The
+/// positive control is the fast server's resources in the same list.
+#[test]
+fn a_slow_upstream_is_left_out_of_a_list_at_its_deadline_and_named() {
+    let scratch = Scratch::new();
+    let slow = server_toml(
+        "slow",
+        &testserver_bin(),
+        &["live-resources"],
+        "env = { WARDEN_TEST_LIST_DELAY_MS = \"900\" }\ntimeout = { call = \"1500ms\" }",
+    );
+    let config = relay_config(&scratch, &slow);
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let started = Instant::now();
+    let reply = modern_post(&served, 1, "resources/list", json!({}), None);
+    let took = started.elapsed();
+    let result = &reply.message()["result"];
+    let names: Vec<&str> = result["resources"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{}", reply.body))
+        .iter()
+        .map(|r| r["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["live__a", "live__b"], "{}", reply.body);
+    let left_out = &result["_meta"]["dev.warden/leftOut"];
+    assert_eq!(left_out[0]["server"], "slow", "{}", reply.body);
+    assert!(
+        left_out[0]["reason"].as_str().unwrap().contains("1.5"),
+        "{}",
+        reply.body
+    );
+    assert!(took < Duration::from_millis(2700), "held for {took:?}");
+    drop(served);
+    scratch.assert_no_leftovers();
+}
+
+/// Resource reads and prompt fetches through the gateway are audit rows, written by the
+/// host's one audit writer: each names the client, the server it went to and what was
+/// asked (`resources/read URI`, `prompts/get NAME`), with a typed outcome: `ok` when the
+/// server answered, `failed` when it answered with an error, `invalid_arguments` when no
+/// server served here claims it (nothing was sent).
+#[test]
+fn resource_reads_and_prompt_gets_are_audit_rows() {
+    let scratch = Scratch::new();
+    let config = relay_config(&scratch, "");
+    let steps = json!([
+        {"read": "live://a"},
+        {"read": "live://missing"},
+        {"prompt": "live__live"},
+        {"prompt": "live__nowhere"},
+    ]);
+    let out = run_client(stdio_plan(&scratch, &config, "legacy", "none", steps));
+    assert_eq!(
+        out["reads"][0]["texts"][0], "the live resource live://a",
+        "{out}"
+    );
+    let audit = scratch.run(
+        &["audit", "--json", "--config", config.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    let rows = support::json(&audit);
+    let rows: Vec<(&str, &str, &str, bool)> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            assert_eq!(row["front_end"], "serve", "{row}");
+            assert!(
+                row["client"].as_str().is_some_and(|c| !c.is_empty()),
+                "{row}"
+            );
+            (
+                row["server"].as_str().unwrap(),
+                row["tool"].as_str().unwrap(),
+                row["outcome"].as_str().unwrap(),
+                row["executed"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("live", "resources/read live://a", "ok", true),
+            ("live", "resources/read live://missing", "failed", true),
+            ("live", "prompts/get live__live", "ok", true),
+            ("", "prompts/get live__nowhere", "invalid_arguments", false),
+        ],
+        "{rows:?}"
+    );
+    scratch.assert_no_leftovers();
+}
+
+/// The real peer: server-everything keeps subscriptions and, once its
+/// `toggle-subscriber-updates` tool is called, announces an update of every resource its
+/// client (Warden's one connection) subscribed to, every 5 s. Three clients of one gateway
+/// each subscribe to a resource of their own (two 2025-11-25 sessions with
+/// `resources/subscribe`, one 2026-07-28 client on `subscriptions/listen`); each hears
+/// updates of its own resource, and never of another's, though every update arrives on
+/// the one upstream connection.
+#[test]
+fn server_everythings_updates_reach_only_their_subscribers() {
+    let scratch = Scratch::new();
+    let config = everything_config(
+        &scratch,
+        "[[policy.rules]]\ntools = \"everything__toggle-subscriber-updates\"\neffect = \"allow\"\n",
+    );
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let uri = |n: u32| format!("demo://resource/dynamic/text/{n}");
+    let ready_b = scratch.path().join("b-ready");
+    let ready_c = scratch.path().join("c-ready");
+    let listening = |steps: Value| {
+        json!([steps, {"wait_notice": "notifications/resources/updated", "seconds": 40},
+               {"sleep": 6}])
+    };
+    let mut b_steps = listening(json!({"subscribe": uri(2)}));
+    b_steps
+        .as_array_mut()
+        .unwrap()
+        .insert(1, json!({"write_file": ready_b}));
+    let b = run_client_later(json!({
+        "mode": "legacy", "url": served.url, "elicit": "none", "steps": b_steps,
+    }));
+    let mut c_steps = listening(json!({"listen": true, "resources": [uri(3)]}));
+    c_steps
+        .as_array_mut()
+        .unwrap()
+        .insert(1, json!({"write_file": ready_c}));
+    let c = run_client_later(json!({
+        "mode": "2026-07-28", "url": served.url, "elicit": "none", "steps": c_steps,
+    }));
+    wait_for_file(&ready_b, Duration::from_secs(60));
+    wait_for_file(&ready_c, Duration::from_secs(60));
+    let a = run_client(json!({
+        "mode": "legacy", "url": served.url, "elicit": "none",
+        "steps": [
+            {"subscribe": uri(1)},
+            {"call": "everything__toggle-subscriber-updates", "args": {}},
+            {"wait_notice": "notifications/resources/updated", "seconds": 40},
+            {"sleep": 6},
+        ],
+    }));
+    let b = b.join().unwrap();
+    let c = c.join().unwrap();
+    assert_eq!(a["capabilities"]["resources"]["subscribe"], true, "{a}");
+    assert_eq!(a["calls"][0]["isError"], false, "{a}");
+    assert_eq!(updated_uris(&a), vec![uri(1)], "{a}");
+    assert_eq!(updated_uris(&b), vec![uri(2)], "{b}");
+    assert_eq!(updated_uris(&c), vec![uri(3)], "{c}");
+    drop(served);
+    scratch.assert_no_leftovers();
 }

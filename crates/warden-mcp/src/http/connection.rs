@@ -434,6 +434,10 @@ impl Connection for HttpConnection {
         self.profile.notices.take_tools_changed()
     }
 
+    fn notices(&self) -> Option<Arc<crate::notices::ServerNotices>> {
+        Some(self.profile.notices.lists())
+    }
+
     fn stderr_tail(&self, _count: usize) -> Vec<String> {
         Vec::new()
     }

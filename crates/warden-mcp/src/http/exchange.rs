@@ -45,15 +45,25 @@ pub trait ServerRequests: Send + Sync {
 #[derive(Debug, Default)]
 pub struct Notices {
     tools_changed: std::sync::atomic::AtomicBool,
+    /// Resource and prompt list changes, for a gateway to relay
+    /// ([`crate::Connection::notices`]).
+    lists: Arc<crate::notices::ServerNotices>,
 }
 
 impl Notices {
     /// Takes note of a notification a server sent.
     pub(crate) fn note(&self, message: &Value) {
-        if message.get("method").and_then(Value::as_str) == Some("notifications/tools/list_changed")
-        {
+        let method = message.get("method").and_then(Value::as_str);
+        if method == Some("notifications/tools/list_changed") {
             self.mark_tools_changed();
+        } else if let Some(method) = method {
+            self.lists.note(method, message.get("params"));
         }
+    }
+
+    /// The resource and prompt list changes noted.
+    pub fn lists(&self) -> Arc<crate::notices::ServerNotices> {
+        Arc::clone(&self.lists)
     }
 
     /// Marks the tool list as possibly changed (a notice, or a gap in a stream that may

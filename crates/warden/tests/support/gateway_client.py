@@ -12,11 +12,22 @@ The plan is a JSON object:
                | {"wait_changed": SECONDS} | {"offered": true} | {"read": URI}
                | {"prompt": NAME, "args": {...}}
                | {"complete": {"prompt": NAME} or {"template": URI},
-                  "argument": {"name": ..., "value": ...}}], run in order. `listen` opens a
-               2026-07-28 `subscriptions/listen` stream for tool list changes;
-               `wait_changed` waits for the next `notifications/tools/list_changed`
-               (a notification, or an event on the listen stream) and records whether
-               one came. A call the server answers with a JSON-RPC error records it.
+                  "argument": {"name": ..., "value": ...}}
+               | {"subscribe": URI} | {"unsubscribe": URI}
+               | {"listen": true, "lists": true, "resources": [URI, ...]}
+               | {"wait_notice": METHOD, "seconds": S} | {"sleep": S}
+               | {"write_file": PATH}], run in order (`write_file` tells a test the
+               steps before it are done).
+               `listen` opens a 2026-07-28 `subscriptions/listen` stream for tool list
+               changes (with `lists`, resource and prompt list changes too; with
+               `resources`, updates of those resources); `wait_changed` waits for the next
+               `notifications/tools/list_changed` (a notification, or an event on the
+               listen stream) and records whether one came. A call the server answers
+               with a JSON-RPC error records it. `subscribe` / `unsubscribe` are the
+               2025-11-25 requests (their outcome is recorded in `subscriptions`).
+               Every change heard (either era) is recorded in `notices` as
+               [METHOD, URI or null]; `wait_notice` waits until one with METHOD has been
+               heard and records whether it came in `waited`.
 
 `offered` lists every page of resources, resource templates and prompts (names and URIs);
 `read`, `prompt` and `complete` record the texts, messages or values, or the error.
@@ -57,18 +68,45 @@ async def main() -> None:
     out = {"tools": [], "pages": 0, "calls": [], "asked": asked, "changes": [], "lists": [],
            "reads": [], "prompts": [], "completions": []}
     changed = asyncio.Event()
+    out["notices"] = []
+    out["subscriptions"] = []
+    out["waited"] = []
+    heard = asyncio.Event()
+
+    def note(method: str, uri) -> None:
+        out["notices"].append([method, uri])
+        heard.set()
 
     async def on_message(message) -> None:
         inner = getattr(message, "root", message)
-        if getattr(inner, "method", None) == "notifications/tools/list_changed":
+        method = getattr(inner, "method", None)
+        if method == "notifications/tools/list_changed":
             changed.set()
+        if method in ("notifications/tools/list_changed", "notifications/resources/list_changed",
+                      "notifications/prompts/list_changed", "notifications/resources/updated"):
+            params = getattr(inner, "params", None)
+            note(method, str(params.uri) if params is not None and hasattr(params, "uri") else None)
 
-    async def listen(client, ready: asyncio.Event) -> None:
-        async with client.listen(tools_list_changed=True) as sub:
+    async def listen(client, ready: asyncio.Event, step) -> None:
+        from mcp.client.subscriptions import (PromptsListChanged, ResourcesListChanged, ResourceUpdated,
+                                              ToolsListChanged)
+        lists = bool(step.get("lists"))
+        async with client.listen(tools_list_changed=True, resources_list_changed=lists,
+                                 prompts_list_changed=lists,
+                                 resource_subscriptions=step.get("resources", [])) as sub:
             out["honored"] = bool(getattr(sub.honored, "tools_list_changed", False))
+            out["honored_filter"] = sub.honored.model_dump(exclude_none=True, by_alias=True)
             ready.set()
-            async for _event in sub:
-                changed.set()
+            async for event in sub:
+                if isinstance(event, ToolsListChanged):
+                    changed.set()
+                    note("notifications/tools/list_changed", None)
+                elif isinstance(event, ResourcesListChanged):
+                    note("notifications/resources/list_changed", None)
+                elif isinstance(event, PromptsListChanged):
+                    note("notifications/prompts/list_changed", None)
+                elif isinstance(event, ResourceUpdated):
+                    note("notifications/resources/updated", str(event.uri))
 
     listeners = []
     async with Client(server, mode=plan.get("mode", "auto"), elicitation_callback=callback, cache=None,
@@ -94,8 +132,39 @@ async def main() -> None:
                 out["lists"].append(listed)
             elif step.get("listen"):
                 ready = asyncio.Event()
-                listeners.append(asyncio.create_task(listen(client, ready)))
+                listeners.append(asyncio.create_task(listen(client, ready, step)))
                 await asyncio.wait_for(ready.wait(), 20)
+            elif "subscribe" in step or "unsubscribe" in step:
+                uri = step.get("subscribe") or step.get("unsubscribe")
+                try:
+                    if "subscribe" in step:
+                        await client.subscribe_resource(uri)
+                    else:
+                        await client.unsubscribe_resource(uri)
+                    out["subscriptions"].append({"uri": uri, "ok": True})
+                except Exception as error:
+                    out["subscriptions"].append({"uri": uri, "error": str(error)})
+            elif "wait_notice" in step:
+                deadline = asyncio.get_running_loop().time() + step.get("seconds", 10)
+                came = False
+                while True:
+                    if any(method == step["wait_notice"] for method, _ in out["notices"]):
+                        came = True
+                        break
+                    left = deadline - asyncio.get_running_loop().time()
+                    if left <= 0:
+                        break
+                    heard.clear()
+                    try:
+                        await asyncio.wait_for(heard.wait(), left)
+                    except TimeoutError:
+                        pass
+                out["waited"].append(came)
+            elif "sleep" in step:
+                await asyncio.sleep(step["sleep"])
+            elif "write_file" in step:
+                with open(step["write_file"], "w") as ready:
+                    ready.write("ready\n")
             elif "wait_changed" in step:
                 try:
                     await asyncio.wait_for(changed.wait(), step["wait_changed"])
