@@ -156,6 +156,44 @@ impl ToolDoc {
     }
 }
 
+/// The most characters of one server's text (its name, its tools' names, titles and
+/// descriptions, its instructions) that rank the server as a whole.
+pub const SERVER_CHAR_CAP: usize = 16_384;
+
+/// The text that ranks a server as a whole: its tools' names (in the name field, read
+/// first so every name counts), the server's name, its tools' titles and descriptions, and
+/// its instructions, within [`SERVER_CHAR_CAP`] characters together. Each tool's text is
+/// its own, already within [`DEFINITION_CHAR_CAP`].
+pub(crate) fn server_field_texts(server: &str, tools: &[&ToolDoc]) -> FieldTexts {
+    let mut budget = Budget {
+        left: SERVER_CHAR_CAP,
+    };
+    let mut out = FieldTexts::default();
+    let per_tool: Vec<FieldTexts> = tools.iter().map(|doc| doc.field_texts()).collect();
+    let instructions = tools
+        .iter()
+        .find_map(|doc| doc.instructions.as_deref())
+        .map(|text| cut_chars(text, INSTRUCTIONS_CHAR_CAP));
+    for field in Field::ALL {
+        let texts: Vec<&str> = match field {
+            Field::Name | Field::Title | Field::Description => per_tool
+                .iter()
+                .flat_map(|t| t.pieces[field.index()].iter().map(String::as_str))
+                .collect(),
+            Field::Qualified => vec![server],
+            Field::ParamName | Field::ParamDescription => Vec::new(),
+            Field::Instructions => instructions.into_iter().collect(),
+        };
+        for text in texts {
+            match budget.take(text) {
+                Some(piece) => out.pieces[field.index()].push(piece.to_owned()),
+                None => return out,
+            }
+        }
+    }
+    out
+}
+
 impl ToolDoc {
     /// The text the semantic model embeds for this tool: its qualified name, title,
     /// description and parameter names, within the same [`DEFINITION_CHAR_CAP`] as the

@@ -55,13 +55,17 @@ mod hybrid;
 mod index;
 #[cfg(feature = "semantic")]
 pub mod semantic;
+mod servers;
+pub mod steps;
 mod tokenize;
 
 pub use document::{
-    DEFINITION_CHAR_CAP, INSTRUCTIONS_CHAR_CAP, SCHEMA_DEPTH_CAP, SCHEMA_NODE_CAP, ToolDoc,
+    DEFINITION_CHAR_CAP, INSTRUCTIONS_CHAR_CAP, SCHEMA_DEPTH_CAP, SCHEMA_NODE_CAP, SERVER_CHAR_CAP,
+    ToolDoc,
 };
 pub use hybrid::{
     INSTRUCTIONS_WEIGHT, LEXICAL_WEIGHT, Ranking, SEMANTIC_ONLY_MIN_COSINE, SearchIndex,
+    StepFusion, Tuning,
 };
 pub use index::{B, FIELD_WEIGHTS, Hit, K1, QUERY_CHAR_CAP, QUERY_TERM_CAP, TF_CAP, ToolIndex};
 pub use tokenize::{MAX_TERM_CHARS, is_stopword, stem, tokenize};

@@ -123,6 +123,14 @@ pub(crate) struct SemanticIndex {
     /// `tools × dim` unit vectors, row-major, in index order, in one block so a search
     /// streams through memory; a tool without a vector (no known token) has a zero row.
     matrix: Vec<f32>,
+    /// The mean of the rows that have a vector.
+    mean: Vec<f32>,
+    /// Per row: its dot product with `mean`.
+    row_mean: Vec<f32>,
+    /// Per row: the length of the row minus `mean` (0 for a zero row).
+    centred_norm: Vec<f32>,
+    /// `mean · mean`.
+    mean_norm2: f32,
 }
 
 impl SemanticIndex {
@@ -137,19 +145,72 @@ impl SemanticIndex {
                 row.copy_from_slice(v);
             }
         }
-        SemanticIndex { model, matrix }
+        let rows = vectors
+            .iter()
+            .filter(|v| v.as_ref().is_some_and(|v| v.len() == dim))
+            .count();
+        let mut mean = vec![0f32; dim];
+        for row in matrix.chunks_exact(dim) {
+            for (m, x) in mean.iter_mut().zip(row) {
+                *m += x;
+            }
+        }
+        for m in &mut mean {
+            *m /= rows.max(1) as f32;
+        }
+        let mean_norm2 = dot(&mean, &mean);
+        let mut row_mean = Vec::with_capacity(vectors.len());
+        let mut centred_norm = Vec::with_capacity(vectors.len());
+        for row in matrix.chunks_exact(dim) {
+            let rm = dot(row, &mean);
+            let rr = dot(row, row);
+            row_mean.push(rm);
+            centred_norm.push(if rr > 0.0 {
+                (rr - 2.0 * rm + mean_norm2).max(0.0).sqrt()
+            } else {
+                0.0
+            });
+        }
+        SemanticIndex {
+            model,
+            matrix,
+            mean,
+            row_mean,
+            centred_norm,
+            mean_norm2,
+        }
     }
 
-    /// Cosine of `query` with every tool (0 for a tool without a vector); `None` when the
-    /// query has no known token.
-    pub(crate) fn scores(&self, query: &str) -> Option<Vec<f32>> {
-        let q = self.model.embed(query)?;
-        Some(
-            self.matrix
-                .chunks_exact(self.model.dim())
-                .map(|row| dot(row, &q))
-                .collect(),
-        )
+    /// Cosine of `q - mean` with every row minus the mean: the similarity with the
+    /// direction all rows share taken out (0 for a row without a vector).
+    pub(crate) fn centred_cosines(&self, q: &[f32]) -> Vec<f32> {
+        let qm = dot(q, &self.mean);
+        let qn = (dot(q, q) - 2.0 * qm + self.mean_norm2).max(0.0).sqrt();
+        self.matrix
+            .chunks_exact(self.model.dim())
+            .zip(&self.row_mean)
+            .zip(&self.centred_norm)
+            .map(|((row, &rm), &norm)| {
+                if norm <= f32::EPSILON || qn <= f32::EPSILON {
+                    0.0
+                } else {
+                    (dot(row, q) - qm - rm + self.mean_norm2) / (qn * norm)
+                }
+            })
+            .collect()
+    }
+
+    /// The model's unit vector of `text`; `None` when it has no known token.
+    pub(crate) fn embed(&self, text: &str) -> Option<Vec<f32>> {
+        self.model.embed(text)
+    }
+
+    /// Cosine of the unit vector `q` with every row (0 for a row without a vector).
+    pub(crate) fn cosines(&self, q: &[f32]) -> Vec<f32> {
+        self.matrix
+            .chunks_exact(self.model.dim())
+            .map(|row| dot(row, q))
+            .collect()
     }
 }
 
