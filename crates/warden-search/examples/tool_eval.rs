@@ -25,7 +25,11 @@
 //!
 //! **Variants.** Each ranking is measured with the shipped combination of evidence
 //! ([`Tuning::default`]), with decision 0025's (`baseline`), and with each part alone
-//! (steps of a multi-step request, server-level evidence), so what each adds shows.
+//! (steps of a multi-step request, server-level evidence, centred cosines), so what each
+//! adds shows. `TOOL_EVAL_TUNING=PREFIX` keeps only the variants whose name starts with
+//! it; `TOOL_EVAL_CUSTOM="steps=blend,server=0.3,centre=1,lexical=0.5,top=0,best=0"` adds
+//! one more. `TOOL_EVAL_MISSES=1` prints each request's missed tools (shipped evidence),
+//! `TOOL_EVAL_RANKS=1` the rank of every expected tool.
 
 use std::collections::BTreeMap;
 use std::error::Error;
@@ -231,6 +235,24 @@ fn main() -> Result<(), Box<dyn Error>> {
             ..Tuning::BASELINE
         },
     ));
+    // TOOL_EVAL_CUSTOM="steps=max,server=0.3,centre=1" adds one more combination.
+    if let Ok(custom) = std::env::var("TOOL_EVAL_CUSTOM") {
+        let mut tuning = Tuning::BASELINE;
+        for pair in custom.split(',') {
+            match pair.split_once('=') {
+                Some(("steps", "max")) => tuning.steps = StepFusion::Max,
+                Some(("steps", "blend")) => tuning.steps = StepFusion::Blend,
+                Some(("steps", "mean")) => tuning.steps = StepFusion::Mean,
+                Some(("server", w)) => tuning.server_weight = w.parse()?,
+                Some(("centre", c)) => tuning.centre = c == "1",
+                Some(("lexical", w)) => tuning.lexical_weight = w.parse()?,
+                Some(("top", n)) => tuning.server_top = n.parse()?,
+                Some(("best", b)) => tuning.server_best_tool = b == "1",
+                _ => return Err(format!("TOOL_EVAL_CUSTOM: cannot read {pair:?}").into()),
+            }
+        }
+        tunings.push((format!("custom {custom}"), tuning));
+    }
     if let Ok(only) = std::env::var("TOOL_EVAL_TUNING") {
         tunings.retain(|(name, _)| name.starts_with(&only));
     }
@@ -270,6 +292,19 @@ fn main() -> Result<(), Box<dyn Error>> {
                             query.text,
                             &ranked[..ranked.len().min(10)]
                         );
+                    }
+                }
+                if std::env::var_os("TOOL_EVAL_RANKS").is_some()
+                    && splits.iter().any(|split| in_split(split, query))
+                {
+                    let all: Vec<String> = index
+                        .search_tuned(&query.text, 10_000, *ranking, tuning)
+                        .into_iter()
+                        .map(|h| h.tool)
+                        .collect();
+                    for e in &query.expected {
+                        let rank = all.iter().position(|t| t == e).map_or(9999, |r| r + 1);
+                        println!("RANK {name} {tuning_name} {rank} {e}");
                     }
                 }
                 if *ranking == Ranking::Hybrid && *tuning == Tuning::default() {

@@ -84,6 +84,12 @@ pub struct Tuning {
     pub server_weight: f64,
     /// Whether cosines are taken after removing the catalogue's mean vector (hubness).
     pub centre: bool,
+    /// The weight of the normalised BM25F score in the hybrid score.
+    pub lexical_weight: f64,
+    /// Only the best this many servers lend their score (0: all).
+    pub server_top: usize,
+    /// A server's score is its best tool's, not its own document's.
+    pub server_best_tool: bool,
 }
 
 impl Tuning {
@@ -92,12 +98,20 @@ impl Tuning {
         steps: StepFusion::Off,
         server_weight: 0.0,
         centre: false,
+        lexical_weight: LEXICAL_WEIGHT,
+        server_top: 0,
+        server_best_tool: false,
     };
 }
 
 impl Default for Tuning {
     fn default() -> Tuning {
-        Tuning::BASELINE
+        Tuning {
+            steps: StepFusion::Blend,
+            server_weight: 0.3,
+            centre: true,
+            ..Tuning::BASELINE
+        }
     }
 }
 
@@ -277,15 +291,45 @@ impl SearchIndex {
             })
         };
         #[cfg(feature = "semantic")]
-        let mut scores = own_scores(&self.lexical, text, cosines(|v| &v.tools), ranking);
+        let mut scores = own_scores(
+            &self.lexical,
+            text,
+            cosines(|v| &v.tools),
+            ranking,
+            tuning.lexical_weight,
+        );
         #[cfg(not(feature = "semantic"))]
         let mut scores = own_scores(&self.lexical, text, ranking);
         let weight = tuning.server_weight;
         if weight > 0.0 && self.servers.len() > 1 {
             #[cfg(feature = "semantic")]
-            let servers = own_scores(&self.servers.index, text, cosines(|v| &v.servers), ranking);
+            let servers = own_scores(
+                &self.servers.index,
+                text,
+                cosines(|v| &v.servers),
+                ranking,
+                tuning.lexical_weight,
+            );
             #[cfg(not(feature = "semantic"))]
             let servers = own_scores(&self.servers.index, text, ranking);
+            let mut servers = servers;
+            if tuning.server_best_tool {
+                servers = vec![0.0; self.servers.len()];
+                for (score, &server) in scores.iter().zip(&self.servers.of_tool) {
+                    let s = &mut servers[server as usize];
+                    *s = s.max(*score);
+                }
+            }
+            if tuning.server_top > 0 && servers.len() > tuning.server_top {
+                let mut sorted = servers.clone();
+                sorted.sort_by(|a, b| b.total_cmp(a));
+                let bar = sorted[tuning.server_top - 1];
+                for s in &mut servers {
+                    if *s < bar {
+                        *s = 0.0;
+                    }
+                }
+            }
             for (score, &server) in scores.iter_mut().zip(&self.servers.of_tool) {
                 *score = (1.0 - weight) * *score + weight * servers[server as usize];
             }
@@ -339,10 +383,13 @@ fn own_scores(
     text: &str,
     cosines: Option<Vec<f32>>,
     ranking: Ranking,
+    lexical_weight: f64,
 ) -> Vec<f64> {
     let words = lexical_scores(index, text);
     match cosines {
-        Some(cosines) if ranking != Ranking::Lexical => mix(&words, &cosines, ranking),
+        Some(cosines) if ranking != Ranking::Lexical => {
+            mix(&words, &cosines, ranking, lexical_weight)
+        }
         _ => words,
     }
 }
@@ -396,7 +443,7 @@ fn normalise(v: &mut [f32]) {
 /// The per-document scores of `ranking` from the normalised BM25F scores `words` and the
 /// cosines of all documents.
 #[cfg(feature = "semantic")]
-fn mix(words: &[f64], cosines: &[f32], ranking: Ranking) -> Vec<f64> {
+fn mix(words: &[f64], cosines: &[f32], ranking: Ranking, lexical_weight: f64) -> Vec<f64> {
     let n = cosines.len();
     let mean = cosines.iter().map(|&c| f64::from(c)).sum::<f64>() / n.max(1) as f64;
     let max = cosines
@@ -423,7 +470,7 @@ fn mix(words: &[f64], cosines: &[f32], ranking: Ranking) -> Vec<f64> {
             } else {
                 semantic(c)
             };
-            LEXICAL_WEIGHT * word + (1.0 - LEXICAL_WEIGHT) * meaning
+            lexical_weight * word + (1.0 - lexical_weight) * meaning
         })
         .collect()
 }
