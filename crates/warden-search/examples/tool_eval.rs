@@ -27,7 +27,7 @@
 //! ([`Tuning::default`]), with decision 0025's (`baseline`), and with each part alone
 //! (steps of a multi-step request, server-level evidence, centred cosines), so what each
 //! adds shows. `TOOL_EVAL_TUNING=PREFIX` keeps only the variants whose name starts with
-//! it; `TOOL_EVAL_CUSTOM="steps=blend,server=0.3,centre=1,lexical=0.5,top=0,best=0"` adds
+//! it; `TOOL_EVAL_CUSTOM="steps=blend,server=0.3,centre=1,lexical=0.5"` adds
 //! one more. `TOOL_EVAL_MISSES=1` prints each request's missed tools (shipped evidence),
 //! `TOOL_EVAL_RANKS=1` the rank of every expected tool.
 
@@ -246,8 +246,6 @@ fn main() -> Result<(), Box<dyn Error>> {
                 Some(("server", w)) => tuning.server_weight = w.parse()?,
                 Some(("centre", c)) => tuning.centre = c == "1",
                 Some(("lexical", w)) => tuning.lexical_weight = w.parse()?,
-                Some(("top", n)) => tuning.server_top = n.parse()?,
-                Some(("best", b)) => tuning.server_best_tool = b == "1",
                 _ => return Err(format!("TOOL_EVAL_CUSTOM: cannot read {pair:?}").into()),
             }
         }

@@ -31,7 +31,7 @@ use crate::document::INSTRUCTIONS_CHAR_CAP;
 use crate::document::ToolDoc;
 use crate::index::{Hit, QUERY_CHAR_CAP, ToolIndex, cut_chars, round4};
 #[cfg(feature = "semantic")]
-use crate::semantic::{EmbeddingCache, Model, SemanticIndex};
+use crate::semantic::{Cosines, EmbeddingCache, Model, SemanticIndex};
 use crate::servers::ServerIndex;
 
 /// The weight of the normalised BM25F score in the hybrid score; the semantic score
@@ -86,10 +86,6 @@ pub struct Tuning {
     pub centre: bool,
     /// The weight of the normalised BM25F score in the hybrid score.
     pub lexical_weight: f64,
-    /// Only the best this many servers lend their score (0: all).
-    pub server_top: usize,
-    /// A server's score is its best tool's, not its own document's.
-    pub server_best_tool: bool,
 }
 
 impl Tuning {
@@ -99,8 +95,6 @@ impl Tuning {
         server_weight: 0.0,
         centre: false,
         lexical_weight: LEXICAL_WEIGHT,
-        server_top: 0,
-        server_best_tool: false,
     };
 }
 
@@ -237,30 +231,32 @@ impl SearchIndex {
             return self.lexical.search(query, limit);
         }
         let query = cut_chars(query, QUERY_CHAR_CAP);
-        let mut scores = self.text_scores(query, ranking, tuning);
-        let steps = if tuning.steps == StepFusion::Off {
-            Vec::new()
-        } else {
-            crate::steps::steps(query)
-        };
-        if !steps.is_empty() {
-            let parts: Vec<Vec<f64>> = steps
-                .iter()
-                .map(|step| self.text_scores(step, ranking, tuning))
-                .collect();
-            let count = parts.len() as f64;
-            for (doc, whole) in scores.iter_mut().enumerate() {
+        let mut texts = vec![query];
+        if tuning.steps != StepFusion::Off {
+            texts.extend(crate::steps::steps(query));
+        }
+        let mut scores = self.text_scores(&texts, ranking, tuning);
+        let whole = scores.swap_remove(0);
+        if scores.is_empty() {
+            return self.top(whole, limit);
+        }
+        let parts = scores;
+        let count = parts.len() as f64;
+        let fused = whole
+            .iter()
+            .enumerate()
+            .map(|(doc, &whole)| {
                 let best = parts.iter().map(|p| p[doc]).fold(0.0, f64::max);
                 let mean = parts.iter().map(|p| p[doc]).sum::<f64>() / count;
-                *whole = match tuning.steps {
-                    StepFusion::Off => *whole,
+                match tuning.steps {
+                    StepFusion::Off => whole,
                     StepFusion::Max => whole.max(best),
-                    StepFusion::Blend => 0.5 * *whole + 0.5 * best,
-                    StepFusion::Mean => 0.5 * *whole + 0.5 * mean,
-                };
-            }
-        }
-        self.top(scores, limit)
+                    StepFusion::Blend => 0.5 * whole + 0.5 * best,
+                    StepFusion::Mean => 0.5 * whole + 0.5 * mean,
+                }
+            })
+            .collect();
+        self.top(fused, limit)
     }
 
     /// `ranking`, or [`Ranking::Lexical`] when it needs a model and there is none.
@@ -273,68 +269,63 @@ impl SearchIndex {
         Ranking::Lexical
     }
 
-    /// Every tool's score for `text` (0 to 1): its own, and its server's share.
-    fn text_scores(&self, text: &str, ranking: Ranking, tuning: &Tuning) -> Vec<f64> {
+    /// For each of `texts`, every tool's score (0 to 1): its own, and its server's share.
+    fn text_scores(&self, texts: &[&str], ranking: Ranking, tuning: &Tuning) -> Vec<Vec<f64>> {
+        let servers = tuning.server_weight > 0.0 && self.servers.len() > 1;
+        // The cosines of every text with every tool (and server), from one pass over the
+        // vectors for all the texts together.
         #[cfg(feature = "semantic")]
-        let query = match (&self.semantic, ranking) {
-            (Some(vectors), Ranking::Semantic | Ranking::Hybrid) => vectors.tools.embed(text),
-            _ => None,
+        let (mut tool_cosines, mut server_cosines) = match (&self.semantic, ranking) {
+            (Some(vectors), Ranking::Semantic | Ranking::Hybrid) => {
+                let queries: Vec<Option<Vec<f32>>> =
+                    texts.iter().map(|text| vectors.tools.embed(text)).collect();
+                let tools = vectors.tools.cosines(&queries, tuning.centre);
+                let servers = if servers {
+                    vectors.servers.cosines(&queries, tuning.centre)
+                } else {
+                    texts.iter().map(|_| None).collect()
+                };
+                (tools, servers)
+            }
+            _ => (
+                texts.iter().map(|_| None).collect(),
+                texts.iter().map(|_| None).collect(),
+            ),
         };
-        #[cfg(feature = "semantic")]
-        let cosines = |which: fn(&Vectors) -> &SemanticIndex| -> Option<Vec<f32>> {
-            let index = which(self.semantic.as_ref()?);
-            let query = query.as_deref()?;
-            Some(if tuning.centre {
-                index.centred_cosines(query)
-            } else {
-                index.cosines(query)
-            })
-        };
-        #[cfg(feature = "semantic")]
-        let mut scores = own_scores(
-            &self.lexical,
-            text,
-            cosines(|v| &v.tools),
-            ranking,
-            tuning.lexical_weight,
-        );
-        #[cfg(not(feature = "semantic"))]
-        let mut scores = own_scores(&self.lexical, text, ranking);
-        let weight = tuning.server_weight;
-        if weight > 0.0 && self.servers.len() > 1 {
+        let mut out = Vec::with_capacity(texts.len());
+        for (i, text) in texts.iter().enumerate() {
             #[cfg(feature = "semantic")]
-            let servers = own_scores(
-                &self.servers.index,
+            let mut scores = own_scores(
+                &self.lexical,
                 text,
-                cosines(|v| &v.servers),
+                tool_cosines[i].take(),
                 ranking,
                 tuning.lexical_weight,
             );
             #[cfg(not(feature = "semantic"))]
-            let servers = own_scores(&self.servers.index, text, ranking);
-            let mut servers = servers;
-            if tuning.server_best_tool {
-                servers = vec![0.0; self.servers.len()];
-                for (score, &server) in scores.iter().zip(&self.servers.of_tool) {
-                    let s = &mut servers[server as usize];
-                    *s = s.max(*score);
+            let mut scores = {
+                let _ = i;
+                lexical_scores(&self.lexical, text)
+            };
+            if servers {
+                #[cfg(feature = "semantic")]
+                let server = own_scores(
+                    &self.servers.index,
+                    text,
+                    server_cosines[i].take(),
+                    ranking,
+                    tuning.lexical_weight,
+                );
+                #[cfg(not(feature = "semantic"))]
+                let server = lexical_scores(&self.servers.index, text);
+                let weight = tuning.server_weight;
+                for (score, &of) in scores.iter_mut().zip(&self.servers.of_tool) {
+                    *score = (1.0 - weight) * *score + weight * server[of as usize];
                 }
             }
-            if tuning.server_top > 0 && servers.len() > tuning.server_top {
-                let mut sorted = servers.clone();
-                sorted.sort_by(|a, b| b.total_cmp(a));
-                let bar = sorted[tuning.server_top - 1];
-                for s in &mut servers {
-                    if *s < bar {
-                        *s = 0.0;
-                    }
-                }
-            }
-            for (score, &server) in scores.iter_mut().zip(&self.servers.of_tool) {
-                *score = (1.0 - weight) * *score + weight * servers[server as usize];
-            }
+            out.push(scores);
         }
-        scores
+        out
     }
 
     fn top(&self, scores: Vec<f64>, limit: usize) -> Vec<Hit> {
@@ -381,23 +372,21 @@ fn lexical_scores(index: &ToolIndex, text: &str) -> Vec<f64> {
 fn own_scores(
     index: &ToolIndex,
     text: &str,
-    cosines: Option<Vec<f32>>,
+    cosines: Option<Cosines>,
     ranking: Ranking,
     lexical_weight: f64,
 ) -> Vec<f64> {
     let words = lexical_scores(index, text);
     match cosines {
-        Some(cosines) if ranking != Ranking::Lexical => {
-            mix(&words, &cosines, ranking, lexical_weight)
-        }
+        Some(cosines) if ranking != Ranking::Lexical => mix(
+            &words,
+            cosines.rank.as_deref().unwrap_or(&cosines.raw),
+            &cosines.raw,
+            ranking,
+            lexical_weight,
+        ),
         _ => words,
     }
-}
-
-/// Every document's own score for `text`: its words (there is no model in this build).
-#[cfg(not(feature = "semantic"))]
-fn own_scores(index: &ToolIndex, text: &str, _ranking: Ranking) -> Vec<f64> {
-    lexical_scores(index, text)
 }
 
 /// A tool's vector with its server's instructions mixed in:
@@ -440,10 +429,17 @@ fn normalise(v: &mut [f32]) {
     }
 }
 
-/// The per-document scores of `ranking` from the normalised BM25F scores `words` and the
-/// cosines of all documents.
+/// The per-document scores of `ranking` from the normalised BM25F scores `words`, the
+/// cosines that rank (`cosines`) and the plain cosines that the
+/// [`SEMANTIC_ONLY_MIN_COSINE`] guard reads (`raw`), of all documents.
 #[cfg(feature = "semantic")]
-fn mix(words: &[f64], cosines: &[f32], ranking: Ranking, lexical_weight: f64) -> Vec<f64> {
+fn mix(
+    words: &[f64],
+    cosines: &[f32],
+    raw: &[f32],
+    ranking: Ranking,
+    lexical_weight: f64,
+) -> Vec<f64> {
     let n = cosines.len();
     let mean = cosines.iter().map(|&c| f64::from(c)).sum::<f64>() / n.max(1) as f64;
     let max = cosines
@@ -463,9 +459,9 @@ fn mix(words: &[f64], cosines: &[f32], ranking: Ranking, lexical_weight: f64) ->
     }
     words
         .iter()
-        .zip(cosines)
-        .map(|(&word, &c)| {
-            let meaning = if word == 0.0 && c < SEMANTIC_ONLY_MIN_COSINE {
+        .zip(cosines.iter().zip(raw))
+        .map(|(&word, (&c, &guard))| {
+            let meaning = if word == 0.0 && guard < SEMANTIC_ONLY_MIN_COSINE {
                 0.0
             } else {
                 semantic(c)

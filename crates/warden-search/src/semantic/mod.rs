@@ -181,37 +181,67 @@ impl SemanticIndex {
         }
     }
 
-    /// Cosine of `q - mean` with every row minus the mean: the similarity with the
-    /// direction all rows share taken out (0 for a row without a vector).
-    pub(crate) fn centred_cosines(&self, q: &[f32]) -> Vec<f32> {
-        let qm = dot(q, &self.mean);
-        let qn = (dot(q, q) - 2.0 * qm + self.mean_norm2).max(0.0).sqrt();
-        self.matrix
-            .chunks_exact(self.model.dim())
-            .zip(&self.row_mean)
-            .zip(&self.centred_norm)
-            .map(|((row, &rm), &norm)| {
-                if norm <= f32::EPSILON || qn <= f32::EPSILON {
-                    0.0
-                } else {
-                    (dot(row, q) - qm - rm + self.mean_norm2) / (qn * norm)
-                }
-            })
-            .collect()
-    }
-
     /// The model's unit vector of `text`; `None` when it has no known token.
     pub(crate) fn embed(&self, text: &str) -> Option<Vec<f32>> {
         self.model.embed(text)
     }
 
-    /// Cosine of the unit vector `q` with every row (0 for a row without a vector).
-    pub(crate) fn cosines(&self, q: &[f32]) -> Vec<f32> {
-        self.matrix
-            .chunks_exact(self.model.dim())
-            .map(|row| dot(row, q))
+    /// For each of `queries` (unit vectors; `None` for a text without one), its cosines
+    /// with every row, from one pass over the rows for all of them: a search that ranks
+    /// a request and its steps reads the matrix once. With `centre`, the cosines that
+    /// rank are those of `q − mean` with each row minus the mean, the direction all rows
+    /// share taken out (0 for a row without a vector).
+    pub(crate) fn cosines(
+        &self,
+        queries: &[Option<Vec<f32>>],
+        centre: bool,
+    ) -> Vec<Option<Cosines>> {
+        let present: Vec<&[f32]> = queries.iter().flatten().map(Vec::as_slice).collect();
+        let rows = self.row_mean.len();
+        let mut raw: Vec<Vec<f32>> = present.iter().map(|_| Vec::with_capacity(rows)).collect();
+        for row in self.matrix.chunks_exact(self.model.dim()) {
+            for (q, out) in present.iter().zip(&mut raw) {
+                out.push(dot(row, q));
+            }
+        }
+        let mut raw = raw.into_iter();
+        queries
+            .iter()
+            .map(|q| {
+                let q = q.as_deref()?;
+                let raw = raw.next()?;
+                let rank = centre.then(|| self.centred(&raw, q));
+                Some(Cosines { raw, rank })
+            })
             .collect()
     }
+
+    /// The centred cosines of `q` from its plain dot products `raw` with the rows.
+    fn centred(&self, raw: &[f32], q: &[f32]) -> Vec<f32> {
+        let qm = dot(q, &self.mean);
+        let qn = (dot(q, q) - 2.0 * qm + self.mean_norm2).max(0.0).sqrt();
+        raw.iter()
+            .zip(&self.row_mean)
+            .zip(&self.centred_norm)
+            .map(|((&raw, &rm), &norm)| {
+                if norm <= f32::EPSILON || qn <= f32::EPSILON {
+                    0.0
+                } else {
+                    (raw - qm - rm + self.mean_norm2) / (qn * norm)
+                }
+            })
+            .collect()
+    }
+}
+
+/// A text's cosines with every row of a [`SemanticIndex`]: the plain ones (which the
+/// hybrid's guard against noise reads) and, when centred, the ones that rank.
+#[derive(Debug)]
+pub(crate) struct Cosines {
+    /// The plain cosines.
+    pub(crate) raw: Vec<f32>,
+    /// The centred cosines, when asked for.
+    pub(crate) rank: Option<Vec<f32>>,
 }
 
 /// The dot product of two vectors of equal length, in eight independent lanes (so the
