@@ -197,14 +197,7 @@ impl SemanticIndex {
         centre: bool,
     ) -> Vec<Option<Cosines>> {
         let present: Vec<&[f32]> = queries.iter().flatten().map(Vec::as_slice).collect();
-        let rows = self.row_mean.len();
-        let mut raw: Vec<Vec<f32>> = present.iter().map(|_| Vec::with_capacity(rows)).collect();
-        for row in self.matrix.chunks_exact(self.model.dim()) {
-            for (q, out) in present.iter().zip(&mut raw) {
-                out.push(dot(row, q));
-            }
-        }
-        let mut raw = raw.into_iter();
+        let mut raw = self.dots(&present).into_iter();
         queries
             .iter()
             .map(|q| {
@@ -214,6 +207,21 @@ impl SemanticIndex {
                 Some(Cosines { raw, rank })
             })
             .collect()
+    }
+
+    /// The dot products of every query (of the model's dimension) with every row, row by
+    /// row, so each row is read from memory once for all the queries. (A matrix product,
+    /// SGEMM, was slower here: it copies the whole matrix into its packing buffer at every
+    /// call.)
+    fn dots(&self, queries: &[&[f32]]) -> Vec<Vec<f32>> {
+        let rows = self.row_mean.len();
+        let mut out: Vec<Vec<f32>> = queries.iter().map(|_| Vec::with_capacity(rows)).collect();
+        for row in self.matrix.chunks_exact(self.model.dim()) {
+            for (q, dots) in queries.iter().zip(&mut out) {
+                dots.push(dot(row, q));
+            }
+        }
+        out
     }
 
     /// The centred cosines of `q` from its plain dot products `raw` with the rows.
