@@ -1,26 +1,37 @@
-//! The search the host uses: BM25F alone, or BM25F and the semantic model together.
+//! The search the host uses: BM25F alone, or BM25F and the semantic model together, over
+//! a request, its steps and the tools' servers.
 //!
 //! A tool's vector is that of its own text (name, title, description, parameter names),
 //! blended with its server's instructions ([`INSTRUCTIONS_WEIGHT`]) when it has them.
-//! With a model, each tool gets two scores for a query: its BM25F score `l` (0 when it
-//! shares no term with the query) and its cosine `c` with the query's vector. Their scales
-//! differ and change from query to query, so each is put on a common scale first:
+//! With a model, each tool gets two scores for a text: its BM25F score `l` (0 when it
+//! shares no term with the text) and its cosine `c` with the text's vector, taken after
+//! the catalogue's mean vector is removed from both (so the direction every tool shares,
+//! and with it the "hub" tools that are near every request, count for nothing; see
+//! [`Tuning::centre`]). Their scales differ and change from text to text, so each is put
+//! on a common scale first:
 //!
 //! ```text
 //! l' = l / max(l)                              (0 ≤ l' ≤ 1; the best word match gets 1)
 //! c' = max(0, (c − mean(c)) / (max(c) − mean(c)))  (the nearest tool gets 1, a tool no
 //!                                               nearer than the average tool gets 0)
-//! score = LEXICAL_WEIGHT · l' + (1 − LEXICAL_WEIGHT) · c'
+//! own = LEXICAL_WEIGHT · l' + (1 − LEXICAL_WEIGHT) · c'
 //! ```
 //!
 //! maxima and the mean taken over every tool in the index; and `c' = 0` for a tool that
-//! shares no word with the query (`l = 0`) and whose cosine is below
-//! [`SEMANTIC_ONLY_MIN_COSINE`]. A tool with score 0 is not returned, so a request of
-//! words no tool is near (`zebra quasar`) still finds nothing. The weight is 0.5, an even mix fixed before any measurement: neither signal
-//! is trusted over the other (the numbers for other mixes and for reciprocal-rank fusion
-//! are in `docs/benchmarks.md`, "Tool search"). When the query has no word the model
-//! knows, or there is no model, the ranking is BM25F alone, exactly as
-//! [`ToolIndex::search`] gives it.
+//! shares no word with the text (`l = 0`) and whose plain cosine is below
+//! [`SEMANTIC_ONLY_MIN_COSINE`]. The weight is 0.5, an even mix fixed before any
+//! measurement. Without a model (or for a text with no word it knows), `own = l'`.
+//!
+//! Each server is scored the same way as one document (its tools' names and descriptions,
+//! its name and instructions; its vector the normalised sum of its tools'), and a tool's
+//! score for the text is `(1 − w) · own + w · server` with `w` = [`SERVER_WEIGHT`], so the
+//! tools of the server a request is about rise together.
+//!
+//! The text is the whole request and, for a request of several steps
+//! ([`crate::steps`]), each step: a tool's final score is `0.5 · whole + 0.5 · best step`.
+//! A tool with score 0 is not returned, so a request of words no tool is near (`zebra
+//! quasar`) still finds nothing. Decision 0038 has the measurements; [`Tuning`] selects
+//! each part for them ([`Tuning::BASELINE`] is decision 0025's ranking).
 
 use std::cmp::Ordering;
 #[cfg(feature = "semantic")]
@@ -37,6 +48,9 @@ use crate::servers::ServerIndex;
 /// The weight of the normalised BM25F score in the hybrid score; the semantic score
 /// gets the rest.
 pub const LEXICAL_WEIGHT: f64 = 0.5;
+
+/// The share of a tool's score that is its server's (decision 0038).
+pub const SERVER_WEIGHT: f64 = 0.3;
 
 /// How much of a tool's vector comes from its server's instructions: the tool's own text
 /// counts twice as much as what its server says about all of its tools.
@@ -102,7 +116,7 @@ impl Default for Tuning {
     fn default() -> Tuning {
         Tuning {
             steps: StepFusion::Blend,
-            server_weight: 0.3,
+            server_weight: SERVER_WEIGHT,
             centre: true,
             ..Tuning::BASELINE
         }

@@ -52,7 +52,8 @@ pub struct Hit {
     pub server: String,
     /// The tool's own name.
     pub tool: String,
-    /// The BM25F score, rounded to 4 decimals.
+    /// The ranking's score, rounded to 4 decimals: BM25F from [`ToolIndex::search`], the
+    /// fused score (0 to 1) from [`crate::SearchIndex`].
     pub score: f64,
 }
 
