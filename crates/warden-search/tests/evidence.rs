@@ -200,3 +200,27 @@ fn the_evidence_gives_the_same_ranking_every_time_in_any_input_order() {
         assert_eq!(a, backward.search(query, 10), "{query}");
     }
 }
+
+#[test]
+fn a_huge_request_of_many_steps_is_cut_and_stays_fast() {
+    let index = SearchIndex::lexical(slides_catalogue());
+    let request = "read the file, then make a presentation. ".repeat(50_000);
+    let start = std::time::Instant::now();
+    let hits = index.search(&request, 10);
+    assert!(start.elapsed() < std::time::Duration::from_secs(1));
+    // Only the first QUERY_CHAR_CAP characters count, in at most STEP_CAP steps.
+    let cut: String = request
+        .chars()
+        .take(warden_search::QUERY_CHAR_CAP)
+        .collect();
+    assert_eq!(hits, index.search(&cut, 10));
+    assert_eq!(
+        warden_search::steps::steps(&cut).len(),
+        warden_search::steps::STEP_CAP
+    );
+    assert!(names(&hits).contains(&"filesystem__read_file"), "{hits:?}");
+    assert!(
+        names(&hits).contains(&"slides__create_presentation"),
+        "{hits:?}"
+    );
+}
