@@ -318,7 +318,7 @@ impl SearchIndex {
             );
             #[cfg(not(feature = "semantic"))]
             let mut scores = {
-                let _ = i;
+                let _ = (i, ranking);
                 lexical_scores(&self.lexical, text)
             };
             if servers {
