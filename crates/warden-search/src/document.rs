@@ -161,28 +161,32 @@ impl ToolDoc {
 pub const SERVER_CHAR_CAP: usize = 16_384;
 
 /// The text that ranks a server as a whole: its tools' names (in the name field, read
-/// first so every name counts), the server's name, its tools' titles and descriptions, and
-/// its instructions, within [`SERVER_CHAR_CAP`] characters together. Each tool's text is
-/// its own, already within [`DEFINITION_CHAR_CAP`].
+/// first so every name counts), the server's name, its tools' titles and descriptions (each
+/// cut at [`DEFINITION_CHAR_CAP`] characters), and its instructions, within
+/// [`SERVER_CHAR_CAP`] characters together. Reading stops where the budget runs out, so a
+/// server of many tools costs no more than that.
 pub(crate) fn server_field_texts(server: &str, tools: &[&ToolDoc]) -> FieldTexts {
     let mut budget = Budget {
         left: SERVER_CHAR_CAP,
     };
     let mut out = FieldTexts::default();
-    let per_tool: Vec<FieldTexts> = tools.iter().map(|doc| doc.field_texts()).collect();
     let instructions = tools
         .iter()
         .find_map(|doc| doc.instructions.as_deref())
         .map(|text| cut_chars(text, INSTRUCTIONS_CHAR_CAP));
     for field in Field::ALL {
-        let texts: Vec<&str> = match field {
-            Field::Name | Field::Title | Field::Description => per_tool
-                .iter()
-                .flat_map(|t| t.pieces[field.index()].iter().map(String::as_str))
-                .collect(),
-            Field::Qualified => vec![server],
-            Field::ParamName | Field::ParamDescription => Vec::new(),
-            Field::Instructions => instructions.into_iter().collect(),
+        let texts: Box<dyn Iterator<Item = &str>> = match field {
+            Field::Name => Box::new(tools.iter().map(|doc| doc.tool.as_str())),
+            Field::Qualified => Box::new(std::iter::once(server)),
+            Field::Title => Box::new(tools.iter().filter_map(|doc| doc.title.as_deref())),
+            Field::Description => Box::new(
+                tools
+                    .iter()
+                    .filter_map(|doc| doc.description.as_deref())
+                    .map(|text| cut_chars(text, DEFINITION_CHAR_CAP)),
+            ),
+            Field::ParamName | Field::ParamDescription => Box::new(std::iter::empty()),
+            Field::Instructions => Box::new(instructions.into_iter()),
         };
         for text in texts {
             match budget.take(text) {
