@@ -227,6 +227,23 @@ fn queries() -> Vec<String> {
     (0..16).map(|_| rng.sentence(2, 6)).collect()
 }
 
+/// Requests of three steps (three clauses of four to eight words, joined by a comma and
+/// "then", and a sentence end), as people write multi-step tasks: each is ranked whole
+/// and by step.
+fn step_queries() -> Vec<String> {
+    let mut rng = Lcg(0x57e9);
+    (0..16)
+        .map(|_| {
+            format!(
+                "{}, then {}. {}",
+                rng.sentence(4, 8),
+                rng.sentence(4, 8),
+                rng.sentence(4, 8)
+            )
+        })
+        .collect()
+}
+
 #[divan::bench(args = SIZES)]
 fn search(bencher: Bencher, n: usize) {
     let index = ToolIndex::build(catalogue(n));
@@ -269,6 +286,31 @@ fn hybrid_search(bencher: Bencher, n: usize) {
 fn lexical_search(bencher: Bencher, n: usize) {
     let index = SearchIndex::lexical(catalogue(n));
     let queries = queries();
+    let next = AtomicUsize::new(0);
+    bencher.bench(|| {
+        let i = next.fetch_add(1, Ordering::Relaxed) % queries.len();
+        black_box(index.search(black_box(&queries[i]), 10))
+    });
+}
+
+/// One hybrid search of a three-step request (the whole and each step ranked, fused).
+#[divan::bench(args = [GOAL_SIZE])]
+fn hybrid_search_steps(bencher: Bencher, n: usize) {
+    let cache = warden_search::semantic::EmbeddingCache::default();
+    let index = SearchIndex::with_model(catalogue(n), model(), &cache);
+    let queries = step_queries();
+    let next = AtomicUsize::new(0);
+    bencher.bench(|| {
+        let i = next.fetch_add(1, Ordering::Relaxed) % queries.len();
+        black_box(index.search(black_box(&queries[i]), 10))
+    });
+}
+
+/// One lexical search of a three-step request.
+#[divan::bench(args = [GOAL_SIZE])]
+fn lexical_search_steps(bencher: Bencher, n: usize) {
+    let index = SearchIndex::lexical(catalogue(n));
+    let queries = step_queries();
     let next = AtomicUsize::new(0);
     bencher.bench(|| {
         let i = next.fetch_add(1, Ordering::Relaxed) % queries.len();

@@ -26,7 +26,7 @@ mod support;
 
 use serde_json::Value;
 use support::{read_lines, text};
-use warden_search::{ToolDoc, ToolIndex};
+use warden_search::{Ranking, SearchIndex, ToolDoc, Tuning};
 
 const KS: [usize; 3] = [1, 5, 10];
 
@@ -116,7 +116,20 @@ fn main() -> Result<(), Box<dyn Error>> {
 
     let pool_size = docs.len();
     let start = Instant::now();
-    let index = ToolIndex::build(docs);
+    // EVAL_RANKING=hybrid ranks with the search model (WARDEN_SEARCH_MODEL), anything else
+    // by words; EVAL_TUNING=baseline uses decision 0025's evidence instead of the shipped.
+    let hybrid = std::env::var("EVAL_RANKING").is_ok_and(|r| r == "hybrid");
+    let tuning = match std::env::var("EVAL_TUNING") {
+        Ok(t) if t == "baseline" => Tuning::BASELINE,
+        _ => Tuning::default(),
+    };
+    let index = build(docs, hybrid)?;
+    let ranking = if hybrid {
+        Ranking::Hybrid
+    } else {
+        Ranking::Lexical
+    };
+    println!("ranking: {ranking:?}, evidence: {tuning:?}");
     let build_time = start.elapsed();
 
     let mut overall = Tally::default();
@@ -125,7 +138,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let mut empty = 0;
     for query in &queries {
         let start = Instant::now();
-        let hits = index.search(&query.text, 10);
+        let hits = index.search_tuned(&query.text, 10, ranking, &tuning);
         latencies.push(start.elapsed());
         if hits.is_empty() {
             empty += 1;
@@ -163,4 +176,23 @@ fn main() -> Result<(), Box<dyn Error>> {
     }
     println!("{}", overall.row("**all**"));
     Ok(())
+}
+
+/// The index of `docs`, with the search model when `hybrid`.
+fn build(docs: Vec<ToolDoc>, hybrid: bool) -> Result<SearchIndex, Box<dyn Error>> {
+    if !hybrid {
+        return Ok(SearchIndex::lexical(docs));
+    }
+    #[cfg(feature = "semantic")]
+    {
+        use warden_search::semantic::{EmbeddingCache, Model, model_dir};
+        let model = std::sync::Arc::new(Model::load(&model_dir())?);
+        Ok(SearchIndex::with_model(
+            docs,
+            model,
+            &EmbeddingCache::default(),
+        ))
+    }
+    #[cfg(not(feature = "semantic"))]
+    Err("EVAL_RANKING=hybrid needs the semantic feature".into())
 }

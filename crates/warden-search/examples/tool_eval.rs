@@ -16,6 +16,20 @@
 //! fraction of requests with every expected tool in the top k) for k = 10, 20. A name that
 //! several servers define is found by any of them. Latency: median and 95th percentile of
 //! one `search(query, 20)`, query embedding included.
+//!
+//! **Dev and test halves.** A request is in the dev half when the lowest bit of the first
+//! byte of the SHA-256 of its `id` is 0, else in the test half (a fixed rule, chosen
+//! before any result was seen because it splits LiveMCPBench's 94 requests 47/47).
+//! Ranking changes are tried on the dev half only; the test half checks them once.
+//! `TOOL_EVAL_SPLIT=dev` (or `test`, `all`) prints only that part; by default all three.
+//!
+//! **Variants.** Each ranking is measured with the shipped combination of evidence
+//! ([`Tuning::default`]), with decision 0025's (`baseline`), and with each part alone
+//! (steps of a multi-step request, server-level evidence, centred cosines), so what each
+//! adds shows. `TOOL_EVAL_TUNING=PREFIX` keeps only the variants whose name starts with
+//! it; `TOOL_EVAL_CUSTOM="steps=blend,server=0.3,centre=1,lexical=0.5"` adds
+//! one more. `TOOL_EVAL_MISSES=1` prints each request's missed tools (shipped evidence),
+//! `TOOL_EVAL_RANKS=1` the rank of every expected tool.
 
 use std::collections::BTreeMap;
 use std::error::Error;
@@ -26,13 +40,15 @@ use std::time::{Duration, Instant};
 mod support;
 
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 use support::{read_lines, text};
 use warden_search::semantic::{EmbeddingCache, Model, model_dir};
-use warden_search::{Ranking, SearchIndex, ToolDoc};
+use warden_search::{Ranking, SearchIndex, StepFusion, ToolDoc, Tuning};
 
 const KS: [usize; 3] = [5, 10, 20];
 
 struct Query {
+    dev: bool,
     category: String,
     text: String,
     expected: Vec<String>,
@@ -126,6 +142,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let queries: Vec<Query> = read_lines(queries_path)?
         .iter()
         .map(|q| Query {
+            dev: Sha256::digest(text(q, "id").as_bytes())[0] & 1 == 0,
             category: text(q, "category"),
             text: text(q, "query"),
             expected: q
@@ -168,64 +185,165 @@ fn main() -> Result<(), Box<dyn Error>> {
         start.elapsed().as_secs_f64() * 1e3
     );
 
+    let splits: Vec<&str> = match std::env::var("TOOL_EVAL_SPLIT") {
+        Ok(only) => ["dev", "test", "all"]
+            .into_iter()
+            .filter(|n| *n == only)
+            .collect(),
+        Err(_) => vec!["dev", "test", "all"],
+    };
+    for split in &splits {
+        let n = queries.iter().filter(|q| in_split(split, q)).count();
+        println!("{split}: {n} requests");
+    }
+
     let mut rankings = vec![("lexical", Ranking::Lexical)];
     if model.is_some() {
         rankings.push(("semantic", Ranking::Semantic));
         rankings.push(("hybrid", Ranking::Hybrid));
     }
+    let mut tunings: Vec<(String, Tuning)> = vec![
+        ("shipped".into(), Tuning::default()),
+        ("baseline (decision 0025)".into(), Tuning::BASELINE),
+    ];
+    for (name, steps) in [
+        ("max", StepFusion::Max),
+        ("blend", StepFusion::Blend),
+        ("mean", StepFusion::Mean),
+    ] {
+        tunings.push((
+            format!("steps {name}"),
+            Tuning {
+                steps,
+                ..Tuning::BASELINE
+            },
+        ));
+    }
+    for weight in [0.2, 0.3, 0.5] {
+        tunings.push((
+            format!("server {weight}"),
+            Tuning {
+                server_weight: weight,
+                ..Tuning::BASELINE
+            },
+        ));
+    }
+    tunings.push((
+        "centred".into(),
+        Tuning {
+            centre: true,
+            ..Tuning::BASELINE
+        },
+    ));
+    // TOOL_EVAL_CUSTOM="steps=max,server=0.3,centre=1" adds one more combination.
+    if let Ok(custom) = std::env::var("TOOL_EVAL_CUSTOM") {
+        let mut tuning = Tuning::BASELINE;
+        for pair in custom.split(',') {
+            match pair.split_once('=') {
+                Some(("steps", "max")) => tuning.steps = StepFusion::Max,
+                Some(("steps", "blend")) => tuning.steps = StepFusion::Blend,
+                Some(("steps", "mean")) => tuning.steps = StepFusion::Mean,
+                Some(("server", w)) => tuning.server_weight = w.parse()?,
+                Some(("centre", c)) => tuning.centre = c == "1",
+                Some(("lexical", w)) => tuning.lexical_weight = w.parse()?,
+                _ => return Err(format!("TOOL_EVAL_CUSTOM: cannot read {pair:?}").into()),
+            }
+        }
+        tunings.push((format!("custom {custom}"), tuning));
+    }
+    if let Ok(only) = std::env::var("TOOL_EVAL_TUNING") {
+        tunings.retain(|(name, _)| name.starts_with(&only));
+    }
     println!(
-        "\n| ranking | queries | recall@5 | recall@10 | recall@20 | all@10 | all@20 | p50 / p95 |"
+        "\n| ranking | evidence | split | queries | recall@5 | recall@10 | recall@20 | all@10 | all@20 | p50 / p95 |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|");
     let mut per_ranking: BTreeMap<&str, Vec<Vec<String>>> = BTreeMap::new();
     let mut by_category: BTreeMap<String, Tally> = BTreeMap::new();
     for (name, ranking) in &rankings {
-        let mut tally = Tally::default();
-        let mut times = Vec::new();
-        let mut lists = Vec::new();
-        for query in &queries {
-            let start = Instant::now();
-            let hits = index.search_by(&query.text, 20, *ranking);
-            times.push(start.elapsed());
-            let ranked: Vec<String> = hits.into_iter().map(|h| h.tool).collect();
-            tally.add(&query.expected, &ranked);
-            if std::env::var_os("TOOL_EVAL_MISSES").is_some() {
-                let missed: Vec<&String> = query
-                    .expected
-                    .iter()
-                    .filter(|e| !ranked[..ranked.len().min(10)].contains(e))
-                    .collect();
-                if !missed.is_empty() {
-                    println!(
-                        "MISS {name}: {:?} missed {missed:?}; top5 {:?}",
-                        query.text,
-                        &ranked[..ranked.len().min(5)]
-                    );
+        for (tuning_name, tuning) in &tunings {
+            let mut tallies = vec![Tally::default(); splits.len()];
+            let mut times = Vec::new();
+            let mut lists = Vec::new();
+            for query in &queries {
+                let start = Instant::now();
+                let hits = index.search_tuned(&query.text, 20, *ranking, tuning);
+                times.push(start.elapsed());
+                let ranked: Vec<String> = hits.into_iter().map(|h| h.tool).collect();
+                for (split, tally) in splits.iter().zip(&mut tallies) {
+                    if in_split(split, query) {
+                        tally.add(&query.expected, &ranked);
+                    }
                 }
+                if std::env::var_os("TOOL_EVAL_MISSES").is_some()
+                    && splits.iter().any(|split| in_split(split, query))
+                    && *tuning == Tuning::default()
+                {
+                    let missed: Vec<&String> = query
+                        .expected
+                        .iter()
+                        .filter(|e| !ranked[..ranked.len().min(10)].contains(e))
+                        .collect();
+                    if !missed.is_empty() {
+                        println!(
+                            "MISS {name}: {:?} missed {missed:?}; top10 {:?}",
+                            query.text,
+                            &ranked[..ranked.len().min(10)]
+                        );
+                    }
+                }
+                if std::env::var_os("TOOL_EVAL_RANKS").is_some()
+                    && splits.iter().any(|split| in_split(split, query))
+                {
+                    let all: Vec<String> = index
+                        .search_tuned(&query.text, 10_000, *ranking, tuning)
+                        .into_iter()
+                        .map(|h| h.tool)
+                        .collect();
+                    for e in &query.expected {
+                        let rank = all.iter().position(|t| t == e).map_or(9999, |r| r + 1);
+                        println!("RANK {name} {tuning_name} {rank} {e}");
+                    }
+                }
+                if *ranking == Ranking::Hybrid && *tuning == Tuning::default() {
+                    by_category
+                        .entry(query.category.clone())
+                        .or_default()
+                        .add(&query.expected, &ranked);
+                }
+                lists.push(ranked);
             }
-            if *ranking == Ranking::Hybrid {
-                by_category
-                    .entry(query.category.clone())
-                    .or_default()
-                    .add(&query.expected, &ranked);
+            let latency = percentiles(times);
+            for (split, tally) in splits.iter().zip(&tallies) {
+                println!(
+                    "{}",
+                    tally.row(&format!("{name} | {tuning_name} | {split}"), Some(latency))
+                );
             }
-            lists.push(ranked);
+            if *tuning == Tuning::BASELINE {
+                per_ranking.insert(name, lists);
+            }
         }
-        println!("{}", tally.row(name, Some(percentiles(times))));
-        per_ranking.insert(name, lists);
     }
     if let (Some(lex), Some(sem)) = (per_ranking.get("lexical"), per_ranking.get("semantic")) {
-        let mut tally = Tally::default();
-        for (i, query) in queries.iter().enumerate() {
-            tally.add(&query.expected, &rrf(&lex[i], &sem[i]));
+        for split in &splits {
+            let mut tally = Tally::default();
+            for (i, query) in queries.iter().enumerate() {
+                if in_split(split, query) {
+                    tally.add(&query.expected, &rrf(&lex[i], &sem[i]));
+                }
+            }
+            println!(
+                "{}",
+                tally.row(
+                    &format!("RRF of lexical and semantic top 20 (k = 60) | baseline | {split}"),
+                    None
+                )
+            );
         }
-        println!(
-            "{}",
-            tally.row("RRF of lexical and semantic top 20 (k = 60)", None)
-        );
     }
-    if !by_category.is_empty() {
-        println!("\nhybrid by category:\n");
+    if !by_category.is_empty() && splits.len() == 3 {
+        println!("\nhybrid (shipped) by category, all requests:\n");
         println!("| category | queries | recall@5 | recall@10 | recall@20 | all@10 | all@20 |");
         println!("|---|---:|---:|---:|---:|---:|---:|");
         for (category, tally) in &by_category {
@@ -233,4 +351,13 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
     }
     Ok(())
+}
+
+/// Whether `query` is in the named half (`all`: every request).
+fn in_split(split: &str, query: &Query) -> bool {
+    match split {
+        "dev" => query.dev,
+        "test" => !query.dev,
+        _ => true,
+    }
 }

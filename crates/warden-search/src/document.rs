@@ -156,10 +156,53 @@ impl ToolDoc {
     }
 }
 
+/// The most characters of one server's text (its name, its tools' names, titles and
+/// descriptions, its instructions) that rank the server as a whole.
+pub const SERVER_CHAR_CAP: usize = 16_384;
+
+/// The text that ranks a server as a whole: its tools' names (in the name field, read
+/// first so every name counts), the server's name, its tools' titles and descriptions (each
+/// cut at [`DEFINITION_CHAR_CAP`] characters), and its instructions, within
+/// [`SERVER_CHAR_CAP`] characters together. Reading stops where the budget runs out, so a
+/// server of many tools costs no more than that.
+pub(crate) fn server_field_texts(server: &str, tools: &[&ToolDoc]) -> FieldTexts {
+    let mut budget = Budget {
+        left: SERVER_CHAR_CAP,
+    };
+    let mut out = FieldTexts::default();
+    let instructions = tools
+        .iter()
+        .find_map(|doc| doc.instructions.as_deref())
+        .map(|text| cut_chars(text, INSTRUCTIONS_CHAR_CAP));
+    for field in Field::ALL {
+        let texts: Box<dyn Iterator<Item = &str>> = match field {
+            Field::Name => Box::new(tools.iter().map(|doc| doc.tool.as_str())),
+            Field::Qualified => Box::new(std::iter::once(server)),
+            Field::Title => Box::new(tools.iter().filter_map(|doc| doc.title.as_deref())),
+            Field::Description => Box::new(
+                tools
+                    .iter()
+                    .filter_map(|doc| doc.description.as_deref())
+                    .map(|text| cut_chars(text, DEFINITION_CHAR_CAP)),
+            ),
+            Field::ParamName | Field::ParamDescription => Box::new(std::iter::empty()),
+            Field::Instructions => Box::new(instructions.into_iter()),
+        };
+        for text in texts {
+            match budget.take(text) {
+                Some(piece) => out.pieces[field.index()].push(piece.to_owned()),
+                None => return out,
+            }
+        }
+    }
+    out
+}
+
 impl ToolDoc {
     /// The text the semantic model embeds for this tool: its qualified name, title,
     /// description and parameter names, within the same [`DEFINITION_CHAR_CAP`] as the
     /// words index (read in that order, so names always count).
+    #[cfg(feature = "semantic")]
     pub(crate) fn embedding_text(&self) -> String {
         let texts = self.field_texts();
         let mut out = String::new();

@@ -1,28 +1,38 @@
-//! The search the host uses: BM25F alone, or BM25F and the semantic model together.
+//! The search the host uses: BM25F alone, or BM25F and the semantic model together, over
+//! a request, its steps and the tools' servers.
 //!
 //! A tool's vector is that of its own text (name, title, description, parameter names),
 //! blended with its server's instructions ([`INSTRUCTIONS_WEIGHT`]) when it has them.
-//! With a model, each tool gets two scores for a query: its BM25F score `l` (0 when it
-//! shares no term with the query) and its cosine `c` with the query's vector. Their scales
-//! differ and change from query to query, so each is put on a common scale first:
+//! With a model, each tool gets two scores for a text: its BM25F score `l` (0 when it
+//! shares no term with the text) and its cosine `c` with the text's vector, taken after
+//! the catalogue's mean vector is removed from both (so the direction every tool shares,
+//! and with it the "hub" tools that are near every request, count for nothing; see
+//! [`Tuning::centre`]). Their scales differ and change from text to text, so each is put
+//! on a common scale first:
 //!
 //! ```text
 //! l' = l / max(l)                              (0 ≤ l' ≤ 1; the best word match gets 1)
 //! c' = max(0, (c − mean(c)) / (max(c) − mean(c)))  (the nearest tool gets 1, a tool no
 //!                                               nearer than the average tool gets 0)
-//! score = LEXICAL_WEIGHT · l' + (1 − LEXICAL_WEIGHT) · c'
+//! own = LEXICAL_WEIGHT · l' + (1 − LEXICAL_WEIGHT) · c'
 //! ```
 //!
 //! maxima and the mean taken over every tool in the index; and `c' = 0` for a tool that
-//! shares no word with the query (`l = 0`) and whose cosine is below
-//! [`SEMANTIC_ONLY_MIN_COSINE`]. A tool with score 0 is not returned, so a request of
-//! words no tool is near (`zebra quasar`) still finds nothing. The weight is 0.5, an even mix fixed before any measurement: neither signal
-//! is trusted over the other (the numbers for other mixes and for reciprocal-rank fusion
-//! are in `docs/benchmarks.md`, "Tool search"). When the query has no word the model
-//! knows, or there is no model, the ranking is BM25F alone, exactly as
-//! [`ToolIndex::search`] gives it.
+//! shares no word with the text (`l = 0`) and whose plain cosine is below
+//! [`SEMANTIC_ONLY_MIN_COSINE`]. The weight is 0.5, an even mix fixed before any
+//! measurement. Without a model (or for a text with no word it knows), `own = l'`.
+//!
+//! Each server is scored the same way as one document (its tools' names and descriptions,
+//! its name and instructions; its vector the normalised sum of its tools'), and a tool's
+//! score for the text is `(1 − w) · own + w · server` with `w` = [`SERVER_WEIGHT`], so the
+//! tools of the server a request is about rise together.
+//!
+//! The text is the whole request and, for a request of several steps
+//! ([`crate::steps`]), each step: a tool's final score is `0.5 · whole + 0.5 · best step`.
+//! A tool with score 0 is not returned, so a request of words no tool is near (`zebra
+//! quasar`) still finds nothing. Decision 0038 has the measurements; [`Tuning`] selects
+//! each part for them ([`Tuning::BASELINE`] is decision 0025's ranking).
 
-#[cfg(feature = "semantic")]
 use std::cmp::Ordering;
 #[cfg(feature = "semantic")]
 use std::sync::Arc;
@@ -30,15 +40,17 @@ use std::sync::Arc;
 #[cfg(feature = "semantic")]
 use crate::document::INSTRUCTIONS_CHAR_CAP;
 use crate::document::ToolDoc;
-use crate::index::{Hit, ToolIndex};
+use crate::index::{Hit, QUERY_CHAR_CAP, ToolIndex, cut_chars, round4};
 #[cfg(feature = "semantic")]
-use crate::index::{cut_chars, round4};
-#[cfg(feature = "semantic")]
-use crate::semantic::{EmbeddingCache, Model, SemanticIndex};
+use crate::semantic::{Cosines, EmbeddingCache, Model, SemanticIndex};
+use crate::servers::ServerIndex;
 
 /// The weight of the normalised BM25F score in the hybrid score; the semantic score
 /// gets the rest.
 pub const LEXICAL_WEIGHT: f64 = 0.5;
+
+/// The share of a tool's score that is its server's (decision 0038).
+pub const SERVER_WEIGHT: f64 = 0.3;
 
 /// How much of a tool's vector comes from its server's instructions: the tool's own text
 /// counts twice as much as what its server says about all of its tools.
@@ -62,18 +74,77 @@ pub enum Ranking {
     Hybrid,
 }
 
+/// How the steps of a multi-step request ([`crate::steps`]) are fused with the whole.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum StepFusion {
+    /// The request is ranked whole only.
+    Off,
+    /// A tool's score is the best of its score for the whole request and for each step.
+    Max,
+    /// The mean of its score for the whole and its best score for a step.
+    Blend,
+    /// The mean of its score for the whole and its mean score over the steps.
+    Mean,
+}
+
+/// How a search combines its evidence. [`Tuning::default`] is what
+/// [`SearchIndex::search`] uses; the other values are there to measure each part alone
+/// (`examples/tool_eval.rs`, `docs/benchmarks.md`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Tuning {
+    /// Whether and how the steps of a request are ranked too.
+    pub steps: StepFusion,
+    /// The share of a tool's score that is its server's score (0: the tool's own alone).
+    pub server_weight: f64,
+    /// Whether cosines are taken after removing the catalogue's mean vector (hubness).
+    pub centre: bool,
+    /// The weight of the normalised BM25F score in the hybrid score.
+    pub lexical_weight: f64,
+}
+
+impl Tuning {
+    /// The ranking of decision 0025: the whole request, each tool by its own text.
+    pub const BASELINE: Tuning = Tuning {
+        steps: StepFusion::Off,
+        server_weight: 0.0,
+        centre: false,
+        lexical_weight: LEXICAL_WEIGHT,
+    };
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            steps: StepFusion::Blend,
+            server_weight: SERVER_WEIGHT,
+            centre: true,
+            ..Tuning::BASELINE
+        }
+    }
+}
+
+/// The vectors of the tools and of the servers.
+#[cfg(feature = "semantic")]
+#[derive(Debug)]
+struct Vectors {
+    tools: SemanticIndex,
+    servers: SemanticIndex,
+}
+
 /// A tool index with the best ranking available: hybrid with a model, lexical without.
 #[derive(Debug)]
 pub struct SearchIndex {
     lexical: ToolIndex,
+    servers: ServerIndex,
     #[cfg(feature = "semantic")]
-    semantic: Option<SemanticIndex>,
+    semantic: Option<Vectors>,
 }
 
 impl SearchIndex {
     /// An index that ranks by words only.
     pub fn lexical(docs: Vec<ToolDoc>) -> SearchIndex {
         SearchIndex {
+            servers: ServerIndex::build(&docs),
             lexical: ToolIndex::build(docs),
             #[cfg(feature = "semantic")]
             semantic: None,
@@ -103,9 +174,25 @@ impl SearchIndex {
                 }
             })
             .collect();
+        let servers = ServerIndex::build(&docs);
+        let server_vectors: Vec<Option<Arc<[f32]>>> = servers
+            .tools
+            .iter()
+            .map(|members| {
+                centroid(
+                    members
+                        .iter()
+                        .filter_map(|&t| vectors[t as usize].as_deref()),
+                )
+            })
+            .collect();
         SearchIndex {
             lexical: ToolIndex::build(docs),
-            semantic: Some(SemanticIndex::new(model, &vectors)),
+            servers,
+            semantic: Some(Vectors {
+                tools: SemanticIndex::new(Arc::clone(&model), &vectors),
+                servers: SemanticIndex::new(model, &server_vectors),
+            }),
         }
     }
 
@@ -138,25 +225,128 @@ impl SearchIndex {
     /// falls back to [`Ranking::Lexical`] when there is none or the query has no word it
     /// knows.
     pub fn search_by(&self, query: &str, limit: usize, ranking: Ranking) -> Vec<Hit> {
-        if ranking == Ranking::Lexical || limit == 0 {
-            return self.lexical.search(query, limit);
-        }
-        #[cfg(feature = "semantic")]
-        if let Some(semantic) = &self.semantic
-            && let Some(cosines) =
-                semantic.scores(crate::index::cut_chars(query, crate::QUERY_CHAR_CAP))
-        {
-            let scores = mix(&self.lexical.scores(query), &cosines, ranking);
-            return self.top(scores, limit);
-        }
-        self.lexical.search(query, limit)
+        self.search_tuned(query, limit, ranking, &Tuning::default())
     }
 
-    #[cfg(feature = "semantic")]
-    fn top(&self, scores: Vec<(u32, f64)>, limit: usize) -> Vec<Hit> {
+    /// The best `limit` tools for `query` by `ranking`, combining the evidence as `tuning`
+    /// says.
+    pub fn search_tuned(
+        &self,
+        query: &str,
+        limit: usize,
+        ranking: Ranking,
+        tuning: &Tuning,
+    ) -> Vec<Hit> {
+        if limit == 0 || self.is_empty() {
+            return Vec::new();
+        }
+        let ranking = self.effective(ranking);
+        if ranking == Ranking::Lexical && *tuning == Tuning::BASELINE {
+            return self.lexical.search(query, limit);
+        }
+        let query = cut_chars(query, QUERY_CHAR_CAP);
+        let mut texts = vec![query];
+        if tuning.steps != StepFusion::Off {
+            texts.extend(crate::steps::steps(query));
+        }
+        let mut scores = self.text_scores(&texts, ranking, tuning);
+        let whole = scores.swap_remove(0);
+        if scores.is_empty() {
+            return self.top(whole, limit);
+        }
+        let parts = scores;
+        let count = parts.len() as f64;
+        let fused = whole
+            .iter()
+            .enumerate()
+            .map(|(doc, &whole)| {
+                let best = parts.iter().map(|p| p[doc]).fold(0.0, f64::max);
+                let mean = parts.iter().map(|p| p[doc]).sum::<f64>() / count;
+                match tuning.steps {
+                    StepFusion::Off => whole,
+                    StepFusion::Max => whole.max(best),
+                    StepFusion::Blend => 0.5 * whole + 0.5 * best,
+                    StepFusion::Mean => 0.5 * whole + 0.5 * mean,
+                }
+            })
+            .collect();
+        self.top(fused, limit)
+    }
+
+    /// `ranking`, or [`Ranking::Lexical`] when it needs a model and there is none.
+    fn effective(&self, ranking: Ranking) -> Ranking {
+        #[cfg(feature = "semantic")]
+        if self.semantic.is_some() {
+            return ranking;
+        }
+        let _ = ranking;
+        Ranking::Lexical
+    }
+
+    /// For each of `texts`, every tool's score (0 to 1): its own, and its server's share.
+    fn text_scores(&self, texts: &[&str], ranking: Ranking, tuning: &Tuning) -> Vec<Vec<f64>> {
+        let servers = tuning.server_weight > 0.0 && self.servers.len() > 1;
+        // The cosines of every text with every tool (and server), from one pass over the
+        // vectors for all the texts together.
+        #[cfg(feature = "semantic")]
+        let (mut tool_cosines, mut server_cosines) = match (&self.semantic, ranking) {
+            (Some(vectors), Ranking::Semantic | Ranking::Hybrid) => {
+                let queries: Vec<Option<Vec<f32>>> =
+                    texts.iter().map(|text| vectors.tools.embed(text)).collect();
+                let tools = vectors.tools.cosines(&queries, tuning.centre);
+                let servers = if servers {
+                    vectors.servers.cosines(&queries, tuning.centre)
+                } else {
+                    texts.iter().map(|_| None).collect()
+                };
+                (tools, servers)
+            }
+            _ => (
+                texts.iter().map(|_| None).collect(),
+                texts.iter().map(|_| None).collect(),
+            ),
+        };
+        let mut out = Vec::with_capacity(texts.len());
+        for (i, text) in texts.iter().enumerate() {
+            #[cfg(feature = "semantic")]
+            let mut scores = own_scores(
+                &self.lexical,
+                text,
+                tool_cosines[i].take(),
+                ranking,
+                tuning.lexical_weight,
+            );
+            #[cfg(not(feature = "semantic"))]
+            let mut scores = {
+                let _ = (i, ranking);
+                lexical_scores(&self.lexical, text)
+            };
+            if servers {
+                #[cfg(feature = "semantic")]
+                let server = own_scores(
+                    &self.servers.index,
+                    text,
+                    server_cosines[i].take(),
+                    ranking,
+                    tuning.lexical_weight,
+                );
+                #[cfg(not(feature = "semantic"))]
+                let server = lexical_scores(&self.servers.index, text);
+                let weight = tuning.server_weight;
+                for (score, &of) in scores.iter_mut().zip(&self.servers.of_tool) {
+                    *score = (1.0 - weight) * *score + weight * server[of as usize];
+                }
+            }
+            out.push(scores);
+        }
+        out
+    }
+
+    fn top(&self, scores: Vec<f64>, limit: usize) -> Vec<Hit> {
         let mut ranked: Vec<(f64, u32)> = scores
             .into_iter()
-            .map(|(doc, score)| (round4(score), doc))
+            .enumerate()
+            .map(|(doc, score)| (round4(score), doc as u32))
             .filter(|(score, _)| *score > 0.0)
             .collect();
         let order = |a: &(f64, u32), b: &(f64, u32)| -> Ordering {
@@ -176,6 +366,43 @@ impl SearchIndex {
     }
 }
 
+/// The BM25F scores of every document of `index` for `text`, divided by the best (the
+/// best word match gets 1, a document that shares no word 0).
+fn lexical_scores(index: &ToolIndex, text: &str) -> Vec<f64> {
+    let mut words = vec![0f64; index.len()];
+    let found = index.scores(text);
+    let top = found.iter().map(|(_, s)| *s).fold(0.0, f64::max);
+    if top > 0.0 {
+        for (doc, score) in found {
+            words[doc as usize] = score / top;
+        }
+    }
+    words
+}
+
+/// Every document's own score for `text` under `ranking` (see the module docs), from its
+/// words and, when there are any, the `cosines` of its vector with the text's.
+#[cfg(feature = "semantic")]
+fn own_scores(
+    index: &ToolIndex,
+    text: &str,
+    cosines: Option<Cosines>,
+    ranking: Ranking,
+    lexical_weight: f64,
+) -> Vec<f64> {
+    let words = lexical_scores(index, text);
+    match cosines {
+        Some(cosines) if ranking != Ranking::Lexical => mix(
+            &words,
+            cosines.rank.as_deref().unwrap_or(&cosines.raw),
+            &cosines.raw,
+            ranking,
+            lexical_weight,
+        ),
+        _ => words,
+    }
+}
+
 /// A tool's vector with its server's instructions mixed in:
 /// `normalise(tool + INSTRUCTIONS_WEIGHT · instructions)`, both unit vectors.
 #[cfg(feature = "semantic")]
@@ -185,19 +412,48 @@ fn blend(own: &[f32], server: &[f32]) -> Arc<[f32]> {
         .zip(server)
         .map(|(a, b)| a + INSTRUCTIONS_WEIGHT * b)
         .collect();
-    let norm = sum.iter().map(|x| x * x).sum::<f32>().sqrt();
-    if norm > f32::EPSILON {
-        for x in &mut sum {
-            *x /= norm;
-        }
-    }
+    normalise(&mut sum);
     Arc::from(sum)
 }
 
-/// The per-tool scores of `ranking` from the BM25F scores of the tools that matched and
-/// the cosines of all tools.
+/// The normalised sum of `vectors` (a server's vector from its tools'); `None` when there
+/// are none.
 #[cfg(feature = "semantic")]
-fn mix(lexical: &[(u32, f64)], cosines: &[f32], ranking: Ranking) -> Vec<(u32, f64)> {
+fn centroid<'a>(vectors: impl Iterator<Item = &'a [f32]>) -> Option<Arc<[f32]>> {
+    let mut sum: Option<Vec<f32>> = None;
+    for vector in vectors {
+        let acc = sum.get_or_insert_with(|| vec![0f32; vector.len()]);
+        for (s, x) in acc.iter_mut().zip(vector) {
+            *s += x;
+        }
+    }
+    let mut sum = sum?;
+    normalise(&mut sum);
+    Some(Arc::from(sum))
+}
+
+/// Scales `v` to length 1 (unless it is zero).
+#[cfg(feature = "semantic")]
+fn normalise(v: &mut [f32]) {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > f32::EPSILON {
+        for x in v {
+            *x /= norm;
+        }
+    }
+}
+
+/// The per-document scores of `ranking` from the normalised BM25F scores `words`, the
+/// cosines that rank (`cosines`) and the plain cosines that the
+/// [`SEMANTIC_ONLY_MIN_COSINE`] guard reads (`raw`), of all documents.
+#[cfg(feature = "semantic")]
+fn mix(
+    words: &[f64],
+    cosines: &[f32],
+    raw: &[f32],
+    ranking: Ranking,
+    lexical_weight: f64,
+) -> Vec<f64> {
     let n = cosines.len();
     let mean = cosines.iter().map(|&c| f64::from(c)).sum::<f64>() / n.max(1) as f64;
     let max = cosines
@@ -213,27 +469,18 @@ fn mix(lexical: &[(u32, f64)], cosines: &[f32], ranking: Ranking) -> Vec<(u32, f
         }
     };
     if ranking == Ranking::Semantic {
-        return (0..n)
-            .map(|doc| (doc as u32, semantic(cosines[doc])))
-            .collect();
+        return cosines.iter().map(|&c| semantic(c)).collect();
     }
-    let top_lexical = lexical.iter().map(|(_, s)| *s).fold(0.0, f64::max);
-    let mut words = vec![0f64; n];
-    if top_lexical > 0.0 {
-        for &(doc, score) in lexical {
-            words[doc as usize] = score / top_lexical;
-        }
-    }
-    (0..n)
-        .map(|doc| {
-            let c = cosines[doc];
-            let meaning = if words[doc] == 0.0 && c < SEMANTIC_ONLY_MIN_COSINE {
+    words
+        .iter()
+        .zip(cosines.iter().zip(raw))
+        .map(|(&word, (&c, &guard))| {
+            let meaning = if word == 0.0 && guard < SEMANTIC_ONLY_MIN_COSINE {
                 0.0
             } else {
                 semantic(c)
             };
-            let score = LEXICAL_WEIGHT * words[doc] + (1.0 - LEXICAL_WEIGHT) * meaning;
-            (doc as u32, score)
+            lexical_weight * word + (1.0 - lexical_weight) * meaning
         })
         .collect()
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 
-use crate::document::{FIELDS, Field, ToolDoc};
+use crate::document::{FIELDS, Field, FieldTexts, ToolDoc};
 use crate::tokenize::for_each_term;
 
 /// BM25's term-frequency saturation: how fast repeated mentions stop adding score. 1.2 is
@@ -52,16 +52,17 @@ pub struct Hit {
     pub server: String,
     /// The tool's own name.
     pub tool: String,
-    /// The BM25F score, rounded to 4 decimals.
+    /// The ranking's score, rounded to 4 decimals: BM25F from [`ToolIndex::search`], the
+    /// fused score (0 to 1) from [`crate::SearchIndex`].
     pub score: f64,
 }
 
 /// A tool's identity, kept for the hits.
 #[derive(Debug)]
-struct Entry {
-    qualified: String,
-    server: String,
-    tool: String,
+pub(crate) struct Entry {
+    pub(crate) qualified: String,
+    pub(crate) server: String,
+    pub(crate) tool: String,
 }
 
 /// One document in a term's postings, with the term's whole contribution to its score.
@@ -97,6 +98,23 @@ pub struct ToolIndex {
 impl ToolIndex {
     /// Indexes `docs`. Tools with the same qualified name are all kept.
     pub fn build(docs: Vec<ToolDoc>) -> ToolIndex {
+        ToolIndex::build_fields(docs.into_iter().map(|doc| {
+            let texts = doc.field_texts();
+            (
+                Entry {
+                    qualified: doc.qualified,
+                    server: doc.server,
+                    tool: doc.tool,
+                },
+                texts,
+            )
+        }))
+    }
+
+    /// Indexes documents given by their identity and their (already capped) field texts.
+    pub(crate) fn build_fields(
+        docs: impl ExactSizeIterator<Item = (Entry, FieldTexts)>,
+    ) -> ToolIndex {
         let n = docs.len();
         let mut terms: HashMap<String, u32> = HashMap::new();
         // Per term: (doc, raw counts per field).
@@ -104,9 +122,8 @@ impl ToolIndex {
         let mut lengths: Vec<[u32; FIELDS]> = Vec::with_capacity(n);
         let mut entries = Vec::with_capacity(n);
 
-        for (doc_id, doc) in docs.into_iter().enumerate() {
+        for (doc_id, (entry, texts)) in docs.enumerate() {
             let doc_id = u32::try_from(doc_id).unwrap_or(u32::MAX);
-            let texts = doc.field_texts();
             let mut counts: HashMap<u32, [u32; FIELDS]> = HashMap::new();
             let mut length = [0u32; FIELDS];
             for field in Field::ALL {
@@ -131,11 +148,7 @@ impl ToolIndex {
                 raw[id as usize].push((doc_id, per_field));
             }
             lengths.push(length);
-            entries.push(Entry {
-                qualified: doc.qualified,
-                server: doc.server,
-                tool: doc.tool,
-            });
+            entries.push(entry);
         }
 
         let mut avg = [0f64; FIELDS];

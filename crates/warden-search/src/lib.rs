@@ -7,7 +7,10 @@
 //! name, title, description, parameter names and parameter descriptions, and the server's
 //! instructions), with name words weighted above description words; and, with the
 //! `semantic` feature and its model installed, a hybrid of that and the cosine similarity
-//! of static sentence embeddings ([`SearchIndex`], [`semantic`]).
+//! of static sentence embeddings ([`SearchIndex`], [`semantic`]). [`SearchIndex`] also
+//! ranks each step of a multi-step request ([`steps`]) and each server as a whole, so
+//! every step finds its tool and the tools of the server a request is about rise together
+//! (`docs/decisions/0038-search-evidence.md`).
 //!
 //! The words ranking needs no model, gives the same answer for the same input on every
 //! machine, and searches 10,000 tools in well under a millisecond
@@ -55,13 +58,17 @@ mod hybrid;
 mod index;
 #[cfg(feature = "semantic")]
 pub mod semantic;
+mod servers;
+pub mod steps;
 mod tokenize;
 
 pub use document::{
-    DEFINITION_CHAR_CAP, INSTRUCTIONS_CHAR_CAP, SCHEMA_DEPTH_CAP, SCHEMA_NODE_CAP, ToolDoc,
+    DEFINITION_CHAR_CAP, INSTRUCTIONS_CHAR_CAP, SCHEMA_DEPTH_CAP, SCHEMA_NODE_CAP, SERVER_CHAR_CAP,
+    ToolDoc,
 };
 pub use hybrid::{
-    INSTRUCTIONS_WEIGHT, LEXICAL_WEIGHT, Ranking, SEMANTIC_ONLY_MIN_COSINE, SearchIndex,
+    INSTRUCTIONS_WEIGHT, LEXICAL_WEIGHT, Ranking, SEMANTIC_ONLY_MIN_COSINE, SERVER_WEIGHT,
+    SearchIndex, StepFusion, Tuning,
 };
 pub use index::{B, FIELD_WEIGHTS, Hit, K1, QUERY_CHAR_CAP, QUERY_TERM_CAP, TF_CAP, ToolIndex};
 pub use tokenize::{MAX_TERM_CHARS, is_stopword, stem, tokenize};

@@ -14,7 +14,7 @@ use warden_search::semantic::{
     ATTENTION_HEADS, DISTILLED_PREFIX, EmbeddingCache, MODEL_DIR_ENV, Model, ModelError, ModelPin,
     VOCAB_FILE, WEIGHTS_FILE, write_tensors,
 };
-use warden_search::{Ranking, SearchIndex, ToolDoc, ToolIndex};
+use warden_search::{Ranking, SearchIndex, ToolDoc, ToolIndex, Tuning};
 
 fn tool(server: &str, name: &str, description: &str, params: &[&str]) -> ToolDoc {
     let properties: serde_json::Map<String, serde_json::Value> = params
@@ -152,6 +152,30 @@ fn with_the_model_a_request_in_other_words_finds_the_tool() {
 }
 
 #[test]
+fn with_the_model_each_step_of_a_request_in_other_words_finds_its_tool() {
+    let hybrid = SearchIndex::with_model(catalogue(), real_model(), &EmbeddingCache::default());
+    let request = "Will it be stormy in Lisbon this weekend? If so, book me a plane ticket \
+                   to Tokyo, and then suggest what I could make for dinner with eggs";
+    let hits = hybrid.search(request, 5);
+    for wanted in [
+        "meteo__get_forecast",
+        "travel__search_flights",
+        "kitchen__find_recipe",
+    ] {
+        assert!(
+            hits.iter().any(|h| h.qualified == wanted),
+            "{wanted} not in {hits:?}"
+        );
+    }
+    // Noise in several steps still finds nothing.
+    assert!(
+        hybrid
+            .search("zebra quasar. nebula, and then xylophone", 5)
+            .is_empty()
+    );
+}
+
+#[test]
 fn the_same_tools_and_request_give_the_same_hybrid_ranking_and_vectors_are_cached() {
     let model = real_model();
     let cache = EmbeddingCache::default();
@@ -180,23 +204,33 @@ fn the_same_tools_and_request_give_the_same_hybrid_ranking_and_vectors_are_cache
 }
 
 #[test]
-fn without_the_model_the_search_is_by_words_as_before() {
+fn without_the_model_the_search_is_by_words() {
     let index = SearchIndex::lexical(catalogue());
     assert_eq!(index.ranking(), Ranking::Lexical);
     let words = ToolIndex::build(catalogue());
     for request in ["read a file", "send an email", "stormy in Lisbon", "zebra"] {
+        // Decision 0025's evidence by words is BM25F exactly.
         assert_eq!(
-            index.search(request, 5),
+            index.search_tuned(request, 5, Ranking::Lexical, &Tuning::BASELINE),
             words.search(request, 5),
             "{request}"
         );
         // Asking for meaning without a model falls back to words.
         assert_eq!(
             index.search_by(request, 5, Ranking::Hybrid),
-            words.search(request, 5)
+            index.search_by(request, 5, Ranking::Lexical),
+            "{request}"
+        );
+        // The shipped evidence by words finds what BM25F finds first.
+        let shipped = index.search(request, 5);
+        assert_eq!(
+            shipped.first().map(|h| &h.qualified),
+            words.search(request, 5).first().map(|h| &h.qualified),
+            "{request}"
         );
     }
     assert_eq!(first(&index.search("send an email", 5)), "mail__send_email");
+    assert!(index.search("zebra", 5).is_empty());
 }
 
 // ---- Model files: digests, absence, format, distillation ----

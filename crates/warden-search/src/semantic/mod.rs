@@ -123,6 +123,14 @@ pub(crate) struct SemanticIndex {
     /// `tools × dim` unit vectors, row-major, in index order, in one block so a search
     /// streams through memory; a tool without a vector (no known token) has a zero row.
     matrix: Vec<f32>,
+    /// The mean of the rows that have a vector.
+    mean: Vec<f32>,
+    /// Per row: its dot product with `mean`.
+    row_mean: Vec<f32>,
+    /// Per row: the length of the row minus `mean` (0 for a zero row).
+    centred_norm: Vec<f32>,
+    /// `mean · mean`.
+    mean_norm2: f32,
 }
 
 impl SemanticIndex {
@@ -137,24 +145,144 @@ impl SemanticIndex {
                 row.copy_from_slice(v);
             }
         }
-        SemanticIndex { model, matrix }
+        let rows = vectors
+            .iter()
+            .filter(|v| v.as_ref().is_some_and(|v| v.len() == dim))
+            .count();
+        let mut mean = vec![0f32; dim];
+        for row in matrix.chunks_exact(dim) {
+            for (m, x) in mean.iter_mut().zip(row) {
+                *m += x;
+            }
+        }
+        for m in &mut mean {
+            *m /= rows.max(1) as f32;
+        }
+        let mean_norm2 = dot(&mean, &mean);
+        let mut row_mean = Vec::with_capacity(vectors.len());
+        let mut centred_norm = Vec::with_capacity(vectors.len());
+        for row in matrix.chunks_exact(dim) {
+            let rm = dot(row, &mean);
+            let rr = dot(row, row);
+            row_mean.push(rm);
+            centred_norm.push(if rr > 0.0 {
+                (rr - 2.0 * rm + mean_norm2).max(0.0).sqrt()
+            } else {
+                0.0
+            });
+        }
+        SemanticIndex {
+            model,
+            matrix,
+            mean,
+            row_mean,
+            centred_norm,
+            mean_norm2,
+        }
     }
 
-    /// Cosine of `query` with every tool (0 for a tool without a vector); `None` when the
-    /// query has no known token.
-    pub(crate) fn scores(&self, query: &str) -> Option<Vec<f32>> {
-        let q = self.model.embed(query)?;
-        Some(
-            self.matrix
-                .chunks_exact(self.model.dim())
-                .map(|row| dot(row, &q))
-                .collect(),
-        )
+    /// The model's unit vector of `text`; `None` when it has no known token.
+    pub(crate) fn embed(&self, text: &str) -> Option<Vec<f32>> {
+        self.model.embed(text)
     }
+
+    /// For each of `queries` (unit vectors; `None` for a text without one), its cosines
+    /// with every row, from one pass over the rows for all of them: a search that ranks
+    /// a request and its steps reads the matrix once. With `centre`, the cosines that
+    /// rank are those of `q − mean` with each row minus the mean, the direction all rows
+    /// share taken out (0 for a row without a vector).
+    pub(crate) fn cosines(
+        &self,
+        queries: &[Option<Vec<f32>>],
+        centre: bool,
+    ) -> Vec<Option<Cosines>> {
+        let present: Vec<&[f32]> = queries.iter().flatten().map(Vec::as_slice).collect();
+        let mut raw = self.dots(&present).into_iter();
+        queries
+            .iter()
+            .map(|q| {
+                let q = q.as_deref()?;
+                let raw = raw.next()?;
+                let rank = centre.then(|| self.centred(&raw, q));
+                Some(Cosines { raw, rank })
+            })
+            .collect()
+    }
+
+    /// The dot products of every query (of the model's dimension) with every row, row by
+    /// row, so each row is read from memory once for all the queries. (A matrix product,
+    /// SGEMM, was slower here: it copies the whole matrix into its packing buffer at every
+    /// call.)
+    fn dots(&self, queries: &[&[f32]]) -> Vec<Vec<f32>> {
+        let rows = self.row_mean.len();
+        let mut out: Vec<Vec<f32>> = queries.iter().map(|_| Vec::with_capacity(rows)).collect();
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2, checked just above; that is all `dots_avx2`
+            // needs beyond its (safe) arguments.
+            unsafe { dots_avx2(&self.matrix, self.model.dim(), queries, &mut out) };
+            return out;
+        }
+        dots_into(&self.matrix, self.model.dim(), queries, &mut out);
+        out
+    }
+
+    /// The centred cosines of `q` from its plain dot products `raw` with the rows.
+    fn centred(&self, raw: &[f32], q: &[f32]) -> Vec<f32> {
+        let qm = dot(q, &self.mean);
+        let qn = (dot(q, q) - 2.0 * qm + self.mean_norm2).max(0.0).sqrt();
+        raw.iter()
+            .zip(&self.row_mean)
+            .zip(&self.centred_norm)
+            .map(|((&raw, &rm), &norm)| {
+                if norm <= f32::EPSILON || qn <= f32::EPSILON {
+                    0.0
+                } else {
+                    (raw - qm - rm + self.mean_norm2) / (qn * norm)
+                }
+            })
+            .collect()
+    }
+}
+
+/// A text's cosines with every row of a [`SemanticIndex`]: the plain ones (which the
+/// hybrid's guard against noise reads) and, when centred, the ones that rank.
+#[derive(Debug)]
+pub(crate) struct Cosines {
+    /// The plain cosines.
+    pub(crate) raw: Vec<f32>,
+    /// The centred cosines, when asked for.
+    pub(crate) rank: Option<Vec<f32>>,
+}
+
+/// Appends to `out[j]` the dot product of each `dim`-wide row of `matrix` with
+/// `queries[j]`, row by row.
+#[inline(always)]
+fn dots_into(matrix: &[f32], dim: usize, queries: &[&[f32]], out: &mut [Vec<f32>]) {
+    for row in matrix.chunks_exact(dim) {
+        for (q, dots) in queries.iter().zip(out.iter_mut()) {
+            dots.push(dot(row, q));
+        }
+    }
+}
+
+/// [`dots_into`] compiled for AVX2, so the eight lanes of [`dot`] are one 256-bit
+/// register (the portable build targets SSE2, four lanes). The arithmetic, and so the
+/// result, is the same: the same products added in the same order (no fused
+/// multiply-add is enabled).
+///
+/// # Safety
+///
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn dots_avx2(matrix: &[f32], dim: usize, queries: &[&[f32]], out: &mut [Vec<f32>]) {
+    dots_into(matrix, dim, queries, out);
 }
 
 /// The dot product of two vectors of equal length, in eight independent lanes (so the
 /// compiler can use SIMD; a single running sum cannot be reordered).
+#[inline(always)]
 pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut lanes = [0f32; 8];
     let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
