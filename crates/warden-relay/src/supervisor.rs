@@ -85,17 +85,23 @@ impl Default for RestartPolicy {
     }
 }
 
-/// Reads the server definitions again (the sandbox's configuration file).
-pub type Reload = Arc<dyn Fn() -> Result<BTreeMap<String, ServerSpec>, String> + Send + Sync>;
+/// Reads the server definitions again (the sandbox's configuration file): `Ok(None)` when
+/// the file is unchanged since the last read (a `stat`, no parsing), so that it can be asked
+/// before every request.
+pub type Reload =
+    Arc<dyn Fn() -> Result<Option<BTreeMap<String, ServerSpec>>, String> + Send + Sync>;
 
 /// How the supervisor runs.
 #[derive(Clone)]
 pub struct Supervisor {
     /// The real server definitions (the sandbox's configuration).
     pub servers: BTreeMap<String, ServerSpec>,
-    /// When set, the definitions are read again each time a stream is opened, so a changed
-    /// server set applies to the next session of a server without restarting anything.
-    /// A file that no longer reads keeps the definitions in force (logged).
+    /// When set, the definitions are read again when a stream is opened and before each
+    /// message from the brain (when the file changed), so a changed server set applies at
+    /// the next call without restarting the sandbox: a server whose definition changed is
+    /// restarted under the new one between calls (the brain's handshake replayed), a server
+    /// no longer defined is stopped and its stream closed. A file that no longer reads keeps
+    /// the definitions in force (logged).
     pub reload: Option<Reload>,
     /// Starts (and confines) the children.
     pub launcher: Arc<dyn Launcher>,
@@ -180,35 +186,40 @@ impl Supervisor {
                     );
                     tasks.insert(frame.server.clone(), handle);
                 }
-                Kind::Data => match tasks.get(&frame.server) {
-                    Some(handle) => {
-                        let deadline = (frame.deadline_ms > 0).then(|| {
-                            Instant::now() + Duration::from_millis(u64::from(frame.deadline_ms))
-                        });
-                        let message = Inbound::Brain {
-                            payload: frame.payload,
-                            deadline,
-                        };
-                        if let Err(mpsc::error::TrySendError::Full(Inbound::Brain {
-                            payload,
-                            ..
-                        })) = handle.mailbox.try_send(message)
-                        {
-                            // Refused at once rather than blocking every other server.
-                            if let Some(reply) = busy_reply(&payload) {
-                                let _ = out_tx
-                                    .send(Frame::new(Kind::Data, &frame.server, reply))
-                                    .await;
+                Kind::Data => {
+                    if self.reload_into(&mut servers) {
+                        redefine(&mut tasks, &servers, &out_tx).await;
+                    }
+                    match tasks.get(&frame.server) {
+                        Some(handle) => {
+                            let deadline = (frame.deadline_ms > 0).then(|| {
+                                Instant::now() + Duration::from_millis(u64::from(frame.deadline_ms))
+                            });
+                            let message = Inbound::Brain {
+                                payload: frame.payload,
+                                deadline,
+                            };
+                            if let Err(mpsc::error::TrySendError::Full(Inbound::Brain {
+                                payload,
+                                ..
+                            })) = handle.mailbox.try_send(message)
+                            {
+                                // Refused at once rather than blocking every other server.
+                                if let Some(reply) = busy_reply(&payload) {
+                                    let _ = out_tx
+                                        .send(Frame::new(Kind::Data, &frame.server, reply))
+                                        .await;
+                                }
                             }
                         }
+                        None => {
+                            let why = format!("the stream of `{}` is not open", frame.server);
+                            let _ = out_tx
+                                .send(Frame::new(Kind::Closed, &frame.server, why.into_bytes()))
+                                .await;
+                        }
                     }
-                    None => {
-                        let why = format!("the stream of `{}` is not open", frame.server);
-                        let _ = out_tx
-                            .send(Frame::new(Kind::Closed, &frame.server, why.into_bytes()))
-                            .await;
-                    }
-                },
+                }
                 Kind::Closed => {
                     if let Some(old) = tasks.remove(&frame.server) {
                         old.stop().await;
@@ -228,15 +239,64 @@ impl Supervisor {
 }
 
 impl Supervisor {
-    fn reload_into(&self, servers: &mut BTreeMap<String, ServerSpec>) {
-        if let Some(reload) = &self.reload {
-            match reload() {
-                Ok(fresh) => *servers = fresh,
-                Err(error) => tracing::warn!(
+    /// Reads the definitions again if the file changed; whether they did.
+    fn reload_into(&self, servers: &mut BTreeMap<String, ServerSpec>) -> bool {
+        let Some(reload) = &self.reload else {
+            return false;
+        };
+        match reload() {
+            Ok(Some(fresh)) => {
+                let changed = *servers != fresh;
+                *servers = fresh;
+                changed
+            }
+            Ok(None) => false,
+            Err(error) => {
+                tracing::warn!(
                     "the sandbox's configuration could not be read again; the definitions \
                      in force are kept: {error}"
-                ),
+                );
+                false
             }
+        }
+    }
+}
+
+/// Applies changed definitions to the running servers: a server whose definition changed is
+/// told so (it restarts under the new one before its next request, once nothing is pending),
+/// a server no longer defined is stopped and its stream closed with the reason.
+async fn redefine(
+    tasks: &mut HashMap<String, ServerHandle>,
+    servers: &BTreeMap<String, ServerSpec>,
+    out: &mpsc::Sender<Frame>,
+) {
+    let gone: Vec<String> = tasks
+        .keys()
+        .filter(|name| !servers.contains_key(*name))
+        .cloned()
+        .collect();
+    for name in gone {
+        if let Some(handle) = tasks.remove(&name) {
+            handle.stop().await;
+        }
+        let why = format!("`{name}` is no longer defined in the sandbox's configuration");
+        let _ = out
+            .send(Frame::new(Kind::Closed, &name, why.into_bytes()))
+            .await;
+    }
+    for (name, handle) in tasks.iter_mut() {
+        let Some(spec) = servers.get(name) else {
+            continue;
+        };
+        // Never waits on a full mailbox (that would hold every other server's messages):
+        // the definition is then offered again with the next message.
+        if *spec != handle.spec
+            && handle
+                .mailbox
+                .try_send(Inbound::Redefine(Box::new(spec.clone())))
+                .is_ok()
+        {
+            handle.spec = spec.clone();
         }
     }
 }
@@ -264,11 +324,15 @@ enum Inbound {
         deadline: Option<Instant>,
     },
     Stop(tokio::sync::oneshot::Sender<()>),
+    /// The server's definition changed in the sandbox's configuration.
+    Redefine(Box<ServerSpec>),
 }
 
 struct ServerHandle {
     mailbox: mpsc::Sender<Inbound>,
     task: tokio::task::JoinHandle<()>,
+    /// The definition the task was last given.
+    spec: ServerSpec,
 }
 
 impl ServerHandle {
@@ -311,6 +375,8 @@ struct ServerTask {
     events_tx: mpsc::Sender<ChildEvent>,
     /// Set once the burst limit was reached: the stream is closed.
     given_up: bool,
+    /// A changed definition, applied before the next request once nothing is pending.
+    redefined: Option<ServerSpec>,
 }
 
 impl ServerTask {
@@ -323,6 +389,7 @@ impl ServerTask {
     ) -> ServerHandle {
         let (mailbox, inbox) = mpsc::channel(MAILBOX);
         let (events_tx, events) = mpsc::channel(CHILD_QUEUE);
+        let handle_spec = spec.clone();
         let task = ServerTask {
             spec,
             secrets,
@@ -337,9 +404,14 @@ impl ServerTask {
             next_start: Instant::now(),
             events_tx,
             given_up: false,
+            redefined: None,
         };
         let task = tokio::spawn(task.run(inbox, events));
-        ServerHandle { mailbox, task }
+        ServerHandle {
+            mailbox,
+            task,
+            spec: handle_spec,
+        }
     }
 
     async fn run(
@@ -360,6 +432,7 @@ impl ServerTask {
                     Some(Inbound::Brain { payload, deadline }) => {
                         self.on_brain(payload, deadline, &mut events).await;
                     }
+                    Some(Inbound::Redefine(spec)) => self.redefined = Some(*spec),
                     Some(Inbound::Stop(done)) => {
                         self.stop_child("the session ended").await;
                         let _ = done.send(());
@@ -400,6 +473,9 @@ impl ServerTask {
             .and_then(Value::as_str)
             .map(str::to_owned);
         let is_request = method.is_some() && message.get("id").is_some_and(|id| !id.is_null());
+        if is_request && self.corr.pending() == 0 {
+            self.apply_definition().await;
+        }
         if self.given_up {
             if is_request {
                 let id = message.get("id").cloned().unwrap_or(Value::Null);
@@ -768,6 +844,21 @@ impl ServerTask {
                 .await;
             }
         }
+    }
+
+    /// Restarts under a changed definition, if there is one: the child is stopped, and the
+    /// next start uses the new definition with a fresh restart budget (the brain's handshake
+    /// is replayed as after a crash).
+    async fn apply_definition(&mut self) {
+        let Some(spec) = self.redefined.take() else {
+            return;
+        };
+        self.stop_child("its definition changed in the sandbox's configuration")
+            .await;
+        self.spec = spec;
+        self.given_up = false;
+        self.starts.clear();
+        self.next_start = Instant::now();
     }
 
     async fn stop_child(&mut self, why: &str) {

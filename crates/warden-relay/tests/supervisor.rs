@@ -83,11 +83,13 @@ async fn start(restart: RestartPolicy) -> Harness {
         Arc::new(move || {
             let env = warden_config::Environment::from_process().map_err(|e| e.to_string())?;
             let config = warden_config::load_file(&toml, &env).map_err(|e| e.to_string())?;
-            Ok(config
-                .servers
-                .into_iter()
-                .map(|spec| (spec.name.clone(), spec))
-                .collect())
+            Ok(Some(
+                config
+                    .servers
+                    .into_iter()
+                    .map(|spec| (spec.name.clone(), spec))
+                    .collect(),
+            ))
         })
     };
     let supervisor = Supervisor {
@@ -298,11 +300,12 @@ async fn a_server_not_defined_inside_is_closed_with_a_reason() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_changed_definition_applies_to_the_next_session_of_the_server() {
+async fn a_changed_definition_applies_at_the_next_call_and_the_session_goes_on() {
     let mut harness = start(RestartPolicy::default()).await;
     harness.initialize().await;
     assert_eq!(text(&harness.call(2, "mode").await), "none");
-    // The sandbox's configuration changes; the running session is not disturbed...
+    let first: i32 = text(&harness.call(3, "pid").await).parse().unwrap();
+    // The sandbox's configuration changes between two calls of one session...
     std::fs::write(
         &harness.toml,
         format!(
@@ -311,13 +314,44 @@ async fn a_changed_definition_applies_to_the_next_session_of_the_server() {
         ),
     )
     .unwrap();
-    assert_eq!(text(&harness.call(3, "mode").await), "none");
-    // ...and the next session of the server (the brain opens its stream again) has it.
-    harness
-        .send(Frame::new(Kind::Open, "fake", Vec::new()))
-        .await;
-    harness.initialize().await;
+    // ...and the next call runs under the new definition, in a new child that was given
+    // the brain's handshake (the server answers "not initialized" otherwise); the brain
+    // neither reopened the stream nor initialised again.
     assert_eq!(text(&harness.call(4, "mode").await), "b");
+    let second: i32 = text(&harness.call(5, "pid").await).parse().unwrap();
+    assert_ne!(first, second);
+    assert!(!alive(first), "the child of the old definition is stopped");
+    // An unchanged file restarts nothing.
+    assert_eq!(text(&harness.call(6, "pid").await), second.to_string());
+    drop(harness.input);
+    harness.session.await.unwrap();
+    assert!(!alive(second));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_removed_from_the_configuration_is_stopped_and_its_stream_closed() {
+    let mut harness = start(RestartPolicy::default()).await;
+    harness.initialize().await;
+    let pid: i32 = text(&harness.call(2, "pid").await).parse().unwrap();
+    std::fs::write(
+        &harness.toml,
+        format!(
+            "[servers.other]\ncommand = \"python3\"\nargs = [\"-u\", {:?}]\n",
+            harness.script.display().to_string()
+        ),
+    )
+    .unwrap();
+    harness
+        .request(3, "tools/call", json!({"name": "pid"}), 0)
+        .await;
+    let closed = harness.next().await;
+    assert_eq!(closed.kind, Kind::Closed, "{closed:?}");
+    assert_eq!(closed.server, "fake");
+    assert!(
+        String::from_utf8_lossy(&closed.payload).contains("no longer defined"),
+        "{closed:?}"
+    );
+    assert!(!alive(pid), "the removed server's child is stopped");
     drop(harness.input);
     harness.session.await.unwrap();
 }

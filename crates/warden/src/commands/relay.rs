@@ -20,11 +20,25 @@ pub async fn supervise(global: &GlobalArgs, args: SuperviseArgs) -> Result<Code,
     }
     let env = warden_config::Environment::from_process().map_err(Failure::usage)?;
     let path = global.config.clone().unwrap_or_default();
+    // Taken before the read, so a change made during it is seen by the next check.
+    let read_as = file_identity(&path);
     let servers =
         read_servers(&path, &env).map_err(|error| Failure::usage(anyhow::anyhow!(error)))?;
     let reload: warden_relay::supervisor::Reload = {
         let env = env.clone();
-        Arc::new(move || read_servers(&path, &env))
+        let last = std::sync::Mutex::new(read_as);
+        Arc::new(move || {
+            let now = file_identity(&path);
+            let mut last = last
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if now.is_some() && *last == now {
+                return Ok(None);
+            }
+            let servers = read_servers(&path, &env)?;
+            *last = now;
+            Ok(Some(servers))
+        })
     };
     let scratch = args.scratch.unwrap_or_else(|| super::scratch_dir(&env));
     let launcher: Arc<dyn Launcher> = Arc::new(ConfinedLauncher::from_env(scratch));
@@ -71,6 +85,22 @@ fn std_streams() -> std::io::Result<(tokio::fs::File, tokio::fs::File)> {
 }
 
 /// The local servers of the sandbox's configuration; any other kind is refused.
+/// What tells a changed file from an unchanged one without reading it: device, inode, size,
+/// modification and change times (`None` when it cannot be read: then it is read again).
+fn file_identity(path: &std::path::Path) -> Option<(u64, u64, u64, i64, i64, i64, i64)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    Some((
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+        meta.ctime(),
+        meta.ctime_nsec(),
+    ))
+}
+
 fn read_servers(
     path: &std::path::Path,
     env: &warden_config::Environment,
