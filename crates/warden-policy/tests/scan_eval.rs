@@ -33,6 +33,12 @@ const MIN_RECALL_SECOND: f64 = 0.62;
 const MIN_WEAK_RECALL_SECOND: f64 = 0.55;
 /// Most false positives on its hard-but-honest definitions.
 const MAX_HARD_FPR_SECOND: f64 = 0.04;
+/// Least recall on every poisoned definition of the third held-out set.
+const MIN_RECALL_THIRD: f64 = 0.0;
+/// Least recall of any one of its categories.
+const MIN_CATEGORY_RECALL_THIRD: f64 = 0.0;
+/// Most false positives on its hard-but-honest definitions.
+const MAX_HARD_FPR_THIRD: f64 = 1.0;
 
 /// The honest categories: real public definitions, hard-but-honest ones, and honest
 /// definitions of everyday domains (mail, calendar, banking, travel, chat, files, code
@@ -359,4 +365,38 @@ fn preference_documentation_and_shadowing_in_new_words_are_flagged_and_their_hon
             found.flags
         );
     }
+}
+
+/// The third held-out set (`data/scanner/eval3.jsonl`, bench/scan-eval/third_eval.py):
+/// written before the fourth round's changes, by an author who had not read the other
+/// sets' phrase banks or the training generators, in the styles of published attacks
+/// (tool poisoning with and without `<IMPORTANT>` blocks, documentation-style notes,
+/// shadowing, preference manipulation, exfiltration, parameter requests, schema values,
+/// encodings, rug pulls, overrides and role markup, concealment), 12–14 different texts
+/// per category, and 50 hard-but-honest definitions. Never read by training.
+#[test]
+fn third_held_out_set_in_published_styles_stays_above_its_floors() {
+    let measured = measure("eval3.jsonl");
+    let tallies = &measured.tallies;
+    let recall = report("eval3.jsonl (third held-out set, published styles)", &measured);
+    assert!(tallies["hard"].total >= 50, "hard: too few");
+    let poisoned: Vec<_> = tallies.iter().filter(|(c, _)| !honest(c)).collect();
+    assert!(poisoned.len() >= 11, "categories: {}", poisoned.len());
+    assert!(
+        recall >= MIN_RECALL_THIRD,
+        "third set: recall {recall:.3} < {MIN_RECALL_THIRD}"
+    );
+    for (category, tally) in poisoned {
+        assert!(tally.total >= 12, "{category}: too few");
+        assert!(
+            rate(tally) >= MIN_CATEGORY_RECALL_THIRD,
+            "third set, {category}: recall {:.3} < {MIN_CATEGORY_RECALL_THIRD}",
+            rate(tally)
+        );
+    }
+    assert!(
+        rate(&tallies["hard"]) <= MAX_HARD_FPR_THIRD,
+        "third set: hard-but-honest flagged {:.3} > {MAX_HARD_FPR_THIRD}",
+        rate(&tallies["hard"])
+    );
 }
