@@ -378,7 +378,10 @@ fn preference_documentation_and_shadowing_in_new_words_are_flagged_and_their_hon
 fn third_held_out_set_in_published_styles_stays_above_its_floors() {
     let measured = measure("eval3.jsonl");
     let tallies = &measured.tallies;
-    let recall = report("eval3.jsonl (third held-out set, published styles)", &measured);
+    let recall = report(
+        "eval3.jsonl (third held-out set, published styles)",
+        &measured,
+    );
     assert!(tallies["hard"].total >= 50, "hard: too few");
     let poisoned: Vec<_> = tallies.iter().filter(|(c, _)| !honest(c)).collect();
     assert!(poisoned.len() >= 11, "categories: {}", poisoned.len());
