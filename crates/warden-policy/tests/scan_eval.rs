@@ -1,13 +1,15 @@
-//! The description scanner on its held-out evaluation set (`data/scanner/eval.jsonl`, built
-//! by bench/scan-eval/build.py; see its README for sources and the split): recall per
-//! category of poisoned definitions, false-positive rates on real public definitions, on
+//! The description scanner on its held-out evaluation sets (`data/scanner/eval.jsonl`, built
+//! by bench/scan-eval/build.py; `eval2.jsonl` and `eval3.jsonl`, written by other hands;
+//! see bench/scan-eval/README.md for sources and the split): recall per category of
+//! poisoned definitions, false-positive rates on real public definitions, on
 //! hard-but-honest ones and on hand-written honest definitions of everyday domains (mail,
 //! calendar, banking, travel, chat, files, code hosting, databases, shells, ...). The floors
-//! below are the numbers measured when the model was trained (docs/benchmarks.md, third
-//! round: recall 0.870, lowest category 0.750, real 0.003, hard 0.042, domains 0.000; on
-//! the second held-out set recall 0.662, its three weak categories at least 0.600, hard
-//! 0.000), less a margin so that noise cannot fail CI; a change that loses quality fails
-//! here. Recall is below issue 17's goal (0.90), which is not met yet.
+//! below are the numbers measured when the model was trained (docs/benchmarks.md, fourth
+//! round, threshold 0.567: first set recall 0.891, lowest category 0.788, real 0.006, hard
+//! 0.042, domains 0.000; second set recall 0.725, its three weak categories at least 0.600,
+//! hard 0.033; third set recall 0.845, lowest category 0.571, hard 0.040), less a margin so
+//! that noise cannot fail CI; a change that loses quality fails here. Recall is below
+//! issue 17's goal (0.90), which is not met yet.
 //! Run with `-- --nocapture` to see the table, the trade-off curve and every miss.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -34,11 +36,11 @@ const MIN_WEAK_RECALL_SECOND: f64 = 0.55;
 /// Most false positives on its hard-but-honest definitions.
 const MAX_HARD_FPR_SECOND: f64 = 0.04;
 /// Least recall on every poisoned definition of the third held-out set.
-const MIN_RECALL_THIRD: f64 = 0.0;
+const MIN_RECALL_THIRD: f64 = 0.80;
 /// Least recall of any one of its categories.
-const MIN_CATEGORY_RECALL_THIRD: f64 = 0.0;
+const MIN_CATEGORY_RECALL_THIRD: f64 = 0.50;
 /// Most false positives on its hard-but-honest definitions.
-const MAX_HARD_FPR_THIRD: f64 = 1.0;
+const MAX_HARD_FPR_THIRD: f64 = 0.06;
 
 /// The honest categories: real public definitions, hard-but-honest ones, and honest
 /// definitions of everyday domains (mail, calendar, banking, travel, chat, files, code
@@ -158,7 +160,7 @@ fn report(name: &str, measured: &Measured) -> f64 {
         println!("  {miss}");
     }
     println!("threshold  recall  real-FPR  hard-FPR  domain-FPR  min-category");
-    for t in [0.3f32, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9] {
+    for t in [0.3f32, 0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.8, 0.9] {
         let mut per: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
         for (category, score, rule) in &measured.curve {
             let e = per.entry(category.as_str()).or_default();

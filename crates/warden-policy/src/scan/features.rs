@@ -906,6 +906,7 @@ fn generate(kind: Kind, tokens: &[String], sink: &mut impl Sink) {
             sink.emit(&["cls=", a, "+", b], true);
         }
     }
+    structure(kind, tokens, &per_token, present, sink);
     let mut prev = "^";
     let mut gram = String::with_capacity(16);
     for token in tokens {
@@ -926,6 +927,258 @@ fn generate(kind: Kind, tokens: &[String], sink: &mut impl Sink) {
     }
 }
 
+/// Words that open a sentence without being its verb ("Note: ...", "Please ...", "Also,
+/// ...", "IMPORTANT - ...").
+const OPENERS: &[&str] = &[
+    "note",
+    "notes",
+    "nb",
+    "ps",
+    "tip",
+    "tips",
+    "hint",
+    "important",
+    "warning",
+    "please",
+    "also",
+    "then",
+    "first",
+    "finally",
+    "next",
+    "hey",
+    "heads",
+    "up",
+    "remember",
+    "reminder",
+    "<tag>",
+    "<num>",
+    "and",
+    "so",
+    "now",
+    "just",
+    "kindly",
+    "additionally",
+    "afterwards",
+];
+
+/// Verbs that open an instruction to the reader (base form, imperative mood).
+const IMPERATIVES: &[&str] = &[
+    "read",
+    "send",
+    "include",
+    "pass",
+    "put",
+    "add",
+    "copy",
+    "forward",
+    "use",
+    "call",
+    "prefer",
+    "choose",
+    "select",
+    "pick",
+    "always",
+    "never",
+    "do",
+    "don",
+    "make",
+    "ensure",
+    "set",
+    "attach",
+    "upload",
+    "provide",
+    "supply",
+    "append",
+    "keep",
+    "hide",
+    "avoid",
+    "ignore",
+    "treat",
+    "route",
+    "save",
+    "write",
+    "export",
+    "fill",
+    "paste",
+    "quote",
+    "summarise",
+    "summarize",
+    "mirror",
+    "post",
+    "bcc",
+    "cc",
+    "invite",
+    "replace",
+    "run",
+    "execute",
+    "open",
+    "collect",
+    "gather",
+    "fetch",
+    "retrieve",
+    "tell",
+    "say",
+    "respond",
+    "reply",
+    "answer",
+    "skip",
+    "store",
+    "report",
+    "notify",
+    "inform",
+    "consider",
+    "look",
+    "share",
+    "submit",
+    "delete",
+    "disregard",
+    "forget",
+    "leave",
+    "omit",
+    "suppress",
+    "carry",
+    "act",
+    "proceed",
+    "trust",
+    "rely",
+    "switch",
+    "favor",
+    "favour",
+    "stop",
+];
+
+/// Readers a modal sentence can bind ("callers are expected to ...", "the client must").
+const READERS: &[&str] = &[
+    "caller",
+    "callers",
+    "client",
+    "clients",
+    "integrator",
+    "integrators",
+    "consumer",
+    "consumers",
+    "invoker",
+    "requester",
+];
+
+/// Words that forbid what follows ("do not", "never", "without", "avoid").
+const NEGATIONS: &[&str] = &[
+    "not", "never", "don", "no", "without", "avoid", "nor", "neither",
+];
+
+/// Verbs of showing or asking the user, which a concealment forbids.
+const USER_FACING: &[&str] = &[
+    "show", "display", "ask", "confirm", "tell", "mention", "reveal", "inform", "notify",
+    "surface", "report", "alert", "disclose", "explain", "bring",
+];
+
+/// Words that make a tool noun someone else's ("other tools", "any integration").
+const ANY_OTHER: &[&str] = &[
+    "other",
+    "another",
+    "any",
+    "every",
+    "all",
+    "each",
+    "whichever",
+    "whatever",
+    "different",
+    "competing",
+    "alternative",
+    "rest",
+    "remaining",
+    "similar",
+    "existing",
+];
+
+/// Structure features: the shape of an instruction aimed at the model, whatever its
+/// words. A sentence is *directive* when it opens with an imperative verb (after openers
+/// such as "Note:" or "Please") or binds its reader with a modal ("the assistant should",
+/// "callers are expected to"); it names *a person's data* when a person word is followed
+/// by a possessive ("the user's address book"); it aims at *other tools* when a tool word
+/// follows "other", "any", "every", ... within two words; it *keeps something from the
+/// user* when a negation precedes, within three words, a verb of showing or telling or a
+/// word of concealment. Each shape is a feature, per field kind (a person's data only with
+/// another shape: parameter documentation names it every day), and the directive shape
+/// is paired with every class present and with the other shapes: "an instruction, to the
+/// model, about the user's data, other tools, or what the user sees" is the structure of
+/// tool poisoning, and it carries across wordings that share no words with the training
+/// text.
+fn structure(kind: Kind, tokens: &[String], per_token: &[u32], present: u32, sink: &mut impl Sink) {
+    let class = |name: &str| {
+        CLASSES
+            .iter()
+            .position(|(n, _)| *n == name)
+            .map_or(0, |i| 1u32 << i)
+    };
+    let (addressee, obligation, person, tools, conceal) = (
+        class("addressee"),
+        class("obligation"),
+        class("person"),
+        class("tools"),
+        class("conceal"),
+    );
+    let opening = tokens
+        .iter()
+        .map(String::as_str)
+        .find(|t| !OPENERS.contains(t));
+    // A word or two (an enum value "ignore", a title "Send") is a name, not an instruction.
+    let imperative = tokens.len() >= 3 && opening.is_some_and(|t| IMPERATIVES.contains(&t));
+    let binds_reader = present & obligation != 0
+        && (present & addressee != 0 || tokens.iter().any(|t| READERS.contains(&t.as_str())));
+    let directive = imperative || binds_reader;
+    let person_data = tokens
+        .windows(2)
+        .zip(per_token)
+        .any(|(pair, &bits)| bits & person != 0 && pair[1] == "s");
+    let other_tools = per_token.iter().enumerate().any(|(i, &bits)| {
+        bits & tools != 0
+            && tokens[i] != "<ident>"
+            && tokens[i.saturating_sub(2)..i]
+                .iter()
+                .any(|t| ANY_OTHER.contains(&t.as_str()))
+    });
+    let withheld = tokens.iter().enumerate().any(|(i, t)| {
+        NEGATIONS.contains(&t.as_str())
+            && tokens
+                .iter()
+                .zip(per_token)
+                .skip(i + 1)
+                .take(3)
+                .any(|(next, &bits)| bits & conceal != 0 || USER_FACING.contains(&next.as_str()))
+    });
+    let k = kind.as_str();
+    let shapes = [
+        ("directive", directive),
+        ("person-data", person_data),
+        ("other-tools", other_tools),
+        ("withheld", withheld),
+    ];
+    for (i, (name, on)) in shapes.iter().enumerate() {
+        if !on {
+            continue;
+        }
+        // A person's data is what a parameter's documentation names every day ("The
+        // user's password."): it counts only with another shape.
+        if *name != "person-data" {
+            sink.emit(&["st=", name], true);
+            sink.emit(&["st=", name, "|k=", k], true);
+        }
+        for (other, also) in &shapes[i + 1..] {
+            if *also {
+                sink.emit(&["st=", name, "+", other], true);
+            }
+        }
+    }
+    if directive {
+        for (c, (name, _)) in CLASSES.iter().enumerate() {
+            if present & (1 << c) != 0 {
+                sink.emit(&["st=directive+", name], true);
+            }
+        }
+    }
+}
+
 /// The feature strings of one sentence of kind `kind`, from its tokens (for explanations;
 /// scoring hashes the same features without building them, [`hashed`]).
 pub fn feature_strings(kind: Kind, tokens: &[String]) -> Vec<String> {
@@ -934,13 +1187,14 @@ pub fn feature_strings(kind: Kind, tokens: &[String]) -> Vec<String> {
     sink.0
 }
 
-/// How much a class feature counts against a word or character feature: concept classes
-/// are what carries over to wordings not seen in training, so they are given more room.
+/// How much a class or structure feature counts against a word or character feature:
+/// concepts and shapes are what carries over to wordings not seen in training, so they
+/// are given more room.
 pub const CLASS_WEIGHT: f32 = 3.0;
 
 /// Whether a feature string is a class feature (weighted [`CLASS_WEIGHT`]).
 fn is_class_feature(s: &str) -> bool {
-    s.starts_with("cls=") || s.starts_with("cw=")
+    s.starts_with("cls=") || s.starts_with("cw=") || s.starts_with("st=")
 }
 
 /// The values of `strings` (one sentence's features): `1/sqrt(n)`, times
