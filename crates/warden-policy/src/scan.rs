@@ -673,25 +673,26 @@ fn instruction_other_tool(
             r"\b(?:before|after|instead\s+of)\s+(?:using|calling|invoking|running)\s+(?:any|every|each|all|other|another)\b[^.\n]{0,40}\btools?\b|\b(?:do\s+not|don't|never)\s+(?:use|call|invoke)\s+(?:any\s+)?other\s+tools?\b",
         )
     });
-    let own: HashSet<&str> = others
-        .iter()
-        .filter(|(other_server, _)| *other_server == server)
-        .map(|(_, tool)| *tool)
-        .chain(std::iter::once(name))
-        .collect();
-    let servers: HashSet<&str> = others
-        .iter()
-        .map(|(other_server, _)| *other_server)
-        .filter(|other_server| *other_server != server)
-        .collect();
+    // Only a qualified name in the text needs the catalogue: most texts have none.
+    let is_own = |qualified: &str| {
+        qualified == name
+            || others
+                .iter()
+                .any(|(other_server, tool)| *other_server == server && *tool == qualified)
+    };
+    let is_server = |prefix: &str| {
+        others
+            .iter()
+            .any(|(other_server, _)| *other_server == prefix && *other_server != server)
+    };
     for found in QUALIFIED.captures_iter(text) {
         let (Some(whole), Some(prefix)) = (found.get(0), found.get(1)) else {
             continue;
         };
         let prefix = prefix.as_str();
         if prefix != server
-            && servers.contains(prefix)
-            && !own.contains(whole.as_str())
+            && is_server(prefix)
+            && !is_own(whole.as_str())
             && !name.starts_with(&format!("{prefix}__"))
         {
             return Some(format!(
@@ -946,49 +947,63 @@ fn unicode_bidi(text: &str) -> Option<String> {
     })
 }
 
+/// The characters of a name's skeleton before the two-letter folds (`rn`, `vv`): invisible
+/// characters dropped, fullwidth ASCII to ASCII, lowercase, confusables to their Latin twins.
+fn skeleton_chars(name: &str) -> impl Iterator<Item = char> + '_ {
+    name.chars()
+        .filter(|&c| !is_invisible(c) && !is_bidi(c))
+        .map(|c| match c {
+            '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0).unwrap_or(c),
+            _ => c,
+        })
+        .flat_map(char::to_lowercase)
+        .map(|c| match c {
+            'а' | 'α' => 'a',
+            'в' | 'β' => 'b',
+            'с' | 'ϲ' => 'c',
+            'ԁ' => 'd',
+            'е' | 'ε' | 'ё' => 'e',
+            'һ' => 'h',
+            'і' | 'ї' | 'ι' | 'ӏ' | 'ı' | '1' | 'i' | '|' => 'l',
+            'ј' => 'j',
+            'к' | 'κ' => 'k',
+            'м' => 'm',
+            'н' | 'η' => 'n',
+            'о' | 'ο' | 'σ' | '0' => 'o',
+            'р' | 'ρ' => 'p',
+            'ԛ' => 'q',
+            'ѕ' => 's',
+            'т' | 'τ' => 't',
+            'υ' => 'u',
+            'ν' => 'v',
+            'ԝ' | 'ω' => 'w',
+            'х' | 'χ' => 'x',
+            'у' | 'γ' => 'y',
+            'ʐ' => 'z',
+            other => other,
+        })
+}
+
 /// The skeleton of a name, after UTS #39 in spirit with a compact table: lowercase, fullwidth
 /// ASCII to ASCII, Cyrillic and Greek look-alikes to their Latin twins, `0` to `o`, `1` and
 /// `i` to `l`, `rn` to `m`, `vv` to `w`, and invisible characters dropped.
 pub fn skeleton(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for c in name.chars() {
-        if is_invisible(c) || is_bidi(c) {
-            continue;
-        }
-        let c = match c {
-            '\u{FF01}'..='\u{FF5E}' => char::from_u32(c as u32 - 0xFEE0).unwrap_or(c),
-            _ => c,
-        };
-        for c in c.to_lowercase() {
-            let mapped = match c {
-                'а' | 'α' => 'a',
-                'в' | 'β' => 'b',
-                'с' | 'ϲ' => 'c',
-                'ԁ' => 'd',
-                'е' | 'ε' | 'ё' => 'e',
-                'һ' => 'h',
-                'і' | 'ї' | 'ι' | 'ӏ' | 'ı' | '1' | 'i' | '|' => 'l',
-                'ј' => 'j',
-                'к' | 'κ' => 'k',
-                'м' => 'm',
-                'н' | 'η' => 'n',
-                'о' | 'ο' | 'σ' | '0' => 'o',
-                'р' | 'ρ' => 'p',
-                'ԛ' => 'q',
-                'ѕ' => 's',
-                'т' | 'τ' => 't',
-                'υ' => 'u',
-                'ν' => 'v',
-                'ԝ' | 'ω' => 'w',
-                'х' | 'χ' => 'x',
-                'у' | 'γ' => 'y',
-                'ʐ' => 'z',
-                other => other,
-            };
-            out.push(mapped);
-        }
+    skeleton_chars(name)
+        .collect::<String>()
+        .replace("rn", "m")
+        .replace("vv", "w")
+}
+
+/// The first character of [`skeleton`]`(name)`, without building it (the look-alike check
+/// compares it with every name of the catalogue first).
+fn skeleton_head(name: &str) -> Option<char> {
+    let mut chars = skeleton_chars(name);
+    let first = chars.next()?;
+    match (first, chars.next()) {
+        ('r', Some('n')) => Some('m'),
+        ('v', Some('v')) => Some('w'),
+        _ => Some(first),
     }
-    out.replace("rn", "m").replace("vv", "w")
 }
 
 /// `name.confusable`: the tool's name looks like another server's tool name (equal
@@ -999,19 +1014,15 @@ pub fn skeleton(name: &str) -> String {
 pub fn name_confusable(server: &str, name: &str, others: &[(&str, &str)]) -> Option<String> {
     let mine = skeleton(name);
     let folded = name.to_lowercase();
-    // A cheap first test: the skeleton's first character, from the first three characters
-    // (enough for `rn` → `m`), so that most names are ruled out without a full skeleton.
-    let head = |s: &str| {
-        let prefix: String = s.chars().take(3).collect();
-        skeleton(&prefix).chars().next()
-    };
+    // A cheap first test, without allocating: the skeleton's first character, so that most
+    // names are ruled out without a full skeleton.
     let first = mine.chars().next();
     let own = |other: &str| others.iter().any(|&(s, tool)| s == server && tool == other);
     others
         .iter()
         .find(|&&(other_server, other)| {
             other_server != server
-                && head(other) == first
+                && skeleton_head(other) == first
                 && other.to_lowercase() != folded
                 && !own(other)
                 && skeleton(other) == mine
@@ -1635,6 +1646,19 @@ mod tests {
         assert_eq!(skeleton("read_fiIe"), skeleton("read_file"));
         assert_eq!(skeleton("rеad_file"), "read_flle"); // Cyrillic е
         assert_eq!(skeleton("ｒｅａｄ_file"), skeleton("read_file"));
+        for name in [
+            "rnail",
+            "vvrite",
+            "\u{200B}read",
+            "ｒｅａｄ",
+            "Іnfo",
+            "r",
+            "",
+            "rn",
+            "İx",
+        ] {
+            assert_eq!(skeleton_head(name), skeleton(name).chars().next(), "{name}");
+        }
         assert_eq!(ids("x", "rеad_file", "Reads."), ["name.confusable"]);
         assert_eq!(ids("x", "get_current_tirne", "Time."), ["name.confusable"]);
         // Letter case alone is not a look-alike.
