@@ -547,8 +547,12 @@ fn excerpt(text: &str, start: usize, end: usize) -> String {
     format!("\"{}\"", piece.trim())
 }
 
+/// A pattern of the scanner's rules. Word boundaries are ASCII (`\b` is rewritten to
+/// `(?-u:\b)`): the patterns are English words, and a Unicode word boundary makes the
+/// regex engine leave its fast automaton for a slow one on any text with a non-ASCII
+/// character (most descriptions with an emoji, an accent or a CJK word).
 fn regex(pattern: &str) -> Regex {
-    match Regex::new(pattern) {
+    match Regex::new(&pattern.replace(r"\b", r"(?-u:\b)")) {
         Ok(regex) => regex,
         // The patterns are constants, tested below.
         Err(error) => panic!("bad scan pattern {pattern}: {error}"),
@@ -997,6 +1001,23 @@ pub fn skeleton(name: &str) -> String {
 /// The first character of [`skeleton`]`(name)`, without building it (the look-alike check
 /// compares it with every name of the catalogue first).
 fn skeleton_head(name: &str) -> Option<char> {
+    // Most names begin with two printable ASCII characters: map them directly.
+    let bytes = name.as_bytes();
+    if let [a, b, ..] = bytes
+        && a.is_ascii_graphic()
+        && b.is_ascii_graphic()
+    {
+        let fold = |c: u8| match c.to_ascii_lowercase() {
+            b'1' | b'i' | b'|' => b'l',
+            b'0' => b'o',
+            other => other,
+        };
+        return Some(char::from(match (fold(*a), fold(*b)) {
+            (b'r', b'n') => b'm',
+            (b'v', b'v') => b'w',
+            (first, _) => first,
+        }));
+    }
     let mut chars = skeleton_chars(name);
     let first = chars.next()?;
     match (first, chars.next()) {
@@ -1021,8 +1042,8 @@ pub fn name_confusable(server: &str, name: &str, others: &[(&str, &str)]) -> Opt
     others
         .iter()
         .find(|&&(other_server, other)| {
-            other_server != server
-                && skeleton_head(other) == first
+            skeleton_head(other) == first
+                && other_server != server
                 && other.to_lowercase() != folded
                 && !own(other)
                 && skeleton(other) == mine
