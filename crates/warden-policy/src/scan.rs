@@ -12,7 +12,8 @@
 //! - exact rules, each with a stable id ([`FLAG_IDS`]) and a documented reach: invisible
 //!   and bidirectional characters, look-alike names by confusable skeleton, priority or
 //!   role markup, comments, encoded blobs and encoded sentences, credential files,
-//!   well-known override phrases, qualified names of other servers' tools;
+//!   overrides of the model's instructions (seven closed grammars), qualified names of
+//!   other servers' tools;
 //! - a learned model ([`model`]): a logistic regression over word and character n-grams
 //!   that scores every sentence of every string the model reads (title, description,
 //!   annotations, every string of the input and output schemas at any depth, text decoded

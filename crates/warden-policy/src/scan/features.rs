@@ -8,9 +8,11 @@
 //! first word, and whether it reads as a third-person verb (a sentence saying what the tool
 //! does); character 4-grams of longer words, so that "mirrored" and "mirroring" share
 //! evidence; and concept classes, alone, paired, in order, and per field kind (a
-//! parameter's "New IBAN." is not a description's instruction). Each feature is a string,
-//! hashed (FNV-1a) into [`BUCKETS`] buckets; values are `1/sqrt(n)` for a sentence of `n`
-//! features. The trainer
+//! parameter's "New IBAN." is not a description's instruction); and structure shapes (a
+//! directive to the reader, a person's data, other tools, something withheld from the
+//! user; see `structure`). Each feature is a string, hashed (FNV-1a) into [`BUCKETS`]
+//! buckets, for scoring without building the string; values are `1/sqrt(n)` for a
+//! sentence of `n` features. The trainer
 //! (`examples/train_scanner.rs`) and the scanner use this one function, so what is
 //! trained is what is scored.
 
