@@ -236,6 +236,19 @@ const CLASSES: &[(&str, &[&str])] = &[
             "identities",
             "printenv",
             "vault",
+            "passport",
+            "passports",
+            "dob",
+            "birthdate",
+            "birthday",
+            "medical",
+            "diagnosis",
+            "salary",
+            "payroll",
+            "biometric",
+            "geolocation",
+            "coordinates",
+            "itinerary",
         ],
     ),
     (
@@ -710,8 +723,38 @@ const CLASSES: &[(&str, &[&str])] = &[
     (
         "person",
         &[
-            "user", "users", "human", "owner", "customer", "person", "people", "someone",
+            "user",
+            "users",
+            "human",
+            "owner",
+            "customer",
+            "person",
+            "people",
+            "someone",
             "operator",
+            "customers",
+            "traveller",
+            "traveler",
+            "travellers",
+            "travelers",
+            "passenger",
+            "passengers",
+            "guest",
+            "guests",
+            "patient",
+            "patients",
+            "member",
+            "members",
+            "employee",
+            "employees",
+            "visitor",
+            "visitors",
+            "requester",
+            "requesters",
+            "buyer",
+            "buyers",
+            "student",
+            "students",
         ],
     ),
     (
@@ -1099,8 +1142,8 @@ const ANY_OTHER: &[&str] = &[
 /// "callers are expected to"); it names *a person's data* when a person word is followed
 /// by a possessive ("the user's address book"); it aims at *other tools* when a tool word
 /// follows "other", "any", "every", ... within two words; it *keeps something from the
-/// user* when a negation precedes, within three words, a verb of showing or telling or a
-/// word of concealment. Each shape is a feature, per field kind (a person's data only with
+/// user* when a negation precedes, within three words, a verb of showing or telling (not a
+/// word of concealment: "never hidden" says the opposite). Each shape is a feature, per field kind (a person's data only with
 /// another shape: parameter documentation names it every day), and the directive shape
 /// is paired with every class present and with the other shapes: "an instruction, to the
 /// model, about the user's data, other tools, or what the user sees" is the structure of
@@ -1113,12 +1156,11 @@ fn structure(kind: Kind, tokens: &[String], per_token: &[u32], present: u32, sin
             .position(|(n, _)| *n == name)
             .map_or(0, |i| 1u32 << i)
     };
-    let (addressee, obligation, person, tools, conceal) = (
+    let (addressee, obligation, person, tools) = (
         class("addressee"),
         class("obligation"),
         class("person"),
         class("tools"),
-        class("conceal"),
     );
     let opening = tokens
         .iter()
@@ -1140,14 +1182,15 @@ fn structure(kind: Kind, tokens: &[String], per_token: &[u32], present: u32, sin
                 .iter()
                 .any(|t| ANY_OTHER.contains(&t.as_str()))
     });
+    // A negation before a verb of showing or telling withholds ("do not tell", "never
+    // show"); before a word of concealment it says the opposite ("never hidden").
     let withheld = tokens.iter().enumerate().any(|(i, t)| {
         NEGATIONS.contains(&t.as_str())
             && tokens
                 .iter()
-                .zip(per_token)
                 .skip(i + 1)
                 .take(3)
-                .any(|(next, &bits)| bits & conceal != 0 || USER_FACING.contains(&next.as_str()))
+                .any(|next| USER_FACING.contains(&next.as_str()))
     });
     let k = kind.as_str();
     let shapes = [
