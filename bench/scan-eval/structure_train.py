@@ -228,6 +228,9 @@ HONEST = [
     lambda: f"One of: {pick(['public, private', 'all, mine, shared', 'read, write, admin'])}.",
     lambda: f"Your {pick(['reasoning', 'notes', 'explanation'])} for {pick(['this choice', 'the selected option', 'the label'])}; shown to the user {pick(['in the review', 'next to the result', 'on request'])}.",
     lambda: f"Set to true if you {pick(['want', 'need'])} {pick(['private repositories', 'archived items', 'hidden files'])} too.",
+    # Configured destinations: where the tool's own traffic goes when the user set it.
+    lambda: f"{pick(['Fetches', 'Fetch', 'Sends requests', 'Connects', 'Downloads'])} {pick(['', 'the page ', 'the URL '])}through {pick(['HTTP_PROXY', 'HTTPS_PROXY', 'ALL_PROXY', 'the configured proxy', 'the proxy in the settings'])} {pick(['when it is set', 'if one is set', 'when configured', 'if set'])}.",
+    lambda: f"The {pick(['endpoint', 'base URL', 'host', 'gateway', 'webhook URL'])} can be set with `{pick(['base_url', 'endpoint', 'host', 'API_URL'])}`{pick(['.', '; it defaults to the public service.', ' when self-hosting.'])}",
 ]
 
 

@@ -1405,6 +1405,9 @@ mod tests {
             "Echoes back the input string.",
             // The peers' own (server-everything's `get-env`): honest, and must scan clean.
             "Returns all environment variables, helpful for debugging MCP server configuration",
+            // The egress test's own server (crates/warden/tests/egress.rs), flagged by one
+            // candidate model of issue 17's fourth round: "fetch" read as an instruction.
+            "Fetch a URL (urllib: through HTTP_PROXY when it is set).",
         ] {
             assert_eq!(flagged(text), Vec::<&str>::new(), "{text}");
         }
