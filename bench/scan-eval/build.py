@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import honest_eval  # noqa: E402
 import honest_train  # noqa: E402
 import category_train  # noqa: E402
+import structure_train  # noqa: E402
 
 # How many generated honest definitions of everyday domains the training side gets.
 HONEST_GENERATED = 2400
@@ -33,6 +34,11 @@ HONEST_GENERATED = 2400
 # counterparts in the same registers.
 CATEGORY_TRAIN = 200
 CATEGORY_HONEST = 600
+# Fourth round (structure_train.py): positives per category, honest counterparts, and
+# parameter requests.
+STRUCTURE_TRAIN = 200
+STRUCTURE_HONEST = 900
+STRUCTURE_PARAMS = 200
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "crates" / "warden-policy" / "data" / "scanner"
@@ -889,6 +895,80 @@ def category_records(split_a):
     return out
 
 
+def structure_records(split_a):
+    """Training records of structure_train.py (fourth round): concealment, exfiltration and
+    shadowing positives, parameter requests, and honest counterparts in the same registers,
+    on training-side carriers. Only structure_train's own RNG is used, so every other
+    record is unchanged."""
+    rng = structure_train.R
+    pool = [r for r in split_a if description_of(r["tool"])]
+    out = []
+    written = []
+
+    def put(tool, sentence):
+        desc = description_of(tool)
+        where = rng.choice(["end", "end", "middle", "start"])
+        if where == "end" or not desc:
+            tool["description"] = (desc.rstrip() + ("\n\n" if desc else "") + sentence).strip()
+        elif where == "start":
+            tool["description"] = sentence + " " + desc
+        else:
+            cut = desc.find(". ", len(desc) // 3)
+            tool["description"] = desc.rstrip() + " " + sentence if cut < 0 else desc[: cut + 2] + sentence + " " + desc[cut + 2 :]
+
+    for category in ("concealment", "exfiltration", "shadowing"):
+        for i in range(STRUCTURE_TRAIN):
+            carrier = rng.choice(pool)
+            tool = clone(carrier["tool"])
+            sentence = structure_train.positive(category)
+            written.append(sentence)
+            put(tool, sentence)
+            out.append(
+                {"id": f"{category}-train-s-{i}", "label": 1, "category": category,
+                 "source": "generated for Warden (structure_train.py) on a carrier from " + carrier["source"],
+                 "license": "Apache-2.0 (carrier: " + carrier["license"] + ")",
+                 "server": "poisoned-" + carrier["server"], "tool": tool, "inject": [sentence]}
+            )
+    for i in range(STRUCTURE_PARAMS):
+        carrier = rng.choice(pool)
+        tool = clone(carrier["tool"])
+        text, name = structure_train.param_request()
+        written.append(text)
+        properties(tool)[name] = {"type": "string", "description": text}
+        out.append(
+            {"id": f"param-exfil-train-s-{i}", "label": 1, "category": "param-exfil",
+             "source": "generated for Warden (structure_train.py) on a carrier from " + carrier["source"],
+             "license": "Apache-2.0 (carrier: " + carrier["license"] + ")",
+             "server": "poisoned-" + carrier["server"], "tool": tool, "inject": [text]}
+        )
+    for i in range(STRUCTURE_HONEST):
+        carrier = rng.choice(pool)
+        tool = clone(carrier["tool"])
+        sentence = structure_train.honest_sentence()
+        written.append(sentence)
+        if rng.random() < 0.3:
+            props = properties(tool)
+            props[rng.choice(["to", "email", "contact", "api_key", "targets", "conversation_id"])] = {
+                "type": "string", "description": sentence}
+        else:
+            desc = description_of(tool)
+            tool["description"] = (sentence + " " + desc) if rng.random() < 0.3 else (desc.rstrip() + " " + sentence).strip()
+        out.append(
+            {"id": f"hard-train-s-{i}", "label": 0, "category": "hard-generated",
+             "source": "generated for Warden (structure_train.py) on a carrier from " + carrier["source"],
+             "license": "Apache-2.0 (carrier: " + carrier["license"] + ")",
+             "server": carrier["server"], "tool": tool}
+        )
+    held = []
+    for name in ("eval.jsonl", "eval2.jsonl", "eval3.jsonl"):
+        path = DATA / name
+        if path.exists():
+            for rec in read(path):
+                held.extend(rec.get("inject") or [])
+    structure_train.check_disjoint(written, held)
+    return out
+
+
 def generate() -> None:
     real = read(DATA / "real.jsonl")
     split = {"A": [], "B": []}
@@ -972,6 +1052,7 @@ def generate() -> None:
     # everything else and use no shared RNG, so the records above are unchanged by them.
     out["A"].extend(honest_train.generate(HONEST_GENERATED))
     out["A"].extend(category_records(split["A"]))
+    out["A"].extend(structure_records(split["A"]))
     out["B"].extend(honest_eval.records())
     write(DATA / "train.jsonl", out["A"])
     write(DATA / "eval.jsonl", out["B"])

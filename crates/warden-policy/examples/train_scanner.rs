@@ -19,8 +19,9 @@
 //!    scored by a model trained on the other four; a definition scores the maximum of its
 //!    sentences (new sentences of an update get the bonus). The threshold is the lowest
 //!    that keeps the out-of-fold false-positive rate at or under [`TARGET_FPR`] on real
-//!    definitions and on generated honest definitions of everyday domains (a sentence
-//!    one server repeats counted once), and not under [`MIN_THRESHOLD`].
+//!    definitions, on generated honest definitions of everyday domains and on generated
+//!    hard-but-honest ones (a sentence one server repeats counted once), and not under
+//!    [`MIN_THRESHOLD`].
 //! 4. Trains on everything and writes the weights with that threshold.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -36,11 +37,11 @@ use warden_policy::scan::{ToolText, unit_tokens, units};
 
 /// The out-of-fold false-positive rate on real definitions the threshold is set for.
 const TARGET_FPR: f64 = 0.005;
-/// The threshold is never set below this. The out-of-fold quantile rests on the four or
-/// five highest of about 800 honest sentences and moved between 0.50 and 0.68 over four
-/// retrains on nearly the same data (decision 0027, second revision); the floor keeps the
-/// shipped threshold from following one sentence.
-const MIN_THRESHOLD: f32 = 0.6;
+/// The threshold is never set below this. Revision 2 of decision 0027 raised it to 0.6
+/// after seeing held-out curves; revision 3 puts it back to 0.5, a sanity bound only, and
+/// lets the out-of-fold rule decide on three honest categories (real, generated everyday,
+/// generated hard-but-honest: 5,203 definitions, 3,910 distinct scores) instead of two.
+const MIN_THRESHOLD: f32 = 0.5;
 /// Log-odds added to a sentence that is new since the pinned definition.
 const UPDATE_BONUS: f32 = 1.5;
 const EPOCHS: usize = 12;
@@ -255,10 +256,10 @@ fn main() {
     }
     // The threshold: the lowest keeping the out-of-fold false-positive rate at or under
     // TARGET_FPR on each large honest category (real public definitions, generated honest
-    // ones of everyday domains), and not under MIN_THRESHOLD. The 300 hard-generated
-    // definitions are too few for a 0.5 % quantile (one definition would set it).
+    // ones of everyday domains, generated hard-but-honest ones: 1,800 since the fourth
+    // round, enough for a 0.5 % quantile), and not under MIN_THRESHOLD.
     let mut threshold = MIN_THRESHOLD;
-    for honest in ["real", "honest-generated"] {
+    for honest in ["real", "honest-generated", "hard-generated"] {
         // One server's tools often repeat one parameter's documentation word for word
         // (a dozen tools of one API sharing `dateRange`): a sentence repeated by one
         // server counts once, or one honest sentence would set the threshold alone.

@@ -16,7 +16,9 @@
 
 use std::sync::LazyLock;
 
-use super::features::{BUCKET_BITS, BUCKETS, MAX_TOKENS, bucket, feature_strings, tokens, values};
+use super::features::{
+    BUCKET_BITS, BUCKETS, MAX_TOKENS, bucket, feature_strings, hashed, tokens, values,
+};
 use super::segment::Kind;
 
 /// The weights shipped with Warden.
@@ -147,11 +149,9 @@ impl Model {
 
     /// The log-odds of a sentence of `kind` with these tokens.
     pub fn logit(&self, kind: Kind, tokens: &[String]) -> f32 {
-        let strings = feature_strings(kind, tokens);
-        let sum: f32 = strings
-            .iter()
-            .zip(values(&strings))
-            .map(|(s, v)| f32::from(self.weights[bucket(s)]) * v)
+        let sum: f32 = hashed(kind, tokens)
+            .into_iter()
+            .map(|(j, v)| f32::from(self.weights[j]) * v)
             .sum();
         self.bias + sum * self.scale
     }
