@@ -81,8 +81,10 @@ fn identity_scanned(store: &Store, spec: &ServerSpec, scan: &Value) -> Result<St
 }
 
 /// Bumped whenever what the review decides changes in a way [`scan_version`] cannot see
-/// (a rule's wording, the quarantine's conditions).
-const SCAN_RULES: u32 = 1;
+/// (a rule's grammar or wording, the quarantine's conditions, the built-in model's weights
+/// under an unchanged threshold). 2: the override grammars and the fourth-round model
+/// (decision 0027, revision 3).
+const SCAN_RULES: u32 = 2;
 
 /// What the description scan that reviewed a cached list was: [`SCAN_RULES`], Warden's
 /// version, the scanner's rule ids and its model's threshold. A row recorded under another
