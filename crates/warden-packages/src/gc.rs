@@ -28,6 +28,35 @@ pub struct Collected {
     pub skipped: Vec<(PathBuf, String)>,
 }
 
+/// The directories in `dir`, sorted. Symbolic links are never followed: they, and any other
+/// entry that is not a directory, are recorded in `out` as left alone, except the files
+/// `expected` accepts.
+fn directories_in(
+    dir: &Path,
+    out: &mut Collected,
+    expected: impl Fn(&Path, &std::fs::Metadata) -> bool,
+) -> Result<Vec<PathBuf>, PackageError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| PackageError::io("list", dir, source))?;
+    let mut dirs = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|source| PackageError::io("list", dir, source))?;
+        let path = entry.path();
+        let meta = std::fs::symlink_metadata(&path)
+            .map_err(|source| PackageError::io("read", &path, source))?;
+        if meta.file_type().is_symlink() {
+            out.skipped
+                .push((path, "a symbolic link: not followed, left alone".to_owned()));
+        } else if meta.is_dir() {
+            dirs.push(path);
+        } else if !expected(&path, &meta) {
+            out.skipped
+                .push((path, "not an install directory: left alone".to_owned()));
+        }
+    }
+    dirs.sort();
+    Ok(dirs)
+}
+
 impl Packages {
     /// Removes every install directory of the cache that no package pin references.
     /// `referenced` lists the directories the store's package pins name; it is read again
@@ -41,29 +70,15 @@ impl Packages {
         dry_run: bool,
     ) -> Result<Collected, PackageError> {
         let mut out = Collected::default();
-        let entries = match std::fs::read_dir(self.base()) {
-            Ok(entries) => entries,
+        match std::fs::symlink_metadata(self.base()) {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-            Err(source) => return Err(PackageError::io("list", self.base(), source)),
-        };
-        let mut slots = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|source| PackageError::io("list", self.base(), source))?;
-            let path = entry.path();
-            let meta = std::fs::symlink_metadata(&path)
-                .map_err(|source| PackageError::io("read", &path, source))?;
-            if meta.file_type().is_symlink() {
-                out.skipped
-                    .push((path, "a symbolic link: not followed, left alone".to_owned()));
-            } else if meta.is_dir() {
-                slots.push(path);
-            } else if !(meta.is_file() && path.extension().is_some_and(|e| e == "lock")) {
-                out.skipped
-                    .push((path, "not an install directory: left alone".to_owned()));
-            }
+            _ => {}
         }
-        slots.sort();
-        for slot in slots {
+        // The slots' lock files sit beside them: expected, not reported.
+        let is_lock = |path: &Path, meta: &std::fs::Metadata| {
+            meta.is_file() && path.extension().is_some_and(|e| e == "lock")
+        };
+        for slot in directories_in(self.base(), &mut out, is_lock)? {
             self.collect_slot(&slot, referenced, dry_run, &mut out)?;
         }
         Ok(out)
@@ -112,27 +127,8 @@ impl Packages {
                 std::iter::once(dir).chain(canonical)
             })
             .collect();
-        let mut installs = Vec::new();
-        let entries =
-            std::fs::read_dir(slot).map_err(|source| PackageError::io("list", slot, source))?;
-        for entry in entries {
-            let entry = entry.map_err(|source| PackageError::io("list", slot, source))?;
-            let path = entry.path();
-            let meta = std::fs::symlink_metadata(&path)
-                .map_err(|source| PackageError::io("read", &path, source))?;
-            if meta.file_type().is_symlink() {
-                out.skipped
-                    .push((path, "a symbolic link: not followed, left alone".to_owned()));
-            } else if meta.is_dir() {
-                installs.push(path);
-            } else {
-                out.skipped
-                    .push((path, "not an install directory: left alone".to_owned()));
-            }
-        }
-        installs.sort();
         let mut left = false;
-        for install in installs {
+        for install in directories_in(slot, out, |_, _| false)? {
             let canonical = std::fs::canonicalize(&install).ok();
             if pinned.contains(&install) || canonical.is_some_and(|c| pinned.contains(&c)) {
                 out.kept.push(install);
