@@ -83,8 +83,9 @@ fn identity_scanned(store: &Store, spec: &ServerSpec, scan: &Value) -> Result<St
 /// Bumped whenever what the review decides changes in a way [`scan_version`] cannot see
 /// (a rule's grammar or wording, the quarantine's conditions, the built-in model's weights
 /// under an unchanged threshold). 2: the override grammars and the fourth-round model
-/// (decision 0027, revision 3).
-const SCAN_RULES: u32 = 2;
+/// (decision 0027, revision 3). 3: a sign-in tool's short description of its own secret
+/// field reads as naming its own field.
+const SCAN_RULES: u32 = 3;
 
 /// What the description scan that reviewed a cached list was: [`SCAN_RULES`], Warden's
 /// version, the scanner's rule ids and its model's threshold. A row recorded under another
