@@ -1018,7 +1018,7 @@ mod tests {
         hold: Duration,
     ) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
         use std::sync::atomic::{AtomicUsize, Ordering};
-        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        use tokio::io::AsyncReadExt as _;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/introspect", listener.local_addr().unwrap());
         let calls = Arc::new(AtomicUsize::new(0));
@@ -1064,12 +1064,7 @@ mod tests {
                         json!({"active": false})
                     }
                     .to_string();
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
-                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = stream.write_all(answer.as_bytes()).await;
+                    answer_json(&mut stream, &body).await;
                 });
             }
         });
@@ -1181,6 +1176,17 @@ mod tests {
         }
     }
 
+    /// Answers one request of a loopback test server with `body` as JSON, then closes.
+    async fn answer_json(stream: &mut tokio::net::TcpStream, body: &str) {
+        use tokio::io::AsyncWriteExt as _;
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = stream.write_all(answer.as_bytes()).await;
+    }
+
     /// A loopback key-set server: the first read is answered at once with `jwks`; every
     /// later read is held `hold` before it is answered. Counts the reads.
     async fn key_set_server(
@@ -1188,7 +1194,7 @@ mod tests {
         hold: Duration,
     ) -> (String, Arc<std::sync::atomic::AtomicUsize>) {
         use std::sync::atomic::{AtomicUsize, Ordering};
-        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        use tokio::io::AsyncReadExt as _;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/jwks", listener.local_addr().unwrap());
         let reads = Arc::new(AtomicUsize::new(0));
@@ -1207,12 +1213,7 @@ mod tests {
                     if n > 0 {
                         tokio::time::sleep(hold).await;
                     }
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
-                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = stream.write_all(answer.as_bytes()).await;
+                    answer_json(&mut stream, &body).await;
                 });
             }
         });
@@ -1224,7 +1225,7 @@ mod tests {
     /// `good-token` is active. Counts the key-set reads.
     async fn discovered_server() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
         use std::sync::atomic::{AtomicUsize, Ordering};
-        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        use tokio::io::AsyncReadExt as _;
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let reads = Arc::new(AtomicUsize::new(0));
@@ -1257,12 +1258,7 @@ mod tests {
                         json!({"active": false})
                     }
                     .to_string();
-                    let answer = format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
-                         content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                        body.len()
-                    );
-                    let _ = stream.write_all(answer.as_bytes()).await;
+                    answer_json(&mut stream, &body).await;
                 });
             }
         });
