@@ -12,7 +12,7 @@
 //! definition appear that is not pinned. Each write is one transaction: a reader sees the
 //! old row or the new one, never half of either.
 
-use rusqlite::{OptionalExtension, params};
+use rusqlite::params;
 
 use crate::{Store, StoreError};
 
@@ -40,25 +40,19 @@ impl Store {
         server_key: &str,
         identity: &str,
     ) -> Result<Option<CachedCatalogue>, StoreError> {
-        let row = self
-            .conn
-            .prepare_cached(
-                "SELECT identity, info, tools, fetched_ms FROM catalogue_cache
-                 WHERE server_key = ?1",
-            )
-            .and_then(|mut statement| {
-                statement
-                    .query_row(params![server_key], |row| {
-                        Ok((
-                            row.get::<_, String>(0)?,
-                            row.get::<_, String>(1)?,
-                            row.get::<_, String>(2)?,
-                            row.get::<_, i64>(3)?,
-                        ))
-                    })
-                    .optional()
-            })
-            .map_err(|source| self.sqlite(source))?;
+        let row = self.row_for(
+            "SELECT identity, info, tools, fetched_ms FROM catalogue_cache
+             WHERE server_key = ?1",
+            server_key,
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, i64>(3)?,
+                ))
+            },
+        )?;
         let Some((stored, info, tools, fetched_ms)) = row else {
             return Ok(None);
         };

@@ -468,28 +468,36 @@ impl Store {
         Ok(())
     }
 
+    /// The row `sql` selects for `server_key` (its one parameter), read by `map`, if any;
+    /// the statement is prepared once per connection and reused.
+    pub(crate) fn row_for<T>(
+        &self,
+        sql: &str,
+        server_key: &str,
+        map: impl FnOnce(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Option<T>, StoreError> {
+        self.conn
+            .prepare_cached(sql)
+            .and_then(|mut statement| statement.query_row(params![server_key], map).optional())
+            .map_err(|source| self.sqlite(source))
+    }
+
     /// The pin stored for `server_key` (see [`server_key`]), if any.
     pub fn pin_for(&self, server_key: &str) -> Result<Option<Pin>, StoreError> {
-        let row = self
-            .conn
-            .prepare_cached(
-                "SELECT program, program_sha256, files, package, rule FROM pins
-                 WHERE server_key = ?1",
-            )
-            .and_then(|mut statement| {
-                statement
-                    .query_row(params![server_key], |row| {
-                        Ok((
-                            row.get::<_, String>(0)?,
-                            row.get::<_, String>(1)?,
-                            row.get::<_, String>(2)?,
-                            row.get::<_, Option<String>>(3)?,
-                            row.get::<_, i64>(4)?,
-                        ))
-                    })
-                    .optional()
-            })
-            .map_err(|source| self.sqlite(source))?;
+        let row = self.row_for(
+            "SELECT program, program_sha256, files, package, rule FROM pins
+             WHERE server_key = ?1",
+            server_key,
+            |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, Option<String>>(3)?,
+                    row.get::<_, i64>(4)?,
+                ))
+            },
+        )?;
         let Some((program, program_sha256, files, package, rule)) = row else {
             return Ok(None);
         };
@@ -568,15 +576,11 @@ impl Store {
     /// The pinned tool definitions of the server stored under `server_key`, by tool name;
     /// `None` when its tools were never pinned (an empty list is a pinned empty set).
     pub fn tool_pins(&self, server_key: &str) -> Result<Option<Vec<ToolPin>>, StoreError> {
-        let pinned = self
-            .conn
-            .prepare_cached("SELECT 1 FROM tool_pin_sets WHERE server_key = ?1")
-            .and_then(|mut statement| {
-                statement
-                    .query_row(params![server_key], |_| Ok(()))
-                    .optional()
-            })
-            .map_err(|source| self.sqlite(source))?;
+        let pinned = self.row_for(
+            "SELECT 1 FROM tool_pin_sets WHERE server_key = ?1",
+            server_key,
+            |_| Ok(()),
+        )?;
         if pinned.is_none() {
             return Ok(None);
         }
