@@ -258,7 +258,7 @@ fn described_parameter(path: &str) -> Option<&str> {
 /// Whether the tool's own name, title or description says it uses `parameter` (names it, or
 /// says it signs in): a login tool's `password` is its business; a weather tool's is not,
 /// and its "The user's password." stays for the model to judge.
-fn tool_says_it_uses(found: &[Segment<'_>], parameter: &str) -> bool {
+fn tool_says_it_uses(tool_words: &[Vec<String>], parameter: &str) -> bool {
     const SIGNING_IN: &[&[&str]] = &[
         &["sign", "in"],
         &["signs", "in"],
@@ -271,17 +271,23 @@ fn tool_says_it_uses(found: &[Segment<'_>], parameter: &str) -> bool {
         &["authentication"],
     ];
     let parts = words_of(parameter);
+    tool_words.iter().any(|words| {
+        contains_run(words, &parts)
+            || SIGNING_IN.iter().any(|phrase| {
+                words
+                    .windows(phrase.len())
+                    .any(|window| window.iter().zip(phrase.iter()).all(|(w, p)| w == p))
+            })
+    })
+}
+
+/// The words of each of the tool's own name, title and description.
+fn tool_words_of(found: &[Segment<'_>]) -> Vec<Vec<String>> {
     found
         .iter()
         .filter(|segment| matches!(segment.kind, Kind::Name | Kind::Title | Kind::Description))
-        .any(|segment| {
-            let words = words_of(segment.text);
-            contains_run(&words, &parts)
-                || SIGNING_IN.iter().any(|phrase| {
-                    let phrase: Vec<String> = phrase.iter().map(|w| (*w).to_owned()).collect();
-                    contains_run(&words, &phrase)
-                })
-        })
+        .map(|segment| words_of(segment.text))
+        .collect()
 }
 
 /// The lowercase alphanumeric words of `text` (`api_key`: `api`, `key`).
@@ -432,6 +438,10 @@ fn units_of(found: &[Segment<'_>], previous: Option<&Value>) -> Vec<Unit> {
         .filter(|segment| segment.kind == Kind::PropertyName)
         .map(|segment| segment.text.to_lowercase())
         .collect();
+    // The words of the tool's own name, title and description, read once (and only when
+    // a parameter's description needs them), not once per parameter.
+    let own_words = std::cell::OnceCell::new();
+    let tool_words = || own_words.get_or_init(|| tool_words_of(found));
     let mut out = Vec::new();
     let mut bytes = 0usize;
     for segment in found {
@@ -445,7 +455,7 @@ fn units_of(found: &[Segment<'_>], previous: Option<&Value>) -> Vec<Unit> {
         let parameter = (segment.kind == Kind::ParamDescription)
             .then(|| described_parameter(&segment.path))
             .flatten()
-            .filter(|p| tool_says_it_uses(found, p));
+            .filter(|p| tool_says_it_uses(tool_words(), p));
         for (from, to) in sentences(segment.text, MAX_SENTENCES - out.len()) {
             let text = &segment.text[from..to];
             out.push(Unit {
