@@ -270,8 +270,9 @@ async fn read_cache(
         let mut start = Vec::new();
         let mut candidates = Vec::new();
         for spec in specs {
-            // Kept warm: started with the host whatever the cache holds. A remote (or
-            // relayed) server is not cached: its list may depend on who signed in.
+            // Kept warm: started with the host whatever the cache holds. A relayed server
+            // is not cached (its start is its relay's); a remote one is answered from the
+            // cache only while its server's list lifetime lasts (`cache::lifetime`).
             let warm = spec.lifecycle.start == warden_config::StartMode::Eager
                 || !crate::cache::cacheable(&spec);
             // The review reads the store itself, so it is asked before the lock is taken.

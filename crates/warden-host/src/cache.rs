@@ -20,7 +20,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 use warden_config::ServerSpec;
-use warden_mcp::{Era, ServerInfo, ToolDef};
+use warden_mcp::{CacheScope, Era, ListFreshness, ServerInfo, ToolDef};
 use warden_store::catalogue::CachedCatalogue;
 use warden_store::{Store, StoreError};
 
@@ -38,12 +38,44 @@ pub struct Cached {
     pub fetched: SystemTime,
 }
 
-/// Whether `spec`'s catalogue is cached: local (stdio) servers only. A remote server's list
-/// may depend on who is signed in (2026-07-28's `cacheScope: "private"`), which Warden does
-/// not read yet, and starting one costs no local CPU; a relayed server's start is its
-/// relay's.
+/// Whether `spec`'s catalogue may be cached: a local (stdio) server's always; a remote
+/// one's when its server gave the list a lifetime ([`lifetime`]); never a relayed server's
+/// (its start is its relay's, inside the sandbox).
 pub fn cacheable(spec: &ServerSpec) -> bool {
-    matches!(spec.transport, warden_config::TransportSpec::Stdio { .. })
+    matches!(
+        spec.transport,
+        warden_config::TransportSpec::Stdio { .. } | warden_config::TransportSpec::Http { .. }
+    )
+}
+
+/// The longest a remote server's list is kept, whatever its `ttlMs` says: a day.
+pub const MAX_REMOTE_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// How long a list of `spec` read with the hints `freshness` may be shown without asking
+/// the server: `Some(None)` as long as what the server is stays the same (a local server:
+/// its row is keyed by what runs, decision 0036), `Some(Some(ttl))` for that long (a
+/// remote server's `ttlMs`, at most [`MAX_REMOTE_TTL`]), `None` not at all.
+///
+/// A remote list is kept only when the server said it may be reused (`ttlMs` above zero,
+/// 2026-07-28) and by whom: a `public` list whoever is signed in; a `private` one only
+/// when the authorization it was read under is part of the server's definition (a
+/// configured `Authorization` header, which keeps OAuth out and is in the row's key by
+/// hash). Any other `private` list may change with a sign-in or sign-out that leaves the
+/// definition as it is, so it is read from the server every time.
+pub fn lifetime(spec: &ServerSpec, freshness: Option<ListFreshness>) -> Option<Option<Duration>> {
+    match &spec.transport {
+        warden_config::TransportSpec::Stdio { .. } => Some(None),
+        warden_config::TransportSpec::Http { headers, .. } => {
+            let freshness = freshness?;
+            let own_authorization = headers
+                .keys()
+                .any(|name| name.eq_ignore_ascii_case("authorization"));
+            let reusable = freshness.scope == CacheScope::Public || own_authorization;
+            (reusable && !freshness.ttl.is_zero())
+                .then_some(Some(freshness.ttl.min(MAX_REMOTE_TTL)))
+        }
+        warden_config::TransportSpec::Relay { .. } => None,
+    }
 }
 
 /// What a cache row of `spec` is keyed by: the sha256 of its approved definition, of its
@@ -135,6 +167,13 @@ pub(crate) fn load_scanned(
     let Some(row) = store.cached_catalogue(&key, &identity_scanned(store, spec, scan)?)? else {
         return Ok(None);
     };
+    if row
+        .expires_ms
+        .is_some_and(|expires| crate::audit::now_ms() >= expires)
+    {
+        // Past its server's lifetime: the server is asked again.
+        return Ok(None);
+    }
     let Some(pins) = store.tool_pins(&key)? else {
         return Ok(None);
     };
@@ -169,14 +208,18 @@ pub(crate) fn load_scanned(
     }))
 }
 
-/// The cache row of `spec`, which offered `offered` after the review and said `info`.
+/// The cache row of `spec`, which offered `offered` after the review and said `info`,
+/// fresh for `ttl` (`None`: as long as its identity holds).
 pub fn row(
     store: &Store,
     spec: &ServerSpec,
     info: &ServerInfo,
     offered: &[ToolDef],
+    ttl: Option<Duration>,
 ) -> Result<(String, CachedCatalogue), StoreError> {
     let fetched_ms = crate::audit::now_ms();
+    let expires_ms = ttl
+        .map(|ttl| fetched_ms.saturating_add(i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)));
     let tools = offered
         .iter()
         .map(|def| (def.name.clone(), tool_pin(def).sha256))
@@ -188,30 +231,44 @@ pub fn row(
             info: info_to_json(info).to_string(),
             tools,
             fetched_ms,
+            expires_ms,
         },
     ))
 }
 
-/// One server's reviewed list, as the cache is told it: spec, self-description, offered
-/// tools, and whether the review held anything back.
-pub type Reviewed<'a> = (&'a ServerSpec, &'a ServerInfo, &'a [ToolDef], bool);
+/// One server's reviewed list, as the cache is told it.
+#[derive(Clone, Copy)]
+pub struct Reviewed<'a> {
+    /// The server.
+    pub spec: &'a ServerSpec,
+    /// What it said about itself.
+    pub info: &'a ServerInfo,
+    /// The tools the review let it offer.
+    pub offered: &'a [ToolDef],
+    /// Whether the review held anything back.
+    pub held: bool,
+    /// The list hints its connection read with the list ([`lifetime`]).
+    pub freshness: Option<ListFreshness>,
+}
 
 /// Records the catalogues of `servers`, in one transaction; a failure is logged (the cache
 /// only saves time). A server whose review held something back (drift, quarantine) gets no
 /// row, and loses the one it had: every listing starts it, so what is held back, and why, is
-/// shown each time until it is approved.
+/// shown each time until it is approved. So does a remote server whose list may no longer
+/// be reused ([`lifetime`]).
 pub fn save(store: &mut Store, servers: &[Reviewed<'_>]) {
     let mut rows = Vec::with_capacity(servers.len());
     let mut forget = Vec::new();
-    for (spec, info, offered, held) in servers {
+    for server in servers {
+        let spec = server.spec;
         if !cacheable(spec) {
             continue;
         }
-        if *held {
+        let Some(ttl) = lifetime(spec, server.freshness).filter(|_| !server.held) else {
             forget.push(key_for(spec));
             continue;
-        }
-        match row(store, spec, info, offered) {
+        };
+        match row(store, spec, server.info, server.offered, ttl) {
             Ok(row) => rows.push(row),
             Err(error) => {
                 tracing::warn!(server = %spec.name, "the catalogue cache is not updated: {error}");
@@ -283,6 +340,21 @@ mod tests {
         crate::test_support::stdio_spec("s", command)
     }
 
+    fn reviewed<'a>(
+        spec: &'a ServerSpec,
+        info: &'a ServerInfo,
+        offered: &'a [ToolDef],
+        held: bool,
+    ) -> Reviewed<'a> {
+        Reviewed {
+            spec,
+            info,
+            offered,
+            held,
+            freshness: None,
+        }
+    }
+
     fn tool(name: &str, description: &str) -> ToolDef {
         ToolDef {
             name: name.into(),
@@ -318,7 +390,7 @@ mod tests {
             .replace_tool_pins(&key_for(&s), &tool_pins(&tools))
             .unwrap();
         assert!(load(&store, &s).unwrap().is_none());
-        save(&mut store, &[(&s, &info(), &tools, false)]);
+        save(&mut store, &[reviewed(&s, &info(), &tools, false)]);
         let cached = load(&store, &s).unwrap().unwrap();
         assert_eq!(cached.tools, tools);
         assert_eq!(cached.info.instructions.as_deref(), Some("Use echo."));
@@ -331,9 +403,9 @@ mod tests {
 
         // A review that held something back removes the row: the server is started (and
         // what it holds back shown) until that is approved.
-        save(&mut store, &[(&s, &info(), &tools, true)]);
+        save(&mut store, &[reviewed(&s, &info(), &tools, true)]);
         assert!(load(&store, &s).unwrap().is_none());
-        save(&mut store, &[(&s, &info(), &tools, false)]);
+        save(&mut store, &[reviewed(&s, &info(), &tools, false)]);
         // A tool approved again with another definition: the row no longer shows what is
         // pinned, and is not used.
         let redefined = vec![tool("echo", "Echoes, and more."), tool("add", "Adds.")];
@@ -356,7 +428,7 @@ mod tests {
         store
             .replace_tool_pins(&key_for(&s), &tool_pins(&tools))
             .unwrap();
-        save(&mut store, &[(&s, &info(), &tools, false)]);
+        save(&mut store, &[reviewed(&s, &info(), &tools, false)]);
         let now = scan_version();
         assert!(load_scanned(&store, &s, &now).unwrap().is_some());
         for (field, other) in [
@@ -394,7 +466,7 @@ mod tests {
             package: None,
         };
         store.save_pin(&key_for(&s), &pin("aa")).unwrap();
-        save(&mut store, &[(&s, &info(), &tools, false)]);
+        save(&mut store, &[reviewed(&s, &info(), &tools, false)]);
         assert!(load(&store, &s).unwrap().is_some());
         store.save_pin(&key_for(&s), &pin("bb")).unwrap();
         assert!(load(&store, &s).unwrap().is_none());
@@ -421,9 +493,105 @@ mod tests {
             package: None,
         };
         store.save_pin(&key_for(&s), &pin).unwrap();
-        save(&mut store, &[(&s, &info(), &tools, false)]);
+        save(&mut store, &[reviewed(&s, &info(), &tools, false)]);
         assert!(load(&store, &s).unwrap().is_some());
         std::fs::write(&program, b"two, longer").unwrap();
         assert!(load(&store, &s).unwrap().is_none());
+    }
+
+    fn remote(headers: &[(&str, &str)]) -> ServerSpec {
+        ServerSpec {
+            transport: warden_config::TransportSpec::Http {
+                url: "https://mcp.example.com/mcp".into(),
+                headers: headers
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+                settings: Default::default(),
+            },
+            ..spec("/unused")
+        }
+    }
+
+    fn hints(ttl_ms: u64, scope: CacheScope) -> Option<ListFreshness> {
+        Some(ListFreshness {
+            ttl: Duration::from_millis(ttl_ms),
+            scope,
+        })
+    }
+
+    /// A remote server's list is kept only as long and for whom its server said: a public
+    /// list with a lifetime is read from the cache until that lifetime ends; a private one
+    /// only when the authorization is the configured header (part of the key); without a
+    /// lifetime, or private under a sign-in the definition does not show, it is not kept,
+    /// and a row it had is removed. A relayed server is never kept.
+    #[test]
+    fn a_remote_list_is_kept_as_long_and_for_whom_its_server_said() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("state.db")).unwrap();
+        let tools = vec![tool("echo", "Echoes.")];
+        let save_with = |store: &mut Store, s: &ServerSpec, freshness| {
+            store
+                .replace_tool_pins(&key_for(s), &tool_pins(&tools))
+                .unwrap();
+            save(
+                store,
+                &[Reviewed {
+                    freshness,
+                    ..reviewed(s, &info(), &tools, false)
+                }],
+            );
+        };
+
+        let public = remote(&[]);
+        save_with(&mut store, &public, hints(60_000, CacheScope::Public));
+        let cached = load(&store, &public).unwrap().unwrap();
+        assert_eq!(cached.tools, tools);
+
+        // A lifetime that has run out: asked again.
+        save_with(&mut store, &public, hints(1, CacheScope::Public));
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(load(&store, &public).unwrap().is_none());
+
+        // No lifetime (absent or zero): not kept, and the row it had is gone.
+        save_with(&mut store, &public, hints(60_000, CacheScope::Public));
+        assert!(load(&store, &public).unwrap().is_some());
+        save_with(&mut store, &public, hints(0, CacheScope::Public));
+        assert!(load(&store, &public).unwrap().is_none());
+        save_with(&mut store, &public, hints(60_000, CacheScope::Public));
+        save_with(&mut store, &public, None);
+        assert!(load(&store, &public).unwrap().is_none());
+
+        // Private, under whatever sign-in: not kept.
+        save_with(&mut store, &public, hints(60_000, CacheScope::Private));
+        assert!(load(&store, &public).unwrap().is_none());
+
+        // Private under the configured header: kept, and only for that header.
+        let own = remote(&[("Authorization", "Bearer one")]);
+        save_with(&mut store, &own, hints(60_000, CacheScope::Private));
+        assert!(load(&store, &own).unwrap().is_some());
+        let other = remote(&[("Authorization", "Bearer two")]);
+        assert!(load(&store, &other).unwrap().is_none());
+
+        // A lifetime past a day is held to a day.
+        assert_eq!(
+            lifetime(&public, hints(u64::MAX, CacheScope::Public)),
+            Some(Some(MAX_REMOTE_TTL))
+        );
+        // A local server's list lives as long as what runs; a relayed one is never kept.
+        assert_eq!(lifetime(&spec("/bin/one"), None), Some(None));
+        let relayed = ServerSpec {
+            transport: warden_config::TransportSpec::Relay {
+                relay: "box".into(),
+                channel: warden_config::RelayChannel {
+                    command: vec!["true".into()],
+                    secrets: Default::default(),
+                    reconnect: Default::default(),
+                },
+            },
+            ..spec("/unused")
+        };
+        assert!(!cacheable(&relayed));
+        assert_eq!(lifetime(&relayed, hints(60_000, CacheScope::Public)), None);
     }
 }

@@ -486,9 +486,14 @@ impl Guard {
             .unwrap_or_default();
         let servers: Vec<crate::cache::Reviewed<'_>> = servers
             .iter()
-            .map(|&(spec, info, tools, held)| {
-                let drifted = drift.get(&spec.name).is_some_and(|found| !found.is_empty());
-                (spec, info, tools, held || drifted)
+            .map(|&server| {
+                let drifted = drift
+                    .get(&server.spec.name)
+                    .is_some_and(|found| !found.is_empty());
+                crate::cache::Reviewed {
+                    held: server.held || drifted,
+                    ..server
+                }
             })
             .collect();
         let mut store = store.lock().unwrap_or_else(PoisonError::into_inner);
@@ -541,7 +546,11 @@ impl Host {
             for (spec, cached) in &cached {
                 reviewing.known(spec, &cached.tools);
             }
-            for (entry, tools) in results {
+            let mut freshness = BTreeMap::new();
+            for (entry, tools, hints) in results {
+                if let Some(hints) = hints {
+                    freshness.insert(entry.spec.name.clone(), hints);
+                }
                 if let Some(tools) = tools {
                     let listed: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
                     let tools = reviewing.tools(&entry.spec, tools);
@@ -559,8 +568,12 @@ impl Host {
                             .is_some_and(|held: &HashSet<String>| !held.is_empty());
                         lists
                             .get(&entry.spec.name)
-                            .map(|tools: &Vec<warden_mcp::ToolDef>| {
-                                (&entry.spec, info, tools.as_slice(), held)
+                            .map(|tools: &Vec<warden_mcp::ToolDef>| crate::cache::Reviewed {
+                                spec: &entry.spec,
+                                info,
+                                offered: tools.as_slice(),
+                                held,
+                                freshness: freshness.get(&entry.spec.name).copied(),
                             })
                     }
                     ServerStatus::Failed { .. } => None,
@@ -728,7 +741,8 @@ impl Host {
                 stderr_tail,
             })?;
         let info = connection.info().clone();
-        self.apply_list(&entry.spec, info, tools).await;
+        let freshness = connection.list_freshness();
+        self.apply_list(&entry.spec, info, tools, freshness).await;
         let connection = Arc::new(connection);
         slot.connection = Some(Arc::clone(&connection));
         slot.used.touch();
@@ -775,6 +789,7 @@ impl Host {
         spec: &ServerSpec,
         info: ServerInfo,
         tools: Vec<warden_mcp::ToolDef>,
+        freshness: Option<warden_mcp::ListFreshness>,
     ) {
         let mut lists = self.lists.lock().await;
         let review = Arc::clone(&self.review);
@@ -784,7 +799,13 @@ impl Host {
             let names: Vec<String> = tools.iter().map(|t| t.name.clone()).collect();
             let offered = review.tools(&reviewing, tools);
             let held = held_back(&names, &offered);
-            guard.save_catalogues(&[(&reviewing, &info, offered.as_slice(), !held.is_empty())]);
+            guard.save_catalogues(&[crate::cache::Reviewed {
+                spec: &reviewing,
+                info: &info,
+                offered: offered.as_slice(),
+                held: !held.is_empty(),
+                freshness,
+            }]);
             (names, offered, held)
         })
         .await;
@@ -942,7 +963,14 @@ impl Host {
             return;
         }
         let cache = Arc::clone(&self.guard);
-        let servers: Vec<(ServerSpec, ServerInfo, Vec<warden_mcp::ToolDef>, bool)> = changes
+        type Saved = (
+            ServerSpec,
+            ServerInfo,
+            Vec<warden_mcp::ToolDef>,
+            bool,
+            Option<warden_mcp::ListFreshness>,
+        );
+        let servers: Vec<Saved> = changes
             .iter()
             .filter(|change| change.error.is_none())
             .filter_map(|change| {
@@ -955,13 +983,24 @@ impl Host {
                     .held
                     .get(&change.server)
                     .is_some_and(|held| !held.is_empty());
-                Some((entry.spec.clone(), info.clone(), tools, held))
+                let freshness = entry
+                    .running()
+                    .and_then(|connection| connection.list_freshness());
+                Some((entry.spec.clone(), info.clone(), tools, held, freshness))
             })
             .collect();
         let saved = tokio::task::spawn_blocking(move || {
             let borrowed: Vec<crate::cache::Reviewed<'_>> = servers
                 .iter()
-                .map(|(spec, info, tools, held)| (spec, info, tools.as_slice(), *held))
+                .map(
+                    |(spec, info, tools, held, freshness)| crate::cache::Reviewed {
+                        spec,
+                        info,
+                        offered: tools.as_slice(),
+                        held: *held,
+                        freshness: *freshness,
+                    },
+                )
                 .collect();
             cache.save_catalogues(&borrowed);
         })
@@ -1404,14 +1443,20 @@ async fn connect_one(
     options: &ConnectOptions,
     review: &Arc<dyn Review>,
     starts: &StartGate,
-) -> (ServerEntry, Option<Vec<warden_mcp::ToolDef>>) {
+) -> (
+    ServerEntry,
+    Option<Vec<warden_mcp::ToolDef>>,
+    Option<warden_mcp::ListFreshness>,
+) {
     match start_server(spec.clone(), launcher, options, review, starts).await {
         Ok((connection, tools)) => {
             let info = connection.info().clone();
+            let freshness = connection.list_freshness();
             let status = ServerStatus::Connected { info };
             (
                 ServerEntry::new(spec, status, Some(connection), None),
                 Some(tools),
+                freshness,
             )
         }
         Err((reason, stderr_tail)) => {
@@ -1419,7 +1464,7 @@ async fn connect_one(
                 reason,
                 stderr_tail,
             };
-            (ServerEntry::new(spec, status, None, None), None)
+            (ServerEntry::new(spec, status, None, None), None, None)
         }
     }
 }

@@ -165,6 +165,63 @@ pub(crate) async fn within<T>(
         .unwrap_or(Err(CallError::Timeout { after: timeout }))
 }
 
+/// How long a server said its tool list may be reused (the 2026-07-28 list hints `ttlMs`
+/// and `cacheScope`), read from every page of the last complete `tools/list` walk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListFreshness {
+    /// The shortest `ttlMs` of the pages (absent, negative or not a number: zero).
+    pub ttl: Duration,
+    /// `Public` only when every page said `"public"`; anything else is `Private`.
+    pub scope: CacheScope,
+}
+
+/// Who may reuse a listed result (`cacheScope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheScope {
+    /// The same for every user: reusable whoever is signed in.
+    Public,
+    /// Reusable only within the authorization context it was read in.
+    Private,
+}
+
+impl ListFreshness {
+    /// The hints of one page of a list `result` read in `era`; a 2025-11-25 result has
+    /// none (zero, private), whatever fields it carries.
+    pub fn of_page(result: &serde_json::Value, era: Era) -> ListFreshness {
+        if era != Era::Modern {
+            return ListFreshness::NONE;
+        }
+        let ttl = result
+            .get("ttlMs")
+            .and_then(serde_json::Value::as_u64)
+            .map_or(Duration::ZERO, Duration::from_millis);
+        let scope = match result.get("cacheScope").and_then(serde_json::Value::as_str) {
+            Some("public") => CacheScope::Public,
+            _ => CacheScope::Private,
+        };
+        ListFreshness { ttl, scope }
+    }
+
+    /// Not reusable: what a result without hints means.
+    pub const NONE: ListFreshness = ListFreshness {
+        ttl: Duration::ZERO,
+        scope: CacheScope::Private,
+    };
+
+    /// The hints of a list made of this page and `other`: the shorter lifetime, and
+    /// public only when both are.
+    pub fn and(self, other: ListFreshness) -> ListFreshness {
+        ListFreshness {
+            ttl: self.ttl.min(other.ttl),
+            scope: if self.scope == CacheScope::Public && other.scope == CacheScope::Public {
+                CacheScope::Public
+            } else {
+                CacheScope::Private
+            },
+        }
+    }
+}
+
 /// A live connection to one server.
 ///
 /// Implementations own the server's process (if any) and stop it in [`Connection::close`];
@@ -249,6 +306,11 @@ pub trait Connection: Send + Sync {
             "resources/unsubscribe"
         };
         Box::pin(async move { Err(not_forwarded(method)) })
+    }
+    /// The list hints of the last complete [`Connection::list_tools`], for a host that
+    /// caches lists. A transport that does not read them keeps the default: `None`.
+    fn list_freshness(&self) -> Option<ListFreshness> {
+        None
     }
     /// The last `count` lines the server wrote to stderr.
     fn stderr_tail(&self, count: usize) -> Vec<String>;

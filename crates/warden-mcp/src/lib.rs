@@ -38,8 +38,8 @@ pub mod stdio;
 
 pub use confined::{ConfinedLauncher, Substituted};
 pub use connection::{
-    CallOutcome, ConnectOptions, Connection, Era, FORWARDED_METHODS, RelayDialer, ServerInfo,
-    ToolDef, connect, transport_forwards,
+    CacheScope, CallOutcome, ConnectOptions, Connection, Era, FORWARDED_METHODS, ListFreshness,
+    RelayDialer, ServerInfo, ToolDef, connect, transport_forwards,
 };
 pub use elicit::{
     DeclineAll, ElicitationAnswer, ElicitationRequest, Elicitor, client_capabilities,

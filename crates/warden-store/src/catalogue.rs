@@ -30,6 +30,9 @@ pub struct CachedCatalogue {
     pub tools: Vec<(String, String)>,
     /// When it was read from the server, in milliseconds since the Unix epoch.
     pub fetched_ms: i64,
+    /// When it stops being fresh (milliseconds since the Unix epoch), for a list whose
+    /// server gave it a lifetime; `None`: fresh for as long as the identity holds.
+    pub expires_ms: Option<i64>,
 }
 
 impl Store {
@@ -41,7 +44,7 @@ impl Store {
         identity: &str,
     ) -> Result<Option<CachedCatalogue>, StoreError> {
         let row = self.row_for(
-            "SELECT identity, info, tools, fetched_ms FROM catalogue_cache
+            "SELECT identity, info, tools, fetched_ms, expires_ms FROM catalogue_cache
              WHERE server_key = ?1",
             server_key,
             |row| {
@@ -50,10 +53,11 @@ impl Store {
                     row.get::<_, String>(1)?,
                     row.get::<_, String>(2)?,
                     row.get::<_, i64>(3)?,
+                    row.get::<_, Option<i64>>(4)?,
                 ))
             },
         )?;
-        let Some((stored, info, tools, fetched_ms)) = row else {
+        let Some((stored, info, tools, fetched_ms, expires_ms)) = row else {
             return Ok(None);
         };
         if stored != identity {
@@ -70,6 +74,7 @@ impl Store {
             info,
             tools,
             fetched_ms,
+            expires_ms,
         }))
     }
 
@@ -109,12 +114,20 @@ impl Store {
         let tx = self.conn.transaction().map_err(sqlite)?;
         for (key, entry, tools) in rows {
             tx.execute(
-                "INSERT INTO catalogue_cache (server_key, identity, info, tools, fetched_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5)
+                "INSERT INTO catalogue_cache
+                     (server_key, identity, info, tools, fetched_ms, expires_ms)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
                  ON CONFLICT(server_key) DO UPDATE SET identity = excluded.identity,
                      info = excluded.info, tools = excluded.tools,
-                     fetched_ms = excluded.fetched_ms",
-                params![key, entry.identity, entry.info, tools, entry.fetched_ms],
+                     fetched_ms = excluded.fetched_ms, expires_ms = excluded.expires_ms",
+                params![
+                    key,
+                    entry.identity,
+                    entry.info,
+                    tools,
+                    entry.fetched_ms,
+                    entry.expires_ms
+                ],
             )
             .map_err(sqlite)?;
         }
@@ -143,6 +156,7 @@ mod tests {
                 .map(|(name, sha)| ((*name).to_owned(), (*sha).to_owned()))
                 .collect(),
             fetched_ms: 1_000,
+            expires_ms: None,
         }
     }
 
@@ -168,6 +182,34 @@ mod tests {
         // A server that held something back loses its row.
         store.save_cached_catalogues(&[], &["k".into()]).unwrap();
         assert_eq!(store.cached_catalogue("k", "id2").unwrap(), None);
+    }
+
+    /// A row's lifetime is kept as written and replaced with the row: a remote list's
+    /// expiry, then a row without one.
+    #[test]
+    fn a_rows_expiry_is_kept_and_replaced_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::open(dir.path().join("state.db")).unwrap();
+        let remote = CachedCatalogue {
+            expires_ms: Some(61_000),
+            ..entry("id", &[("echo", "aa")])
+        };
+        store
+            .save_cached_catalogues(&[("k".into(), remote.clone())], &[])
+            .unwrap();
+        assert_eq!(store.cached_catalogue("k", "id").unwrap(), Some(remote));
+        let local = entry("id", &[("echo", "aa")]);
+        store
+            .save_cached_catalogues(&[("k".into(), local.clone())], &[])
+            .unwrap();
+        assert_eq!(
+            store
+                .cached_catalogue("k", "id")
+                .unwrap()
+                .unwrap()
+                .expires_ms,
+            None
+        );
     }
 
     /// A batch with one row over the limit writes nothing: no half-written state.

@@ -112,6 +112,9 @@ pub const MIGRATIONS: &[&str] = &[
     // 8: packages Warden installed for `npx`/`uvx` servers (see [`packages`]): what was
     // resolved, where it lies, and the hashes it is checked against at every start.
     packages::MIGRATION,
+    // 9: when a cached catalogue stops being fresh: a remote server's list lives as long
+    // as the server's `ttlMs` said (`NULL`: as long as its identity holds).
+    "ALTER TABLE catalogue_cache ADD COLUMN expires_ms INTEGER;",
 ];
 
 /// The most rows [`Store::audit`] returns.

@@ -31,15 +31,21 @@ impl Drop for HttpServer {
 impl HttpServer {
     /// The hostile test server in `mode`; it prints its URL first.
     fn hostile(scratch: &Scratch, mode: &str) -> HttpServer {
+        HttpServer::hostile_with(scratch, mode, &[])
+    }
+
+    /// The hostile test server in `mode`, with `env` added to its environment.
+    fn hostile_with(scratch: &Scratch, mode: &str, env: &[(&str, &str)]) -> HttpServer {
         let program = support::warden_bin().with_file_name("warden-http-testserver");
         assert!(
             program.exists(),
             "{} is missing: build it with `cargo build -p warden-testservers`",
             program.display()
         );
-        let log = scratch.path().join(format!("{mode}.log"));
+        let log = scratch.path().join(format!("{mode}-{}.log", env.len()));
         let mut child = Command::new(program)
             .arg(mode)
+            .envs(env.iter().copied())
             .env(support::TAG_VAR, &scratch.tag)
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -744,6 +750,105 @@ fn a_strict_modern_server_gets_headers_that_agree_with_the_body() {
         "{requests:?}"
     );
     drop(server);
+    scratch.assert_no_leftovers();
+}
+
+/// How many tool lists `server` was asked for.
+fn lists_asked(server: &HttpServer) -> usize {
+    server
+        .requests()
+        .iter()
+        .filter(|r| r.starts_with("POST tools/list"))
+        .count()
+}
+
+/// A 2026-07-28 server's list hints decide whether the catalogue cache answers for it:
+/// a `public` list with a lifetime is shown from the cache (the server is not asked, and
+/// the listing says `cached`) until the lifetime ends; a list without one, or a `private`
+/// one whose authorization the definition does not fix, is read from the server at every
+/// listing (the controls).
+#[test]
+fn a_modern_servers_list_lifetime_decides_whether_its_list_is_read_from_the_cache() {
+    let scratch = Scratch::new();
+    let listing = |server: &HttpServer, name: &str| {
+        let config = config(&scratch, name, &server.url, "");
+        tools_json(&scratch, &config)
+    };
+
+    let public = HttpServer::hostile_with(
+        &scratch,
+        "modern",
+        &[
+            ("WARDEN_TEST_LIST_TTL_MS", "60000"),
+            ("WARDEN_TEST_LIST_SCOPE", "public"),
+        ],
+    );
+    let first = listing(&public, "pub");
+    assert_eq!(first["state"], "connected", "{first}");
+    assert_eq!(lists_asked(&public), 1);
+    let second = listing(&public, "pub");
+    assert_eq!(second["state"], "cached", "{second}");
+    assert_eq!(second["tools"], first["tools"], "{second}");
+    assert_eq!(lists_asked(&public), 1, "answered from the cache");
+    // A call starts the server on first use, as a cached local server is started.
+    let output = scratch.run(
+        &[
+            "--config",
+            config(&scratch, "pub", &public.url, "").to_str().unwrap(),
+            "call",
+            "--yes",
+            "pub/echo",
+            "--args",
+            r#"{"text":"hi","region":"north"}"#,
+        ],
+        LIMIT,
+    );
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("echo: hi from north"),
+        "{}",
+        describe(&output)
+    );
+    assert_eq!(
+        lists_asked(&public),
+        2,
+        "its list is read live at its start"
+    );
+
+    let short = HttpServer::hostile_with(
+        &scratch,
+        "modern",
+        &[
+            ("WARDEN_TEST_LIST_TTL_MS", "1500"),
+            ("WARDEN_TEST_LIST_SCOPE", "public"),
+        ],
+    );
+    listing(&short, "short");
+    std::thread::sleep(Duration::from_millis(1600));
+    let again = listing(&short, "short");
+    assert_eq!(again["state"], "connected", "{again}");
+    assert_eq!(lists_asked(&short), 2, "asked again after its lifetime");
+
+    let private = HttpServer::hostile_with(
+        &scratch,
+        "modern",
+        &[
+            ("WARDEN_TEST_LIST_TTL_MS", "60000"),
+            ("WARDEN_TEST_LIST_SCOPE", "private"),
+        ],
+    );
+    let unhinted = HttpServer::hostile(&scratch, "modern");
+    for (server, name) in [(&private, "priv"), (&unhinted, "zero")] {
+        listing(server, name);
+        let again = listing(server, name);
+        assert_eq!(again["state"], "connected", "{name}: {again}");
+        assert_eq!(
+            lists_asked(server),
+            2,
+            "{name}: read from the server each time"
+        );
+    }
+    drop((public, short, private, unhinted));
     scratch.assert_no_leftovers();
 }
 

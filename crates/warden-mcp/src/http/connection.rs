@@ -17,8 +17,8 @@ use super::headers::param_headers;
 use super::reconnect::{self, Backoff, Link};
 use super::session::{ClientProfile, Session};
 use crate::connection::{
-    CallOutcome, ConnectOptions, Connection, DEFAULT_MAX_PAGES, DEFAULT_MAX_TOOLS, Era, ServerInfo,
-    ToolDef,
+    CallOutcome, ConnectOptions, Connection, DEFAULT_MAX_PAGES, DEFAULT_MAX_TOOLS, Era,
+    ListFreshness, ServerInfo, ToolDef,
 };
 use crate::error::{CallError, ConnectError, ConnectFailure};
 use crate::launcher::StopReport;
@@ -32,6 +32,8 @@ struct HttpConnection {
     backoff: Backoff,
     max_tools: usize,
     max_pages: usize,
+    /// The list hints of the last complete tool list.
+    freshness: Mutex<Option<ListFreshness>>,
 }
 
 /// Connects to the remote server `spec` names, within its connect timeout, trying again
@@ -89,6 +91,7 @@ pub async fn connect(
         backoff,
         max_tools: options.max_tools.unwrap_or(DEFAULT_MAX_TOOLS),
         max_pages: options.max_pages.unwrap_or(DEFAULT_MAX_PAGES),
+        freshness: Mutex::new(None),
     }))
 }
 
@@ -253,11 +256,16 @@ impl HttpConnection {
             max_tools: self.max_tools,
             max_pages: self.max_pages,
         };
-        list_pages(limits, |params| async move {
+        let (tools, freshness) = list_pages(limits, |params| async move {
             let page = self.request("tools/list", params, None).await?;
             Ok((page, self.current().await.era()))
         })
-        .await
+        .await?;
+        *self
+            .freshness
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(freshness);
+        Ok(tools)
     }
 }
 
@@ -278,6 +286,7 @@ pub async fn list_tools(session: &Session, server: &str) -> Result<Vec<ToolDef>,
         Ok((page, session.era()))
     })
     .await
+    .map(|(tools, _freshness)| tools)
 }
 
 /// The bounds of one `tools/list` walk.
@@ -292,22 +301,26 @@ pub(super) struct ListLimits<'a> {
 
 /// Follows `tools/list` pages within `limits`: `fetch` sends one request with the given
 /// params (the cursor, when there is one) and returns the page and the era it was read in.
+/// Returns the tools and the list hints of all pages together.
 pub(super) async fn list_pages<F, Fut>(
     limits: ListLimits<'_>,
     mut fetch: F,
-) -> Result<Vec<ToolDef>, CallError>
+) -> Result<(Vec<ToolDef>, ListFreshness), CallError>
 where
     F: FnMut(Map<String, Value>) -> Fut,
     Fut: std::future::Future<Output = Result<(Value, Era), CallError>>,
 {
     let mut tools = Vec::new();
     let mut cursor: Option<String> = None;
+    let mut freshness: Option<ListFreshness> = None;
     for _page in 0..limits.max_pages {
         let mut params = Map::new();
         if let Some(cursor) = cursor.take() {
             params.insert("cursor".into(), json!(cursor));
         }
         let (page, era) = fetch(params).await?;
+        let hints = ListFreshness::of_page(&page, era);
+        freshness = Some(freshness.map_or(hints, |before| before.and(hints)));
         for tool in page
             .get("tools")
             .and_then(Value::as_array)
@@ -326,7 +339,7 @@ where
         }
         match page.get("nextCursor").and_then(Value::as_str) {
             Some(next) if !next.is_empty() => cursor = Some(next.to_owned()),
-            _ => return Ok(tools),
+            _ => return Ok((tools, freshness.unwrap_or(ListFreshness::NONE))),
         }
     }
     Err(CallError::TooMany {
@@ -346,6 +359,13 @@ impl Connection for HttpConnection {
 
     fn list_tools(&self, timeout: Duration) -> BoxFuture<'_, Result<Vec<ToolDef>, CallError>> {
         Box::pin(crate::connection::within(timeout, self.list_all()))
+    }
+
+    fn list_freshness(&self) -> Option<ListFreshness> {
+        *self
+            .freshness
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn call_tool<'a>(
@@ -450,5 +470,87 @@ impl Connection for HttpConnection {
                 signals: Vec::new(),
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::connection::CacheScope;
+
+    /// Walks `pages` as a server would send them (each naming the next by cursor).
+    async fn walk(pages: Vec<Value>, era: Era) -> (Vec<ToolDef>, ListFreshness) {
+        let limits = ListLimits {
+            server: "s",
+            max_tools: 10,
+            max_pages: 10,
+        };
+        let pages = &pages;
+        list_pages(limits, |params| async move {
+            let index = params
+                .get("cursor")
+                .and_then(Value::as_str)
+                .map_or(0, |cursor| cursor.parse::<usize>().unwrap());
+            Ok((pages[index].clone(), era))
+        })
+        .await
+        .unwrap()
+    }
+
+    fn page(tool: &str, next: Option<&str>, hints: Value) -> Value {
+        let mut page = json!({"tools": [{"name": tool, "inputSchema": {"type": "object"}}]});
+        if let Some(next) = next {
+            page["nextCursor"] = json!(next);
+        }
+        for (key, value) in hints.as_object().unwrap() {
+            page[key] = value.clone();
+        }
+        page
+    }
+
+    /// A list is as fresh as its stalest page and public only when every page says so;
+    /// a missing, negative or malformed `ttlMs` means zero; a 2025-11-25 list has no hints
+    /// whatever it carries.
+    #[tokio::test]
+    async fn a_lists_hints_are_those_of_its_stalest_and_most_private_page() {
+        let public = |ttl: Value| json!({"ttlMs": ttl, "cacheScope": "public"});
+        let (tools, hints) = walk(
+            vec![
+                page("a", Some("1"), public(json!(60_000))),
+                page("b", None, public(json!(5_000))),
+            ],
+            Era::Modern,
+        )
+        .await;
+        assert_eq!(tools.len(), 2);
+        assert_eq!(
+            hints,
+            ListFreshness {
+                ttl: Duration::from_secs(5),
+                scope: CacheScope::Public
+            }
+        );
+
+        let (_, hints) = walk(
+            vec![
+                page("a", Some("1"), public(json!(60_000))),
+                page("b", None, json!({"ttlMs": 60_000, "cacheScope": "private"})),
+            ],
+            Era::Modern,
+        )
+        .await;
+        assert_eq!(hints.scope, CacheScope::Private);
+        assert_eq!(hints.ttl, Duration::from_secs(60));
+
+        for ttl in [json!(-5), json!("60000"), json!(1.5e300), Value::Null] {
+            let (_, hints) = walk(vec![page("a", None, public(ttl.clone()))], Era::Modern).await;
+            assert_eq!(hints.ttl, Duration::ZERO, "ttlMs {ttl}");
+        }
+        let (_, hints) = walk(vec![page("a", None, json!({}))], Era::Modern).await;
+        assert_eq!(hints, ListFreshness::NONE);
+
+        let (_, hints) = walk(vec![page("a", None, public(json!(60_000)))], Era::Legacy).await;
+        assert_eq!(hints, ListFreshness::NONE);
     }
 }

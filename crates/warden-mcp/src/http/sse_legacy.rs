@@ -425,6 +425,7 @@ impl SseConnection {
             Ok((page, Era::Legacy))
         })
         .await
+        .map(|(tools, _freshness)| tools)
     }
 }
 

@@ -4,7 +4,8 @@
 //! body (`-32020` otherwise, after base64 decoding), and lists two tools: `echo`, whose
 //! `region` argument is marked `x-mcp-header: Region`, and `bad`, whose marking is on a
 //! number (a client must leave it out). Each request is logged on stderr with the headers
-//! it carried.
+//! it carried. Its tool list is not reusable (`ttlMs` 0, `private`) unless
+//! `$WARDEN_TEST_LIST_TTL_MS` and `$WARDEN_TEST_LIST_SCOPE` say otherwise.
 
 use http::{HeaderMap, StatusCode};
 use serde_json::{Value, json};
@@ -41,6 +42,17 @@ fn decode(value: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The list hints its `tools/list` carries: `ttlMs` from `$WARDEN_TEST_LIST_TTL_MS` and
+/// `cacheScope` from `$WARDEN_TEST_LIST_SCOPE` (by default 0 and `private`: not reusable).
+fn list_hints() -> (u64, String) {
+    let ttl = std::env::var("WARDEN_TEST_LIST_TTL_MS")
+        .ok()
+        .and_then(|ttl| ttl.parse().ok())
+        .unwrap_or(0);
+    let scope = std::env::var("WARDEN_TEST_LIST_SCOPE").unwrap_or_else(|_| "private".into());
+    (ttl, scope)
 }
 
 fn error(id: &Value, code: i64, message: &str, data: Value) -> Value {
@@ -98,7 +110,8 @@ pub fn answer(message: &Value, headers: &HeaderMap, first: bool) -> (StatusCode,
             "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "warden-http-testserver-modern", "version": "0"}},
         }),
         "tools/list" => {
-            json!({"resultType": "complete", "ttlMs": 0, "cacheScope": "private", "tools": [
+            let (ttl, scope) = list_hints();
+            json!({"resultType": "complete", "ttlMs": ttl, "cacheScope": scope, "tools": [
                 {"name": "echo", "description": "Echoes its text and region.", "inputSchema": {
                     "type": "object", "properties": {
                         "text": {"type": "string"},
