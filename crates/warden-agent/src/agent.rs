@@ -171,6 +171,13 @@ impl<'h> Agent<'h> {
         self.host
     }
 
+    /// The host, to change between prompts (a server started again after a sign-in,
+    /// `/login` in `warden chat`). What changes in its catalogue reaches the model at the
+    /// next step, as a server's changed tool list does.
+    pub fn host_mut(&mut self) -> &mut Host {
+        self.host
+    }
+
     /// The session: the conversation's provenance, and where its calls are recorded.
     pub fn session(&self) -> &Session {
         &self.session

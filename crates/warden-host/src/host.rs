@@ -782,6 +782,30 @@ impl Host {
         Ok(())
     }
 
+    /// Starts the server `name` anew: a running connection is stopped first (closed once
+    /// the calls holding it have let go, within half a second; otherwise left to them and
+    /// dropped with the last), then the server is started as by [`Host::connect_again`].
+    /// For a remote server the person has just signed in to again: its running
+    /// connection still holds the token that lapsed.
+    pub async fn restart(&mut self, name: &str) -> Result<(), HostError> {
+        if let Some(entry) = self.entries.iter().find(|entry| entry.spec.name == name) {
+            let running = {
+                let mut slot = entry.slot.lock().await;
+                if let Some(watcher) = slot.watcher.take() {
+                    watcher.abort();
+                }
+                slot.connection.take()
+            };
+            if let Some(running) = running {
+                tracing::info!(server = %name, "stopped, to be started again");
+                if let Some(connection) = sole_owner(running).await {
+                    connection.close().await;
+                }
+            }
+        }
+        self.connect_again(name).await
+    }
+
     /// Reviews the tool list a server just sent at its start, makes it the server's list
     /// in the catalogue, and records it in the catalogue cache.
     pub(crate) async fn apply_list(

@@ -43,6 +43,18 @@ impl Terminal {
         model: &ModelServer,
         env: &[String],
     ) -> Terminal {
+        Terminal::start_command(scratch, config, model, env, &["chat"])
+    }
+
+    /// [`start_with`](Terminal::start_with) for another command than `chat`: `command`'s
+    /// words come first (`["run", "--prompt", "..."]`), the configuration and model after.
+    fn start_command(
+        scratch: &Scratch,
+        config: &Path,
+        model: &ModelServer,
+        env: &[String],
+        command: &[&str],
+    ) -> Terminal {
         let tmux_conf = scratch.path().join("tmux.conf");
         // The pane stays after warden exits, so its exit status can be read.
         std::fs::write(
@@ -74,7 +86,9 @@ impl Terminal {
             &format!("XDG_CONFIG_HOME={}", config_home.display()),
             "ANTHROPIC_API_KEY=test-key",
             warden.to_str().unwrap(),
-            "chat",
+        ])
+        .chain(command.iter().copied())
+        .chain([
             "--config",
             config.to_str().unwrap(),
             "--provider",
@@ -502,9 +516,21 @@ fn piped_chat(
     model: &ModelServer,
     input: &[u8],
 ) -> std::process::Output {
+    piped(scratch, config, model, &["chat"], input)
+}
+
+/// [`piped_chat`] for any command: `command`'s words first, the configuration and the
+/// model after.
+fn piped(
+    scratch: &Scratch,
+    config: &std::path::Path,
+    model: &ModelServer,
+    command: &[&str],
+    input: &[u8],
+) -> std::process::Output {
     use std::io::Write;
-    let mut command = scratch.warden(&[
-        "chat",
+    let mut words = command.to_vec();
+    words.extend([
         "--config",
         config.to_str().unwrap(),
         "--provider",
@@ -514,6 +540,7 @@ fn piped_chat(
         "--base-url",
         &model.base_url,
     ]);
+    let mut command = scratch.warden(&words);
     command
         .env("ANTHROPIC_API_KEY", "test-key")
         .stdin(Stdio::piped());
@@ -771,7 +798,7 @@ fn chat_offers_a_sign_in_and_on_yes_the_server_is_connected_and_its_tool_used() 
     assert!(location.starts_with("http://127.0.0.1:"), "{location}");
     let (status, _, _) = http_get(&location);
     assert!(status.contains("200"), "{status}");
-    terminal.wait_for("docs: connected; its tools are offered in this chat.");
+    terminal.wait_for("docs: connected; its tools are offered in this session.");
     terminal.wait_for("2 of 2 servers connected, 4 tools");
     assert_eq!(docs.grants(), (1, 1));
     // "y" shows the address only: no browser was opened unasked.
@@ -856,6 +883,137 @@ fn chat_declining_the_sign_in_goes_on_without_the_server() {
     terminal.type_line("/exit");
     assert_eq!(terminal.wait_for_exit(), 0, "{}", terminal.screen());
     assert_eq!(docs.grants(), (0, 0), "nothing was signed in");
+    drop(model);
+    scratch.assert_no_leftovers();
+}
+
+/// The browser's part of a sign-in: the authorization address shown on `screen` is
+/// consented to, and the redirect brought back to Warden's loopback listener.
+fn consent_on(screen: &str) {
+    let url = screen
+        .lines()
+        .map(str::trim)
+        .rfind(|line| line.starts_with("http://") && line.contains("code_challenge_method=S256"))
+        .unwrap_or_else(|| panic!("no authorization address: {screen}"))
+        .to_owned();
+    let (status, location, _) = http_get(&url);
+    assert!(status.contains("302"), "{status}");
+    let (status, _, _) = http_get(&location.unwrap());
+    assert!(status.contains("200"), "{status}");
+}
+
+/// Declined at the start, signed in later: `/login docs` runs the same sign-in, starts the
+/// server in the running chat, and the model is offered its tools from the next prompt.
+/// The controls: before it the model does not see them, and `/login` of a server that does
+/// not sign in with OAuth (a local one) says so and asks nothing.
+#[test]
+fn chat_login_signs_in_later_and_the_servers_tools_join_the_session() {
+    let docs = AuthServer::start();
+    let scratch = Scratch::new();
+    let config = config_with_docs(&scratch, &docs);
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"text": "Only good is here."},
+             "expect": {"tools_include": ["good__echo"], "tools_exclude": ["docs__echo"]}},
+            {"reply": {"text": "Docs is here now."},
+             "expect": {"tools_include": ["docs__echo", "good__echo"]}}
+        ]}),
+    );
+    let terminal = Terminal::start(&scratch, &config, &model);
+    terminal.wait_for(OFFER);
+    terminal.type_line("n");
+    terminal.wait_for("1 of 2 servers connected, 3 tools");
+    terminal.type_line("who is there?");
+    terminal.wait_for("Only good is here.");
+
+    terminal.type_line("/login good");
+    terminal.wait_for("good does not sign in with OAuth");
+    assert_eq!(docs.grants(), (0, 0), "nothing was asked");
+
+    terminal.type_line("/login docs");
+    let screen = terminal.wait_for("Waiting for the browser to come back");
+    consent_on(&screen);
+    terminal.wait_for("docs: connected; its tools are offered in this session.");
+    assert_eq!(docs.grants(), (1, 1));
+    terminal.type_line("and now?");
+    terminal.wait_for("Docs is here now.");
+    // Signed in again while it runs (a lapsed sign-in): it is started anew.
+    terminal.type_line("/login docs");
+    let screen = terminal.wait_for_count("Waiting for the browser to come back", 2);
+    consent_on(&screen);
+    terminal.wait_for_count("docs: connected; its tools are offered in this session.", 2);
+    assert_eq!(docs.grants(), (2, 2));
+    terminal.type_line("/exit");
+    assert_eq!(terminal.wait_for_exit(), 0, "{}", terminal.screen());
+    drop(model);
+    scratch.assert_no_leftovers();
+}
+
+/// `warden run` in a terminal offers the sign-in as the chat does, and the task then uses
+/// the server; without a terminal it says the server is not connected and why (naming
+/// `warden login`), and the task goes on without it.
+#[test]
+fn run_offers_a_sign_in_in_a_terminal_and_reports_the_server_without_one() {
+    let docs = AuthServer::start();
+    let scratch = Scratch::new();
+    let config = config_with_docs(&scratch, &docs);
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"text": "Docs is here."},
+             "expect": {"tools_include": ["docs__echo", "good__echo"]}}
+        ]}),
+    );
+    let terminal = Terminal::start_command(
+        &scratch,
+        &config,
+        &model,
+        &[],
+        &["run", "--prompt", "who is there?"],
+    );
+    terminal.wait_for(OFFER);
+    terminal.type_line("y");
+    let screen = terminal.wait_for("Waiting for the browser to come back");
+    consent_on(&screen);
+    terminal.wait_for("docs: connected; its tools are offered in this session.");
+    terminal.wait_for("Docs is here.");
+    assert_eq!(terminal.wait_for_exit(), 0, "{}", terminal.screen());
+    assert_eq!(docs.grants(), (1, 1));
+    drop(model);
+
+    // Without a terminal: reported, nothing asked, the task done without it.
+    let scratch = Scratch::new();
+    let config = config_with_docs(&scratch, &docs);
+    let model = ModelServer::start(
+        &scratch,
+        &json!({"steps": [
+            {"reply": {"text": "Only good."},
+             "expect": {"tools_exclude": ["docs__echo"]}}
+        ]}),
+    );
+    let output = piped(
+        &scratch,
+        &config,
+        &model,
+        &["run", "--prompt", "who is there?"],
+        b"y\n",
+    );
+    support::assert_exit(&output, 0);
+    let stderr = support::stderr(&output);
+    assert!(
+        stderr.contains("warden: docs is not connected: needs authorization")
+            && stderr.contains("warden login docs")
+            && stderr.contains("going on without it"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("Sign in to docs now?"), "{stderr}");
+    assert!(
+        support::stdout(&output).contains("Only good."),
+        "{}",
+        support::describe(&output)
+    );
+    assert_eq!(docs.grants(), (1, 1), "nothing more was signed in");
     drop(model);
     scratch.assert_no_leftovers();
 }

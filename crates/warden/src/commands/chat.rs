@@ -2,8 +2,9 @@
 //! tool call gets a line (what, where, the decision, the outcome); one status line with a
 //! spinner says what is being waited for (the model, running calls); calls the policy asks
 //! about are put to the person; a remote server that needs a sign-in is offered one at the
-//! start (yes connects it, no goes on without it); `/mcp`, `/tools`, `/audit`, `/clear` and `/exit` (or
-//! Ctrl-D) inspect and steer the session. A failed prompt is reported and the chat goes on;
+//! start (yes connects it, no goes on without it) and `/login NAME` signs in again later;
+//! `/mcp`, `/tools`, `/audit`, `/clear` and `/exit` (or Ctrl-D) inspect and steer the
+//! session. A failed prompt is reported and the chat goes on;
 //! the history is saved per session in the state store.
 
 use std::collections::BTreeMap;
@@ -14,8 +15,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use warden_agent::{Agent, Approver, DenyAll, Event, Observer};
-use warden_config::{RemoteTransport, ServerSpec, TransportSpec};
-use warden_host::{Host, ServerEntry, ServerStatus};
+use warden_host::{Host, ServerStatus};
 use warden_store::AuditFilter;
 
 use crate::cli::{ChatArgs, GlobalArgs};
@@ -26,8 +26,6 @@ use crate::untrusted::{Shape, inert};
 
 /// Longest line read at the prompt.
 const MAX_LINE_BYTES: u64 = 1 << 20;
-/// Longest answer read to a question.
-const MAX_ANSWER_BYTES: u64 = 1024;
 /// Audit rows `/audit` shows.
 const AUDIT_ROWS: usize = 15;
 
@@ -65,7 +63,7 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
     let mut host = super::connect(builder, config.servers).await?;
     if interactive {
         // Only with a person at a terminal: a server that needs a sign-in is offered one.
-        offer_sign_ins(&mut host, &env).await;
+        super::sign_ins::offer(&mut host, &env).await;
     }
     let mut observer = Stored::new(screen, super::open_store(&env).ok());
     let session = host.session("chat");
@@ -101,7 +99,10 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
                 "mcp" => eprint!("{}", mcp_report(agent.host(), &observer.inner().latencies)),
                 "tools" => eprint!("{}", tools_report(agent.host(), &agent)),
                 "audit" => eprint!("{}", audit_report(observer.store())),
-                _ => eprintln!("commands: /mcp /tools /audit /clear /exit"),
+                "login" if interactive => {
+                    login_command(agent.host_mut(), &env, command).await;
+                }
+                _ => eprintln!("commands: /mcp /tools /audit /login NAME /clear /exit"),
             }
             continue;
         }
@@ -151,91 +152,34 @@ pub async fn run(global: &GlobalArgs, args: ChatArgs) -> Result<Code, Failure> {
     Ok(Code::Ok)
 }
 
-/// Whether `entry` is a Streamable HTTP server that did not connect only because it needs
-/// a sign-in Warden's OAuth client can make ("needs sign-in": no usable token, and the
-/// server's discovery documents allow one).
-fn needs_sign_in(entry: &ServerEntry) -> bool {
-    let remote = matches!(
-        &entry.spec.transport,
-        TransportSpec::Http { settings, .. } if settings.transport == RemoteTransport::Http
-    );
-    remote
-        && matches!(
-            &entry.status,
-            ServerStatus::Failed { reason, .. }
-                if reason.starts_with("needs authorization") && reason.contains("needs sign-in")
-        )
-}
-
-/// For each server that needs a sign-in, asks the person whether to sign in now; on yes,
-/// the same sign-in as `warden login` (the address shown, the browser opened only when
-/// asked for, the loopback redirect or a pasted address awaited within the consent limit),
-/// then the server is connected and its tools join the catalogue. On no, an interruption
-/// or a failure, the chat goes on without it. Called only with a terminal.
-async fn offer_sign_ins(host: &mut Host, env: &warden_config::Environment) {
-    let waiting: Vec<ServerSpec> = host
+/// `/login NAME [browser]`: signs in to the remote server `NAME` again (its sign-in
+/// lapsed, or was declined at the start) and starts it anew, so its tools are offered from
+/// the next prompt. Only with a terminal: the sign-in needs the person.
+async fn login_command(host: &mut Host, env: &warden_config::Environment, command: &str) {
+    let mut words = command.split_whitespace().skip(1);
+    let (Some(name), open) = (words.next(), words.next()) else {
+        eprintln!("usage: /login NAME [browser] (signs in to the remote server NAME)");
+        return;
+    };
+    let Some(spec) = host
         .servers()
         .iter()
-        .filter(|entry| needs_sign_in(entry))
+        .find(|entry| entry.spec.name == name)
         .map(|entry| entry.spec.clone())
-        .collect();
-    for spec in waiting {
-        let name = inert(&spec.name, Shape::Line);
-        eprint!(
-            "\n{name} needs you to sign in (OAuth) before its tools can be used.\n\
-             Sign in to {name} now? [y]es, [b]rowser (yes, and open the address in your \
-             browser), [N]o: "
+    else {
+        eprintln!("no server is named {}", inert(name, Shape::Line));
+        return;
+    };
+    if !super::sign_ins::signs_in(&spec) {
+        eprintln!(
+            "{} does not sign in with OAuth (not a Streamable HTTP server, or its \
+             configuration sets its own Authorization header)",
+            inert(name, Shape::Line)
         );
-        let _ = std::io::stderr().flush();
-        let seen = crate::signals::interrupts();
-        let answer = tokio::select! {
-            line = crate::terminal::read_line(MAX_ANSWER_BYTES) => line,
-            () = crate::signals::interrupted_since(seen) => None,
-        };
-        let open_browser = match answer.as_deref().map(|a| a.trim().to_ascii_lowercase()) {
-            Some(a) if a == "y" || a == "yes" => false,
-            Some(a) if a == "b" || a == "browser" => true,
-            _ => {
-                eprintln!("Going on without {name} (`warden login {name}` signs in to it later).");
-                continue;
-            }
-        };
-        // Lines typed while the sign-in waits: a pasted address. The reader stops with the
-        // sign-in; a line it was waiting for goes to the chat's prompt instead.
-        let (send, pasted) = tokio::sync::mpsc::channel::<String>(4);
-        let reader = tokio::spawn(async move {
-            while let Some(line) = crate::terminal::read_line(MAX_LINE_BYTES).await {
-                if send.send(line).await.is_err() {
-                    break;
-                }
-            }
-        });
-        let how = super::login::SignIn {
-            open_browser,
-            pasted,
-            url_on_stdout: false,
-        };
-        let seen = crate::signals::interrupts();
-        let signed = tokio::select! {
-            signed = super::login::sign_in(env, &spec, how) => Some(signed),
-            () = crate::signals::interrupted_since(seen) => None,
-        };
-        reader.abort();
-        match signed {
-            Some(Ok(_)) => match host.connect_again(&spec.name).await {
-                Ok(()) => eprintln!("{name}: connected; its tools are offered in this chat."),
-                Err(error) => eprintln!(
-                    "warden: {name} did not connect after the sign-in: {}; going on without it",
-                    inert(&error.to_string(), Shape::Line)
-                ),
-            },
-            Some(Err(failure)) => eprintln!(
-                "warden: signing in to {name} failed: {}; going on without it",
-                inert(&failure.error.to_string(), Shape::Line)
-            ),
-            None => eprintln!("warden: signing in to {name} was interrupted; going on without it"),
-        }
+        return;
     }
+    let open_browser = matches!(open, Some("browser" | "b"));
+    super::sign_ins::sign_in_and_start(host, env, &spec, open_browser).await;
 }
 
 fn banner(host: &Host, agent: &Agent<'_>, model: &str) {
@@ -251,7 +195,7 @@ fn banner(host: &Host, agent: &Agent<'_>, model: &str) {
         _ => "",
     };
     eprintln!(
-        "warden chat: {model}; {connected} of {} servers connected, {} tools{mode}. /mcp /tools /audit /clear /exit",
+        "warden chat: {model}; {connected} of {} servers connected, {} tools{mode}. /mcp /tools /audit /login /clear /exit",
         host.servers().len(),
         host.catalogue().tools().len()
     );

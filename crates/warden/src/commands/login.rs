@@ -8,11 +8,12 @@
 //!   `$XDG_STATE_HOME/warden/oauth-tokens.json` (mode 0600), said loudly. Records still in
 //!   that file move to the credential store when it answers. `token_store = "memory"`
 //!   keeps nothing.
-//! - Who asks the user: `warden login`, and `warden chat` in a terminal, which offers the
-//!   same sign-in ([`sign_in`]) for a server that needs one and connects it on yes. Every
-//!   other command connects with no user agent, so a server that needs a sign-in is
-//!   reported ("needs sign-in: run `warden login NAME`") and the command goes on without
-//!   it; a stored refresh token is still used without asking.
+//! - Who asks the user: `warden login`, and `warden chat` and `warden run` in a terminal,
+//!   which offer the same sign-in ([`sign_in`]) for a server that needs one and connect it
+//!   on yes (`super::sign_ins`; `/login NAME` in a chat later). Every other command
+//!   connects with no user agent, so a server that needs a sign-in is reported ("needs
+//!   sign-in: run `warden login NAME`") and the command goes on without it; a stored
+//!   refresh token is still used without asking.
 //! - `warden login` opens the browser (when it runs in a terminal and an opener exists;
 //!   never through a shell) on a loopback redirect, prints the URL in any case, and also
 //!   accepts the redirected-to URL pasted on standard input, for a machine without a

@@ -14,6 +14,7 @@ pub mod relay;
 pub mod run;
 pub mod scan;
 pub mod serve;
+pub mod sign_ins;
 pub mod tools;
 pub mod update;
 

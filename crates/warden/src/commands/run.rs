@@ -43,6 +43,12 @@ pub async fn run(global: &GlobalArgs, args: RunArgs) -> Result<Code, Failure> {
     let elicitor = std::sync::Arc::new(warden_mcp::DeclineAll);
     let builder = super::host_builder(policy, &config, &env)?.elicitor(elicitor);
     let mut host = super::connect(builder, config.servers).await?;
+    if interactive {
+        // With a person at a terminal: a server that needs a sign-in is offered one.
+        super::sign_ins::offer(&mut host, &env).await;
+    }
+    // What did not connect is said, and the task goes on without it.
+    super::sign_ins::report_unconnected(&host);
     let mut observer: Box<dyn Observer> = if args.json {
         Box::new(JsonLines)
     } else {
