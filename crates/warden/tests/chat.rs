@@ -785,19 +785,7 @@ fn chat_offers_a_sign_in_and_on_yes_the_server_is_connected_and_its_tool_used() 
     assert_eq!(docs.grants(), (0, 0));
     terminal.type_line("y");
     let screen = terminal.wait_for("Waiting for the browser to come back");
-    let url = screen
-        .lines()
-        .map(str::trim)
-        .find(|line| line.starts_with("http://") && line.contains("code_challenge_method=S256"))
-        .unwrap_or_else(|| panic!("no authorization address: {screen}"))
-        .to_owned();
-    // The browser: consent, then the redirect back to Warden's loopback listener.
-    let (status, location, _) = http_get(&url);
-    assert!(status.contains("302"), "{status}");
-    let location = location.unwrap();
-    assert!(location.starts_with("http://127.0.0.1:"), "{location}");
-    let (status, _, _) = http_get(&location);
-    assert!(status.contains("200"), "{status}");
+    consent_on(&screen);
     terminal.wait_for("docs: connected; its tools are offered in this session.");
     terminal.wait_for("2 of 2 servers connected, 4 tools");
     assert_eq!(docs.grants(), (1, 1));
@@ -887,7 +875,7 @@ fn chat_declining_the_sign_in_goes_on_without_the_server() {
     scratch.assert_no_leftovers();
 }
 
-/// The browser's part of a sign-in: the authorization address shown on `screen` is
+/// The browser's part of a sign-in: the last authorization address shown on `screen` is
 /// consented to, and the redirect brought back to Warden's loopback listener.
 fn consent_on(screen: &str) {
     let url = screen
@@ -898,7 +886,9 @@ fn consent_on(screen: &str) {
         .to_owned();
     let (status, location, _) = http_get(&url);
     assert!(status.contains("302"), "{status}");
-    let (status, _, _) = http_get(&location.unwrap());
+    let location = location.unwrap();
+    assert!(location.starts_with("http://127.0.0.1:"), "{location}");
+    let (status, _, _) = http_get(&location);
     assert!(status.contains("200"), "{status}");
 }
 
