@@ -26,6 +26,9 @@ pub struct Prepared {
     /// taken of another install (or of the launcher) and is recorded anew
     /// ([`pin_is_of`]).
     pub dir: PathBuf,
+    /// The hold on that installation, to keep for as long as the server runs from it:
+    /// `warden update` and `warden packages gc` do not remove it meanwhile.
+    pub in_use: Arc<warden_packages::InUse>,
 }
 
 /// Whether the executable pin `pin` was taken of the installation in `dir`: its program or
@@ -125,6 +128,11 @@ pub fn prepare(
         _ => install_locked(packages, store, key, request, &spec, &read_pin)?,
     };
     let dir = PathBuf::from(&pin.dir);
+    // Held from now on, so that an update or a `gc` beside this start does not remove the
+    // files the server runs from; one that removed them just now is reported.
+    let in_use = packages
+        .hold(&request.server, &dir)
+        .map_err(|error| refused(&error))?;
     if let Some(why) = warden_mcp::exposure(&dir, grants) {
         return Err(refused(&format!(
             "its package directory {} could be changed by someone other than you: {why}",
@@ -135,6 +143,7 @@ pub fn prepare(
     Ok(Some(Prepared {
         request: entry.rewrite(request, &spec),
         dir,
+        in_use: Arc::new(in_use),
     }))
 }
 

@@ -493,13 +493,29 @@ impl Launcher for PinningLauncher {
                 let request = prepared
                     .as_ref()
                     .map_or_else(|| request.clone(), |p| p.request.clone());
+                let in_use = prepared.as_ref().map(|p| Arc::clone(&p.in_use));
                 let fingerprint = self.check(key, &request, prepared)?;
-                self.inner.launch_pinned(&request, &fingerprint)
+                let mut launched = self.inner.launch_pinned(&request, &fingerprint)?;
+                if let Some(in_use) = in_use {
+                    launched
+                        .group
+                        .keep_also(Box::new(SharedInUse { _held: in_use }));
+                }
+                Ok(launched)
             }
             None => self.inner.launch(request),
         }
     }
 }
+
+/// A package install's hold, shared with the [`crate::packages::Prepared`] it came with,
+/// kept with the server's process.
+#[derive(Debug)]
+struct SharedInUse {
+    _held: Arc<warden_packages::InUse>,
+}
+
+impl warden_mcp::launcher::Keep for SharedInUse {}
 
 /// The refusal of a start because `what` changed since it was pinned: each change on a
 /// line, and the command that accepts them.
@@ -723,9 +739,11 @@ mod package_tests {
             "the second start waited and used the first one's install"
         );
         assert_eq!(dirs[0], dirs[1]);
+        // Install directories (beside each, the `.use` file its holds lock).
         let installs: Vec<_> = std::fs::read_dir(packages.slot("key"))
             .unwrap()
             .map(|e| e.unwrap().path())
+            .filter(|path| path.is_dir())
             .collect();
         assert_eq!(
             installs,
@@ -809,6 +827,36 @@ mod package_tests {
         crate::packages::prepare(&packages, &store, "key", &npx("@s/pkg@1"), &[])
             .unwrap()
             .unwrap();
+    }
+
+    /// Replays `warden update` removing the install it replaced while a server still runs
+    /// from it: a start holds the install it prepared, so the removal is refused (the
+    /// update leaves it to a later `gc`); once the start's hold is gone, it is removed.
+    #[test]
+    fn an_install_a_start_prepared_is_not_removed_under_it() {
+        let root = root();
+        let packages =
+            warden_packages::Packages::new(root.path().join("packages"), Arc::new(FakeNpm));
+        let store = Arc::new(Mutex::new(
+            Store::open(root.path().join("state/state.db")).unwrap(),
+        ));
+        let prepared = crate::packages::prepare(&packages, &store, "key", &npx("@s/pkg@1"), &[])
+            .unwrap()
+            .unwrap();
+        let pin = store
+            .lock()
+            .unwrap()
+            .package_pin_for("key")
+            .unwrap()
+            .unwrap();
+        let error = packages.remove(&prepared.dir).unwrap_err().to_string();
+        assert!(error.contains("in use by a running server"), "{error}");
+        crate::packages::remove_install(&packages, &pin);
+        assert!(prepared.dir.join("node_modules").is_dir(), "left in place");
+        let dir = prepared.dir.clone();
+        drop(prepared);
+        crate::packages::remove_install(&packages, &pin);
+        assert!(!dir.exists(), "removed once nothing runs from it");
     }
 
     #[test]

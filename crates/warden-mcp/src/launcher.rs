@@ -96,6 +96,17 @@ pub trait Keep: std::fmt::Debug + Send + Sync {
 /// A boxed [`Keep`].
 pub type KeepAlive = Box<dyn Keep>;
 
+/// Two things kept alive together ([`ProcessGroup::keep_also`]); the first's note on the
+/// end, else the second's.
+#[derive(Debug)]
+struct KeptBoth(KeepAlive, KeepAlive);
+
+impl Keep for KeptBoth {
+    fn exit_note(&self) -> Option<String> {
+        self.0.exit_note().or_else(|| self.1.exit_note())
+    }
+}
+
 impl Launched {
     /// Wraps a child spawned with piped stdio in its own process group; `keep` is dropped
     /// only once the group has been stopped.
@@ -333,6 +344,16 @@ impl ProcessGroup {
             stopped: false,
             guard: None,
         }
+    }
+
+    /// Keeps `keep` alive as long as the process too (dropped after the group stopped,
+    /// with what the launcher keeps already): a package install the process runs from,
+    /// held so that nothing removes it meanwhile.
+    pub fn keep_also(&mut self, keep: KeepAlive) {
+        self.guard = Some(match self.guard.take() {
+            Some(first) => Box::new(KeptBoth(first, keep)),
+            None => keep,
+        });
     }
 
     /// The leader's process id (also the group id).

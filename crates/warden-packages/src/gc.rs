@@ -34,7 +34,7 @@ pub struct Collected {
 fn directories_in(
     dir: &Path,
     out: &mut Collected,
-    expected: impl Fn(&Path, &std::fs::Metadata) -> bool,
+    mut expected: impl FnMut(&Path, &std::fs::Metadata) -> bool,
 ) -> Result<Vec<PathBuf>, PackageError> {
     let entries = std::fs::read_dir(dir).map_err(|source| PackageError::io("list", dir, source))?;
     let mut dirs = Vec::new();
@@ -128,7 +128,27 @@ impl Packages {
             })
             .collect();
         let mut left = false;
-        for install in directories_in(slot, out, |_, _| false)? {
+        // The `.use` files beside installs (`crate::in_use`) are expected; one whose install
+        // is gone is removed below.
+        let mut uses = Vec::new();
+        let installs = directories_in(slot, out, |path, meta| {
+            let is_use = meta.is_file() && path.extension().is_some_and(|e| e == "use");
+            if is_use {
+                uses.push(path.to_path_buf());
+            }
+            is_use
+        })?;
+        if !dry_run {
+            for use_file in uses {
+                let install = use_file.with_extension("");
+                if !installs.contains(&install)
+                    && let Ok(Some(removing)) = crate::in_use::try_removing(&install)
+                {
+                    removing.finish();
+                }
+            }
+        }
+        for install in installs {
             let canonical = std::fs::canonicalize(&install).ok();
             if pinned.contains(&install) || canonical.is_some_and(|c| pinned.contains(&c)) {
                 out.kept.push(install);
@@ -297,6 +317,45 @@ mod tests {
         let out = packages.collect(&|| Ok(Vec::new()), false).unwrap();
         assert_eq!(out.removed.len(), 1);
         assert!(!fresh.exists());
+    }
+
+    /// Replays `warden update` (or `gc`) beside a running server: the install it runs from
+    /// is held, so it is left, said so, and removed by the first collection after the
+    /// server let go, with its `.use` file (the emptied slot goes too). A start that comes
+    /// after the removal is told its install is gone.
+    #[test]
+    fn an_install_a_server_runs_from_is_left_until_it_lets_go() {
+        let root = tempfile::tempdir().unwrap();
+        let packages = Packages::new(root.path().join("packages"), Arc::new(NoRunner));
+        let old = install(&packages, "a", "1-1-0");
+        let running = packages.hold("srv", &old).unwrap();
+        assert_eq!(running.dir(), old.as_path());
+
+        let error = packages.remove(&old).unwrap_err().to_string();
+        assert!(error.contains("in use by a running server"), "{error}");
+        let out = packages.collect(&|| Ok(Vec::new()), false).unwrap();
+        assert!(out.removed.is_empty(), "{out:?}");
+        assert!(
+            out.skipped
+                .iter()
+                .any(|(path, why)| path == &old && why.contains("in use")),
+            "{out:?}"
+        );
+        assert!(old.join("node_modules/pkg/index.js").is_file());
+        // A second server may run from it too (the hold is shared).
+        let second = packages.hold("srv", &old).unwrap();
+
+        drop((running, second));
+        let out = packages.collect(&|| Ok(Vec::new()), false).unwrap();
+        assert_eq!(out.removed.len(), 1, "{out:?}");
+        assert!(!old.exists());
+        assert!(!crate::in_use::use_file(&old).exists());
+        assert!(!packages.slot("a").exists(), "the emptied slot went too");
+
+        // A start that finds its install removed (the pin moved meanwhile) says so.
+        std::fs::create_dir_all(packages.slot("a")).unwrap();
+        let error = packages.hold("srv", &old).unwrap_err().to_string();
+        assert!(error.contains("removed meanwhile"), "{error}");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! before the pin moves (decision 0037).
 
 pub mod gc;
+pub mod in_use;
 pub mod install;
 pub mod lock;
 pub mod spec;
@@ -25,6 +26,7 @@ use sha2::{Digest, Sha256};
 use warden_mcp::LaunchRequest;
 use warden_store::packages::PackagePin;
 
+pub use in_use::InUse;
 pub use install::{ConfinedRunner, Runner, Step};
 pub use lock::{InstallLock, LOCK_WAIT};
 pub use spec::{Ecosystem, PackageSpec, parse};
@@ -111,6 +113,15 @@ pub enum PackageError {
         /// How long was waited.
         waited: Duration,
         /// The lock file.
+        path: PathBuf,
+    },
+    /// An install a running server holds ([`in_use`]) is not removed.
+    #[error(
+        "{} is in use by a running server: it is left for a later `warden packages gc`",
+        path.display()
+    )]
+    InUse {
+        /// The installation directory.
         path: PathBuf,
     },
     /// A tree over a limit.
@@ -458,7 +469,8 @@ impl Packages {
     /// user declined). Refused ([`PackageError::Unsafe`], nothing removed) unless `dir` is
     /// absolute, has no `.` or `..` component, and lies strictly below the cache both as
     /// written and once every link on the way is resolved: a pin read from the store must
-    /// not be able to send a recursive delete anywhere else.
+    /// not be able to send a recursive delete anywhere else. An install a running server
+    /// holds ([`Packages::hold`]) is left ([`PackageError::InUse`]).
     pub fn remove(&self, dir: &Path) -> Result<(), PackageError> {
         let refuse = |reason: &str| PackageError::Unsafe {
             path: dir.to_path_buf(),
@@ -503,8 +515,22 @@ impl Packages {
                 base.display()
             )));
         }
+        // Not while a server runs from it; the hold is kept until its `.use` file is gone.
+        let Some(removing) = in_use::try_removing(dir)? else {
+            return Err(PackageError::InUse {
+                path: dir.to_path_buf(),
+            });
+        };
         std::fs::remove_dir_all(&resolved)
-            .map_err(|source| PackageError::io("remove", &resolved, source))
+            .map_err(|source| PackageError::io("remove", &resolved, source))?;
+        removing.finish();
+        Ok(())
+    }
+
+    /// Holds the install `dir` for the server `server` while it runs from it
+    /// ([`in_use::hold`]): [`Packages::remove`] leaves it alone until the hold is dropped.
+    pub fn hold(&self, server: &str, dir: &Path) -> Result<InUse, PackageError> {
+        in_use::hold(server, dir)
     }
 
     /// Checks the installation `pin` records, for the server `server`: the directory is

@@ -509,5 +509,138 @@ fn two_processes_starting_a_missing_package_install_it_once() {
         .unwrap()
         .unwrap();
     assert_eq!(Path::new(&pin.dir), npm);
+
+    // `warden update` beside a running `warden serve` (two real processes): the update
+    // pins a fresh install, but the one the served server runs from is held, so it stays
+    // (and the server keeps answering) until the gateway ends; `gc` then removes it.
+    let text = std::fs::read_to_string(config).unwrap();
+    std::fs::write(
+        config,
+        text.replace(
+            "[servers.everything]\n",
+            "[servers.everything]\nstart = \"eager\"\n",
+        ),
+    )
+    .unwrap();
+    let mut serve = Gateway::start(&scratch, config);
+    assert!(serve.tools().contains(&"everything__echo".to_owned()));
+    let output = scratch.run(
+        &["--config", config, "update", "everything", "--yes"],
+        INSTALL_LIMIT,
+    );
+    assert_exit(&output, 0);
+    let store = warden_store::Store::open(&db).unwrap();
+    let moved = store.package_pin_for(&key).unwrap().unwrap();
+    drop(store);
+    assert_ne!(
+        Path::new(&moved.dir),
+        npm,
+        "the update pinned a fresh install"
+    );
+    assert!(
+        npm.join("package-lock.json").is_file(),
+        "the install the served server runs from was removed under it: {}",
+        support::describe(&output)
+    );
+    assert!(
+        support::stderr(&output).contains("in use by a running server"),
+        "{}",
+        support::describe(&output)
+    );
+    assert!(serve.tools().contains(&"everything__echo".to_owned()));
+    serve.finish();
+    let output = scratch.run(&["--config", config, "packages", "gc"], LIMIT);
+    assert_exit(&output, 0);
+    assert!(!npm.exists(), "{}", support::describe(&output));
+    assert!(Path::new(&moved.dir).join("package-lock.json").is_file());
     scratch.assert_no_leftovers();
+}
+
+/// `warden serve` over stdio, driven line by line.
+struct Gateway {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+    next_id: u64,
+}
+
+impl Gateway {
+    /// Starts `warden serve` and initialises a 2025-11-25 session with it.
+    fn start(scratch: &Scratch, config: &str) -> Gateway {
+        use std::io::BufRead;
+        let mut child = scratch
+            .warden(&["--config", config, "serve"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (send, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut gateway = Gateway {
+            child,
+            stdin,
+            lines,
+            next_id: 0,
+        };
+        gateway.request(
+            "initialize",
+            serde_json::json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "test", "version": "0"}}),
+        );
+        gateway.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        gateway
+    }
+
+    fn send(&mut self, message: &serde_json::Value) {
+        use std::io::Write;
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Sends a request and returns its result (other messages are skipped).
+    fn request(&mut self, method: &str, params: serde_json::Value) -> serde_json::Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(
+            &serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}),
+        );
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(INSTALL_LIMIT)
+                .unwrap_or_else(|_| panic!("no answer to {method}"));
+            let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+            if message["id"] == id {
+                assert!(message.get("error").is_none(), "{method}: {message}");
+                return message["result"].clone();
+            }
+        }
+    }
+
+    /// The names `tools/list` shows.
+    fn tools(&mut self) -> Vec<String> {
+        let list = self.request("tools/list", serde_json::json!({}));
+        list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| tool["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// Ends the session (stdin closed) and waits for the gateway to exit.
+    fn finish(self) {
+        drop(self.stdin);
+        let output = support::wait_with_limit(self.child, LIMIT);
+        assert_exit(&output, 0);
+    }
 }
