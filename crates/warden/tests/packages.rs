@@ -3,7 +3,9 @@
 //! `uvx`, installed once (confined, registry hosts only) and reused by every assertion
 //! here: a later start runs offline; a modified installed file, a changed lockfile and a
 //! directory others may write are refused, each with an honest control; `warden update`
-//! reports without a terminal and re-pins only with `--yes`.
+//! reports without a terminal and re-pins only with `--yes`; two processes installing at
+//! once install once, and an update beside a running `warden serve` leaves the install it
+//! runs from until `warden packages gc` after it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
