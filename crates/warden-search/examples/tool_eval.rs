@@ -229,6 +229,13 @@ fn main() -> Result<(), Box<dyn Error>> {
         ));
     }
     tunings.push((
+        "shipped + query idf".into(),
+        Tuning {
+            query_idf: true,
+            ..Tuning::default()
+        },
+    ));
+    tunings.push((
         "centred".into(),
         Tuning {
             centre: true,
@@ -246,6 +253,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                 Some(("server", w)) => tuning.server_weight = w.parse()?,
                 Some(("centre", c)) => tuning.centre = c == "1",
                 Some(("lexical", w)) => tuning.lexical_weight = w.parse()?,
+                Some(("idf", c)) => tuning.query_idf = c == "1",
                 _ => return Err(format!("TOOL_EVAL_CUSTOM: cannot read {pair:?}").into()),
             }
         }

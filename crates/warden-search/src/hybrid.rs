@@ -42,7 +42,7 @@ use crate::document::INSTRUCTIONS_CHAR_CAP;
 use crate::document::ToolDoc;
 use crate::index::{Hit, QUERY_CHAR_CAP, ToolIndex, cut_chars, round4};
 #[cfg(feature = "semantic")]
-use crate::semantic::{Cosines, EmbeddingCache, Model, SemanticIndex};
+use crate::semantic::{Cosines, EmbeddingCache, Model, SemanticIndex, TokenIdf};
 use crate::servers::ServerIndex;
 
 /// The weight of the normalised BM25F score in the hybrid score; the semantic score
@@ -100,6 +100,9 @@ pub struct Tuning {
     pub centre: bool,
     /// The weight of the normalised BM25F score in the hybrid score.
     pub lexical_weight: f64,
+    /// Whether a query's tokens are weighted by their inverse document frequency over the
+    /// tools' embedded texts before they are added up (decision 0044).
+    pub query_idf: bool,
 }
 
 impl Tuning {
@@ -109,6 +112,7 @@ impl Tuning {
         server_weight: 0.0,
         centre: false,
         lexical_weight: LEXICAL_WEIGHT,
+        query_idf: false,
     };
 }
 
@@ -118,6 +122,7 @@ impl Default for Tuning {
             steps: StepFusion::Blend,
             server_weight: SERVER_WEIGHT,
             centre: true,
+            query_idf: true,
             ..Tuning::BASELINE
         }
     }
@@ -129,6 +134,8 @@ impl Default for Tuning {
 struct Vectors {
     tools: SemanticIndex,
     servers: SemanticIndex,
+    /// Token rarity over the tools' embedded texts ([`Tuning::query_idf`]).
+    idf: TokenIdf,
 }
 
 /// A tool index with the best ranking available: hybrid with a model, lexical without.
@@ -174,6 +181,14 @@ impl SearchIndex {
                 }
             })
             .collect();
+        let idf = TokenIdf::build(
+            &model,
+            docs.iter()
+                .map(ToolDoc::embedding_text)
+                .collect::<Vec<_>>()
+                .iter()
+                .map(String::as_str),
+        );
         let servers = ServerIndex::build(&docs);
         let server_vectors: Vec<Option<Arc<[f32]>>> = servers
             .tools
@@ -192,6 +207,7 @@ impl SearchIndex {
             semantic: Some(Vectors {
                 tools: SemanticIndex::new(Arc::clone(&model), &vectors),
                 servers: SemanticIndex::new(model, &server_vectors),
+                idf,
             }),
         }
     }
@@ -291,8 +307,11 @@ impl SearchIndex {
         #[cfg(feature = "semantic")]
         let (mut tool_cosines, mut server_cosines) = match (&self.semantic, ranking) {
             (Some(vectors), Ranking::Semantic | Ranking::Hybrid) => {
-                let queries: Vec<Option<Vec<f32>>> =
-                    texts.iter().map(|text| vectors.tools.embed(text)).collect();
+                let idf = tuning.query_idf.then_some(&vectors.idf);
+                let queries: Vec<Option<Vec<f32>>> = texts
+                    .iter()
+                    .map(|text| vectors.tools.embed(text, idf))
+                    .collect();
                 let tools = vectors.tools.cosines(&queries, tuning.centre);
                 let servers = if servers {
                     vectors.servers.cosines(&queries, tuning.centre)

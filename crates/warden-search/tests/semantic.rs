@@ -176,6 +176,36 @@ fn with_the_model_each_step_of_a_request_in_other_words_finds_its_tool() {
 }
 
 #[test]
+fn words_every_tool_uses_do_not_drown_the_word_that_tells_tools_apart() {
+    // Every tool's description ends with the same boilerplate; a request written in it
+    // asks, in one word, for the weather.
+    let boilerplate = " Returns the result as formatted text for the assistant to read.";
+    let docs: Vec<ToolDoc> = catalogue()
+        .into_iter()
+        .map(|mut doc| {
+            doc.description = doc.description.map(|d| d + boilerplate);
+            doc
+        })
+        .collect();
+    let index = SearchIndex::with_model(docs, real_model(), &EmbeddingCache::default());
+    let request = "return the result as formatted text for the assistant to read: \
+                   is it going to be stormy";
+    let semantic = |query_idf: bool| {
+        let tuning = Tuning {
+            query_idf,
+            ..Tuning::default()
+        };
+        first(&index.search_tuned(request, 3, Ranking::Semantic, &tuning)).to_owned()
+    };
+    // Control: each token counted alike, the boilerplate's many tokens pull the request's
+    // vector to wherever the boilerplate happens to sit.
+    assert_ne!(semantic(false), "meteo__get_forecast");
+    // Weighted by rarity among the tools' texts, the one word that tells them apart wins.
+    assert_eq!(semantic(true), "meteo__get_forecast");
+    assert!(Tuning::default().query_idf);
+}
+
+#[test]
 fn the_same_tools_and_request_give_the_same_hybrid_ranking_and_vectors_are_cached() {
     let model = real_model();
     let cache = EmbeddingCache::default();

@@ -116,6 +116,42 @@ impl EmbeddingCache {
     }
 }
 
+/// How rare each token is among the tools' embedded texts: a query's tokens can be
+/// weighted by it ([`crate::Tuning::query_idf`]), so the words that tell tools apart count
+/// more than the words every tool or no tool uses in the same way.
+#[derive(Debug, Default)]
+pub(crate) struct TokenIdf {
+    /// Per token id: in how many texts it occurs.
+    df: HashMap<u32, u32>,
+    /// The number of texts.
+    docs: u32,
+}
+
+impl TokenIdf {
+    /// The document frequencies of `texts`' tokens under `model`.
+    pub(crate) fn build<'a>(model: &Model, texts: impl Iterator<Item = &'a str>) -> TokenIdf {
+        let mut idf = TokenIdf::default();
+        let mut seen = std::collections::HashSet::new();
+        for text in texts {
+            idf.docs = idf.docs.saturating_add(1);
+            seen.clear();
+            for id in model.token_ids(text) {
+                if seen.insert(id) {
+                    *idf.df.entry(id).or_default() += 1;
+                }
+            }
+        }
+        idf
+    }
+
+    /// The smoothed inverse document frequency of token `id`: `ln((1 + N) / (1 + df)) + 1`
+    /// (1 for a token in every text, highest for one in none).
+    pub(crate) fn weight(&self, id: u32) -> f32 {
+        let df = self.df.get(&id).copied().unwrap_or(0);
+        ((1.0 + self.docs as f32) / (1.0 + df as f32)).ln() + 1.0
+    }
+}
+
 /// Unit vectors of the indexed tools, for cosine ranking.
 #[derive(Debug)]
 pub(crate) struct SemanticIndex {
@@ -181,9 +217,13 @@ impl SemanticIndex {
         }
     }
 
-    /// The model's unit vector of `text`; `None` when it has no known token.
-    pub(crate) fn embed(&self, text: &str) -> Option<Vec<f32>> {
-        self.model.embed(text)
+    /// The model's unit vector of `text`, its tokens weighted by `idf` when given; `None`
+    /// when it has no known token.
+    pub(crate) fn embed(&self, text: &str, idf: Option<&TokenIdf>) -> Option<Vec<f32>> {
+        match idf {
+            Some(idf) => self.model.embed_weighted(text, &|id| idf.weight(id)),
+            None => self.model.embed(text),
+        }
     }
 
     /// For each of `queries` (unit vectors; `None` for a text without one), its cosines
@@ -294,4 +334,21 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     }
     let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
     lanes.iter().sum::<f32>() + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_in_every_text_weighs_one_and_a_rarer_one_more() {
+        let idf = TokenIdf {
+            df: HashMap::from([(1, 4), (2, 1)]),
+            docs: 4,
+        };
+        assert!((idf.weight(1) - 1.0).abs() < 1e-6);
+        assert!(idf.weight(2) > idf.weight(1));
+        // A token no tool uses weighs most: it may still mean something (`stormy`).
+        assert!(idf.weight(3) > idf.weight(2));
+    }
 }

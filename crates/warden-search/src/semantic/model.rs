@@ -231,12 +231,29 @@ impl Model {
     /// known tokens (stopwords left out), scaled to length 1. `None` when no token of the
     /// text is known.
     pub fn embed(&self, text: &str) -> Option<Vec<f32>> {
+        self.embed_weighted(text, &|_| 1.0)
+    }
+
+    /// The ids of the first [`TEXT_TOKEN_CAP`] known tokens of `text` (stopwords left out),
+    /// the tokens [`Model::embed`] adds up.
+    pub fn token_ids(&self, text: &str) -> Vec<u32> {
+        let mut ids = Vec::new();
+        self.vocab.for_each_id(text, &is_stopword, &mut |id| {
+            ids.push(id);
+            ids.len() < TEXT_TOKEN_CAP
+        });
+        ids
+    }
+
+    /// As [`Model::embed`], each token's vector scaled by `weight(id)` first.
+    pub fn embed_weighted(&self, text: &str, weight: &dyn Fn(u32) -> f32) -> Option<Vec<f32>> {
         let mut sum = vec![0f32; self.dim];
         let mut count = 0usize;
         self.vocab.for_each_id(text, &is_stopword, &mut |id| {
             let row = &self.table[id as usize * self.dim..(id as usize + 1) * self.dim];
+            let w = weight(id);
             for (s, x) in sum.iter_mut().zip(row) {
-                *s += x;
+                *s += w * x;
             }
             count += 1;
             count < TEXT_TOKEN_CAP
