@@ -11,6 +11,7 @@
 //! the weights and of the exact text embedded, so rebuilding the index after a refresh
 //! embeds only the definitions that changed.
 
+mod contextual;
 mod distill;
 mod model;
 mod safetensors;
@@ -22,6 +23,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use sha2::{Digest, Sha256};
 
+pub use contextual::{CONTEXTUAL_TOKEN_CAP, ContextualEncoder};
 pub use distill::{ATTENTION_HEADS, SIF_A};
 pub use model::{
     DISTILL_WAIT_CAP, DISTILLED_PREFIX, MODEL_NAME, Model, ModelError, ModelPin, PINNED_MODEL,

@@ -494,7 +494,7 @@ fn verify(path: &Path, cap: u64, expected: &str) -> Result<(), ModelError> {
 }
 
 /// Reads `path` (at most `cap` bytes) and checks its SHA-256 against `expected`.
-fn read_checked(path: &Path, cap: u64, expected: &str) -> Result<Vec<u8>, ModelError> {
+pub(super) fn read_checked(path: &Path, cap: u64, expected: &str) -> Result<Vec<u8>, ModelError> {
     let bytes = read_capped(path, cap)?;
     let total = bytes.len() as u64;
     check_read(path, cap, total, hex(&Sha256::digest(&bytes)), expected)?;
