@@ -177,13 +177,33 @@ fn main() -> Result<(), Box<dyn Error>> {
     };
     let texts: Vec<String> = docs.iter().map(plain_text).collect();
     let start = Instant::now();
+    // TOOL_EVAL_VECTORS=table: the static table's tool vectors (decision 0038); by default
+    // the encoder's (decision 0044), computed first (and kept in the model directory).
+    let table = std::env::var("TOOL_EVAL_VECTORS").is_ok_and(|v| v == "table");
+    let cache = EmbeddingCache::default();
+    if let (Some(m), false) = (&model, table) {
+        let wanted: Vec<String> = docs.iter().map(ToolDoc::embedding_text).collect();
+        let wanted: Vec<&str> = wanted.iter().map(String::as_str).collect();
+        let encoded = cache.encode(m, &wanted)?;
+        println!(
+            "encoder tool vectors: {encoded} computed in {:.1} s (the others were stored)",
+            start.elapsed().as_secs_f64()
+        );
+    }
+    let start = Instant::now();
     let index = match &model {
-        Some(m) => SearchIndex::with_model(docs, Arc::clone(m), &EmbeddingCache::default()),
+        Some(m) if table => SearchIndex::with_table_vectors(docs, Arc::clone(m), &cache),
+        Some(m) => SearchIndex::with_model(docs, Arc::clone(m), &cache),
         None => SearchIndex::lexical(docs),
     };
     println!(
-        "index build (embedding every tool): {:.1} ms",
-        start.elapsed().as_secs_f64() * 1e3
+        "index build (embedding every tool): {:.1} ms; tool vectors: {}",
+        start.elapsed().as_secs_f64() * 1e3,
+        if index.encoder_vectors() {
+            "encoder"
+        } else {
+            "static table"
+        }
     );
 
     let splits: Vec<&str> = match std::env::var("TOOL_EVAL_SPLIT") {

@@ -101,7 +101,8 @@ pub struct Tuning {
     /// The weight of the normalised BM25F score in the hybrid score.
     pub lexical_weight: f64,
     /// Whether a query's tokens are weighted by their inverse document frequency over the
-    /// tools' embedded texts before they are added up (decision 0044).
+    /// tools' embedded texts before they are added up, when the tool vectors are the
+    /// static table's (decision 0044; with the encoder's it is not applied).
     pub query_idf: bool,
 }
 
@@ -136,6 +137,8 @@ struct Vectors {
     servers: SemanticIndex,
     /// Token rarity over the tools' embedded texts ([`Tuning::query_idf`]).
     idf: TokenIdf,
+    /// Whether the tool vectors are the encoder's.
+    encoder: bool,
 }
 
 /// A tool index with the best ranking available: hybrid with a model, lexical without.
@@ -160,56 +163,124 @@ impl SearchIndex {
 
     /// An index that ranks by words and meaning; tool vectors come from `cache` when it has
     /// them and are added to it when not.
+    ///
+    /// The tool vectors are the encoder's when every tool has one (in `cache` or in the
+    /// model directory), else the static table's; a cache made by
+    /// [`EmbeddingCache::background`] then computes the missing ones for a later index.
     #[cfg(feature = "semantic")]
     pub fn with_model(
         docs: Vec<ToolDoc>,
         model: Arc<Model>,
         cache: &EmbeddingCache,
     ) -> SearchIndex {
-        let vectors: Vec<Option<Arc<[f32]>>> = docs
+        SearchIndex::build_semantic(docs, model, cache, true)
+    }
+
+    /// As [`SearchIndex::with_model`], with the static table's tool vectors whatever the
+    /// cache holds (decision 0038's ranking; for measuring the encoder's against it).
+    #[cfg(feature = "semantic")]
+    pub fn with_table_vectors(
+        docs: Vec<ToolDoc>,
+        model: Arc<Model>,
+        cache: &EmbeddingCache,
+    ) -> SearchIndex {
+        SearchIndex::build_semantic(docs, model, cache, false)
+    }
+
+    #[cfg(feature = "semantic")]
+    fn build_semantic(
+        docs: Vec<ToolDoc>,
+        model: Arc<Model>,
+        cache: &EmbeddingCache,
+        use_encoder: bool,
+    ) -> SearchIndex {
+        let texts: Vec<String> = docs.iter().map(ToolDoc::embedding_text).collect();
+        let instructions: Vec<Option<&str>> = docs
             .iter()
             .map(|doc| {
-                let own = cache.embed(&model, &doc.embedding_text());
-                let server = doc
-                    .instructions
+                doc.instructions
                     .as_deref()
                     .map(|text| cut_chars(text, INSTRUCTIONS_CHAR_CAP))
-                    .and_then(|text| cache.embed(&model, text));
-                match (own, server) {
-                    (Some(own), Some(server)) => Some(blend(&own, &server)),
-                    (own, _) => own,
-                }
             })
             .collect();
-        let idf = TokenIdf::build(
-            &model,
-            docs.iter()
-                .map(ToolDoc::embedding_text)
-                .collect::<Vec<_>>()
-                .iter()
-                .map(String::as_str),
-        );
-        let servers = ServerIndex::build(&docs);
-        let server_vectors: Vec<Option<Arc<[f32]>>> = servers
-            .tools
+        // The static table's vectors (queries are embedded the same way).
+        let table: Vec<Option<Arc<[f32]>>> = texts
             .iter()
-            .map(|members| {
-                centroid(
-                    members
-                        .iter()
-                        .filter_map(|&t| vectors[t as usize].as_deref()),
-                )
+            .zip(&instructions)
+            .map(|(text, instructions)| {
+                let own = cache.embed(&model, text);
+                let server = instructions.and_then(|text| cache.embed(&model, text));
+                join(own, server)
             })
             .collect();
+        // The encoder's, when every text has one already (decision 0044).
+        let mut wanted: Vec<&str> = texts.iter().map(String::as_str).collect();
+        wanted.extend(instructions.iter().flatten());
+        let found = if use_encoder {
+            cache.encoded(&model, &wanted)
+        } else {
+            None
+        };
+        let encoder: Option<Vec<Option<Arc<[f32]>>>> = found.map(|found| {
+            let (own, rest) = found.split_at(texts.len());
+            let mut rest = rest.iter();
+            own.iter()
+                .zip(&instructions)
+                .map(|(own, instructions)| {
+                    let server = instructions.and_then(|_| rest.next().cloned());
+                    join(Some(Arc::clone(own)), server)
+                })
+                .collect()
+        });
+        let idf = TokenIdf::build(&model, texts.iter().map(String::as_str));
+        let servers = ServerIndex::build(&docs);
+        let server_centroids = |vectors: &[Option<Arc<[f32]>>]| -> Vec<Option<Arc<[f32]>>> {
+            servers
+                .tools
+                .iter()
+                .map(|members| {
+                    centroid(
+                        members
+                            .iter()
+                            .filter_map(|&t| vectors[t as usize].as_deref()),
+                    )
+                })
+                .collect()
+        };
+        let (tools, server_vectors) = match &encoder {
+            Some(encoder) => (
+                SemanticIndex::new(Arc::clone(&model), encoder, Some(&table)),
+                SemanticIndex::new(
+                    Arc::clone(&model),
+                    &server_centroids(encoder),
+                    Some(&server_centroids(&table)),
+                ),
+            ),
+            None => (
+                SemanticIndex::new(Arc::clone(&model), &table, None),
+                SemanticIndex::new(Arc::clone(&model), &server_centroids(&table), None),
+            ),
+        };
         SearchIndex {
             lexical: ToolIndex::build(docs),
             servers,
             semantic: Some(Vectors {
-                tools: SemanticIndex::new(Arc::clone(&model), &vectors),
-                servers: SemanticIndex::new(model, &server_vectors),
+                tools,
+                servers: server_vectors,
                 idf,
+                encoder: encoder.is_some(),
             }),
         }
+    }
+
+    /// Whether the tool vectors are the encoder's (every tool had one when the index was
+    /// built; decision 0044) rather than the static table's.
+    pub fn encoder_vectors(&self) -> bool {
+        #[cfg(feature = "semantic")]
+        if let Some(vectors) = &self.semantic {
+            return vectors.encoder;
+        }
+        false
     }
 
     /// The ranking [`SearchIndex::search`] uses.
@@ -307,7 +378,10 @@ impl SearchIndex {
         #[cfg(feature = "semantic")]
         let (mut tool_cosines, mut server_cosines) = match (&self.semantic, ranking) {
             (Some(vectors), Ranking::Semantic | Ranking::Hybrid) => {
-                let idf = tuning.query_idf.then_some(&vectors.idf);
+                // Query IDF weights only against the static table's tool vectors: the
+                // encoder pools a tool's tokens evenly, and an evenly pooled request
+                // matched those better on the dev half (decision 0044).
+                let idf = (tuning.query_idf && !vectors.encoder).then_some(&vectors.idf);
                 let queries: Vec<Option<Vec<f32>>> = texts
                     .iter()
                     .map(|text| vectors.tools.embed(text, idf))
@@ -414,11 +488,20 @@ fn own_scores(
         Some(cosines) if ranking != Ranking::Lexical => mix(
             &words,
             cosines.rank.as_deref().unwrap_or(&cosines.raw),
-            &cosines.raw,
+            cosines.guard.as_deref().unwrap_or(&cosines.raw),
             ranking,
             lexical_weight,
         ),
         _ => words,
+    }
+}
+
+/// A tool's vector with its server's instructions' mixed in when it has both.
+#[cfg(feature = "semantic")]
+fn join(own: Option<Arc<[f32]>>, server: Option<Arc<[f32]>>) -> Option<Arc<[f32]>> {
+    match (own, server) {
+        (Some(own), Some(server)) => Some(blend(&own, &server)),
+        (own, _) => own,
     }
 }
 

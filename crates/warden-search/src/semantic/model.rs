@@ -112,6 +112,10 @@ pub struct Model {
     /// Lowercase hex SHA-256 of the weights file: part of every cached embedding's key.
     weights_sha256: String,
     load_time: Duration,
+    /// The directory it was loaded from (where encoder tool vectors are kept).
+    dir: PathBuf,
+    /// The digests its files were checked against.
+    pin: ModelPin,
 }
 
 impl Model {
@@ -180,6 +184,8 @@ impl Model {
             table,
             weights_sha256: pin.weights_sha256.to_owned(),
             load_time: start.elapsed(),
+            dir: dir.to_owned(),
+            pin,
         })
     }
 
@@ -201,6 +207,16 @@ impl Model {
     /// The weights' SHA-256 (lowercase hex).
     pub fn weights_sha256(&self) -> &str {
         &self.weights_sha256
+    }
+
+    /// The directory the model was loaded from.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The digests the model's files were checked against.
+    pub fn pin(&self) -> ModelPin {
+        self.pin
     }
 
     /// The `n` vocabulary tokens whose vectors are nearest (by cosine) to `text`'s, for
