@@ -129,7 +129,12 @@ fn main() -> Result<(), Box<dyn Error>> {
                 server,
                 tool: name,
                 title: None,
-                description: Some(text(f, "description")),
+                description: Some(text(f, "description")).filter(|d| {
+                    // TOOL_EVAL_NAMES_FOR_FOREIGN=1 (an experiment, decision 0044): a
+                    // description mostly in CJK script is left out, so the tool is
+                    // ranked by its name and parameters.
+                    std::env::var_os("TOOL_EVAL_NAMES_FOR_FOREIGN").is_none() || !mostly_cjk(d)
+                }),
                 input_schema: f.get("parameters").cloned().unwrap_or(Value::Null),
                 // With TOOL_EVAL_INSTRUCTIONS set, the server's catalogue description stands
                 // in for its instructions (LiveMCPBench did not record `instructions`).
@@ -577,4 +582,16 @@ fn unit(mut v: Vec<f32>) -> Vec<f32> {
         }
     }
     v
+}
+
+/// Whether most letters of `text` are CJK ideographs or kana.
+fn mostly_cjk(text: &str) -> bool {
+    let (mut cjk, mut letters) = (0usize, 0usize);
+    for c in text.chars().filter(|c| c.is_alphabetic()) {
+        letters += 1;
+        if matches!(c as u32, 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF) {
+            cjk += 1;
+        }
+    }
+    letters > 0 && cjk * 2 > letters
 }
