@@ -589,7 +589,8 @@ fn mostly_cjk(text: &str) -> bool {
     let (mut cjk, mut letters) = (0usize, 0usize);
     for c in text.chars().filter(|c| c.is_alphabetic()) {
         letters += 1;
-        if matches!(c as u32, 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF) {
+        if matches!(c as u32, 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF)
+        {
             cjk += 1;
         }
     }

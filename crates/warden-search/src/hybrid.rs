@@ -479,7 +479,7 @@ fn lexical_scores(index: &ToolIndex, text: &str) -> Vec<f64> {
 fn own_scores(
     index: &ToolIndex,
     text: &str,
-    cosines: Option<Cosines>,
+    cosines: Option<Cosines<'_>>,
     ranking: Ranking,
     lexical_weight: f64,
 ) -> Vec<f64> {
@@ -488,7 +488,7 @@ fn own_scores(
         Some(cosines) if ranking != Ranking::Lexical => mix(
             &words,
             cosines.rank.as_deref().unwrap_or(&cosines.raw),
-            cosines.guard.as_deref().unwrap_or(&cosines.raw),
+            &|row| cosines.guard(row),
             ranking,
             lexical_weight,
         ),
@@ -547,12 +547,13 @@ fn normalise(v: &mut [f32]) {
 
 /// The per-document scores of `ranking` from the normalised BM25F scores `words`, the
 /// cosines that rank (`cosines`) and the plain cosines that the
-/// [`SEMANTIC_ONLY_MIN_COSINE`] guard reads (`raw`), of all documents.
+/// [`SEMANTIC_ONLY_MIN_COSINE`] guard reads (`guard(row)`, asked only for a document that
+/// shares no word with the text and is nearer than average), of all documents.
 #[cfg(feature = "semantic")]
 fn mix(
     words: &[f64],
     cosines: &[f32],
-    raw: &[f32],
+    guard: &dyn Fn(usize) -> f32,
     ranking: Ranking,
     lexical_weight: f64,
 ) -> Vec<f64> {
@@ -575,13 +576,13 @@ fn mix(
     }
     words
         .iter()
-        .zip(cosines.iter().zip(raw))
-        .map(|(&word, (&c, &guard))| {
-            let meaning = if word == 0.0 && guard < SEMANTIC_ONLY_MIN_COSINE {
-                0.0
-            } else {
-                semantic(c)
-            };
+        .zip(cosines)
+        .enumerate()
+        .map(|(row, (&word, &c))| {
+            let mut meaning = semantic(c);
+            if word == 0.0 && meaning > 0.0 && guard(row) < SEMANTIC_ONLY_MIN_COSINE {
+                meaning = 0.0;
+            }
             lexical_weight * word + (1.0 - lexical_weight) * meaning
         })
         .collect()

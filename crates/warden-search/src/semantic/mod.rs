@@ -458,13 +458,9 @@ impl SemanticIndex {
         &self,
         queries: &[Option<Vec<f32>>],
         centre: bool,
-    ) -> Vec<Option<Cosines>> {
+    ) -> Vec<Option<Cosines<'_>>> {
         let present: Vec<&[f32]> = queries.iter().flatten().map(Vec::as_slice).collect();
         let mut raw = self.dots(&self.matrix, &present).into_iter();
-        let mut guard = self
-            .guard
-            .as_ref()
-            .map(|guard| self.dots(guard, &present).into_iter());
         let centre = centre || self.guard.is_some();
         queries
             .iter()
@@ -472,11 +468,13 @@ impl SemanticIndex {
                 let q = q.as_deref()?;
                 let raw = raw.next()?;
                 let rank = centre.then(|| self.centred(&raw, q));
-                let guard = match &mut guard {
-                    Some(guard) => Some(guard.next()?),
-                    None => None,
-                };
-                Some(Cosines { raw, rank, guard })
+                let guard = self.guard.as_deref().map(|rows| (rows, q.to_vec()));
+                Some(Cosines {
+                    raw,
+                    rank,
+                    guard,
+                    dim: self.model.dim(),
+                })
             })
             .collect()
     }
@@ -521,17 +519,32 @@ impl SemanticIndex {
     }
 }
 
-/// A text's cosines with every row of a [`SemanticIndex`]: the plain ones (which the
-/// hybrid's guard against noise reads) and, when centred, the ones that rank.
+/// A text's cosines with every row of a [`SemanticIndex`]: the plain ones, the ones that
+/// rank when centred, and what the hybrid's guard against noise reads.
 #[derive(Debug)]
-pub(crate) struct Cosines {
+pub(crate) struct Cosines<'a> {
     /// The plain cosines.
     pub(crate) raw: Vec<f32>,
     /// The centred cosines, when asked for.
     pub(crate) rank: Option<Vec<f32>>,
-    /// The plain cosines of the same tools in the queries' space, when the rows are not
-    /// in it (what the guard reads then).
-    pub(crate) guard: Option<Vec<f32>>,
+    /// When the rows are not in the queries' space: the same tools' rows in it and the
+    /// query, for [`Cosines::guard`].
+    guard: Option<(&'a [f32], Vec<f32>)>,
+    dim: usize,
+}
+
+impl Cosines<'_> {
+    /// The plain cosine the guard against noise reads for `row`: in the queries' space,
+    /// computed when asked (the guard reads only the rows that share no word with the
+    /// text and are nearer than average), or the plain cosine when the rows are in it.
+    pub(crate) fn guard(&self, row: usize) -> f32 {
+        match &self.guard {
+            Some((rows, q)) => rows
+                .get(row * self.dim..(row + 1) * self.dim)
+                .map_or(0.0, |r| dot(r, q)),
+            None => self.raw.get(row).copied().unwrap_or(0.0),
+        }
+    }
 }
 
 /// Appends to `out[j]` the dot product of each `dim`-wide row of `matrix` with
