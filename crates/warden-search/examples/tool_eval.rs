@@ -30,6 +30,13 @@
 //! it; `TOOL_EVAL_CUSTOM="steps=blend,server=0.3,centre=1,lexical=0.5"` adds
 //! one more. `TOOL_EVAL_MISSES=1` prints each request's missed tools (shipped evidence),
 //! `TOOL_EVAL_RANKS=1` the rank of every expected tool.
+//!
+//! **Tool vectors.** By default every tool is first embedded by the whole encoder
+//! (decision 0044; stored in the model directory, so only the first run pays) and the
+//! index uses those vectors; `TOOL_EVAL_VECTORS=table` keeps the static table's.
+//! `TOOL_EVAL_CONTEXTUAL=1` adds the encoder-on-requests experiment (its cost per request
+//! and, in decision 0025's simple mix, table and encoder vectors on either side);
+//! `TOOL_EVAL_NAMES_FOR_FOREIGN=1` leaves out descriptions that are mostly CJK.
 
 use std::collections::BTreeMap;
 use std::error::Error;

@@ -80,6 +80,9 @@ pub fn shared_cache() -> &'static EmbeddingCache {
 /// A cached vector: `None` when the text had no known token.
 type Cached = Option<Arc<[f32]>>;
 
+/// Encoder tool vectors by key ([`vectors::key`]).
+type Encoded = Mutex<HashMap<[u8; 32], Arc<[f32]>>>;
+
 /// Tool vectors by the SHA-256 of (weights digest, embedded text). Shared by every index
 /// built in a process; thread-safe.
 ///
@@ -91,7 +94,7 @@ type Cached = Option<Arc<[f32]>>;
 #[derive(Debug, Default)]
 pub struct EmbeddingCache {
     vectors: Mutex<HashMap<[u8; 32], Cached>>,
-    encoded: Arc<Mutex<HashMap<[u8; 32], Arc<[f32]>>>>,
+    encoded: Arc<Encoded>,
     background: Option<Arc<Mutex<Background>>>,
 }
 
@@ -259,7 +262,7 @@ impl EmbeddingCache {
 }
 
 /// Keeps `vector` for `key` in `map` (which starts over past [`CACHE_CAP`]).
-fn remember(map: &Mutex<HashMap<[u8; 32], Arc<[f32]>>>, key: [u8; 32], vector: Arc<[f32]>) {
+fn remember(map: &Encoded, key: [u8; 32], vector: Arc<[f32]>) {
     if let Ok(mut map) = map.lock() {
         if map.len() >= CACHE_CAP {
             map.clear();
@@ -273,7 +276,7 @@ fn remember(map: &Mutex<HashMap<[u8; 32], Arc<[f32]>>>, key: [u8; 32], vector: A
 fn encode_in_background(
     background: &Mutex<Background>,
     model: &Model,
-    encoded: &Mutex<HashMap<[u8; 32], Arc<[f32]>>>,
+    encoded: &Encoded,
 ) {
     let encoder = match ContextualEncoder::load_pinned(model.dir(), model.pin()) {
         Ok(encoder) => encoder,
