@@ -271,13 +271,13 @@ fn remember(map: &Encoded, key: [u8; 32], vector: Arc<[f32]>) {
     }
 }
 
-/// The background thread: loads the encoder, encodes the queue until it is empty, stores
-/// each vector, and ends (dropping the encoder's weights).
-fn encode_in_background(
-    background: &Mutex<Background>,
-    model: &Model,
-    encoded: &Encoded,
-) {
+/// The background thread: loads the encoder, encodes the queue until it is empty, then
+/// stores every vector it computed (in memory and in the model directory) and ends,
+/// dropping the encoder's weights. Nothing is stored before the queue is empty: a
+/// short-lived process (one `warden tools --search`) that exits first leaves the stored
+/// state as it found it, so two such runs rank alike; a longer one stores the whole
+/// catalogue's vectors at once.
+fn encode_in_background(background: &Mutex<Background>, model: &Model, encoded: &Encoded) {
     let encoder = match ContextualEncoder::load_pinned(model.dir(), model.pin()) {
         Ok(encoder) => encoder,
         Err(_) => {
@@ -290,21 +290,33 @@ fn encode_in_background(
         }
     };
     let dir = vectors::store_dir(model);
+    let mut done: Vec<([u8; 32], Vec<f32>)> = Vec::new();
     loop {
-        let next = background.lock().ok().and_then(|mut state| {
-            let next = state.queue.pop();
-            if next.is_none() {
-                state.running = false;
+        let next = background
+            .lock()
+            .ok()
+            .and_then(|mut state| state.queue.pop());
+        match next {
+            Some(text) => {
+                if let Some(v) = encoder.embed(&text) {
+                    done.push((vectors::key(model, &text), v));
+                }
             }
-            next
-        });
-        let Some(text) = next else {
-            return;
-        };
-        if let Some(v) = encoder.embed(&text) {
-            let key = vectors::key(model, &text);
-            vectors::write(&dir, &key, &v);
-            remember(encoded, key, Arc::from(v));
+            None => {
+                for (key, v) in done.drain(..) {
+                    vectors::write(&dir, &key, &v);
+                    remember(encoded, key, Arc::from(v));
+                }
+                // Ends only if nothing was queued meanwhile (checked under the lock that
+                // the queueing side takes, so no text is left without a thread).
+                let Ok(mut state) = background.lock() else {
+                    return;
+                };
+                if state.queue.is_empty() {
+                    state.running = false;
+                    return;
+                }
+            }
         }
     }
 }
