@@ -274,7 +274,7 @@ fn encoder_index(n: usize) -> SearchIndex {
     let cache = warden_search::semantic::EmbeddingCache::default();
     let model = model();
     let docs = catalogue(n);
-    let texts: Vec<String> = docs.iter().map(ToolDoc::embedding_text).collect();
+    let texts = SearchIndex::encoder_texts(&docs);
     let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
     cache
         .encode(&model, &texts)

@@ -193,7 +193,7 @@ fn build(docs: Vec<ToolDoc>, hybrid: bool) -> Result<SearchIndex, Box<dyn Error>
         if std::env::var("EVAL_VECTORS").is_ok_and(|v| v == "table") {
             return Ok(SearchIndex::with_table_vectors(docs, model, &cache));
         }
-        let texts: Vec<String> = docs.iter().map(ToolDoc::embedding_text).collect();
+        let texts = SearchIndex::encoder_texts(&docs);
         let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
         let start = std::time::Instant::now();
         let encoded = cache.encode(&model, &texts)?;

@@ -194,7 +194,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let table = std::env::var("TOOL_EVAL_VECTORS").is_ok_and(|v| v == "table");
     let cache = EmbeddingCache::default();
     if let (Some(m), false) = (&model, table) {
-        let wanted: Vec<String> = docs.iter().map(ToolDoc::embedding_text).collect();
+        let wanted = SearchIndex::encoder_texts(&docs);
         let wanted: Vec<&str> = wanted.iter().map(String::as_str).collect();
         let encoded = cache.encode(m, &wanted)?;
         println!(

@@ -273,6 +273,23 @@ impl SearchIndex {
         }
     }
 
+    /// The texts whose encoder vectors an index of `docs` needs (each tool's embedded
+    /// text, then each distinct server instructions' text, cut as the index cuts them):
+    /// what to give [`EmbeddingCache::encode`] so that [`SearchIndex::with_model`] uses
+    /// the encoder's vectors.
+    pub fn encoder_texts(docs: &[ToolDoc]) -> Vec<String> {
+        let mut texts: Vec<String> = docs.iter().map(ToolDoc::embedding_text).collect();
+        for doc in docs {
+            if let Some(text) = doc.instructions.as_deref() {
+                let text = cut_chars(text, INSTRUCTIONS_CHAR_CAP);
+                if !texts[docs.len()..].iter().any(|t| t == text) {
+                    texts.push(text.to_owned());
+                }
+            }
+        }
+        texts
+    }
+
     /// Whether the tool vectors are the encoder's (every tool had one when the index was
     /// built; decision 0044) rather than the static table's.
     pub fn encoder_vectors(&self) -> bool {

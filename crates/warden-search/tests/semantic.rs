@@ -138,7 +138,7 @@ fn fresh_model() -> (tempfile::TempDir, Arc<Model>) {
 
 /// `catalogue()`'s texts as the index embeds them.
 fn texts(docs: &[ToolDoc]) -> Vec<String> {
-    docs.iter().map(ToolDoc::embedding_text).collect()
+    SearchIndex::encoder_texts(docs)
 }
 
 fn encode_all(cache: &EmbeddingCache, model: &Model, docs: &[ToolDoc]) -> usize {
@@ -305,6 +305,14 @@ fn encoder_tool_vectors_are_used_once_every_tool_has_one_and_are_kept_on_disk() 
     assert!(!SearchIndex::with_model(more.clone(), Arc::clone(&model), &fresh).encoder_vectors());
     assert_eq!(encode_all(&fresh, &model, &more), 1);
     assert!(SearchIndex::with_model(more, Arc::clone(&model), &fresh).encoder_vectors());
+    // Server instructions are embedded too: a new instructions text needs its vector.
+    let mut instructed = catalogue();
+    instructed[4].instructions = Some("A weather service for travellers.".into());
+    assert!(
+        !SearchIndex::with_model(instructed.clone(), Arc::clone(&model), &fresh).encoder_vectors()
+    );
+    assert_eq!(encode_all(&fresh, &model, &instructed), 1);
+    assert!(SearchIndex::with_model(instructed, Arc::clone(&model), &fresh).encoder_vectors());
     // The static table's ranking can still be asked for.
     assert!(!SearchIndex::with_table_vectors(catalogue(), model, &fresh).encoder_vectors());
 }
