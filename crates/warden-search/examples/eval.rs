@@ -187,11 +187,21 @@ fn build(docs: Vec<ToolDoc>, hybrid: bool) -> Result<SearchIndex, Box<dyn Error>
     {
         use warden_search::semantic::{EmbeddingCache, Model, model_dir};
         let model = std::sync::Arc::new(Model::load(&model_dir())?);
-        Ok(SearchIndex::with_model(
-            docs,
-            model,
-            &EmbeddingCache::default(),
-        ))
+        let cache = EmbeddingCache::default();
+        // EVAL_VECTORS=table: the static table's tool vectors (decision 0038); by default
+        // the encoder's (decision 0044), computed first and kept in the model directory.
+        if std::env::var("EVAL_VECTORS").is_ok_and(|v| v == "table") {
+            return Ok(SearchIndex::with_table_vectors(docs, model, &cache));
+        }
+        let texts = SearchIndex::encoder_texts(&docs);
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let start = std::time::Instant::now();
+        let encoded = cache.encode(&model, &texts)?;
+        println!(
+            "encoder tool vectors: {encoded} computed in {:.1} s",
+            start.elapsed().as_secs_f64()
+        );
+        Ok(SearchIndex::with_model(docs, model, &cache))
     }
     #[cfg(not(feature = "semantic"))]
     Err("EVAL_RANKING=hybrid needs the semantic feature".into())

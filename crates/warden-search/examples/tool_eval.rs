@@ -30,6 +30,13 @@
 //! it; `TOOL_EVAL_CUSTOM="steps=blend,server=0.3,centre=1,lexical=0.5"` adds
 //! one more. `TOOL_EVAL_MISSES=1` prints each request's missed tools (shipped evidence),
 //! `TOOL_EVAL_RANKS=1` the rank of every expected tool.
+//!
+//! **Tool vectors.** By default every tool is first embedded by the whole encoder
+//! (decision 0044; stored in the model directory, so only the first run pays) and the
+//! index uses those vectors; `TOOL_EVAL_VECTORS=table` keeps the static table's.
+//! `TOOL_EVAL_CONTEXTUAL=1` adds the encoder-on-requests experiment (its cost per request
+//! and, in decision 0025's simple mix, table and encoder vectors on either side);
+//! `TOOL_EVAL_NAMES_FOR_FOREIGN=1` leaves out descriptions that are mostly CJK.
 
 use std::collections::BTreeMap;
 use std::error::Error;
@@ -42,7 +49,7 @@ mod support;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use support::{read_lines, text};
-use warden_search::semantic::{EmbeddingCache, Model, model_dir};
+use warden_search::semantic::{ContextualEncoder, EmbeddingCache, Model, model_dir};
 use warden_search::{Ranking, SearchIndex, StepFusion, ToolDoc, Tuning};
 
 const KS: [usize; 3] = [5, 10, 20];
@@ -129,7 +136,12 @@ fn main() -> Result<(), Box<dyn Error>> {
                 server,
                 tool: name,
                 title: None,
-                description: Some(text(f, "description")),
+                description: Some(text(f, "description")).filter(|d| {
+                    // TOOL_EVAL_NAMES_FOR_FOREIGN=1 (an experiment, decision 0044): a
+                    // description mostly in CJK script is left out, so the tool is
+                    // ranked by its name and parameters.
+                    std::env::var_os("TOOL_EVAL_NAMES_FOR_FOREIGN").is_none() || !mostly_cjk(d)
+                }),
                 input_schema: f.get("parameters").cloned().unwrap_or(Value::Null),
                 // With TOOL_EVAL_INSTRUCTIONS set, the server's catalogue description stands
                 // in for its instructions (LiveMCPBench did not record `instructions`).
@@ -175,14 +187,35 @@ fn main() -> Result<(), Box<dyn Error>> {
             None
         }
     };
+    let texts: Vec<String> = docs.iter().map(plain_text).collect();
+    let start = Instant::now();
+    // TOOL_EVAL_VECTORS=table: the static table's tool vectors (decision 0038); by default
+    // the encoder's (decision 0044), computed first (and kept in the model directory).
+    let table = std::env::var("TOOL_EVAL_VECTORS").is_ok_and(|v| v == "table");
+    let cache = EmbeddingCache::default();
+    if let (Some(m), false) = (&model, table) {
+        let wanted = SearchIndex::encoder_texts(&docs);
+        let wanted: Vec<&str> = wanted.iter().map(String::as_str).collect();
+        let encoded = cache.encode(m, &wanted)?;
+        println!(
+            "encoder tool vectors: {encoded} computed in {:.1} s (the others were stored)",
+            start.elapsed().as_secs_f64()
+        );
+    }
     let start = Instant::now();
     let index = match &model {
-        Some(m) => SearchIndex::with_model(docs, Arc::clone(m), &EmbeddingCache::default()),
+        Some(m) if table => SearchIndex::with_table_vectors(docs, Arc::clone(m), &cache),
+        Some(m) => SearchIndex::with_model(docs, Arc::clone(m), &cache),
         None => SearchIndex::lexical(docs),
     };
     println!(
-        "index build (embedding every tool): {:.1} ms",
-        start.elapsed().as_secs_f64() * 1e3
+        "index build (embedding every tool): {:.1} ms; tool vectors: {}",
+        start.elapsed().as_secs_f64() * 1e3,
+        if index.encoder_vectors() {
+            "encoder"
+        } else {
+            "static table"
+        }
     );
 
     let splits: Vec<&str> = match std::env::var("TOOL_EVAL_SPLIT") {
@@ -229,6 +262,13 @@ fn main() -> Result<(), Box<dyn Error>> {
         ));
     }
     tunings.push((
+        "shipped without query idf".into(),
+        Tuning {
+            query_idf: false,
+            ..Tuning::default()
+        },
+    ));
+    tunings.push((
         "centred".into(),
         Tuning {
             centre: true,
@@ -246,6 +286,7 @@ fn main() -> Result<(), Box<dyn Error>> {
                 Some(("server", w)) => tuning.server_weight = w.parse()?,
                 Some(("centre", c)) => tuning.centre = c == "1",
                 Some(("lexical", w)) => tuning.lexical_weight = w.parse()?,
+                Some(("idf", c)) => tuning.query_idf = c == "1",
                 _ => return Err(format!("TOOL_EVAL_CUSTOM: cannot read {pair:?}").into()),
             }
         }
@@ -342,6 +383,11 @@ fn main() -> Result<(), Box<dyn Error>> {
             );
         }
     }
+    if std::env::var_os("TOOL_EVAL_CONTEXTUAL").is_some()
+        && let Some(model) = &model
+    {
+        contextual(&dir, model, &index, &texts, &queries, &splits)?;
+    }
     if !by_category.is_empty() && splits.len() == 3 {
         println!("\nhybrid (shipped) by category, all requests:\n");
         println!("| category | queries | recall@5 | recall@10 | recall@20 | all@10 | all@20 |");
@@ -360,4 +406,200 @@ fn in_split(split: &str, query: &Query) -> bool {
         "test" => !query.dev,
         _ => true,
     }
+}
+
+/// A tool's text for the contextual experiment: its qualified name, description and
+/// parameter names (close to what the index embeds).
+fn plain_text(doc: &ToolDoc) -> String {
+    let params: Vec<&str> = doc
+        .input_schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|p| p.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    format!(
+        "{}\n{}\n{}",
+        doc.qualified.replace("__", " "),
+        doc.description.as_deref().unwrap_or_default(),
+        params.join(" ")
+    )
+}
+
+fn cosines(tools: &[Option<Vec<f32>>], query: Option<&Vec<f32>>) -> Vec<f64> {
+    tools
+        .iter()
+        .map(|t| match (t, query) {
+            (Some(t), Some(q)) => f64::from(t.iter().zip(q).map(|(a, b)| a * b).sum::<f32>()),
+            _ => 0.0,
+        })
+        .collect()
+}
+
+/// `0.5 · l/max l + 0.5 · max(0, (c − mean c)/(max c − mean c))`, or the cosine part alone.
+fn simple_mix(words: &[f64], cos: &[f64], semantic_only: bool) -> Vec<f64> {
+    let n = cos.len().max(1) as f64;
+    let mean = cos.iter().sum::<f64>() / n;
+    let max = cos.iter().copied().fold(f64::MIN, f64::max);
+    let top = words.iter().copied().fold(0.0, f64::max);
+    words
+        .iter()
+        .zip(cos)
+        .map(|(&w, &c)| {
+            let c = if max - mean > 1e-9 {
+                ((c - mean) / (max - mean)).max(0.0)
+            } else {
+                0.0
+            };
+            if semantic_only {
+                c
+            } else {
+                0.5 * if top > 0.0 { w / top } else { 0.0 } + 0.5 * c
+            }
+        })
+        .collect()
+}
+
+/// The whole encoder (`ContextualEncoder`) against the static table, both in the same
+/// simple ranking (decision 0025's mix, no steps or servers): tools and requests embedded
+/// by the encoder, or both by the table. Prints the encoder's cost per request.
+fn contextual(
+    dir: &std::path::Path,
+    model: &Model,
+    index: &SearchIndex,
+    texts: &[String],
+    queries: &[Query],
+    splits: &[&str],
+) -> Result<(), Box<dyn Error>> {
+    let start = Instant::now();
+    let encoder = ContextualEncoder::load(dir)?;
+    println!(
+        "\ncontextual encoder loaded in {:.0} ms",
+        start.elapsed().as_secs_f64() * 1e3
+    );
+    let start = Instant::now();
+    let contextual_tools: Vec<Option<Vec<f32>>> = texts.iter().map(|t| encoder.embed(t)).collect();
+    println!(
+        "embedding {} tools with the encoder: {:.1} s",
+        texts.len(),
+        start.elapsed().as_secs_f64()
+    );
+    let static_tools: Vec<Option<Vec<f32>>> = texts.iter().map(|t| model.embed(t)).collect();
+    // Centred on the catalogue's mean (as the shipped ranking centres cosines), so that a
+    // static query vector can be compared with encoder tool vectors.
+    let centre = |tools: &[Option<Vec<f32>>]| -> (Vec<Option<Vec<f32>>>, Vec<f32>) {
+        let dim = model.dim();
+        let mut mean = vec![0f32; dim];
+        let present: Vec<&Vec<f32>> = tools.iter().flatten().collect();
+        for v in &present {
+            for (m, x) in mean.iter_mut().zip(v.iter()) {
+                *m += x / present.len() as f32;
+            }
+        }
+        let centred = tools
+            .iter()
+            .map(|t| {
+                t.as_ref()
+                    .map(|v| unit(v.iter().zip(&mean).map(|(a, b)| a - b).collect()))
+            })
+            .collect();
+        (centred, mean)
+    };
+    let (contextual_centred, contextual_mean) = centre(&contextual_tools);
+    let (_, static_mean) = centre(&static_tools);
+    let mut times = Vec::new();
+    let mut rows: BTreeMap<&str, Vec<Tally>> = BTreeMap::new();
+    for query in queries {
+        let start = Instant::now();
+        let q_ctx = encoder.embed(&query.text);
+        times.push(start.elapsed());
+        let q_static = model.embed(&query.text);
+        let hits = index.search_tuned(&query.text, 100_000, Ranking::Lexical, &Tuning::BASELINE);
+        let mut words = vec![0.0; texts.len()];
+        let mut tool_of: Vec<String> = vec![String::new(); texts.len()];
+        // Hits carry the qualified name; map them back to the tools' order by name.
+        for h in &hits {
+            if let Some(i) = texts
+                .iter()
+                .position(|t| t.starts_with(&format!("{}\n", h.qualified.replace("__", " "))))
+            {
+                words[i] = h.score;
+            }
+        }
+        for (i, t) in texts.iter().enumerate() {
+            let first = t.lines().next().unwrap_or_default();
+            tool_of[i] = first.split_once(' ').map_or(first, |(_, n)| n).to_owned();
+        }
+        let q_mixed = q_static
+            .as_ref()
+            .map(|q| unit(q.iter().zip(&static_mean).map(|(a, b)| a - b).collect()));
+        let _ = &contextual_mean;
+        for (label, tools, q) in [
+            ("static", &static_tools, q_static.as_ref()),
+            ("contextual", &contextual_tools, q_ctx.as_ref()),
+            ("mixed", &contextual_centred, q_mixed.as_ref()),
+        ] {
+            let cos = cosines(tools, q);
+            for (kind, semantic_only) in [("semantic", true), ("simple hybrid", false)] {
+                let scores = simple_mix(&words, &cos, semantic_only);
+                let mut order: Vec<usize> =
+                    (0..scores.len()).filter(|&i| scores[i] > 0.0).collect();
+                order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+                let ranked: Vec<String> =
+                    order.iter().take(20).map(|&i| tool_of[i].clone()).collect();
+                let key: &str = match (label, kind) {
+                    ("static", "semantic") => "static table | semantic",
+                    ("static", _) => "static table | simple hybrid",
+                    ("mixed", "semantic") => "static query, encoder tools (centred) | semantic",
+                    ("mixed", _) => "static query, encoder tools (centred) | simple hybrid",
+                    (_, "semantic") => "contextual encoder | semantic",
+                    _ => "contextual encoder | simple hybrid",
+                };
+                let tallies = rows
+                    .entry(key)
+                    .or_insert_with(|| vec![Tally::default(); splits.len()]);
+                for (split, tally) in splits.iter().zip(tallies.iter_mut()) {
+                    if in_split(split, query) {
+                        tally.add(&query.expected, &ranked);
+                    }
+                }
+            }
+        }
+    }
+    let (p50, p95) = percentiles(times);
+    println!(
+        "encoder per request (at most {} tokens): p50 {:.1} ms, p95 {:.1} ms",
+        warden_search::semantic::CONTEXTUAL_TOKEN_CAP,
+        micros(p50) / 1e3,
+        micros(p95) / 1e3
+    );
+    for (key, tallies) in rows {
+        for (split, tally) in splits.iter().zip(&tallies) {
+            println!("{}", tally.row(&format!("{key} | {split}"), None));
+        }
+    }
+    Ok(())
+}
+
+/// `v` scaled to length 1 (unless it is zero).
+fn unit(mut v: Vec<f32>) -> Vec<f32> {
+    let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    if norm > f32::EPSILON {
+        for x in &mut v {
+            *x /= norm;
+        }
+    }
+    v
+}
+
+/// Whether most letters of `text` are CJK ideographs or kana.
+fn mostly_cjk(text: &str) -> bool {
+    let (mut cjk, mut letters) = (0usize, 0usize);
+    for c in text.chars().filter(|c| c.is_alphabetic()) {
+        letters += 1;
+        if matches!(c as u32, 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF)
+        {
+            cjk += 1;
+        }
+    }
+    letters > 0 && cjk * 2 > letters
 }

@@ -203,7 +203,7 @@ impl ToolDoc {
     /// description and parameter names, within the same [`DEFINITION_CHAR_CAP`] as the
     /// words index (read in that order, so names always count).
     #[cfg(feature = "semantic")]
-    pub(crate) fn embedding_text(&self) -> String {
+    pub fn embedding_text(&self) -> String {
         let texts = self.field_texts();
         let mut out = String::new();
         for field in [

@@ -42,7 +42,7 @@ use crate::document::INSTRUCTIONS_CHAR_CAP;
 use crate::document::ToolDoc;
 use crate::index::{Hit, QUERY_CHAR_CAP, ToolIndex, cut_chars, round4};
 #[cfg(feature = "semantic")]
-use crate::semantic::{Cosines, EmbeddingCache, Model, SemanticIndex};
+use crate::semantic::{Cosines, EmbeddingCache, Model, SemanticIndex, TokenIdf};
 use crate::servers::ServerIndex;
 
 /// The weight of the normalised BM25F score in the hybrid score; the semantic score
@@ -100,6 +100,10 @@ pub struct Tuning {
     pub centre: bool,
     /// The weight of the normalised BM25F score in the hybrid score.
     pub lexical_weight: f64,
+    /// Whether a query's tokens are weighted by their inverse document frequency over the
+    /// tools' embedded texts before they are added up, when the tool vectors are the
+    /// static table's (decision 0044; with the encoder's it is not applied).
+    pub query_idf: bool,
 }
 
 impl Tuning {
@@ -109,6 +113,7 @@ impl Tuning {
         server_weight: 0.0,
         centre: false,
         lexical_weight: LEXICAL_WEIGHT,
+        query_idf: false,
     };
 }
 
@@ -118,6 +123,7 @@ impl Default for Tuning {
             steps: StepFusion::Blend,
             server_weight: SERVER_WEIGHT,
             centre: true,
+            query_idf: true,
             ..Tuning::BASELINE
         }
     }
@@ -129,6 +135,10 @@ impl Default for Tuning {
 struct Vectors {
     tools: SemanticIndex,
     servers: SemanticIndex,
+    /// Token rarity over the tools' embedded texts ([`Tuning::query_idf`]).
+    idf: TokenIdf,
+    /// Whether the tool vectors are the encoder's.
+    encoder: bool,
 }
 
 /// A tool index with the best ranking available: hybrid with a model, lexical without.
@@ -153,47 +163,141 @@ impl SearchIndex {
 
     /// An index that ranks by words and meaning; tool vectors come from `cache` when it has
     /// them and are added to it when not.
+    ///
+    /// The tool vectors are the encoder's when every tool has one (in `cache` or in the
+    /// model directory), else the static table's; a cache made by
+    /// [`EmbeddingCache::background`] then computes the missing ones for a later index.
     #[cfg(feature = "semantic")]
     pub fn with_model(
         docs: Vec<ToolDoc>,
         model: Arc<Model>,
         cache: &EmbeddingCache,
     ) -> SearchIndex {
-        let vectors: Vec<Option<Arc<[f32]>>> = docs
+        SearchIndex::build_semantic(docs, model, cache, true)
+    }
+
+    /// As [`SearchIndex::with_model`], with the static table's tool vectors whatever the
+    /// cache holds (decision 0038's ranking; for measuring the encoder's against it).
+    #[cfg(feature = "semantic")]
+    pub fn with_table_vectors(
+        docs: Vec<ToolDoc>,
+        model: Arc<Model>,
+        cache: &EmbeddingCache,
+    ) -> SearchIndex {
+        SearchIndex::build_semantic(docs, model, cache, false)
+    }
+
+    #[cfg(feature = "semantic")]
+    fn build_semantic(
+        docs: Vec<ToolDoc>,
+        model: Arc<Model>,
+        cache: &EmbeddingCache,
+        use_encoder: bool,
+    ) -> SearchIndex {
+        let texts: Vec<String> = docs.iter().map(ToolDoc::embedding_text).collect();
+        let instructions: Vec<Option<&str>> = docs
             .iter()
             .map(|doc| {
-                let own = cache.embed(&model, &doc.embedding_text());
-                let server = doc
-                    .instructions
+                doc.instructions
                     .as_deref()
                     .map(|text| cut_chars(text, INSTRUCTIONS_CHAR_CAP))
-                    .and_then(|text| cache.embed(&model, text));
-                match (own, server) {
-                    (Some(own), Some(server)) => Some(blend(&own, &server)),
-                    (own, _) => own,
-                }
             })
             .collect();
-        let servers = ServerIndex::build(&docs);
-        let server_vectors: Vec<Option<Arc<[f32]>>> = servers
-            .tools
+        // The static table's vectors (queries are embedded the same way).
+        let table: Vec<Option<Arc<[f32]>>> = texts
             .iter()
-            .map(|members| {
-                centroid(
-                    members
-                        .iter()
-                        .filter_map(|&t| vectors[t as usize].as_deref()),
-                )
+            .zip(&instructions)
+            .map(|(text, instructions)| {
+                let own = cache.embed(&model, text);
+                let server = instructions.and_then(|text| cache.embed(&model, text));
+                join(own, server)
             })
             .collect();
+        // The encoder's, when every text has one already (decision 0044).
+        let mut wanted: Vec<&str> = texts.iter().map(String::as_str).collect();
+        wanted.extend(instructions.iter().flatten());
+        let found = if use_encoder {
+            cache.encoded(&model, &wanted)
+        } else {
+            None
+        };
+        let encoder: Option<Vec<Option<Arc<[f32]>>>> = found.map(|found| {
+            let (own, rest) = found.split_at(texts.len());
+            let mut rest = rest.iter();
+            own.iter()
+                .zip(&instructions)
+                .map(|(own, instructions)| {
+                    let server = instructions.and_then(|_| rest.next().cloned());
+                    join(Some(Arc::clone(own)), server)
+                })
+                .collect()
+        });
+        let idf = TokenIdf::build(&model, texts.iter().map(String::as_str));
+        let servers = ServerIndex::build(&docs);
+        let server_centroids = |vectors: &[Option<Arc<[f32]>>]| -> Vec<Option<Arc<[f32]>>> {
+            servers
+                .tools
+                .iter()
+                .map(|members| {
+                    centroid(
+                        members
+                            .iter()
+                            .filter_map(|&t| vectors[t as usize].as_deref()),
+                    )
+                })
+                .collect()
+        };
+        let (tools, server_vectors) = match &encoder {
+            Some(encoder) => (
+                SemanticIndex::new(Arc::clone(&model), encoder, Some(&table)),
+                SemanticIndex::new(
+                    Arc::clone(&model),
+                    &server_centroids(encoder),
+                    Some(&server_centroids(&table)),
+                ),
+            ),
+            None => (
+                SemanticIndex::new(Arc::clone(&model), &table, None),
+                SemanticIndex::new(Arc::clone(&model), &server_centroids(&table), None),
+            ),
+        };
         SearchIndex {
             lexical: ToolIndex::build(docs),
             servers,
             semantic: Some(Vectors {
-                tools: SemanticIndex::new(Arc::clone(&model), &vectors),
-                servers: SemanticIndex::new(model, &server_vectors),
+                tools,
+                servers: server_vectors,
+                idf,
+                encoder: encoder.is_some(),
             }),
         }
+    }
+
+    /// The texts whose encoder vectors an index of `docs` needs (each tool's embedded
+    /// text, then each distinct server instructions' text, cut as the index cuts them):
+    /// what to give [`EmbeddingCache::encode`] so that [`SearchIndex::with_model`] uses
+    /// the encoder's vectors.
+    pub fn encoder_texts(docs: &[ToolDoc]) -> Vec<String> {
+        let mut texts: Vec<String> = docs.iter().map(ToolDoc::embedding_text).collect();
+        for doc in docs {
+            if let Some(text) = doc.instructions.as_deref() {
+                let text = cut_chars(text, INSTRUCTIONS_CHAR_CAP);
+                if !texts[docs.len()..].iter().any(|t| t == text) {
+                    texts.push(text.to_owned());
+                }
+            }
+        }
+        texts
+    }
+
+    /// Whether the tool vectors are the encoder's (every tool had one when the index was
+    /// built; decision 0044) rather than the static table's.
+    pub fn encoder_vectors(&self) -> bool {
+        #[cfg(feature = "semantic")]
+        if let Some(vectors) = &self.semantic {
+            return vectors.encoder;
+        }
+        false
     }
 
     /// The ranking [`SearchIndex::search`] uses.
@@ -291,8 +395,14 @@ impl SearchIndex {
         #[cfg(feature = "semantic")]
         let (mut tool_cosines, mut server_cosines) = match (&self.semantic, ranking) {
             (Some(vectors), Ranking::Semantic | Ranking::Hybrid) => {
-                let queries: Vec<Option<Vec<f32>>> =
-                    texts.iter().map(|text| vectors.tools.embed(text)).collect();
+                // Query IDF weights only against the static table's tool vectors: the
+                // encoder pools a tool's tokens evenly, and an evenly pooled request
+                // matched those better on the dev half (decision 0044).
+                let idf = (tuning.query_idf && !vectors.encoder).then_some(&vectors.idf);
+                let queries: Vec<Option<Vec<f32>>> = texts
+                    .iter()
+                    .map(|text| vectors.tools.embed(text, idf))
+                    .collect();
                 let tools = vectors.tools.cosines(&queries, tuning.centre);
                 let servers = if servers {
                     vectors.servers.cosines(&queries, tuning.centre)
@@ -386,7 +496,7 @@ fn lexical_scores(index: &ToolIndex, text: &str) -> Vec<f64> {
 fn own_scores(
     index: &ToolIndex,
     text: &str,
-    cosines: Option<Cosines>,
+    cosines: Option<Cosines<'_>>,
     ranking: Ranking,
     lexical_weight: f64,
 ) -> Vec<f64> {
@@ -395,11 +505,20 @@ fn own_scores(
         Some(cosines) if ranking != Ranking::Lexical => mix(
             &words,
             cosines.rank.as_deref().unwrap_or(&cosines.raw),
-            &cosines.raw,
+            &|row| cosines.guard(row),
             ranking,
             lexical_weight,
         ),
         _ => words,
+    }
+}
+
+/// A tool's vector with its server's instructions' mixed in when it has both.
+#[cfg(feature = "semantic")]
+fn join(own: Option<Arc<[f32]>>, server: Option<Arc<[f32]>>) -> Option<Arc<[f32]>> {
+    match (own, server) {
+        (Some(own), Some(server)) => Some(blend(&own, &server)),
+        (own, _) => own,
     }
 }
 
@@ -445,12 +564,13 @@ fn normalise(v: &mut [f32]) {
 
 /// The per-document scores of `ranking` from the normalised BM25F scores `words`, the
 /// cosines that rank (`cosines`) and the plain cosines that the
-/// [`SEMANTIC_ONLY_MIN_COSINE`] guard reads (`raw`), of all documents.
+/// [`SEMANTIC_ONLY_MIN_COSINE`] guard reads (`guard(row)`, asked only for a document that
+/// shares no word with the text and is nearer than average), of all documents.
 #[cfg(feature = "semantic")]
 fn mix(
     words: &[f64],
     cosines: &[f32],
-    raw: &[f32],
+    guard: &dyn Fn(usize) -> f32,
     ranking: Ranking,
     lexical_weight: f64,
 ) -> Vec<f64> {
@@ -473,13 +593,13 @@ fn mix(
     }
     words
         .iter()
-        .zip(cosines.iter().zip(raw))
-        .map(|(&word, (&c, &guard))| {
-            let meaning = if word == 0.0 && guard < SEMANTIC_ONLY_MIN_COSINE {
-                0.0
-            } else {
-                semantic(c)
-            };
+        .zip(cosines)
+        .enumerate()
+        .map(|(row, (&word, &c))| {
+            let mut meaning = semantic(c);
+            if word == 0.0 && meaning > 0.0 && guard(row) < SEMANTIC_ONLY_MIN_COSINE {
+                meaning = 0.0;
+            }
             lexical_weight * word + (1.0 - lexical_weight) * meaning
         })
         .collect()

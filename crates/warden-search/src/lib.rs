@@ -10,7 +10,9 @@
 //! of static sentence embeddings ([`SearchIndex`], [`semantic`]). [`SearchIndex`] also
 //! ranks each step of a multi-step request ([`steps`]) and each server as a whole, so
 //! every step finds its tool and the tools of the server a request is about rise together
-//! (`docs/decisions/0038-search-evidence.md`).
+//! (`docs/decisions/0038-search-evidence.md`). Tool vectors come from the whole encoder
+//! once it has embedded every definition (kept on disk; requests keep the static table's
+//! vectors), from the static table until then (`docs/decisions/0044-encoder-tool-vectors.md`).
 //!
 //! The words ranking needs no model, gives the same answer for the same input on every
 //! machine, and searches 10,000 tools in well under a millisecond

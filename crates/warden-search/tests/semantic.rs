@@ -12,7 +12,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use warden_search::semantic::{
     ATTENTION_HEADS, DISTILLED_PREFIX, EmbeddingCache, MODEL_DIR_ENV, Model, ModelError, ModelPin,
-    VOCAB_FILE, WEIGHTS_FILE, write_tensors,
+    TOOL_VECTORS_PREFIX, VOCAB_FILE, WEIGHTS_FILE, write_tensors,
 };
 use warden_search::{Ranking, SearchIndex, ToolDoc, ToolIndex, Tuning};
 
@@ -85,13 +85,41 @@ fn catalogue() -> Vec<ToolDoc> {
     ]
 }
 
-/// The installed model: `WARDEN_SEARCH_MODEL` (scripts/test sets it and installs the model
-/// there with scripts/install-search-model). Its absence fails the test, with the fix.
-fn real_model() -> Arc<Model> {
-    let dir = std::env::var_os(MODEL_DIR_ENV)
+/// The installed model's directory: `WARDEN_SEARCH_MODEL` (scripts/test sets it and
+/// installs the model there with scripts/install-search-model).
+fn installed_dir() -> PathBuf {
+    std::env::var_os(MODEL_DIR_ENV)
         .map(PathBuf::from)
-        .unwrap_or_else(warden_search::semantic::model_dir);
-    match Model::load(&dir) {
+        .unwrap_or_else(warden_search::semantic::model_dir)
+}
+
+/// A private directory that links to the installed model's files (not to any stored
+/// encoder tool vectors), so what a test finds there is what it put there.
+fn private_model_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let installed = installed_dir();
+    for entry in std::fs::read_dir(&installed).unwrap_or_else(|e| {
+        panic!(
+            "the search model is needed for this test ({}: {e}); \
+             run scripts/install-search-model DIR and set {MODEL_DIR_ENV}=DIR",
+            installed.display()
+        )
+    }) {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::os::unix::fs::symlink(entry.path(), dir.path().join(entry.file_name())).unwrap();
+        }
+    }
+    dir
+}
+
+/// The installed model, loaded from a private directory that no test encodes tool vectors
+/// into: indexes built with it use the static table's vectors. Its absence fails the
+/// test, with the fix.
+fn real_model() -> Arc<Model> {
+    static DIR: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let dir = DIR.get_or_init(private_model_dir);
+    match Model::load(dir.path()) {
         Ok(model) => Arc::new(model),
         Err(e) => panic!(
             "the search model is needed for this test: {e}\n\
@@ -100,13 +128,45 @@ fn real_model() -> Arc<Model> {
     }
 }
 
+/// The installed model in a fresh private directory of its own (for tests that store
+/// encoder tool vectors), with the directory.
+fn fresh_model() -> (tempfile::TempDir, Arc<Model>) {
+    let dir = private_model_dir();
+    let model = Model::load(dir.path()).unwrap();
+    (dir, Arc::new(model))
+}
+
+/// `catalogue()`'s texts as the index embeds them.
+fn texts(docs: &[ToolDoc]) -> Vec<String> {
+    SearchIndex::encoder_texts(docs)
+}
+
+fn encode_all(cache: &EmbeddingCache, model: &Model, docs: &[ToolDoc]) -> usize {
+    let texts = texts(docs);
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    cache.encode(model, &texts).unwrap()
+}
+
 fn first(hits: &[warden_search::Hit]) -> &str {
     hits.first().map_or("", |h| h.qualified.as_str())
 }
 
 #[test]
 fn with_the_model_a_request_in_other_words_finds_the_tool() {
-    let model = real_model();
+    other_words_find_the_tool(real_model(), false);
+}
+
+#[test]
+fn with_encoder_tool_vectors_a_request_in_other_words_finds_the_tool() {
+    let (_dir, model) = fresh_model();
+    other_words_find_the_tool(model, true);
+}
+
+fn other_words_find_the_tool(model: Arc<Model>, encoder: bool) {
+    let cache = EmbeddingCache::default();
+    if encoder {
+        assert_eq!(encode_all(&cache, &model, &catalogue()), catalogue().len());
+    }
     let cases = [
         (
             "will it be stormy in Lisbon this weekend",
@@ -123,8 +183,9 @@ fn with_the_model_a_request_in_other_words_finds_the_tool() {
         ),
     ];
     let lexical = ToolIndex::build(catalogue());
-    let hybrid = SearchIndex::with_model(catalogue(), model, &EmbeddingCache::default());
+    let hybrid = SearchIndex::with_model(catalogue(), model, &cache);
     assert_eq!(hybrid.ranking(), Ranking::Hybrid);
+    assert_eq!(hybrid.encoder_vectors(), encoder);
     for (request, wanted) in cases {
         // The words alone do not find it (the request shares no term with the tool)...
         let by_words = lexical.search(request, 3);
@@ -173,6 +234,139 @@ fn with_the_model_each_step_of_a_request_in_other_words_finds_its_tool() {
             .search("zebra quasar. nebula, and then xylophone", 5)
             .is_empty()
     );
+}
+
+#[test]
+fn words_every_tool_uses_do_not_drown_the_word_that_tells_tools_apart() {
+    // Every tool's description ends with the same boilerplate; a request written in it
+    // asks, in one word, for the weather.
+    let boilerplate = " Returns the result as formatted text for the assistant to read.";
+    let docs: Vec<ToolDoc> = catalogue()
+        .into_iter()
+        .map(|mut doc| {
+            doc.description = doc.description.map(|d| d + boilerplate);
+            doc
+        })
+        .collect();
+    let index = SearchIndex::with_model(docs, real_model(), &EmbeddingCache::default());
+    let request = "return the result as formatted text for the assistant to read: \
+                   is it going to be stormy";
+    let semantic = |query_idf: bool| {
+        let tuning = Tuning {
+            query_idf,
+            ..Tuning::default()
+        };
+        first(&index.search_tuned(request, 3, Ranking::Semantic, &tuning)).to_owned()
+    };
+    // Control: each token counted alike, the boilerplate's many tokens pull the request's
+    // vector to wherever the boilerplate happens to sit.
+    assert_ne!(semantic(false), "meteo__get_forecast");
+    // Weighted by rarity among the tools' texts, the one word that tells them apart wins.
+    assert_eq!(semantic(true), "meteo__get_forecast");
+    assert!(Tuning::default().query_idf);
+}
+
+#[test]
+fn encoder_tool_vectors_are_used_once_every_tool_has_one_and_are_kept_on_disk() {
+    let (dir, model) = fresh_model();
+    let cache = EmbeddingCache::default();
+    // None stored yet: the static table's vectors, and nothing is computed meanwhile.
+    let index = SearchIndex::with_model(catalogue(), Arc::clone(&model), &cache);
+    assert!(!index.encoder_vectors());
+    let store = dir.path().join(format!(
+        "{TOOL_VECTORS_PREFIX}{}",
+        &model.weights_sha256()[..16]
+    ));
+    assert!(!store.exists());
+    // Computed once, kept on disk, one file per definition.
+    assert_eq!(encode_all(&cache, &model, &catalogue()), catalogue().len());
+    assert_eq!(encode_all(&cache, &model, &catalogue()), 0);
+    assert_eq!(
+        std::fs::read_dir(&store).unwrap().count(),
+        catalogue().len()
+    );
+    // Another process (a new cache) finds them on disk.
+    let fresh = EmbeddingCache::default();
+    let index = SearchIndex::with_model(catalogue(), Arc::clone(&model), &fresh);
+    assert!(index.encoder_vectors());
+    assert_eq!(
+        first(&index.search("will it be stormy in Lisbon this weekend", 3)),
+        "meteo__get_forecast"
+    );
+    // A new definition has none yet: the whole index keeps the static table's vectors
+    // until it has one, so one ranking never mixes the two.
+    let mut more = catalogue();
+    more.push(tool(
+        "fs",
+        "write_file",
+        "Create or overwrite a file.",
+        &["path", "content"],
+    ));
+    assert!(!SearchIndex::with_model(more.clone(), Arc::clone(&model), &fresh).encoder_vectors());
+    assert_eq!(encode_all(&fresh, &model, &more), 1);
+    assert!(SearchIndex::with_model(more, Arc::clone(&model), &fresh).encoder_vectors());
+    // Server instructions are embedded too: a new instructions text needs its vector.
+    let mut instructed = catalogue();
+    instructed[4].instructions = Some("A weather service for travellers.".into());
+    assert!(
+        !SearchIndex::with_model(instructed.clone(), Arc::clone(&model), &fresh).encoder_vectors()
+    );
+    assert_eq!(encode_all(&fresh, &model, &instructed), 1);
+    assert!(SearchIndex::with_model(instructed, Arc::clone(&model), &fresh).encoder_vectors());
+    // The static table's ranking can still be asked for.
+    assert!(!SearchIndex::with_table_vectors(catalogue(), model, &fresh).encoder_vectors());
+}
+
+#[test]
+fn a_damaged_stored_tool_vector_is_ignored_and_computed_again() {
+    let (dir, model) = fresh_model();
+    let cache = EmbeddingCache::default();
+    encode_all(&cache, &model, &catalogue());
+    let store = dir.path().join(format!(
+        "{TOOL_VECTORS_PREFIX}{}",
+        &model.weights_sha256()[..16]
+    ));
+    let files: Vec<PathBuf> = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    // One cut short, one not a unit vector.
+    let bytes = std::fs::read(&files[0]).unwrap();
+    std::fs::write(&files[0], &bytes[..bytes.len() - 4]).unwrap();
+    std::fs::write(&files[1], vec![0u8; bytes.len()]).unwrap();
+    let fresh = EmbeddingCache::default();
+    assert!(!SearchIndex::with_model(catalogue(), Arc::clone(&model), &fresh).encoder_vectors());
+    assert_eq!(encode_all(&fresh, &model, &catalogue()), 2);
+    assert_eq!(std::fs::read(&files[0]).unwrap().len(), bytes.len());
+    let again = EmbeddingCache::default();
+    assert!(SearchIndex::with_model(catalogue(), model, &again).encoder_vectors());
+}
+
+#[test]
+fn a_background_cache_computes_missing_tool_vectors_for_a_later_index() {
+    let (_dir, model) = fresh_model();
+    let cache = EmbeddingCache::background();
+    let start = std::time::Instant::now();
+    let index = SearchIndex::with_model(catalogue(), Arc::clone(&model), &cache);
+    // The index is built at once, with the static table's vectors...
+    assert!(!index.encoder_vectors());
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    // ...and a later one, once the thread is done, has the encoder's.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    loop {
+        if SearchIndex::with_model(catalogue(), Arc::clone(&model), &cache).encoder_vectors() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the background encoder did not finish in 300 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }
 
 #[test]

@@ -185,19 +185,33 @@ impl Encoder {
 
     /// The mean-pooled outputs for the sequences `[cls] id [sep]`, one row per id.
     fn encode_tokens(&self, ids: &[u32], cls: u32, sep: u32) -> Vec<f32> {
+        let sequences: Vec<u32> = ids.iter().flat_map(|&id| [cls, id, sep]).collect();
+        self.encode(&sequences, 3)
+    }
+
+    /// The mean-pooled outputs of the encoder for `tokens`, read as consecutive sequences
+    /// of `seq` token ids each (every one starting at position 0), one row per sequence.
+    /// Ids and lengths must be in range (the callers' vocabulary and the position table).
+    pub(crate) fn encode(&self, tokens: &[u32], seq: usize) -> Vec<f32> {
         let dim = self.dim;
-        let seq = 3;
-        let rows = ids.len() * seq;
+        let seq = seq.max(1);
+        let sequences = tokens.len() / seq;
+        let rows = sequences * seq;
         let mut x = vec![0f32; rows * dim];
-        for (s, &id) in ids.iter().enumerate() {
-            for (p, token) in [cls, id, sep].into_iter().enumerate() {
-                let out = &mut x[(s * seq + p) * dim..(s * seq + p + 1) * dim];
-                let word = &self.word[token as usize * dim..(token as usize + 1) * dim];
-                let position = &self.position[p * dim..(p + 1) * dim];
-                for (((o, w), q), t) in out.iter_mut().zip(word).zip(position).zip(&self.token_type)
-                {
-                    *o = w + q + t;
-                }
+        for (row, &token) in tokens[..rows].iter().enumerate() {
+            let p = row % seq;
+            let out = &mut x[row * dim..(row + 1) * dim];
+            let Some(word) = self
+                .word
+                .get(token as usize * dim..(token as usize + 1) * dim)
+            else {
+                continue;
+            };
+            let Some(position) = self.position.get(p * dim..(p + 1) * dim) else {
+                continue;
+            };
+            for (((o, w), q), t) in out.iter_mut().zip(word).zip(position).zip(&self.token_type) {
+                *o = w + q + t;
             }
         }
         layer_norm(&mut x, &self.embedding_norm, dim);
@@ -205,7 +219,7 @@ impl Encoder {
             let q = apply(&layer.query, &x, rows);
             let k = apply(&layer.key, &x, rows);
             let v = apply(&layer.value, &x, rows);
-            let context = attention(&q, &k, &v, ids.len(), seq, dim);
+            let context = attention(&q, &k, &v, sequences, seq, dim);
             let mut attended = apply(&layer.attention_out, &context, rows);
             for (a, r) in attended.iter_mut().zip(&x) {
                 *a += r;
@@ -222,8 +236,8 @@ impl Encoder {
             layer_norm(&mut out, &layer.output_norm, dim);
             x = out;
         }
-        let mut pooled = vec![0f32; ids.len() * dim];
-        for s in 0..ids.len() {
+        let mut pooled = vec![0f32; sequences * dim];
+        for s in 0..sequences {
             let out = &mut pooled[s * dim..(s + 1) * dim];
             for p in 0..seq {
                 let row = &x[(s * seq + p) * dim..(s * seq + p + 1) * dim];
@@ -233,6 +247,11 @@ impl Encoder {
             }
         }
         pooled
+    }
+
+    /// The number of positions the encoder has embeddings for.
+    pub(crate) fn max_positions(&self) -> usize {
+        self.position.len() / self.dim.max(1)
     }
 }
 

@@ -11,23 +11,27 @@
 //! the weights and of the exact text embedded, so rebuilding the index after a refresh
 //! embeds only the definitions that changed.
 
+mod contextual;
 mod distill;
 mod model;
 mod safetensors;
+mod vectors;
 mod wordpiece;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use sha2::{Digest, Sha256};
 
+pub use contextual::{CONTEXTUAL_TOKEN_CAP, ContextualEncoder};
 pub use distill::{ATTENTION_HEADS, SIF_A};
 pub use model::{
     DISTILL_WAIT_CAP, DISTILLED_PREFIX, MODEL_NAME, Model, ModelError, ModelPin, PINNED_MODEL,
     TEXT_TOKEN_CAP, VOCAB_FILE, VOCAB_SIZE_CAP, WEIGHTS_FILE, WEIGHTS_SIZE_CAP,
 };
 pub use safetensors::write_tensors;
+pub use vectors::TOOL_VECTORS_PREFIX;
 pub use wordpiece::MAX_WORD_CHARS;
 
 /// The environment variable naming the model directory.
@@ -66,23 +70,55 @@ pub fn shared_model() -> Result<Arc<Model>, &'static ModelError> {
         .map(Arc::clone)
 }
 
-/// The process's embedding cache.
+/// The process's embedding cache; it computes missing encoder tool vectors in the
+/// background ([`EmbeddingCache::background`]).
 pub fn shared_cache() -> &'static EmbeddingCache {
     static CACHE: OnceLock<EmbeddingCache> = OnceLock::new();
-    CACHE.get_or_init(EmbeddingCache::default)
+    CACHE.get_or_init(EmbeddingCache::background)
 }
 
 /// A cached vector: `None` when the text had no known token.
 type Cached = Option<Arc<[f32]>>;
 
+/// Encoder tool vectors by key ([`vectors::key`]).
+type Encoded = Mutex<HashMap<[u8; 32], Arc<[f32]>>>;
+
 /// Tool vectors by the SHA-256 of (weights digest, embedded text). Shared by every index
 /// built in a process; thread-safe.
+///
+/// Two kinds: the static table's ([`EmbeddingCache::embed`], computed on demand, in
+/// microseconds) and the whole encoder's ([`vectors`]), which an index uses when every
+/// one of its tools has one. Encoder vectors come from memory, then from the model
+/// directory, and are computed by [`EmbeddingCache::encode`] or, in a cache made by
+/// [`EmbeddingCache::background`], by one background thread.
 #[derive(Debug, Default)]
 pub struct EmbeddingCache {
     vectors: Mutex<HashMap<[u8; 32], Cached>>,
+    encoded: Arc<Encoded>,
+    background: Option<Arc<Mutex<Background>>>,
+}
+
+/// The texts waiting for the background encoder, and whether it runs.
+#[derive(Debug, Default)]
+struct Background {
+    queue: Vec<String>,
+    queued: HashSet<[u8; 32]>,
+    running: bool,
+    /// Set when the encoder could not be loaded: not tried again in this process.
+    failed: bool,
 }
 
 impl EmbeddingCache {
+    /// A cache that computes missing encoder tool vectors in one background thread (and
+    /// keeps them in the model directory), so that later indexes of the same tools use
+    /// them. [`EmbeddingCache::default`] never starts a thread.
+    pub fn background() -> EmbeddingCache {
+        EmbeddingCache {
+            background: Some(Arc::default()),
+            ..EmbeddingCache::default()
+        }
+    }
+
     /// The vector of `text` under `model`, from the cache or embedded now.
     pub fn embed(&self, model: &Model, text: &str) -> Option<Arc<[f32]>> {
         let mut hasher = Sha256::new();
@@ -105,7 +141,116 @@ impl EmbeddingCache {
         vector
     }
 
-    /// How many texts are cached.
+    /// The encoder vector of each of `texts`, when every one is in memory or in the model
+    /// directory; `None` otherwise (after queueing the missing ones for the background
+    /// thread, in a cache that has one).
+    pub(crate) fn encoded(&self, model: &Arc<Model>, texts: &[&str]) -> Option<Vec<Arc<[f32]>>> {
+        let dir = vectors::store_dir(model);
+        let mut out = Vec::with_capacity(texts.len());
+        let mut missing = Vec::new();
+        for text in texts {
+            let key = vectors::key(model, text);
+            let found = self
+                .encoded
+                .lock()
+                .ok()
+                .and_then(|map| map.get(&key).cloned())
+                .or_else(|| {
+                    let v = vectors::read(&dir, &key, model.dim())?;
+                    remember(&self.encoded, key, Arc::clone(&v));
+                    Some(v)
+                });
+            match found {
+                Some(v) => out.push(v),
+                None => missing.push((key, (*text).to_owned())),
+            }
+        }
+        if missing.is_empty() {
+            return Some(out);
+        }
+        if let Some(background) = &self.background {
+            self.queue(background, model, missing);
+        }
+        None
+    }
+
+    /// Computes (and stores in memory and in the model directory) the encoder vector of
+    /// each of `texts` that has none yet, on up to four threads; the number computed.
+    /// Loading the encoder reads and checks the 91 MB weights.
+    pub fn encode(&self, model: &Model, texts: &[&str]) -> Result<usize, ModelError> {
+        let dir = vectors::store_dir(model);
+        let mut missing: Vec<([u8; 32], &str)> = Vec::new();
+        for text in texts {
+            let key = vectors::key(model, text);
+            let known = self.encoded.lock().is_ok_and(|map| map.contains_key(&key));
+            if known || missing.iter().any(|(k, _)| *k == key) {
+                continue;
+            }
+            match vectors::read(&dir, &key, model.dim()) {
+                Some(v) => remember(&self.encoded, key, v),
+                None => missing.push((key, text)),
+            }
+        }
+        if missing.is_empty() {
+            return Ok(0);
+        }
+        let encoder = ContextualEncoder::load_pinned(model.dir(), model.pin())?;
+        let threads = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .clamp(1, 4);
+        let per = missing.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            for part in missing.chunks(per.max(1)) {
+                let (encoder, dir, encoded) = (&encoder, &dir, &self.encoded);
+                scope.spawn(move || {
+                    for (key, text) in part {
+                        if let Some(v) = encoder.embed(text) {
+                            vectors::write(dir, key, &v);
+                            remember(encoded, *key, Arc::from(v));
+                        }
+                    }
+                });
+            }
+        });
+        Ok(missing.len())
+    }
+
+    /// Adds `missing` to the background queue and starts the thread when it is not running.
+    fn queue(
+        &self,
+        background: &Arc<Mutex<Background>>,
+        model: &Arc<Model>,
+        missing: Vec<([u8; 32], String)>,
+    ) {
+        let Ok(mut state) = background.lock() else {
+            return;
+        };
+        if state.failed {
+            return;
+        }
+        for (key, text) in missing {
+            if state.queued.len() < CACHE_CAP && state.queued.insert(key) {
+                state.queue.push(text);
+            }
+        }
+        if state.running || state.queue.is_empty() {
+            return;
+        }
+        state.running = true;
+        let (background, model, encoded) = (
+            Arc::clone(background),
+            Arc::clone(model),
+            Arc::clone(&self.encoded),
+        );
+        let spawned = std::thread::Builder::new()
+            .name("warden-search-encoder".into())
+            .spawn(move || encode_in_background(&background, &model, &encoded));
+        if spawned.is_err() {
+            state.running = false;
+        }
+    }
+
+    /// How many texts are cached (static table vectors).
     pub fn len(&self) -> usize {
         self.vectors.lock().map_or(0, |map| map.len())
     }
@@ -113,6 +258,102 @@ impl EmbeddingCache {
     /// Whether nothing is cached.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Keeps `vector` for `key` in `map` (which starts over past [`CACHE_CAP`]).
+fn remember(map: &Encoded, key: [u8; 32], vector: Arc<[f32]>) {
+    if let Ok(mut map) = map.lock() {
+        if map.len() >= CACHE_CAP {
+            map.clear();
+        }
+        map.insert(key, vector);
+    }
+}
+
+/// The background thread: loads the encoder, encodes the queue until it is empty, then
+/// stores every vector it computed (in memory and in the model directory) and ends,
+/// dropping the encoder's weights. Nothing is stored before the queue is empty: a
+/// short-lived process (one `warden tools --search`) that exits first leaves the stored
+/// state as it found it, so two such runs rank alike; a longer one stores the whole
+/// catalogue's vectors at once.
+fn encode_in_background(background: &Mutex<Background>, model: &Model, encoded: &Encoded) {
+    let encoder = match ContextualEncoder::load_pinned(model.dir(), model.pin()) {
+        Ok(encoder) => encoder,
+        Err(_) => {
+            if let Ok(mut state) = background.lock() {
+                state.failed = true;
+                state.running = false;
+                state.queue.clear();
+            }
+            return;
+        }
+    };
+    let dir = vectors::store_dir(model);
+    let mut done: Vec<([u8; 32], Vec<f32>)> = Vec::new();
+    loop {
+        let next = background
+            .lock()
+            .ok()
+            .and_then(|mut state| state.queue.pop());
+        match next {
+            Some(text) => {
+                if let Some(v) = encoder.embed(&text) {
+                    done.push((vectors::key(model, &text), v));
+                }
+            }
+            None => {
+                for (key, v) in done.drain(..) {
+                    vectors::write(&dir, &key, &v);
+                    remember(encoded, key, Arc::from(v));
+                }
+                // Ends only if nothing was queued meanwhile (checked under the lock that
+                // the queueing side takes, so no text is left without a thread).
+                let Ok(mut state) = background.lock() else {
+                    return;
+                };
+                if state.queue.is_empty() {
+                    state.running = false;
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// How rare each token is among the tools' embedded texts: a query's tokens can be
+/// weighted by it ([`crate::Tuning::query_idf`]), so the words that tell tools apart count
+/// more than the words every tool or no tool uses in the same way.
+#[derive(Debug, Default)]
+pub(crate) struct TokenIdf {
+    /// Per token id: in how many texts it occurs.
+    df: HashMap<u32, u32>,
+    /// The number of texts.
+    docs: u32,
+}
+
+impl TokenIdf {
+    /// The document frequencies of `texts`' tokens under `model`.
+    pub(crate) fn build<'a>(model: &Model, texts: impl Iterator<Item = &'a str>) -> TokenIdf {
+        let mut idf = TokenIdf::default();
+        let mut seen = std::collections::HashSet::new();
+        for text in texts {
+            idf.docs = idf.docs.saturating_add(1);
+            seen.clear();
+            for id in model.token_ids(text) {
+                if seen.insert(id) {
+                    *idf.df.entry(id).or_default() += 1;
+                }
+            }
+        }
+        idf
+    }
+
+    /// The smoothed inverse document frequency of token `id`: `ln((1 + N) / (1 + df)) + 1`
+    /// (1 for a token in every text, highest for one in none).
+    pub(crate) fn weight(&self, id: u32) -> f32 {
+        let df = self.df.get(&id).copied().unwrap_or(0);
+        ((1.0 + self.docs as f32) / (1.0 + df as f32)).ln() + 1.0
     }
 }
 
@@ -125,46 +366,74 @@ pub(crate) struct SemanticIndex {
     matrix: Vec<f32>,
     /// The mean of the rows that have a vector.
     mean: Vec<f32>,
-    /// Per row: its dot product with `mean`.
-    row_mean: Vec<f32>,
+    /// The mean that is taken out of a query before a centred cosine: [`Self::mean`] when
+    /// queries are embedded like the rows, else the mean of the rows' counterparts in the
+    /// queries' space (the static table's vectors of the same tools, when the rows are
+    /// the encoder's).
+    query_mean: Vec<f32>,
+    /// Per row: its dot product with `query_mean`.
+    row_query_mean: Vec<f32>,
     /// Per row: the length of the row minus `mean` (0 for a zero row).
     centred_norm: Vec<f32>,
-    /// `mean · mean`.
-    mean_norm2: f32,
+    /// `query_mean · mean`.
+    cross: f32,
+    /// `query_mean · query_mean`.
+    query_mean_norm2: f32,
+    /// When the rows are not in the queries' space: the same tools' vectors in it, row by
+    /// row, whose plain cosines the hybrid's guard against noise reads
+    /// ([`crate::SEMANTIC_ONLY_MIN_COSINE`] was set on those).
+    guard: Option<Vec<f32>>,
+}
+
+/// `vectors` as one `len × dim` block, row-major (a zero row for a missing vector).
+fn rows_of(vectors: &[Option<Arc<[f32]>>], dim: usize) -> Vec<f32> {
+    let mut matrix = vec![0f32; vectors.len() * dim];
+    for (row, vector) in matrix.chunks_exact_mut(dim).zip(vectors) {
+        if let Some(v) = vector
+            && v.len() == dim
+        {
+            row.copy_from_slice(v);
+        }
+    }
+    matrix
+}
+
+/// The mean of the vectors of `dim` values among `vectors`.
+fn mean_of(vectors: &[Option<Arc<[f32]>>], dim: usize) -> Vec<f32> {
+    let mut mean = vec![0f32; dim];
+    let mut rows = 0usize;
+    for v in vectors.iter().flatten().filter(|v| v.len() == dim) {
+        rows += 1;
+        for (m, x) in mean.iter_mut().zip(v.iter()) {
+            *m += x;
+        }
+    }
+    for m in &mut mean {
+        *m /= rows.max(1) as f32;
+    }
+    mean
 }
 
 impl SemanticIndex {
-    /// The index of `vectors` (one per tool, in index order).
-    pub(crate) fn new(model: Arc<Model>, vectors: &[Option<Arc<[f32]>>]) -> SemanticIndex {
+    /// The index of `vectors` (one per tool, in index order); `query_space`, when the
+    /// vectors are not in the space queries are embedded in, holds the same tools'
+    /// vectors in that space (for centring queries).
+    pub(crate) fn new(
+        model: Arc<Model>,
+        vectors: &[Option<Arc<[f32]>>],
+        query_space: Option<&[Option<Arc<[f32]>>]>,
+    ) -> SemanticIndex {
         let dim = model.dim();
-        let mut matrix = vec![0f32; vectors.len() * dim];
-        for (row, vector) in matrix.chunks_exact_mut(dim).zip(vectors) {
-            if let Some(v) = vector
-                && v.len() == dim
-            {
-                row.copy_from_slice(v);
-            }
-        }
-        let rows = vectors
-            .iter()
-            .filter(|v| v.as_ref().is_some_and(|v| v.len() == dim))
-            .count();
-        let mut mean = vec![0f32; dim];
-        for row in matrix.chunks_exact(dim) {
-            for (m, x) in mean.iter_mut().zip(row) {
-                *m += x;
-            }
-        }
-        for m in &mut mean {
-            *m /= rows.max(1) as f32;
-        }
+        let matrix = rows_of(vectors, dim);
+        let mean = mean_of(vectors, dim);
+        let query_mean = query_space.map_or_else(|| mean.clone(), |q| mean_of(q, dim));
         let mean_norm2 = dot(&mean, &mean);
-        let mut row_mean = Vec::with_capacity(vectors.len());
+        let mut row_query_mean = Vec::with_capacity(vectors.len());
         let mut centred_norm = Vec::with_capacity(vectors.len());
         for row in matrix.chunks_exact(dim) {
             let rm = dot(row, &mean);
             let rr = dot(row, row);
-            row_mean.push(rm);
+            row_query_mean.push(dot(row, &query_mean));
             centred_norm.push(if rr > 0.0 {
                 (rr - 2.0 * rm + mean_norm2).max(0.0).sqrt()
             } else {
@@ -172,87 +441,125 @@ impl SemanticIndex {
             });
         }
         SemanticIndex {
+            guard: query_space.map(|q| rows_of(q, dim)),
+            cross: dot(&query_mean, &mean),
+            query_mean_norm2: dot(&query_mean, &query_mean),
             model,
             matrix,
             mean,
-            row_mean,
+            query_mean,
+            row_query_mean,
             centred_norm,
-            mean_norm2,
         }
     }
 
-    /// The model's unit vector of `text`; `None` when it has no known token.
-    pub(crate) fn embed(&self, text: &str) -> Option<Vec<f32>> {
-        self.model.embed(text)
+    /// The model's unit vector of `text`, its tokens weighted by `idf` when given; `None`
+    /// when it has no known token.
+    pub(crate) fn embed(&self, text: &str, idf: Option<&TokenIdf>) -> Option<Vec<f32>> {
+        match idf {
+            Some(idf) => self.model.embed_weighted(text, &|id| idf.weight(id)),
+            None => self.model.embed(text),
+        }
     }
 
     /// For each of `queries` (unit vectors; `None` for a text without one), its cosines
     /// with every row, from one pass over the rows for all of them: a search that ranks
     /// a request and its steps reads the matrix once. With `centre`, the cosines that
     /// rank are those of `q − mean` with each row minus the mean, the direction all rows
-    /// share taken out (0 for a row without a vector).
+    /// share taken out (0 for a row without a vector). Rows in another space than the
+    /// queries (the encoder's) are always compared centred, and the guard's cosines are
+    /// then the plain ones of the same tools in the queries' space.
     pub(crate) fn cosines(
         &self,
         queries: &[Option<Vec<f32>>],
         centre: bool,
-    ) -> Vec<Option<Cosines>> {
+    ) -> Vec<Option<Cosines<'_>>> {
         let present: Vec<&[f32]> = queries.iter().flatten().map(Vec::as_slice).collect();
-        let mut raw = self.dots(&present).into_iter();
+        let mut raw = self.dots(&self.matrix, &present).into_iter();
+        let centre = centre || self.guard.is_some();
         queries
             .iter()
             .map(|q| {
                 let q = q.as_deref()?;
                 let raw = raw.next()?;
                 let rank = centre.then(|| self.centred(&raw, q));
-                Some(Cosines { raw, rank })
+                let guard = self.guard.as_deref().map(|rows| (rows, q.to_vec()));
+                Some(Cosines {
+                    raw,
+                    rank,
+                    guard,
+                    dim: self.model.dim(),
+                })
             })
             .collect()
     }
 
-    /// The dot products of every query (of the model's dimension) with every row, row by
-    /// row, so each row is read from memory once for all the queries. (A matrix product,
-    /// SGEMM, was slower here: it copies the whole matrix into its packing buffer at every
-    /// call.)
-    fn dots(&self, queries: &[&[f32]]) -> Vec<Vec<f32>> {
-        let rows = self.row_mean.len();
+    /// The dot products of every query (of the model's dimension) with every row of
+    /// `matrix`, row by row, so each row is read from memory once for all the queries. (A
+    /// matrix product, SGEMM, was slower here: it copies the whole matrix into its packing
+    /// buffer at every call.)
+    fn dots(&self, matrix: &[f32], queries: &[&[f32]]) -> Vec<Vec<f32>> {
+        let rows = self.row_query_mean.len();
         let mut out: Vec<Vec<f32>> = queries.iter().map(|_| Vec::with_capacity(rows)).collect();
         #[cfg(target_arch = "x86_64")]
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2, checked just above; that is all `dots_avx2`
             // needs beyond its (safe) arguments.
-            unsafe { dots_avx2(&self.matrix, self.model.dim(), queries, &mut out) };
+            unsafe { dots_avx2(matrix, self.model.dim(), queries, &mut out) };
             return out;
         }
-        dots_into(&self.matrix, self.model.dim(), queries, &mut out);
+        dots_into(matrix, self.model.dim(), queries, &mut out);
         out
     }
 
-    /// The centred cosines of `q` from its plain dot products `raw` with the rows.
+    /// The centred cosines of `q` from its plain dot products `raw` with the rows: the
+    /// cosines of `q − query_mean` with each `row − mean`.
     fn centred(&self, raw: &[f32], q: &[f32]) -> Vec<f32> {
-        let qm = dot(q, &self.mean);
-        let qn = (dot(q, q) - 2.0 * qm + self.mean_norm2).max(0.0).sqrt();
+        let q_rows = dot(q, &self.mean);
+        let q_own = dot(q, &self.query_mean);
+        let qn = (dot(q, q) - 2.0 * q_own + self.query_mean_norm2)
+            .max(0.0)
+            .sqrt();
         raw.iter()
-            .zip(&self.row_mean)
+            .zip(&self.row_query_mean)
             .zip(&self.centred_norm)
-            .map(|((&raw, &rm), &norm)| {
+            .map(|((&raw, &rq), &norm)| {
                 if norm <= f32::EPSILON || qn <= f32::EPSILON {
                     0.0
                 } else {
-                    (raw - qm - rm + self.mean_norm2) / (qn * norm)
+                    (raw - q_rows - rq + self.cross) / (qn * norm)
                 }
             })
             .collect()
     }
 }
 
-/// A text's cosines with every row of a [`SemanticIndex`]: the plain ones (which the
-/// hybrid's guard against noise reads) and, when centred, the ones that rank.
+/// A text's cosines with every row of a [`SemanticIndex`]: the plain ones, the ones that
+/// rank when centred, and what the hybrid's guard against noise reads.
 #[derive(Debug)]
-pub(crate) struct Cosines {
+pub(crate) struct Cosines<'a> {
     /// The plain cosines.
     pub(crate) raw: Vec<f32>,
     /// The centred cosines, when asked for.
     pub(crate) rank: Option<Vec<f32>>,
+    /// When the rows are not in the queries' space: the same tools' rows in it and the
+    /// query, for [`Cosines::guard`].
+    guard: Option<(&'a [f32], Vec<f32>)>,
+    dim: usize,
+}
+
+impl Cosines<'_> {
+    /// The plain cosine the guard against noise reads for `row`: in the queries' space,
+    /// computed when asked (the guard reads only the rows that share no word with the
+    /// text and are nearer than average), or the plain cosine when the rows are in it.
+    pub(crate) fn guard(&self, row: usize) -> f32 {
+        match &self.guard {
+            Some((rows, q)) => rows
+                .get(row * self.dim..(row + 1) * self.dim)
+                .map_or(0.0, |r| dot(r, q)),
+            None => self.raw.get(row).copied().unwrap_or(0.0),
+        }
+    }
 }
 
 /// Appends to `out[j]` the dot product of each `dim`-wide row of `matrix` with
@@ -294,4 +601,21 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
     }
     let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
     lanes.iter().sum::<f32>() + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_in_every_text_weighs_one_and_a_rarer_one_more() {
+        let idf = TokenIdf {
+            df: HashMap::from([(1, 4), (2, 1)]),
+            docs: 4,
+        };
+        assert!((idf.weight(1) - 1.0).abs() < 1e-6);
+        assert!(idf.weight(2) > idf.weight(1));
+        // A token no tool uses weighs most: it may still mean something (`stormy`).
+        assert!(idf.weight(3) > idf.weight(2));
+    }
 }

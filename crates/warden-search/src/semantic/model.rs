@@ -112,6 +112,10 @@ pub struct Model {
     /// Lowercase hex SHA-256 of the weights file: part of every cached embedding's key.
     weights_sha256: String,
     load_time: Duration,
+    /// The directory it was loaded from (where encoder tool vectors are kept).
+    dir: PathBuf,
+    /// The digests its files were checked against.
+    pin: ModelPin,
 }
 
 impl Model {
@@ -180,6 +184,8 @@ impl Model {
             table,
             weights_sha256: pin.weights_sha256.to_owned(),
             load_time: start.elapsed(),
+            dir: dir.to_owned(),
+            pin,
         })
     }
 
@@ -201,6 +207,16 @@ impl Model {
     /// The weights' SHA-256 (lowercase hex).
     pub fn weights_sha256(&self) -> &str {
         &self.weights_sha256
+    }
+
+    /// The directory the model was loaded from.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The digests the model's files were checked against.
+    pub fn pin(&self) -> ModelPin {
+        self.pin
     }
 
     /// The `n` vocabulary tokens whose vectors are nearest (by cosine) to `text`'s, for
@@ -231,12 +247,29 @@ impl Model {
     /// known tokens (stopwords left out), scaled to length 1. `None` when no token of the
     /// text is known.
     pub fn embed(&self, text: &str) -> Option<Vec<f32>> {
+        self.embed_weighted(text, &|_| 1.0)
+    }
+
+    /// The ids of the first [`TEXT_TOKEN_CAP`] known tokens of `text` (stopwords left out),
+    /// the tokens [`Model::embed`] adds up.
+    pub fn token_ids(&self, text: &str) -> Vec<u32> {
+        let mut ids = Vec::new();
+        self.vocab.for_each_id(text, &is_stopword, &mut |id| {
+            ids.push(id);
+            ids.len() < TEXT_TOKEN_CAP
+        });
+        ids
+    }
+
+    /// As [`Model::embed`], each token's vector scaled by `weight(id)` first.
+    pub fn embed_weighted(&self, text: &str, weight: &dyn Fn(u32) -> f32) -> Option<Vec<f32>> {
         let mut sum = vec![0f32; self.dim];
         let mut count = 0usize;
         self.vocab.for_each_id(text, &is_stopword, &mut |id| {
             let row = &self.table[id as usize * self.dim..(id as usize + 1) * self.dim];
+            let w = weight(id);
             for (s, x) in sum.iter_mut().zip(row) {
-                *s += x;
+                *s += w * x;
             }
             count += 1;
             count < TEXT_TOKEN_CAP
@@ -477,7 +510,7 @@ fn verify(path: &Path, cap: u64, expected: &str) -> Result<(), ModelError> {
 }
 
 /// Reads `path` (at most `cap` bytes) and checks its SHA-256 against `expected`.
-fn read_checked(path: &Path, cap: u64, expected: &str) -> Result<Vec<u8>, ModelError> {
+pub(super) fn read_checked(path: &Path, cap: u64, expected: &str) -> Result<Vec<u8>, ModelError> {
     let bytes = read_capped(path, cap)?;
     let total = bytes.len() as u64;
     check_read(path, cap, total, hex(&Sha256::digest(&bytes)), expected)?;
