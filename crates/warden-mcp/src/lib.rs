@@ -39,7 +39,7 @@ pub mod stdio;
 pub use confined::{ConfinedLauncher, Substituted};
 pub use connection::{
     CallOutcome, ConnectOptions, Connection, Era, FORWARDED_METHODS, RelayDialer, ServerInfo,
-    ToolDef, connect, transport_forwards,
+    ToolDef, connect, transport_forwards, transport_subscribes,
 };
 pub use elicit::{
     DeclineAll, ElicitationAnswer, ElicitationRequest, Elicitor, client_capabilities,

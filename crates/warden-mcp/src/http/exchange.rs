@@ -66,6 +66,16 @@ impl Notices {
         Arc::clone(&self.lists)
     }
 
+    /// Marks everything a gap in a stream of the server's own messages may have lost a
+    /// notice of: the tool, resource and prompt lists, and every subscribed resource
+    /// (its subscribers are told to read it again: a spurious update costs a read, a
+    /// missed one leaves a client with stale content).
+    pub(crate) fn mark_gap(&self) {
+        self.mark_tools_changed();
+        self.lists.mark_lists_changed();
+        self.lists.mark_subscribed_updated();
+    }
+
     /// Marks the tool list as possibly changed (a notice, or a gap in a stream that may
     /// have lost one: reading the list again is cheap, missing a change is not).
     pub(crate) fn mark_tools_changed(&self) {
@@ -85,8 +95,9 @@ pub(crate) const LISTEN_ID_PREFIX: &str = "warden-listen-";
 
 /// How opening a stream of the server's own messages went.
 pub(crate) enum ListenOpen {
-    /// Open.
-    Open(reqwest::Response),
+    /// Open; with the id of the `subscriptions/listen` request whose stream it is
+    /// (modern), which every notification on it must carry as its subscription id.
+    Open(reqwest::Response, Option<Value>),
     /// The server offers no such stream (405): not an error.
     NotOffered,
     /// It could not be opened now (why, for the log).
@@ -100,7 +111,16 @@ pub(crate) struct ListenState {
     pub last_id: Option<String>,
     /// The delay the server asked for before reconnecting (`retry:`), clamped.
     pub retry: Option<Duration>,
+    /// The subscription id of the stream being read (a modern `subscriptions/listen`'s
+    /// request id): a notification tagged with another is not this stream's, and dropped.
+    pub subscription: Option<Value>,
+    /// Who waits for the stream's `notifications/subscriptions/acknowledged` (the
+    /// `notifications` filter the server honours); taken by the first one.
+    pub acknowledged: Option<tokio::sync::oneshot::Sender<Value>>,
 }
+
+/// `_meta` key of the subscription a notification belongs to (2026-07-28).
+pub(crate) const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// Warden's default: answers `ping`, declines elicitation (declared on every connection,
 /// see [`crate::client_capabilities`]: the user's answer is "no"), and refuses everything
@@ -432,7 +452,7 @@ impl Endpoint {
                 if response.status().is_success()
                     && media_type(response.headers()) == "text/event-stream" =>
             {
-                ListenOpen::Open(response)
+                ListenOpen::Open(response, None)
             }
             Ok(Ok(response)) if response.status() == StatusCode::METHOD_NOT_ALLOWED => {
                 tracing::debug!(server = %self.server, "the server offers no event stream of its own (405)");
@@ -466,7 +486,7 @@ impl Endpoint {
                 if response.status().is_success()
                     && media_type(response.headers()) == "text/event-stream" =>
             {
-                ListenOpen::Open(response)
+                ListenOpen::Open(response, message.get("id").cloned())
             }
             Ok(Ok(response)) if response.status() == StatusCode::METHOD_NOT_ALLOWED => {
                 ListenOpen::NotOffered
@@ -521,9 +541,32 @@ impl Endpoint {
             if message.get("method").is_some() {
                 if message.get("id").is_some() {
                     self.answer(&message, &context).await;
-                } else {
-                    self.notices.note(&message);
+                    continue;
                 }
+                let tagged = message
+                    .get("params")
+                    .and_then(|params| params.get("_meta"))
+                    .and_then(|meta| meta.get(META_SUBSCRIPTION_ID));
+                if let (Some(own), Some(tagged)) = (&state.subscription, tagged)
+                    && own != tagged
+                {
+                    tracing::debug!(server = %self.server, "dropped a notification of another subscription ({tagged}) on the stream of {own}");
+                    continue;
+                }
+                if message.get("method").and_then(Value::as_str)
+                    == Some("notifications/subscriptions/acknowledged")
+                {
+                    let honoured = message
+                        .get("params")
+                        .and_then(|params| params.get("notifications"))
+                        .cloned()
+                        .unwrap_or(Value::Null);
+                    if let Some(waiting) = state.acknowledged.take() {
+                        let _ = waiting.send(honoured);
+                    }
+                    continue;
+                }
+                self.notices.note(&message);
             } else if message
                 .get("id")
                 .and_then(Value::as_str)
