@@ -736,6 +736,94 @@ mod tests {
         assert_eq!(media_type(&HeaderMap::new()), "");
     }
 
+    /// A response whose event stream is `body`, from a one-shot local server.
+    async fn stream_of(body: String) -> reqwest::Response {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut head = [0u8; 1024];
+            let _ = stream.read(&mut head).await;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).await;
+            let _ = stream.write_all(body.as_bytes()).await;
+        });
+        warden_net::client(&warden_net::HttpOptions::default())
+            .unwrap()
+            .get(format!("http://{addr}/mcp"))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// A modern listen stream is demultiplexed by its subscription id: the acknowledgement
+    /// reaches whoever waits for it, an update tagged with this stream's id (or untagged)
+    /// is noted, one tagged with another listen's id is not, and an update of a resource
+    /// this connection is not subscribed to is dropped whatever its tag.
+    #[tokio::test]
+    async fn a_listen_stream_keeps_only_its_own_subscriptions_notices() {
+        let event = |message: Value| format!("event: message\ndata: {message}\n\n");
+        let tagged = |uri: &str, id: &str| {
+            json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                   "params": {"uri": uri, "_meta": {META_SUBSCRIPTION_ID: id}}})
+        };
+        let body = [
+            event(json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                "params": {"notifications": {"resourceSubscriptions": ["x://mine"]},
+                           "_meta": {META_SUBSCRIPTION_ID: "warden-listen-4"}}})),
+            event(tagged("x://other", "warden-listen-3")),
+            event(tagged("x://mine", "warden-listen-3")),
+            event(tagged("x://unsubscribed", "warden-listen-4")),
+        ]
+        .concat();
+        let endpoint = Endpoint {
+            http: warden_net::client(&warden_net::HttpOptions::default()).unwrap(),
+            url: Url::parse("http://127.0.0.1:9/mcp").unwrap(),
+            headers: HeaderMap::new(),
+            max_bytes: 1 << 20,
+            server: "s".into(),
+            auth: None,
+            notices: Arc::default(),
+            backoff: super::super::reconnect::Backoff::default(),
+        };
+        let lists = endpoint.notices.lists();
+        lists.set_subscribed("x://mine", true);
+        lists.set_subscribed("x://other", true);
+        let (acknowledged, honoured) = tokio::sync::oneshot::channel();
+        let mut state = ListenState {
+            subscription: Some(json!("warden-listen-4")),
+            acknowledged: Some(acknowledged),
+            ..ListenState::default()
+        };
+        endpoint
+            .listen(stream_of(body).await, &[], &DeclineRequests, &mut state)
+            .await;
+        assert_eq!(
+            honoured.await.unwrap(),
+            json!({"resourceSubscriptions": ["x://mine"]})
+        );
+        assert!(
+            lists.take_updated().is_empty(),
+            "another listen's notices were taken for this one's"
+        );
+        // The control: the same update tagged with this stream's id, and untagged.
+        let body = [
+            event(tagged("x://mine", "warden-listen-4")),
+            event(json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                         "params": {"uri": "x://other"}})),
+        ]
+        .concat();
+        endpoint
+            .listen(stream_of(body).await, &[], &DeclineRequests, &mut state)
+            .await;
+        assert_eq!(lists.take_updated(), vec!["x://mine", "x://other"]);
+    }
+
     #[test]
     fn quoted_bodies_cannot_forge_lines() {
         let quoted = super::super::error::excerpt(b"bad\r\nINFO forged line\x1b[31m");
