@@ -3,8 +3,6 @@
 Warden's integration tests run it to check interoperability with a server built the way
 most third-party Python servers are built. It speaks both protocol eras: the 2025-11-25
 `initialize` handshake and the 2026-07-28 `server/discover` + per-request `_meta` style.
-Its two resources (`note://a`, `note://b`) and its `touch` tool let a test follow resource
-updates through `subscriptions/listen` (the SDK's own server side of it).
 
 Usage (from the repository root, after scripts/install-peers DIR):
     DIR/venv/bin/python tests/peers/py_sdk_server.py              # stdio
@@ -13,7 +11,7 @@ Usage (from the repository root, after scripts/install-peers DIR):
 
 import sys
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import MCPServer
 
 server = MCPServer("warden-py-sdk-peer", version="0.1.0")
 
@@ -28,26 +26,6 @@ def add(a: int, b: int) -> int:
 def shout(text: str) -> str:
     """Return the text in upper case."""
     return text.upper()
-
-
-@server.resource("note://a")
-def note_a() -> str:
-    """A note whose updates `touch` announces."""
-    return "note a"
-
-
-@server.resource("note://b")
-def note_b() -> str:
-    """Another note."""
-    return "note b"
-
-
-@server.tool()
-async def touch(uri: str, ctx: Context) -> str:
-    """Announce that the resource `uri` was updated (to `subscriptions/listen` streams
-    subscribed to it: the 2026-07-28 era)."""
-    await ctx.notify_resource_updated(uri)
-    return f"touched {uri}"
 
 
 def main() -> None:

@@ -150,17 +150,16 @@ pub fn transport_forwards(spec: &ServerSpec) -> bool {
 /// Whether a server on the transport `spec` names, which said `info` about itself, keeps
 /// resource subscriptions through Warden ([`Connection::subscribes`]), known without a
 /// running connection (from the catalogue cache too): it declared `resources.subscribe`,
-/// and its transport relays them: stdio in the 2025-11-25 era (`resources/subscribe`),
-/// and Streamable HTTP in both eras (2025-11-25: `resources/subscribe` and the session's
-/// GET stream; 2026-07-28: the URIs in the connection's one `subscriptions/listen`).
-/// Stdio in the 2026-07-28 era, the deprecated HTTP+SSE transport and relayed servers do
-/// not (yet).
+/// and its transport relays them: stdio and Streamable HTTP, in both eras (2025-11-25:
+/// `resources/subscribe`, over HTTP with the updates on the session's GET stream;
+/// 2026-07-28: the URIs in the connection's one `subscriptions/listen`). The deprecated
+/// HTTP+SSE transport and relayed servers do not (yet).
 pub fn transport_subscribes(spec: &ServerSpec, info: &ServerInfo) -> bool {
     if !crate::rmcp_client::declares_subscribe(&info.capabilities) {
         return false;
     }
     match &spec.transport {
-        warden_config::TransportSpec::Stdio { .. } => info.era == Era::Legacy,
+        warden_config::TransportSpec::Stdio { .. } => true,
         warden_config::TransportSpec::Http { settings, .. } => {
             settings.transport != warden_config::RemoteTransport::Sse
         }

@@ -33,6 +33,7 @@ pub mod lines;
 pub mod notices;
 mod probe;
 mod rmcp_client;
+mod rmcp_listen;
 pub mod stderr_log;
 pub mod stdio;
 

@@ -2169,19 +2169,32 @@ fn real_http_peers_updates_reach_only_their_subscribers() {
     drop(everything);
     scratch.assert_no_leftovers();
 
-    // The Python SDK server in the 2026-07-28 era.
+    // The Python SDK server in the 2026-07-28 era, over Streamable HTTP.
     let port = free_port();
     let mut command = Command::new(python());
-    command
-        .arg(support::repo_root().join("tests/peers/py_sdk_server.py"))
-        .args(["http", &port.to_string()]);
+    command.arg(py_resources()).args(["http", &port.to_string()]);
     let py = HttpPeer::start(command, port);
+    py_subscribers_hear_their_own(&format!(
+        "[servers.py]\nurl = {:?}\nera = \"modern\"\n",
+        py.url
+    ));
+    drop(py);
+}
+
+/// The Python SDK server with updated resources (tests/peers/py_sdk_resources.py).
+fn py_resources() -> PathBuf {
+    support::repo_root().join("tests/peers/py_sdk_resources.py")
+}
+
+/// Through a gateway serving `server` (the Python SDK resources server `py`, in the
+/// 2026-07-28 era), a modern client listening to `note://b` and a legacy client subscribed
+/// to `note://a` each hear only their own resource's update.
+fn py_subscribers_hear_their_own(server: &str) {
     let scratch = Scratch::new();
     let config = scratch.config(&format!(
-        "[servers.py]\nurl = {:?}\nera = \"modern\"\n\
+        "{server}\n\
          [policy.servers.py]\nintegrity = \"trusted\"\nconfidentiality = \"public\"\n\
-         [[policy.rules]]\ntools = \"py__touch\"\neffect = \"allow\"\n",
-        py.url
+         [[policy.rules]]\ntools = \"py__touch\"\neffect = \"allow\"\n"
     ));
     let served = Served::start(&scratch, &config, &[], &[]);
     let ready = scratch.path().join("b-ready");
@@ -2218,8 +2231,23 @@ fn real_http_peers_updates_reach_only_their_subscribers() {
     );
     assert_eq!(updated_uris(&b), vec!["note://b"], "{b}");
     drop(served);
-    drop(py);
     scratch.assert_no_leftovers();
+}
+
+/// A 2026-07-28 stdio server (the Python SDK's, confined) takes its subscriptions through
+/// the one `subscriptions/listen` Warden keeps with it: each gateway client hears only its
+/// own resource's update.
+#[test]
+fn a_modern_stdio_servers_updates_reach_only_their_subscribers() {
+    let script = py_resources();
+    let folder = script.parent().unwrap().display().to_string();
+    let server = server_toml(
+        "py",
+        &python(),
+        &[script.to_str().unwrap()],
+        &format!("era = \"modern\"\nsandbox = {{ read = [{folder:?}] }}"),
+    );
+    py_subscribers_hear_their_own(&server);
 }
 
 /// `idle_stop` does not stop a server a client is subscribed to through it (decision 0039,
