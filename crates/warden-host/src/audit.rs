@@ -497,9 +497,16 @@ mod tests {
         }
         drop(held);
         for writer in writers {
-            assert!(writer.join().unwrap(), "returned before its row was committed");
+            assert!(
+                writer.join().unwrap(),
+                "returned before its row was committed"
+            );
         }
-        assert_eq!(log.commits(), 3 + 2, "the seven queued rows share one commit");
+        assert_eq!(
+            log.commits(),
+            3 + 2,
+            "the seven queued rows share one commit"
+        );
         let mut tools = committed(&path);
         assert_eq!(tools.len(), 11);
         tools.sort();

@@ -808,22 +808,19 @@ impl RmcpConnection {
     /// its subscriptions now (`uri` added or taken out: the caller recorded it already);
     /// a subscription counts as made only when the acknowledgement honours its URI.
     async fn relisten(&self, uri: &str, on: bool, timeout: Duration) -> Result<(), CallError> {
-        let filter =
-            crate::rmcp_listen::filter(&self.info.capabilities, self.notices.subscribed());
+        let filter = crate::rmcp_listen::filter(&self.info.capabilities, self.notices.subscribed());
         let honoured = self
             .listen
             .replace(&self.peer, filter, &self.notices, timeout)
             .await;
         match honoured {
-            Ok(honoured) if on && !honoured.iter().any(|u| u == uri) => {
-                Err(CallError::Rejected {
-                    code: -32602,
-                    message: format!(
-                        "the server did not honour a subscription to `{uri}` (its \
+            Ok(honoured) if on && !honoured.iter().any(|u| u == uri) => Err(CallError::Rejected {
+                code: -32602,
+                message: format!(
+                    "the server did not honour a subscription to `{uri}` (its \
                          subscriptions/listen acknowledgement leaves it out)"
-                    ),
-                })
-            }
+                ),
+            }),
             Ok(_) => Ok(()),
             // Ending a subscription cannot fail: its updates are dropped from now on.
             Err(_) if !on => Ok(()),

@@ -2172,7 +2172,9 @@ fn real_http_peers_updates_reach_only_their_subscribers() {
     // The Python SDK server in the 2026-07-28 era, over Streamable HTTP.
     let port = free_port();
     let mut command = Command::new(python());
-    command.arg(py_resources()).args(["http", &port.to_string()]);
+    command
+        .arg(py_resources())
+        .args(["http", &port.to_string()]);
     let py = HttpPeer::start(command, port);
     py_subscribers_hear_their_own(&format!(
         "[servers.py]\nurl = {:?}\nera = \"modern\"\n",

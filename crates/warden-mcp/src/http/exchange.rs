@@ -773,9 +773,11 @@ mod tests {
                    "params": {"uri": uri, "_meta": {META_SUBSCRIPTION_ID: id}}})
         };
         let body = [
-            event(json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+            event(
+                json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
                 "params": {"notifications": {"resourceSubscriptions": ["x://mine"]},
-                           "_meta": {META_SUBSCRIPTION_ID: "warden-listen-4"}}})),
+                           "_meta": {META_SUBSCRIPTION_ID: "warden-listen-4"}}}),
+            ),
             event(tagged("x://other", "warden-listen-3")),
             event(tagged("x://mine", "warden-listen-3")),
             event(tagged("x://unsubscribed", "warden-listen-4")),
@@ -814,8 +816,10 @@ mod tests {
         // The control: the same update tagged with this stream's id, and untagged.
         let body = [
             event(tagged("x://mine", "warden-listen-4")),
-            event(json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
-                         "params": {"uri": "x://other"}})),
+            event(
+                json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                         "params": {"uri": "x://other"}}),
+            ),
         ]
         .concat();
         endpoint

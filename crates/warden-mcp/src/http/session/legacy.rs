@@ -14,8 +14,8 @@ use super::{
 };
 use crate::connection::Era;
 use crate::http::error::HttpError;
-use crate::http::exchange::{ListenOpen, ListenState};
 use crate::http::exchange::StreamContext;
+use crate::http::exchange::{ListenOpen, ListenState};
 
 impl Session {
     pub(super) fn session_headers(&self) -> Vec<(HeaderName, HeaderValue)> {
