@@ -9,7 +9,7 @@
 //! it stands when dropped, so no attempt goes unrecorded and none is recorded twice.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -202,10 +202,36 @@ pub struct AuditError {
 pub type AuditFailureHook = Arc<dyn Fn(&AuditError) + Send + Sync>;
 
 /// The audit writer one host shares among all its sessions.
+///
+/// **Group commit.** A row is durable (committed with `synchronous = FULL`) before
+/// [`write`](AuditLog::write) returns, so before the call's answer leaves, as it always
+/// was; what changed is that concurrent writers share one commit. The first writer to find
+/// no commit running becomes the leader: it takes every row waiting at that moment and
+/// writes them in one transaction (one sync); writers arriving meanwhile wait for the next
+/// commit, which the next of them leads. Each still returns only once its own row is
+/// committed (or failed), and each row is written exactly once. On a multi-threaded
+/// runtime the wait is a `block_in_place`, so the worker's other tasks (other clients'
+/// requests) move to another thread while it waits, and their rows join the next commit.
 pub struct AuditLog {
     store: Arc<Mutex<Store>>,
     on_failure: AuditFailureHook,
     warned: AtomicBool,
+    queue: Mutex<Queue>,
+    committed: Condvar,
+}
+
+/// Rows waiting for a commit, and the results of those committed.
+#[derive(Default)]
+struct Queue {
+    /// Rows not yet taken by a leader, with their tickets.
+    waiting: Vec<(u64, AuditEntry)>,
+    next_ticket: u64,
+    /// Whether a leader is writing now.
+    leading: bool,
+    /// Results of rows written and not yet collected by their writers.
+    done: std::collections::HashMap<u64, Result<(), StoreError>>,
+    /// Commits made (transactions), for tests and measurement.
+    commits: u64,
 }
 
 impl AuditLog {
@@ -216,6 +242,8 @@ impl AuditLog {
             store,
             on_failure,
             warned: AtomicBool::new(false),
+            queue: Mutex::new(Queue::default()),
+            committed: Condvar::new(),
         }
     }
 
@@ -226,9 +254,17 @@ impl AuditLog {
     }
 
     /// Writes one row built elsewhere (the egress proxy's, [`crate::egress_audit`]); a
-    /// failure is reported as [`write`](AuditLog::write) reports it.
+    /// failure is reported as [`write`](AuditLog::write) reports it. Returns once the row
+    /// is committed (see [`AuditLog`]: group commit).
     pub fn write_entry(&self, entry: &AuditEntry) {
-        let written = lock(&self.store).record_audit(entry);
+        let multi_threaded = tokio::runtime::Handle::try_current().is_ok_and(|handle| {
+            handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        });
+        let written = if multi_threaded {
+            tokio::task::block_in_place(|| self.commit(entry.clone()))
+        } else {
+            self.commit(entry.clone())
+        };
         if let Err(source) = written {
             let error = AuditError {
                 tool: entry.tool.clone(),
@@ -240,6 +276,68 @@ impl AuditLog {
                 (self.on_failure)(&error);
             }
         }
+    }
+
+    /// Queues `entry` and returns once it is committed, leading a commit when none runs.
+    fn commit(&self, entry: AuditEntry) -> Result<(), StoreError> {
+        let mut queue = lock(&self.queue);
+        let ticket = queue.next_ticket;
+        queue.next_ticket += 1;
+        queue.waiting.push((ticket, entry));
+        loop {
+            if let Some(result) = queue.done.remove(&ticket) {
+                return result;
+            }
+            if queue.leading {
+                queue = self
+                    .committed
+                    .wait(queue)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                continue;
+            }
+            // Lead: write every waiting row (this one among them, unless an earlier
+            // leader took it) in one transaction.
+            queue.leading = true;
+            let batch = std::mem::take(&mut queue.waiting);
+            drop(queue);
+            let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let rows: Vec<&AuditEntry> = batch.iter().map(|(_, entry)| entry).collect();
+                lock(&self.store).record_audits(&rows)
+            }))
+            .unwrap_or_else(|_| {
+                // Whoever waits for these rows is told, rather than waiting for ever.
+                Err(StoreError::Batch {
+                    reason: "the audit writer panicked".into(),
+                })
+            });
+            queue = lock(&self.queue);
+            queue.leading = false;
+            queue.commits += 1;
+            match results {
+                Ok(results) => {
+                    for ((ticket, _), result) in batch.iter().zip(results) {
+                        queue.done.insert(*ticket, result.map(|_| ()));
+                    }
+                }
+                Err(error) => {
+                    // The transaction failed: every row of it failed with this reason.
+                    let reason = error.to_string();
+                    let mut first = Some(error);
+                    for (ticket, _) in &batch {
+                        let error = first.take().unwrap_or_else(|| StoreError::Batch {
+                            reason: reason.clone(),
+                        });
+                        queue.done.insert(*ticket, Err(error));
+                    }
+                }
+            }
+            self.committed.notify_all();
+        }
+    }
+
+    /// Commits (transactions) made so far.
+    pub fn commits(&self) -> u64 {
+        lock(&self.queue).commits
     }
 }
 
@@ -324,5 +422,95 @@ impl Drop for Recorder {
             }
         }
         self.write();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use warden_store::AuditFilter;
+
+    fn entry(tool: &str) -> AuditEntry {
+        AuditEntry {
+            time_ms: now_ms(),
+            front_end: "serve".into(),
+            client: None,
+            server: "s".into(),
+            tool: tool.into(),
+            arguments: json!({}),
+            decision: Some("allow".into()),
+            reasons: json!([]),
+            approved_by: Some("policy".into()),
+            executed: true,
+            outcome: "ok".into(),
+            error: None,
+            latency_ms: Some(1),
+            result_bytes: Some(1),
+        }
+    }
+
+    /// The tools of every row a fresh connection to `path` reads (committed rows only).
+    fn committed(path: &std::path::Path) -> Vec<String> {
+        Store::open(path)
+            .unwrap()
+            .audit(&AuditFilter::default(), 1000)
+            .unwrap()
+            .into_iter()
+            .map(|row| row.entry.tool)
+            .collect()
+    }
+
+    /// Group commit: rows written while a commit runs share the next one, and each writer
+    /// returns only once its own row is committed (a fresh connection reads it), each row
+    /// exactly once. Here the store is held while eight writers arrive: the first leads a
+    /// commit of its own row and waits for the store, the seven others queue behind it and
+    /// are committed together. The control: writers one after another get one commit each.
+    #[test]
+    fn concurrent_rows_share_a_commit_and_each_is_durable_on_return() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let store = Arc::new(Mutex::new(Store::open(&path).unwrap()));
+        let log = Arc::new(AuditLog::new(Arc::clone(&store), warn_on_failure()));
+        for n in 0..3 {
+            log.write_entry(&entry(&format!("alone-{n}")));
+            assert_eq!(log.commits(), n + 1);
+            assert_eq!(committed(&path).len(), usize::try_from(n + 1).unwrap());
+        }
+        let held = lock(&store);
+        let writers: Vec<_> = (0..8)
+            .map(|n| {
+                let log = Arc::clone(&log);
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    let tool = format!("together-{n}");
+                    log.write_entry(&entry(&tool));
+                    committed(&path).contains(&tool)
+                })
+            })
+            .collect();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while lock(&log.queue).waiting.len() < 7 {
+            assert!(std::time::Instant::now() < deadline, "writers never queued");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(held);
+        for writer in writers {
+            assert!(
+                writer.join().unwrap(),
+                "returned before its row was committed"
+            );
+        }
+        assert_eq!(
+            log.commits(),
+            3 + 2,
+            "the seven queued rows share one commit"
+        );
+        let mut tools = committed(&path);
+        assert_eq!(tools.len(), 11);
+        tools.sort();
+        tools.dedup();
+        assert_eq!(tools.len(), 11, "a row written twice");
     }
 }

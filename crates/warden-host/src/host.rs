@@ -1238,25 +1238,17 @@ impl Host {
     }
 
     /// The servers served that keep resource subscriptions: [`Host::servers_offering`]
-    /// `resources`, on stdio (the transport that keeps them), whose capabilities declare
-    /// `resources.subscribe` in the 2025-11-25 era (a 2026-07-28 server has no
-    /// `resources/subscribe`). Known from the catalogue cache as well as from a running
+    /// `resources`, whose capabilities declare `resources.subscribe` on a transport that
+    /// relays them ([`warden_mcp::transport_subscribes`]: stdio in the 2025-11-25 era,
+    /// Streamable HTTP in both). Known from the catalogue cache as well as from a running
     /// connection, like the capabilities themselves.
     pub fn servers_subscribing(&self) -> Vec<&str> {
         self.entries
             .iter()
             .filter(|entry| entry.forwards)
-            .filter(|entry| {
-                matches!(
-                    entry.spec.transport,
-                    warden_config::TransportSpec::Stdio { .. }
-                )
-            })
             .filter(|entry| match &entry.status {
                 ServerStatus::Connected { info } => {
-                    info.era == warden_mcp::Era::Legacy
-                        && info.capabilities.pointer("/resources/subscribe")
-                            == Some(&Value::Bool(true))
+                    warden_mcp::transport_subscribes(&entry.spec, info)
                 }
                 ServerStatus::Failed { .. } => false,
             })
@@ -1331,8 +1323,9 @@ impl Host {
     }
 }
 
-/// Stops the server of `slot` once no call has asked for it for `idle` and none is in
-/// flight (a call holds the connection); ends with the slot, or once it stopped it.
+/// Stops the server of `slot` once no call has asked for it for `idle`, none is in flight
+/// (a call holds the connection) and its connection keeps no resource subscription; ends
+/// with the slot, or once it stopped it.
 async fn stop_when_idle(
     slot: std::sync::Weak<tokio::sync::Mutex<Slot>>,
     idle: Duration,
@@ -1353,7 +1346,16 @@ async fn stop_when_idle(
         if locked.used.at() + idle > tokio::time::Instant::now() {
             continue;
         }
-        let Some(connection) = locked.connection.take_if(|c| Arc::strong_count(c) == 1) else {
+        // A server some client is subscribed to through it is in use however long
+        // nothing calls it: stopping it would end the subscriptions without a word, and
+        // nothing would start it again to announce an update (decision 0039, revision).
+        // Ending the last subscription counts as a use, so the idle time starts then.
+        let idle_now = |c: &Arc<Box<dyn Connection>>| {
+            Arc::strong_count(c) == 1
+                && c.notices()
+                    .is_none_or(|notices| notices.subscribed().is_empty())
+        };
+        let Some(connection) = locked.connection.take_if(|c| idle_now(c)) else {
             if locked.connection.is_none() {
                 return;
             }

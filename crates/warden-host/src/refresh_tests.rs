@@ -25,6 +25,8 @@ struct Upstream {
     calls: AtomicUsize,
     /// How long each call takes.
     call_delay: Mutex<Duration>,
+    /// Its announcements and the resources Warden subscribed to.
+    notices: Arc<warden_mcp::ServerNotices>,
 }
 
 impl Upstream {
@@ -75,6 +77,24 @@ impl Connection for Changing {
 
     fn take_tools_changed(&self) -> bool {
         self.upstream.changed.swap(false, Ordering::SeqCst)
+    }
+
+    fn notices(&self) -> Option<Arc<warden_mcp::ServerNotices>> {
+        Some(Arc::clone(&self.upstream.notices))
+    }
+
+    fn subscribes(&self) -> bool {
+        true
+    }
+
+    fn subscribe<'a>(
+        &'a self,
+        uri: &'a str,
+        on: bool,
+        _timeout: Duration,
+    ) -> BoxFuture<'a, Result<(), CallError>> {
+        self.upstream.notices.set_subscribed(uri, on);
+        Box::pin(async { Ok(()) })
     }
 
     fn stderr_tail(&self, _count: usize) -> Vec<String> {
@@ -352,4 +372,36 @@ async fn idle_stop_counts_from_the_end_of_a_long_call() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(!running(&host), "still running 6 s after its call ended");
     assert_eq!(upstream.calls.load(Ordering::SeqCst), 1);
+}
+
+/// `idle_stop` does not stop a server some client is subscribed to through it (decision
+/// 0039's revision): stopping it would end the subscription silently, and nothing would
+/// start it again to announce the next update. The idle time counts from the end of the
+/// last subscription. The control, in the same run: the same server without a
+/// subscription is stopped after `idle_stop` as configured.
+#[tokio::test(start_paused = true)]
+async fn idle_stop_keeps_a_subscribed_server_until_its_last_subscription_ends() {
+    for subscribed in [true, false] {
+        let mut idle = spec();
+        idle.lifecycle.idle_stop = Some(Duration::from_secs(5));
+        let (host, _upstream) = host_of(idle, vec![tool("echo", "Echoes.")], Arc::new(NoReview));
+        let running = |host: &crate::Host| host.servers()[0].running().is_some();
+        if subscribed {
+            host.subscribe("s", "x://1", true).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        if !subscribed {
+            assert!(!running(&host), "unsubscribed: stopped after 5 s");
+            continue;
+        }
+        assert!(running(&host), "stopped while subscribed");
+        host.subscribe("s", "x://1", false).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(running(&host), "stopped 3 s after the subscription ended");
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert!(
+            !running(&host),
+            "still running 7 s after the subscription ended (idle_stop 5 s)"
+        );
+    }
 }

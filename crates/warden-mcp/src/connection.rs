@@ -147,6 +147,26 @@ pub fn transport_forwards(spec: &ServerSpec) -> bool {
     }
 }
 
+/// Whether a server on the transport `spec` names, which said `info` about itself, keeps
+/// resource subscriptions through Warden ([`Connection::subscribes`]), known without a
+/// running connection (from the catalogue cache too): it declared `resources.subscribe`,
+/// and its transport relays them: stdio and Streamable HTTP, in both eras (2025-11-25:
+/// `resources/subscribe`, over HTTP with the updates on the session's GET stream;
+/// 2026-07-28: the URIs in the connection's one `subscriptions/listen`). The deprecated
+/// HTTP+SSE transport and relayed servers do not (yet).
+pub fn transport_subscribes(spec: &ServerSpec, info: &ServerInfo) -> bool {
+    if !crate::rmcp_client::declares_subscribe(&info.capabilities) {
+        return false;
+    }
+    match &spec.transport {
+        warden_config::TransportSpec::Stdio { .. } => true,
+        warden_config::TransportSpec::Http { settings, .. } => {
+            settings.transport != warden_config::RemoteTransport::Sse
+        }
+        warden_config::TransportSpec::Relay { .. } => false,
+    }
+}
+
 /// The error for a method [`Connection::request`] does not forward.
 pub(crate) fn not_forwarded(method: &str) -> CallError {
     CallError::Rejected {
@@ -284,8 +304,8 @@ pub trait Connection: Send + Sync {
         None
     }
     /// Whether [`Connection::subscribe`] is offered: the transport keeps subscriptions and
-    /// the server declared `resources.subscribe` in an era that has `resources/subscribe`
-    /// (2025-11-25). The default: no.
+    /// the server declared `resources.subscribe` (agrees with [`transport_subscribes`]).
+    /// The default: no.
     fn subscribes(&self) -> bool {
         false
     }

@@ -33,13 +33,14 @@ pub mod lines;
 pub mod notices;
 mod probe;
 mod rmcp_client;
+mod rmcp_listen;
 pub mod stderr_log;
 pub mod stdio;
 
 pub use confined::{ConfinedLauncher, Substituted};
 pub use connection::{
     CacheScope, CallOutcome, ConnectOptions, Connection, Era, FORWARDED_METHODS, ListFreshness,
-    RelayDialer, ServerInfo, ToolDef, connect, transport_forwards,
+    RelayDialer, ServerInfo, ToolDef, connect, transport_forwards, transport_subscribes,
 };
 pub use elicit::{
     DeclineAll, ElicitationAnswer, ElicitationRequest, Elicitor, client_capabilities,

@@ -76,6 +76,30 @@ impl ServerNotices {
         self.prompts_changed.store(true, Ordering::SeqCst);
     }
 
+    /// Marks every subscribed resource as updated (a gap in the stream its updates come on
+    /// may have lost one).
+    pub fn mark_subscribed_updated(&self) {
+        let mut state = self.state();
+        let uris: Vec<String> = state.uris.iter().cloned().collect();
+        state.updated.extend(uris);
+    }
+
+    /// The server forgot this connection's subscriptions (a new upstream session): they
+    /// are no longer recorded, so whoever keeps them makes them again
+    /// ([`subscribed`](ServerNotices::subscribed) no longer lists them), and each is
+    /// marked updated (what changed in between was not announced).
+    pub fn subscriptions_lost(&self) {
+        let mut state = self.state();
+        let uris = std::mem::take(&mut state.uris);
+        if !uris.is_empty() {
+            tracing::info!(
+                "{} resource subscriptions lost with the server's session; they are made again",
+                uris.len()
+            );
+        }
+        state.updated.extend(uris);
+    }
+
     /// True once after the server said its resource list changed, clearing the mark.
     pub fn take_resources_changed(&self) -> bool {
         self.resources_changed.swap(false, Ordering::SeqCst)
@@ -95,7 +119,7 @@ impl ServerNotices {
 
     /// Records a subscription (`on`) or its end; `false` when subscribing would pass
     /// [`MAX_SUBSCRIBED`].
-    pub(crate) fn set_subscribed(&self, uri: &str, on: bool) -> bool {
+    pub fn set_subscribed(&self, uri: &str, on: bool) -> bool {
         let mut state = self.state();
         if on {
             if !state.uris.contains(uri) && state.uris.len() >= MAX_SUBSCRIBED {
@@ -141,6 +165,21 @@ mod tests {
         notices.note("notifications/resources/updated", Some(&updated("a://1")));
         assert!(notices.set_subscribed("a://1", false));
         assert!(notices.take_updated().is_empty(), "unsubscribed: forgotten");
+    }
+
+    #[test]
+    fn a_lost_session_forgets_its_subscriptions_and_marks_them_updated() {
+        let notices = ServerNotices::default();
+        assert!(notices.set_subscribed("a://1", true));
+        assert!(notices.set_subscribed("a://2", true));
+        notices.subscriptions_lost();
+        assert!(notices.subscribed().is_empty(), "to be made again");
+        assert_eq!(notices.take_updated(), vec!["a://1", "a://2"]);
+        // A gap in a stream marks what is subscribed, and keeps it subscribed.
+        assert!(notices.set_subscribed("a://3", true));
+        notices.mark_subscribed_updated();
+        assert_eq!(notices.take_updated(), vec!["a://3"]);
+        assert_eq!(notices.subscribed(), vec!["a://3"]);
     }
 
     #[test]

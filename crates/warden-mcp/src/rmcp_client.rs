@@ -289,6 +289,8 @@ struct RmcpConnection {
     notices: Arc<ServerNotices>,
     /// See [`Connection::retried_at`].
     retried_at: Option<std::time::Instant>,
+    /// The `subscriptions/listen` carrying the subscriptions (2026-07-28).
+    listen: crate::rmcp_listen::Listen,
 }
 
 /// Connects a stdio server: starts it, decides its era (`auto`: the [`probe`]) and runs the
@@ -552,6 +554,7 @@ async fn handshake(
         tools_changed,
         notices,
         retried_at: Some(began),
+        listen: crate::rmcp_listen::Listen::default(),
     }))
 }
 
@@ -801,6 +804,30 @@ impl RmcpConnection {
         }
     }
 
+    /// 2026-07-28: the connection's one `subscriptions/listen` is replaced by one carrying
+    /// its subscriptions now (`uri` added or taken out: the caller recorded it already);
+    /// a subscription counts as made only when the acknowledgement honours its URI.
+    async fn relisten(&self, uri: &str, on: bool, timeout: Duration) -> Result<(), CallError> {
+        let filter = crate::rmcp_listen::filter(&self.info.capabilities, self.notices.subscribed());
+        let honoured = self
+            .listen
+            .replace(&self.peer, filter, &self.notices, timeout)
+            .await;
+        match honoured {
+            Ok(honoured) if on && !honoured.iter().any(|u| u == uri) => Err(CallError::Rejected {
+                code: -32602,
+                message: format!(
+                    "the server did not honour a subscription to `{uri}` (its \
+                         subscriptions/listen acknowledgement leaves it out)"
+                ),
+            }),
+            Ok(_) => Ok(()),
+            // Ending a subscription cannot fail: its updates are dropped from now on.
+            Err(_) if !on => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
     async fn list_all(&self) -> Result<Vec<ToolDef>, CallError> {
         let mut tools = Vec::new();
         let mut cursor: Option<String> = None;
@@ -979,7 +1006,7 @@ impl Connection for RmcpConnection {
     }
 
     fn subscribes(&self) -> bool {
-        self.info.era == Era::Legacy && declares_subscribe(&self.info.capabilities)
+        declares_subscribe(&self.info.capabilities)
     }
 
     fn subscribe<'a>(
@@ -1005,16 +1032,23 @@ impl Connection for RmcpConnection {
                     ),
                 });
             }
-            let request = subscription_request(uri, on);
-            let limit = timeout + CANCEL_WRITE_LIMIT;
-            let sent = match tokio::time::timeout(limit, self.send_request(request, timeout)).await
-            {
-                Ok(sent) => sent.map(|_| ()),
-                Err(_) => Err(CallError::Timeout { after: timeout }),
+            if !on {
+                // Off at once: updates of a URI nobody wants are dropped from now on (and
+                // a modern listen is opened again without it).
+                self.notices.set_subscribed(uri, false);
+            }
+            let sent = if self.info.era == Era::Modern {
+                self.relisten(uri, on, timeout).await
+            } else {
+                let request = subscription_request(uri, on);
+                let limit = timeout + CANCEL_WRITE_LIMIT;
+                match tokio::time::timeout(limit, self.send_request(request, timeout)).await {
+                    Ok(sent) => sent.map(|_| ()),
+                    Err(_) => Err(CallError::Timeout { after: timeout }),
+                }
             };
-            // Off is recorded whatever the answer: updates of a URI nobody wants are
-            // dropped. A refused subscription is not kept.
-            if !on || sent.is_err() {
+            // A refused subscription is not kept.
+            if on && sent.is_err() {
                 self.notices.set_subscribed(uri, false);
             }
             sent
@@ -1027,6 +1061,7 @@ impl Connection for RmcpConnection {
 
     fn close(self: Box<Self>) -> BoxFuture<'static, StopReport> {
         Box::pin(async move {
+            self.listen.end().await;
             let running = match self.running.lock() {
                 Ok(mut running) => running.take(),
                 Err(poisoned) => poisoned.into_inner().take(),

@@ -273,6 +273,13 @@ fn now_secs() -> i64 {
 /// A state store failure; every one names the database file.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// A write of several rows in one transaction failed (the reason is the first row's
+    /// error, reported with that row).
+    #[error("state store: the transaction holding this row failed: {reason}")]
+    Batch {
+        /// What failed the transaction.
+        reason: String,
+    },
     /// SQLite reported an error.
     #[error("state store {}: {source}", path.display())]
     Sqlite {
@@ -645,47 +652,34 @@ impl Store {
     /// `synchronous = FULL`, on disk) before this returns. Arguments, reasons and the error
     /// are redacted first: the raw values never reach the file.
     pub fn record_audit(&mut self, entry: &AuditEntry) -> Result<i64, StoreError> {
-        let corrupt = |what: &str, error: serde_json::Error| StoreError::Corrupt {
+        let mut rows = self.record_audits(&[entry])?;
+        rows.pop().unwrap_or(Err(StoreError::Sqlite {
             path: self.path.clone(),
-            key: entry.tool.clone(),
-            reason: format!("{what}: {error}"),
-        };
-        let arguments = serde_json::to_string(&redact::redact(&entry.arguments))
-            .map_err(|error| corrupt("arguments", error))?;
-        let reasons = serde_json::to_string(&redact::redact(&entry.reasons))
-            .map_err(|error| corrupt("reasons", error))?;
-        let error = entry.error.as_deref().map(redact::redact_text);
+            source: rusqlite::Error::InvalidQuery,
+        }))
+    }
+
+    /// Writes several audit rows in **one** transaction, committed (with `synchronous =
+    /// FULL`, on disk) before this returns: one sync for all of them, the group commit of
+    /// concurrent calls' rows. `Err`: the transaction failed, no row was written. `Ok`:
+    /// each row's result in order, its id or why it was left out (it could not be
+    /// encoded; the others are written).
+    pub fn record_audits(
+        &mut self,
+        entries: &[&AuditEntry],
+    ) -> Result<Vec<Result<i64, StoreError>>, StoreError> {
         let path = self.path.clone();
         let sqlite = |source| StoreError::Sqlite {
             path: path.clone(),
             source,
         };
         let tx = self.conn.transaction().map_err(sqlite)?;
-        tx.execute(
-            "INSERT INTO audit (time_ms, front_end, server, tool, arguments, decision, reasons,
-                 approved_by, executed, outcome, error, latency_ms, result_bytes, client)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-            params![
-                entry.time_ms,
-                entry.front_end,
-                entry.server,
-                entry.tool,
-                arguments,
-                entry.decision,
-                reasons,
-                entry.approved_by,
-                entry.executed,
-                entry.outcome,
-                error,
-                entry.latency_ms,
-                entry.result_bytes,
-                entry.client,
-            ],
-        )
-        .map_err(sqlite)?;
-        let id = tx.last_insert_rowid();
+        let results = entries
+            .iter()
+            .map(|entry| insert_audit(&tx, &path, entry))
+            .collect();
         tx.commit().map_err(sqlite)?;
-        Ok(id)
+        Ok(results)
     }
 
     /// The latest `limit` audit rows (at most [`MAX_AUDIT_ROWS`]) that pass `filter`,
@@ -960,6 +954,50 @@ pub(crate) fn insert_pin(
             pin.rule
         ],
     )
+}
+
+/// One audit row inserted in `tx` (not committed).
+fn insert_audit(
+    tx: &rusqlite::Transaction<'_>,
+    path: &std::path::Path,
+    entry: &AuditEntry,
+) -> Result<i64, StoreError> {
+    let corrupt = |what: &str, error: serde_json::Error| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        key: entry.tool.clone(),
+        reason: format!("{what}: {error}"),
+    };
+    let arguments = serde_json::to_string(&redact::redact(&entry.arguments))
+        .map_err(|error| corrupt("arguments", error))?;
+    let reasons = serde_json::to_string(&redact::redact(&entry.reasons))
+        .map_err(|error| corrupt("reasons", error))?;
+    let error = entry.error.as_deref().map(redact::redact_text);
+    tx.execute(
+        "INSERT INTO audit (time_ms, front_end, server, tool, arguments, decision, reasons,
+             approved_by, executed, outcome, error, latency_ms, result_bytes, client)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+        params![
+            entry.time_ms,
+            entry.front_end,
+            entry.server,
+            entry.tool,
+            arguments,
+            entry.decision,
+            reasons,
+            entry.approved_by,
+            entry.executed,
+            entry.outcome,
+            error,
+            entry.latency_ms,
+            entry.result_bytes,
+            entry.client,
+        ],
+    )
+    .map_err(|source| StoreError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    Ok(tx.last_insert_rowid())
 }
 
 #[cfg(test)]

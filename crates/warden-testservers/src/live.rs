@@ -9,7 +9,8 @@
 //!   `notifications/resources/list_changed` and `notifications/prompts/list_changed`
 //!   before its answer.
 //!
-//! Every list request, subscription and unsubscription it receives is appended to
+//! Every `initialize` (a start, as Warden starts it), list request, subscription and
+//! unsubscription it receives is appended to
 //! `$WARDEN_TEST_COUNT_LOG` (one line: the method, and the URI for subscriptions), so a
 //! test counts how often the gateway read its lists. With `$WARDEN_TEST_LIST_DELAY_MS`, it
 //! waits that long before answering each page of `resources/list`, and each page holds
@@ -60,7 +61,7 @@ fn notification(method: &str, params: Option<Value>) -> Value {
     message
 }
 
-fn record(line: &str) {
+pub(crate) fn record(line: &str) {
     if let Some(path) = std::env::var_os(COUNT_LOG_ENV) {
         use std::io::Write;
         if let Ok(mut file) = std::fs::OpenOptions::new()

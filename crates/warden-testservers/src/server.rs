@@ -150,6 +150,7 @@ impl Server {
                 }
                 if self.settings.live {
                     result["capabilities"] = crate::live::capabilities();
+                    crate::live::record("initialize");
                 }
                 if self.settings.hostile {
                     result["serverInfo"] = crate::hostile::server_info();

@@ -1987,3 +1987,343 @@ fn server_everythings_updates_reach_only_their_subscribers() {
     drop(served);
     scratch.assert_no_leftovers();
 }
+
+// Subscriptions through remote upstreams, and idle_stop (decision 0039, revision).
+
+/// A real peer listening on a loopback port, killed when dropped.
+struct HttpPeer {
+    child: Child,
+    url: String,
+}
+
+impl HttpPeer {
+    fn start(mut command: Command, port: u16) -> HttpPeer {
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the peer did not listen on {port}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        HttpPeer {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        }
+    }
+}
+
+impl Drop for HttpPeer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A remote upstream's resource updates reach exactly their subscribers, in both of the
+/// upstream's eras: a 2025-11-25 upstream is subscribed with `resources/subscribe` and
+/// heard on its session's GET stream; a 2026-07-28 upstream through the one
+/// `subscriptions/listen` Warden keeps with it, carrying the union of the clients' URIs
+/// and opened again when that changes. The upstream is a second `warden serve --http` in
+/// front of the live server (which logs what reached it): it announces all three updates
+/// on its one connection to the outer Warden, which must hand each to its own subscriber
+/// only (the attack: a client hearing of a resource another client follows). When the
+/// clients leave, the subscriptions end at the live server too. The positive control is
+/// each client hearing its own resource.
+#[test]
+fn a_remote_upstreams_updates_reach_only_their_subscribers_in_both_eras() {
+    for era in ["legacy", "modern"] {
+        let inner_scratch = Scratch::new();
+        let inner_config = relay_config(&inner_scratch, "");
+        let inner = Served::start(&inner_scratch, &inner_config, &[], &[]);
+        let scratch = Scratch::new();
+        let config = scratch.config(&format!(
+            "[servers.in]\nurl = {:?}\nera = {era:?}\n\
+             [[policy.rules]]\ntools = \"in__*\"\neffect = \"allow\"\n",
+            inner.url
+        ));
+        let served = Served::start(&scratch, &config, &[], &[]);
+        let ready = scratch.path().join("modern-listening");
+        let modern = run_client_later(json!({
+            "mode": "2026-07-28", "url": served.url, "elicit": "none",
+            "steps": [
+                {"listen": true, "resources": ["live://b"]},
+                {"write_file": ready},
+                {"wait_notice": "notifications/resources/updated", "seconds": 30},
+                {"sleep": 2},
+            ],
+        }));
+        wait_for_file(&ready, Duration::from_secs(60));
+        let legacy = run_client(json!({
+            "mode": "legacy", "url": served.url, "elicit": "none",
+            "steps": [
+                {"subscribe": "live://a"},
+                {"call": "in__live__touch", "args": {"uris": ["live://a", "live://b", "live://c"]}},
+                {"wait_notice": "notifications/resources/updated", "seconds": 30},
+                {"sleep": 2},
+            ],
+        }));
+        let modern = modern.join().unwrap();
+        assert_eq!(
+            legacy["capabilities"]["resources"]["subscribe"], true,
+            "{era}: {legacy}"
+        );
+        assert_eq!(legacy["subscriptions"][0]["ok"], true, "{era}: {legacy}");
+        assert_eq!(legacy["calls"][0]["isError"], false, "{era}: {legacy}");
+        assert_eq!(updated_uris(&legacy), vec!["live://a"], "{era}: {legacy}");
+        assert_eq!(
+            modern["honored_filter"]["resourceSubscriptions"],
+            json!(["live://b"]),
+            "{era}: {modern}"
+        );
+        assert_eq!(updated_uris(&modern), vec!["live://b"], "{era}: {modern}");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let lines = counted(&inner_scratch);
+            let ended = ["live://a", "live://b"]
+                .iter()
+                .all(|uri| lines.contains(&format!("resources/unsubscribe {uri}")));
+            if ended {
+                assert!(
+                    !lines.iter().any(|line| line.contains("live://c")),
+                    "{era}: nobody subscribed to c: {lines:?}"
+                );
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{era}: not unsubscribed upstream: {lines:?}"
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        drop(served);
+        drop(inner);
+        scratch.assert_no_leftovers();
+        inner_scratch.assert_no_leftovers();
+    }
+}
+
+/// Real peers over Streamable HTTP: server-everything (2025-11-25: `resources/subscribe`,
+/// its updates on the session's GET stream) and a server on the official Python SDK
+/// (2026-07-28: its own `subscriptions/listen`, which acknowledges the URIs it honours and
+/// tags each update with the listen's id). Two gateway clients subscribe to different
+/// resources of the one upstream connection; each hears only its own.
+#[test]
+fn real_http_peers_updates_reach_only_their_subscribers() {
+    // server-everything: the updates come every few seconds once toggled on.
+    let port = free_port();
+    let mut command = Command::new("node");
+    command
+        .arg(support::node_server("server-everything"))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string());
+    let everything = HttpPeer::start(command, port);
+    let scratch = Scratch::new();
+    let config = scratch.config(&format!(
+        "[servers.everything]\nurl = {:?}\n\
+         [[policy.rules]]\ntools = \"everything__toggle-subscriber-updates\"\neffect = \"allow\"\n",
+        everything.url
+    ));
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let uri = |n: u32| format!("demo://resource/dynamic/text/{n}");
+    let ready = scratch.path().join("c-ready");
+    let c = run_client_later(json!({
+        "mode": "2026-07-28", "url": served.url, "elicit": "none",
+        "steps": [
+            {"listen": true, "resources": [uri(3)]},
+            {"write_file": ready},
+            {"wait_notice": "notifications/resources/updated", "seconds": 40},
+            {"sleep": 6},
+        ],
+    }));
+    wait_for_file(&ready, Duration::from_secs(60));
+    let a = run_client(json!({
+        "mode": "legacy", "url": served.url, "elicit": "none",
+        "steps": [
+            {"subscribe": uri(1)},
+            {"call": "everything__toggle-subscriber-updates", "args": {}},
+            {"wait_notice": "notifications/resources/updated", "seconds": 40},
+            {"sleep": 6},
+        ],
+    }));
+    let c = c.join().unwrap();
+    assert_eq!(a["capabilities"]["resources"]["subscribe"], true, "{a}");
+    assert_eq!(a["calls"][0]["isError"], false, "{a}");
+    assert_eq!(updated_uris(&a), vec![uri(1)], "{a}");
+    assert_eq!(updated_uris(&c), vec![uri(3)], "{c}");
+    drop(served);
+    drop(everything);
+    scratch.assert_no_leftovers();
+
+    // The Python SDK server in the 2026-07-28 era, over Streamable HTTP.
+    let port = free_port();
+    let mut command = Command::new(python());
+    command
+        .arg(py_resources())
+        .args(["http", &port.to_string()]);
+    let py = HttpPeer::start(command, port);
+    py_subscribers_hear_their_own(&format!(
+        "[servers.py]\nurl = {:?}\nera = \"modern\"\n",
+        py.url
+    ));
+    drop(py);
+}
+
+/// The Python SDK server with updated resources (tests/peers/py_sdk_resources.py).
+fn py_resources() -> PathBuf {
+    support::repo_root().join("tests/peers/py_sdk_resources.py")
+}
+
+/// Through a gateway serving `server` (the Python SDK resources server `py`, in the
+/// 2026-07-28 era), a modern client listening to `note://b` and a legacy client subscribed
+/// to `note://a` each hear only their own resource's update.
+fn py_subscribers_hear_their_own(server: &str) {
+    let scratch = Scratch::new();
+    let config = scratch.config(&format!(
+        "{server}\n\
+         [policy.servers.py]\nintegrity = \"trusted\"\nconfidentiality = \"public\"\n\
+         [[policy.rules]]\ntools = \"py__touch\"\neffect = \"allow\"\n"
+    ));
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let ready = scratch.path().join("b-ready");
+    let b = run_client_later(json!({
+        "mode": "2026-07-28", "url": served.url, "elicit": "none",
+        "steps": [
+            {"listen": true, "resources": ["note://b"]},
+            {"write_file": ready},
+            {"wait_notice": "notifications/resources/updated", "seconds": 30},
+            {"sleep": 2},
+        ],
+    }));
+    wait_for_file(&ready, Duration::from_secs(60));
+    let a = run_client(json!({
+        "mode": "legacy", "url": served.url, "elicit": "none",
+        "steps": [
+            {"subscribe": "note://a"},
+            {"call": "py__touch", "args": {"uri": "note://a"}},
+            {"call": "py__touch", "args": {"uri": "note://b"}},
+            {"wait_notice": "notifications/resources/updated", "seconds": 30},
+            {"sleep": 2},
+        ],
+    }));
+    let b = b.join().unwrap();
+    assert_eq!(a["capabilities"]["resources"]["subscribe"], true, "{a}");
+    assert_eq!(a["subscriptions"][0]["ok"], true, "{a}");
+    assert_eq!(a["calls"][0]["isError"], false, "{a}");
+    assert_eq!(a["calls"][1]["isError"], false, "{a}");
+    assert_eq!(updated_uris(&a), vec!["note://a"], "{a}");
+    assert_eq!(
+        b["honored_filter"]["resourceSubscriptions"],
+        json!(["note://b"]),
+        "{b}"
+    );
+    assert_eq!(updated_uris(&b), vec!["note://b"], "{b}");
+    drop(served);
+    scratch.assert_no_leftovers();
+}
+
+/// A 2026-07-28 stdio server (the Python SDK's, confined) takes its subscriptions through
+/// the one `subscriptions/listen` Warden keeps with it: each gateway client hears only its
+/// own resource's update.
+#[test]
+fn a_modern_stdio_servers_updates_reach_only_their_subscribers() {
+    let script = py_resources();
+    let folder = script.parent().unwrap().display().to_string();
+    let server = server_toml(
+        "py",
+        &python(),
+        &[script.to_str().unwrap()],
+        &format!("era = \"modern\"\nsandbox = {{ read = [{folder:?}] }}"),
+    );
+    py_subscribers_hear_their_own(&server);
+}
+
+/// `idle_stop` does not stop a server a client is subscribed to through it (decision 0039,
+/// revision): the subscriber, idle far longer than `idle_stop`, still hears the next
+/// update (another client's call makes it). Stopping it would have ended the upstream
+/// subscription silently, and the update would have been announced by a new process that
+/// nobody had subscribed to yet. The control, on the same gateway: once the subscriber
+/// left, the server is stopped as configured (the next call starts it again: a second
+/// `initialize`).
+#[test]
+fn idle_stop_keeps_a_subscribed_server_and_stops_it_once_nobody_is() {
+    let scratch = Scratch::new();
+    let counts = scratch.path().join("counts.log");
+    let live = server_toml(
+        "live",
+        &testserver_bin(),
+        &["live-resources"],
+        &format!(
+            "idle_stop = \"1s\"\n\
+             env = {{ WARDEN_TEST_COUNT_LOG = {:?} }}\nsandbox = {{ write = [{:?}] }}",
+            counts.display().to_string(),
+            scratch.path().display().to_string()
+        ),
+    );
+    let config = scratch.config(&format!(
+        "{live}\n[[policy.rules]]\ntools = \"live__*\"\neffect = \"allow\"\n"
+    ));
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let ready = scratch.path().join("subscribed");
+    let subscriber = run_client_later(json!({
+        "mode": "legacy", "url": served.url, "elicit": "none",
+        "steps": [
+            {"subscribe": "live://a"},
+            {"write_file": ready},
+            {"wait_notice": "notifications/resources/updated", "seconds": 30},
+            {"sleep": 1},
+        ],
+    }));
+    wait_for_file(&ready, Duration::from_secs(60));
+    let starts = |lines: &[String]| lines.iter().filter(|l| *l == "initialize").count();
+    let before = starts(&counted(&scratch));
+    // Idle for four times its idle_stop.
+    std::thread::sleep(Duration::from_secs(4));
+    let toucher = run_client(json!({
+        "mode": "legacy", "url": served.url, "elicit": "none",
+        "steps": [{"call": "live__touch", "args": {"uris": ["live://a"]}}],
+    }));
+    assert_eq!(toucher["calls"][0]["isError"], false, "{toucher}");
+    let subscriber = subscriber.join().unwrap();
+    assert_eq!(updated_uris(&subscriber), vec!["live://a"], "{subscriber}");
+    assert_eq!(
+        starts(&counted(&scratch)),
+        before,
+        "stopped while subscribed: {:?}",
+        counted(&scratch)
+    );
+    // Nobody subscribes any more: the server stops after its idle_stop, and the next call
+    // starts it again.
+    std::thread::sleep(Duration::from_secs(4));
+    let again = run_client(json!({
+        "mode": "legacy", "url": served.url, "elicit": "none",
+        "steps": [{"call": "live__touch", "args": {"uris": ["live://a"]}}],
+    }));
+    assert_eq!(again["calls"][0]["isError"], false, "{again}");
+    let lines = counted(&scratch);
+    assert!(
+        lines.contains(&"resources/unsubscribe live://a".to_owned()),
+        "{lines:?}"
+    );
+    assert_eq!(
+        starts(&lines),
+        before + 1,
+        "not stopped when unsubscribed: {lines:?}"
+    );
+    drop(served);
+    scratch.assert_no_leftovers();
+}

@@ -454,6 +454,80 @@ impl Connection for HttpConnection {
         self.profile.notices.take_tools_changed()
     }
 
+    fn subscribes(&self) -> bool {
+        crate::rmcp_client::declares_subscribe(&self.info.capabilities)
+    }
+
+    /// 2025-11-25: `resources/subscribe` / `resources/unsubscribe` on the session (its
+    /// updates come on the session's GET stream). 2026-07-28: the connection's one
+    /// `subscriptions/listen` is opened again with the new set of URIs, and a subscription
+    /// counts as made only when the server's acknowledgement honours its URI.
+    fn subscribe<'a>(
+        &'a self,
+        uri: &'a str,
+        on: bool,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<(), CallError>> {
+        Box::pin(async move {
+            let method = if on {
+                "resources/subscribe"
+            } else {
+                "resources/unsubscribe"
+            };
+            if !self.subscribes() {
+                return Err(crate::connection::not_forwarded(method));
+            }
+            let notices = self.profile.notices.lists();
+            if on && !notices.set_subscribed(uri, true) {
+                return Err(CallError::Rejected {
+                    code: -32602,
+                    message: format!(
+                        "this server already has {} subscriptions, the most Warden keeps",
+                        crate::notices::MAX_SUBSCRIBED
+                    ),
+                });
+            }
+            if !on {
+                // Off at once: updates of a URI nobody wants are dropped from now on.
+                notices.set_subscribed(uri, false);
+            }
+            let sent = crate::connection::within(timeout, async {
+                let session = self.current().await;
+                match session.era() {
+                    Era::Legacy => {
+                        let mut params = Map::new();
+                        params.insert("uri".into(), json!(uri));
+                        self.request(method, params, None).await.map(|_| ())
+                    }
+                    Era::Modern => {
+                        let honoured = session.relisten(timeout).await.map_err(call_error)?;
+                        let listed = honoured
+                            .as_ref()
+                            .and_then(|filter| filter.get("resourceSubscriptions"))
+                            .and_then(Value::as_array)
+                            .is_some_and(|uris| uris.iter().any(|u| u.as_str() == Some(uri)));
+                        if on && !listed {
+                            return Err(CallError::Rejected {
+                                code: -32602,
+                                message: format!(
+                                    "the server did not honour a subscription to `{uri}` (its \
+                                     subscriptions/listen acknowledgement leaves it out)"
+                                ),
+                            });
+                        }
+                        Ok(())
+                    }
+                }
+            })
+            .await;
+            // A refused subscription is not kept.
+            if on && sent.is_err() {
+                notices.set_subscribed(uri, false);
+            }
+            sent
+        })
+    }
+
     fn notices(&self) -> Option<Arc<crate::notices::ServerNotices>> {
         Some(self.profile.notices.lists())
     }

@@ -66,6 +66,16 @@ impl Notices {
         Arc::clone(&self.lists)
     }
 
+    /// Marks everything a gap in a stream of the server's own messages may have lost a
+    /// notice of: the tool, resource and prompt lists, and every subscribed resource
+    /// (its subscribers are told to read it again: a spurious update costs a read, a
+    /// missed one leaves a client with stale content).
+    pub(crate) fn mark_gap(&self) {
+        self.mark_tools_changed();
+        self.lists.mark_lists_changed();
+        self.lists.mark_subscribed_updated();
+    }
+
     /// Marks the tool list as possibly changed (a notice, or a gap in a stream that may
     /// have lost one: reading the list again is cheap, missing a change is not).
     pub(crate) fn mark_tools_changed(&self) {
@@ -85,8 +95,9 @@ pub(crate) const LISTEN_ID_PREFIX: &str = "warden-listen-";
 
 /// How opening a stream of the server's own messages went.
 pub(crate) enum ListenOpen {
-    /// Open.
-    Open(reqwest::Response),
+    /// Open; with the id of the `subscriptions/listen` request whose stream it is
+    /// (modern), which every notification on it must carry as its subscription id.
+    Open(reqwest::Response, Option<Value>),
     /// The server offers no such stream (405): not an error.
     NotOffered,
     /// It could not be opened now (why, for the log).
@@ -100,7 +111,16 @@ pub(crate) struct ListenState {
     pub last_id: Option<String>,
     /// The delay the server asked for before reconnecting (`retry:`), clamped.
     pub retry: Option<Duration>,
+    /// The subscription id of the stream being read (a modern `subscriptions/listen`'s
+    /// request id): a notification tagged with another is not this stream's, and dropped.
+    pub subscription: Option<Value>,
+    /// Who waits for the stream's `notifications/subscriptions/acknowledged` (the
+    /// `notifications` filter the server honours); taken by the first one.
+    pub acknowledged: Option<tokio::sync::oneshot::Sender<Value>>,
 }
+
+/// `_meta` key of the subscription a notification belongs to (2026-07-28).
+pub(crate) const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// Warden's default: answers `ping`, declines elicitation (declared on every connection,
 /// see [`crate::client_capabilities`]: the user's answer is "no"), and refuses everything
@@ -432,7 +452,7 @@ impl Endpoint {
                 if response.status().is_success()
                     && media_type(response.headers()) == "text/event-stream" =>
             {
-                ListenOpen::Open(response)
+                ListenOpen::Open(response, None)
             }
             Ok(Ok(response)) if response.status() == StatusCode::METHOD_NOT_ALLOWED => {
                 tracing::debug!(server = %self.server, "the server offers no event stream of its own (405)");
@@ -466,7 +486,7 @@ impl Endpoint {
                 if response.status().is_success()
                     && media_type(response.headers()) == "text/event-stream" =>
             {
-                ListenOpen::Open(response)
+                ListenOpen::Open(response, message.get("id").cloned())
             }
             Ok(Ok(response)) if response.status() == StatusCode::METHOD_NOT_ALLOWED => {
                 ListenOpen::NotOffered
@@ -521,9 +541,32 @@ impl Endpoint {
             if message.get("method").is_some() {
                 if message.get("id").is_some() {
                     self.answer(&message, &context).await;
-                } else {
-                    self.notices.note(&message);
+                    continue;
                 }
+                let tagged = message
+                    .get("params")
+                    .and_then(|params| params.get("_meta"))
+                    .and_then(|meta| meta.get(META_SUBSCRIPTION_ID));
+                if let (Some(own), Some(tagged)) = (&state.subscription, tagged)
+                    && own != tagged
+                {
+                    tracing::debug!(server = %self.server, "dropped a notification of another subscription ({tagged}) on the stream of {own}");
+                    continue;
+                }
+                if message.get("method").and_then(Value::as_str)
+                    == Some("notifications/subscriptions/acknowledged")
+                {
+                    let honoured = message
+                        .get("params")
+                        .and_then(|params| params.get("notifications"))
+                        .cloned()
+                        .unwrap_or(Value::Null);
+                    if let Some(waiting) = state.acknowledged.take() {
+                        let _ = waiting.send(honoured);
+                    }
+                    continue;
+                }
+                self.notices.note(&message);
             } else if message
                 .get("id")
                 .and_then(Value::as_str)
@@ -691,6 +734,98 @@ mod tests {
         );
         assert_eq!(media_type(&headers), "text/event-stream");
         assert_eq!(media_type(&HeaderMap::new()), "");
+    }
+
+    /// A response whose event stream is `body`, from a one-shot local server.
+    async fn stream_of(body: String) -> reqwest::Response {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut head = [0u8; 1024];
+            let _ = stream.read(&mut head).await;
+            let head = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(head.as_bytes()).await;
+            let _ = stream.write_all(body.as_bytes()).await;
+        });
+        warden_net::client(&warden_net::HttpOptions::default())
+            .unwrap()
+            .get(format!("http://{addr}/mcp"))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    /// A modern listen stream is demultiplexed by its subscription id: the acknowledgement
+    /// reaches whoever waits for it, an update tagged with this stream's id (or untagged)
+    /// is noted, one tagged with another listen's id is not, and an update of a resource
+    /// this connection is not subscribed to is dropped whatever its tag.
+    #[tokio::test]
+    async fn a_listen_stream_keeps_only_its_own_subscriptions_notices() {
+        let event = |message: Value| format!("event: message\ndata: {message}\n\n");
+        let tagged = |uri: &str, id: &str| {
+            json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                   "params": {"uri": uri, "_meta": {META_SUBSCRIPTION_ID: id}}})
+        };
+        let body = [
+            event(
+                json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                "params": {"notifications": {"resourceSubscriptions": ["x://mine"]},
+                           "_meta": {META_SUBSCRIPTION_ID: "warden-listen-4"}}}),
+            ),
+            event(tagged("x://other", "warden-listen-3")),
+            event(tagged("x://mine", "warden-listen-3")),
+            event(tagged("x://unsubscribed", "warden-listen-4")),
+        ]
+        .concat();
+        let endpoint = Endpoint {
+            http: warden_net::client(&warden_net::HttpOptions::default()).unwrap(),
+            url: Url::parse("http://127.0.0.1:9/mcp").unwrap(),
+            headers: HeaderMap::new(),
+            max_bytes: 1 << 20,
+            server: "s".into(),
+            auth: None,
+            notices: Arc::default(),
+            backoff: super::super::reconnect::Backoff::default(),
+        };
+        let lists = endpoint.notices.lists();
+        lists.set_subscribed("x://mine", true);
+        lists.set_subscribed("x://other", true);
+        let (acknowledged, honoured) = tokio::sync::oneshot::channel();
+        let mut state = ListenState {
+            subscription: Some(json!("warden-listen-4")),
+            acknowledged: Some(acknowledged),
+            ..ListenState::default()
+        };
+        endpoint
+            .listen(stream_of(body).await, &[], &DeclineRequests, &mut state)
+            .await;
+        assert_eq!(
+            honoured.await.unwrap(),
+            json!({"resourceSubscriptions": ["x://mine"]})
+        );
+        assert!(
+            lists.take_updated().is_empty(),
+            "another listen's notices were taken for this one's"
+        );
+        // The control: the same update tagged with this stream's id, and untagged.
+        let body = [
+            event(tagged("x://mine", "warden-listen-4")),
+            event(
+                json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                         "params": {"uri": "x://other"}}),
+            ),
+        ]
+        .concat();
+        endpoint
+            .listen(stream_of(body).await, &[], &DeclineRequests, &mut state)
+            .await;
+        assert_eq!(lists.take_updated(), vec!["x://mine", "x://other"]);
     }
 
     #[test]

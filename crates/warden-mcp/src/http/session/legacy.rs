@@ -14,8 +14,8 @@ use super::{
 };
 use crate::connection::Era;
 use crate::http::error::HttpError;
-use crate::http::exchange::ListenOpen;
 use crate::http::exchange::StreamContext;
+use crate::http::exchange::{ListenOpen, ListenState};
 
 impl Session {
     pub(super) fn session_headers(&self) -> Vec<(HeaderName, HeaderValue)> {
@@ -123,7 +123,12 @@ impl Session {
             let mut state = lock(&self.state);
             state.id = session;
             state.version = version;
+            state.capabilities = result.get("capabilities").cloned().unwrap_or(Value::Null);
         }
+        // A new session has none of the old one's resource subscriptions: they are made
+        // again by whoever keeps them (the gateway's next tick), and their subscribers
+        // told to read again (an update in between was not announced to anyone).
+        self.profile.notices.lists().subscriptions_lost();
         let headers = self.session_headers();
         let notification = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         let context = StreamContext {
@@ -150,7 +155,7 @@ impl Session {
             .open_listen(&headers, None, LISTEN_OPEN_LIMIT)
             .await
         {
-            ListenOpen::Open(response) => response,
+            ListenOpen::Open(response, _) => response,
             ListenOpen::NotOffered => return,
             ListenOpen::Failed(reason) => {
                 tracing::debug!(server = %self.endpoint.server, "no server event stream: {reason}");
@@ -172,7 +177,14 @@ impl Session {
                 }
             }
         };
-        let task = tokio::spawn(follow(endpoint, response, headers, requests, reopen_with));
+        let task = tokio::spawn(follow(
+            endpoint,
+            response,
+            ListenState::default(),
+            headers,
+            requests,
+            reopen_with,
+        ));
         if let Some(old) = lock(&self.listener).replace(task) {
             old.abort();
         }

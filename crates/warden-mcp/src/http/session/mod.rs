@@ -62,11 +62,12 @@ const LISTEN_RETRY: ReconnectSpec = ReconnectSpec {
     max_delay: Duration::from_secs(30),
 };
 
-/// Whether a server's capabilities say it announces tool list changes.
-fn announces_tool_changes(capabilities: &Value) -> bool {
+/// Whether a server's capabilities say it announces changes of its `kind` list
+/// (`tools`, `resources`, `prompts`: `listChanged`).
+fn announces_changes(capabilities: &Value, kind: &str) -> bool {
     capabilities
-        .get("tools")
-        .and_then(|tools| tools.get("listChanged"))
+        .get(kind)
+        .and_then(|declared| declared.get("listChanged"))
         .and_then(Value::as_bool)
         .unwrap_or(false)
 }
@@ -77,10 +78,13 @@ fn announces_tool_changes(capabilities: &Value) -> bool {
 /// server's `retry`, else [`LISTEN_RETRY`]'s back-off; both waited on the endpoint's
 /// [`super::reconnect::Backoff`] clock), at most [`MAX_LISTEN_RETRIES`] failures in
 /// a row. A 405 (or a listen the server does not offer) ends it quietly. Each reopening
-/// marks the tool list as possibly changed: a notice may have been lost in the gap.
+/// marks the lists and the subscribed resources as possibly changed: a notice may have
+/// been lost in the gap. `state` starts as the first stream's (its subscription id, and
+/// who waits for its acknowledgement).
 async fn follow<F, Fut>(
     endpoint: Arc<Endpoint>,
     first: reqwest::Response,
+    mut state: ListenState,
     headers: Vec<(HeaderName, HeaderValue)>,
     requests: Arc<dyn ServerRequests>,
     mut reopen: F,
@@ -88,7 +92,6 @@ async fn follow<F, Fut>(
     F: FnMut(Option<String>) -> Fut,
     Fut: std::future::Future<Output = ListenOpen>,
 {
-    let mut state = ListenState::default();
     let mut response = first;
     let mut failures = 0u32;
     loop {
@@ -110,9 +113,10 @@ async fn follow<F, Fut>(
             failures += 1;
             endpoint.backoff.sleep(delay).await;
             match reopen(state.last_id.clone()).await {
-                ListenOpen::Open(response) => {
+                ListenOpen::Open(response, subscription) => {
                     tracing::debug!(server = %endpoint.server, "event stream reopened");
-                    endpoint.notices.mark_tools_changed();
+                    state.subscription = subscription;
+                    endpoint.notices.mark_gap();
                     break response;
                 }
                 ListenOpen::NotOffered => return,
@@ -179,6 +183,8 @@ struct SessionState {
     id: Option<String>,
     /// The negotiated revision.
     version: String,
+    /// The capabilities the server declared (what its modern listen asks for).
+    capabilities: Value,
 }
 
 /// One server's conversation; safe to share between concurrent requests.
@@ -192,6 +198,10 @@ pub struct Session {
     next_id: AtomicU64,
     /// `x-mcp-header` annotations per tool, from the last `tools/list` (modern).
     param_headers: Mutex<HashMap<String, Vec<ParamHeader>>>,
+    /// Held while the modern listen is replaced ([`Session::relisten`]).
+    listening: tokio::sync::Mutex<()>,
+    /// `subscriptions/listen` requests sent, numbering their ids.
+    listens: Arc<AtomicU64>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -218,7 +228,13 @@ impl Session {
             listener: Mutex::new(None),
             era,
             profile,
-            state: Mutex::new(SessionState { id: None, version }),
+            state: Mutex::new(SessionState {
+                id: None,
+                version,
+                capabilities: Value::Null,
+            }),
+            listening: tokio::sync::Mutex::new(()),
+            listens: Arc::new(AtomicU64::new(0)),
             next_id: AtomicU64::new(1),
             param_headers: Mutex::new(HashMap::new()),
         }
@@ -245,9 +261,8 @@ impl Session {
             Era::Modern => {
                 let result = self.request("server/discover", Map::new(), None).await?;
                 let info = self.modern_info(&result);
-                if announces_tool_changes(&info.capabilities) {
-                    self.subscribe();
-                }
+                lock(&self.state).capabilities = info.capabilities.clone();
+                self.start_listening();
                 Ok(info)
             }
             Era::Legacy => {
@@ -416,6 +431,7 @@ mod tests {
             follow(
                 endpoint,
                 ended_stream().await,
+                ListenState::default(),
                 Vec::new(),
                 Arc::new(super::super::exchange::DeclineRequests),
                 move |_| {

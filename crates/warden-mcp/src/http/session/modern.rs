@@ -4,17 +4,18 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use warden_net::reqwest::header::{HeaderName, HeaderValue};
 
 use super::{
-    LISTEN_OPEN_LIMIT, MAX_INPUT_ROUNDS, MAX_RELIST_PAGES, MODERN_VERSION, Session, follow, header,
-    is_safe, lock, result_of,
+    LISTEN_OPEN_LIMIT, MAX_INPUT_ROUNDS, MAX_RELIST_PAGES, MODERN_VERSION, Session,
+    announces_changes, follow, header, is_safe, lock, result_of,
 };
 use crate::http::error::HttpError;
 use crate::http::exchange::StreamContext;
-use crate::http::exchange::{LISTEN_ID_PREFIX, ListenOpen};
+use crate::http::exchange::{Endpoint, LISTEN_ID_PREFIX, ListenOpen, ListenState};
 use crate::http::headers::{name_of, param_headers, param_values};
 
 impl Session {
@@ -70,53 +71,119 @@ impl Session {
         );
     }
 
-    /// Starts the task that follows a `subscriptions/listen` stream for the server's tool
-    /// list changes (the 2026-07-28 replacement of the GET stream), and opens it again
-    /// when it ends, within the retry budget ([`follow`]); a server that does not offer
-    /// it is not asked again. Called once the server said it announces tool list changes.
-    pub(super) fn subscribe(&self) {
+    /// What this session's `subscriptions/listen` asks for, read afresh at each opening.
+    fn listen_request(&self) -> ListenRequest {
         let version = self.protocol_version();
         let mut meta = Map::new();
         self.add_meta(&mut meta, &version);
-        let params = json!({"notifications": {"toolsListChanged": true}, "_meta": meta});
-        let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
-        headers.extend(header("mcp-protocol-version", &version));
-        headers.extend(header("mcp-method", "subscriptions/listen"));
-        let endpoint = self.endpoint.clone();
+        ListenRequest {
+            endpoint: Arc::clone(&self.endpoint),
+            capabilities: lock(&self.state).capabilities.clone(),
+            meta,
+            version,
+            count: Arc::clone(&self.listens),
+        }
+    }
+
+    /// Starts the task that follows this session's `subscriptions/listen` stream (the
+    /// 2026-07-28 replacement of the GET stream) for what the server announces: its list
+    /// changes, and updates of the resources this connection is subscribed to
+    /// ([`ListenRequest::filter`]); it opens the stream again, with the filter of that
+    /// moment, when it ends, within the retry budget ([`follow`]). A server that does not
+    /// offer it is not asked again; with nothing to ask for, nothing is opened.
+    pub(super) fn start_listening(&self) {
+        let request = self.listen_request();
+        if request.filter().is_none() {
+            return;
+        }
         let requests = self.profile.requests.clone();
-        let opened = Arc::new(AtomicU64::new(0));
-        let open = {
-            let endpoint = endpoint.clone();
-            move |_last_id: Option<String>| {
-                let endpoint = endpoint.clone();
-                let headers = headers.clone();
-                let count = opened.fetch_add(1, Ordering::Relaxed);
-                let message = json!({
-                    "jsonrpc": "2.0",
-                    "id": format!("{LISTEN_ID_PREFIX}{count}"),
-                    "method": "subscriptions/listen",
-                    "params": params.clone(),
-                });
-                async move {
-                    endpoint
-                        .open_subscription(&message, &headers, LISTEN_OPEN_LIMIT)
-                        .await
-                }
-            }
-        };
         let task = tokio::spawn(async move {
-            match open(None).await {
-                ListenOpen::Open(response) => {
-                    follow(endpoint, response, Vec::new(), requests, open).await;
+            match request.open().await {
+                ListenOpen::Open(response, subscription) => {
+                    let state = ListenState {
+                        subscription,
+                        ..ListenState::default()
+                    };
+                    let endpoint = Arc::clone(&request.endpoint);
+                    follow(endpoint, response, state, Vec::new(), requests, move |_| {
+                        let request = request.clone();
+                        async move { request.open().await }
+                    })
+                    .await;
                 }
                 ListenOpen::NotOffered => {}
                 ListenOpen::Failed(reason) => {
-                    tracing::debug!(server = %endpoint.server, "subscriptions/listen not opened: {reason}");
+                    tracing::debug!(server = %request.endpoint.server, "subscriptions/listen not opened: {reason}");
                 }
             }
         });
         if let Some(old) = lock(&self.listener).replace(task) {
             old.abort();
+        }
+    }
+
+    /// Replaces this session's `subscriptions/listen` by one asking for what is wanted now
+    /// (the resource subscriptions changed), and waits at most `limit` for the server's
+    /// acknowledgement: the filter it honours. The old stream is closed once the new one
+    /// is acknowledged (or given up on), which ends its subscription (2026-07-28 has no
+    /// unsubscribe); in between, an update heard on both is noted once. `None`: nothing is
+    /// asked for any more, and no stream is kept.
+    pub(crate) async fn relisten(&self, limit: Duration) -> Result<Option<Value>, HttpError> {
+        let _one_at_a_time = self.listening.lock().await;
+        let request = self.listen_request();
+        if request.filter().is_none() {
+            if let Some(old) = lock(&self.listener).take() {
+                old.abort();
+            }
+            return Ok(None);
+        }
+        let (response, subscription) = match request.open().await {
+            ListenOpen::Open(response, subscription) => (response, subscription),
+            ListenOpen::NotOffered => {
+                return Err(HttpError::Rpc {
+                    status: 200,
+                    code: -32601,
+                    message: "the server does not offer subscriptions/listen".into(),
+                    data: None,
+                });
+            }
+            ListenOpen::Failed(reason) => {
+                return Err(HttpError::Malformed(format!(
+                    "subscriptions/listen could not be opened: {reason}"
+                )));
+            }
+        };
+        let (acknowledged, honoured) = tokio::sync::oneshot::channel();
+        let state = ListenState {
+            subscription,
+            acknowledged: Some(acknowledged),
+            ..ListenState::default()
+        };
+        let requests = self.profile.requests.clone();
+        let endpoint = Arc::clone(&request.endpoint);
+        let task = tokio::spawn(follow(
+            endpoint,
+            response,
+            state,
+            Vec::new(),
+            requests,
+            move |_| {
+                let request = request.clone();
+                async move { request.open().await }
+            },
+        ));
+        let answer = tokio::time::timeout(limit, honoured).await;
+        if let Some(old) = lock(&self.listener).replace(task) {
+            old.abort();
+        }
+        match answer {
+            Ok(Ok(honoured)) => Ok(Some(honoured)),
+            Ok(Err(_)) => Err(HttpError::StreamEnded {
+                detail: "the subscriptions/listen stream ended before its acknowledgement".into(),
+            }),
+            Err(_) => Err(HttpError::Malformed(format!(
+                "no acknowledgement of subscriptions/listen within {limit:?}"
+            ))),
         }
     }
 
@@ -258,5 +325,65 @@ impl Session {
                 Err(error) => return Err(error),
             }
         }
+    }
+}
+
+/// One `subscriptions/listen` of a session, built afresh at each opening so the filter is
+/// that moment's.
+#[derive(Clone)]
+struct ListenRequest {
+    endpoint: Arc<Endpoint>,
+    /// What the server declared.
+    capabilities: Value,
+    /// The `_meta` every modern request carries.
+    meta: Map<String, Value>,
+    version: String,
+    /// Listens sent by the session, numbering their ids.
+    count: Arc<AtomicU64>,
+}
+
+impl ListenRequest {
+    /// What to ask for: the list changes the server says it announces, and, when it
+    /// declared `resources.subscribe`, the resources this connection is subscribed to (the
+    /// union of its users' subscriptions: one stream per server, demultiplexed later).
+    /// `None` when that is nothing.
+    fn filter(&self) -> Option<Value> {
+        let mut filter = Map::new();
+        for (kind, key) in [
+            ("tools", "toolsListChanged"),
+            ("resources", "resourcesListChanged"),
+            ("prompts", "promptsListChanged"),
+        ] {
+            if announces_changes(&self.capabilities, kind) {
+                filter.insert(key.into(), Value::Bool(true));
+            }
+        }
+        if crate::rmcp_client::declares_subscribe(&self.capabilities) {
+            let uris = self.endpoint.notices.lists().subscribed();
+            if !uris.is_empty() {
+                filter.insert("resourceSubscriptions".into(), json!(uris));
+            }
+        }
+        (!filter.is_empty()).then_some(Value::Object(filter))
+    }
+
+    /// Sends it (a new id each time) and returns its stream.
+    async fn open(&self) -> ListenOpen {
+        let Some(filter) = self.filter() else {
+            return ListenOpen::NotOffered;
+        };
+        let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
+        headers.extend(header("mcp-protocol-version", &self.version));
+        headers.extend(header("mcp-method", "subscriptions/listen"));
+        let count = self.count.fetch_add(1, Ordering::Relaxed);
+        let message = json!({
+            "jsonrpc": "2.0",
+            "id": format!("{LISTEN_ID_PREFIX}{count}"),
+            "method": "subscriptions/listen",
+            "params": {"notifications": filter, "_meta": self.meta},
+        });
+        self.endpoint
+            .open_subscription(&message, &headers, LISTEN_OPEN_LIMIT)
+            .await
     }
 }
