@@ -25,7 +25,12 @@ use warden_config::RelayChannel;
 use warden_mcp::lines::{LineRead, read_capped_line};
 
 use crate::frame::{Frame, FrameError, Kind, read_frame, write_frame};
-use crate::hello::{Hello, Ready, VERSION};
+use crate::hello::{Hello, PINS_VERSION, Ready, VERSION};
+use crate::pins::{OpenOptions, Report, Verdict};
+
+/// Decides whether a start of one stream's server may run (the brain's pin check, bound to
+/// the server's stub).
+pub type StreamPins = Arc<dyn Fn(&Report) -> Result<(), String> + Send + Sync>;
 
 /// Frames queued for the channel before writers wait.
 const OUT_QUEUE: usize = 256;
@@ -95,10 +100,14 @@ pub struct Deadlines {
 struct Sinks {
     stdout: mpsc::Sender<Vec<u8>>,
     stderr: mpsc::Sender<Vec<u8>>,
+    /// Checks the starts the supervisor reports; `None`: the stream did not ask for pins.
+    pins: Option<StreamPins>,
 }
 
 struct Live {
     epoch: u64,
+    /// The supervisor's relay protocol version.
+    version: u32,
     out: mpsc::Sender<Frame>,
     streams: Mutex<HashMap<String, Sinks>>,
     alive: AtomicBool,
@@ -154,14 +163,30 @@ impl Channel {
 
     /// Opens `server`'s stream (a new session of it inside the sandbox), opening the
     /// channel first if needed; fails at once while the channel is down and its next
-    /// attempt is not due.
+    /// attempt is not due. With `pins`, every start of the server inside is reported and
+    /// runs only if `pins` allows it.
     pub async fn open(
         &self,
         server: &str,
         deadlines: Arc<Deadlines>,
         connect_limit: Duration,
+        pins: Option<StreamPins>,
     ) -> Result<Stream, ChannelError> {
         let live = self.live(connect_limit).await?;
+        if pins.is_some() && live.version < PINS_VERSION {
+            return Err(ChannelError::Open {
+                relay: self.name.clone(),
+                reason: format!(
+                    "the supervisor inside speaks relay protocol {}, which does not report \
+                     what `{server}` runs, so its executable pin cannot be checked; update \
+                     Warden inside the sandbox",
+                    live.version.max(1)
+                ),
+            });
+        }
+        let open = OpenOptions {
+            pins: pins.is_some(),
+        };
         let (stdin, brain_writes) = tokio::io::duplex(PIPE_BYTES);
         let (mut stdout_in, stdout) = tokio::io::duplex(PIPE_BYTES);
         let (mut stderr_in, stderr) = tokio::io::duplex(PIPE_BYTES);
@@ -196,13 +221,12 @@ impl Channel {
                 Sinks {
                     stdout: stdout_tx,
                     stderr: stderr_tx,
+                    pins,
                 },
             );
         }
-        let _ = live
-            .out
-            .send(Frame::new(Kind::Open, server, Vec::new()))
-            .await;
+        let open = serde_json::to_vec(&open).unwrap_or_default();
+        let _ = live.out.send(Frame::new(Kind::Open, server, open)).await;
         // The connection's requests, one per line, become Data frames with deadlines.
         let out = live.out.clone();
         let name = server.to_owned();
@@ -431,6 +455,7 @@ impl Channel {
         let (out, mut out_rx) = mpsc::channel::<Frame>(OUT_QUEUE);
         let live = Arc::new(Live {
             epoch: self.epochs.fetch_add(1, Ordering::SeqCst) + 1,
+            version: ready.version,
             out,
             streams: Mutex::new(HashMap::new()),
             alive: AtomicBool::new(true),
@@ -542,6 +567,12 @@ async fn route(live: &Live, frame: Frame) {
         let Some(sinks) = streams.get(&frame.server) else {
             return;
         };
+        if frame.kind == Kind::Pin {
+            let pins = sinks.pins.clone();
+            drop(streams);
+            check_start(live.out.clone(), frame, pins);
+            return;
+        }
         match frame.kind {
             Kind::Data => Some((sinks.stdout.clone(), true)),
             Kind::Log => Some((sinks.stderr.clone(), false)),
@@ -566,6 +597,48 @@ async fn route(live: &Live, frame: Frame) {
         }
         _ => {}
     }
+}
+
+/// Answers a start the supervisor reported, off the reader's task (the check reads the
+/// brain's store): allowed when the stream's pin check passes. A stream that did not ask
+/// for pins is never reported to; a report on it is answered with a refusal.
+fn check_start(out: mpsc::Sender<Frame>, frame: Frame, pins: Option<StreamPins>) {
+    tokio::spawn(async move {
+        let server = frame.server.clone();
+        let verdict = match serde_json::from_slice::<Report>(&frame.payload) {
+            Err(error) => {
+                tracing::warn!(server = %server, "an executable pin report that does not parse: {error}");
+                return;
+            }
+            Ok(report) => {
+                let start = report.start;
+                let decided = match pins {
+                    None => Err(format!(
+                        "`{server}`: a start was reported on a stream that did not ask for pins"
+                    )),
+                    Some(pins) => tokio::task::spawn_blocking(move || pins(&report))
+                        .await
+                        .unwrap_or_else(|error| {
+                            Err(format!("the pin check of `{server}` failed: {error}"))
+                        }),
+                };
+                match decided {
+                    Ok(()) => Verdict {
+                        start,
+                        allow: true,
+                        reason: String::new(),
+                    },
+                    Err(reason) => Verdict {
+                        start,
+                        allow: false,
+                        reason,
+                    },
+                }
+            }
+        };
+        let payload = serde_json::to_vec(&verdict).unwrap_or_default();
+        let _ = out.send(Frame::new(Kind::Verdict, &server, payload)).await;
+    });
 }
 
 /// The deadline stamped on one outgoing message: requests only.

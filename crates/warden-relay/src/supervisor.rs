@@ -18,6 +18,9 @@
 //! - stderr lines are capped and sent as log frames; they never wait for the channel;
 //! - the session's secrets arrive in the first frame and go only into the environment of
 //!   the server they are for;
+//! - when the brain's stream asks for pins, every start is hashed and reported to the brain
+//!   first, and runs only on its verdict, exactly the files that were hashed
+//!   ([`crate::pins`]);
 //! - when the channel ends (or the brain says `Bye`), every child is stopped: stdin closed,
 //!   then SIGTERM, then SIGKILL.
 
@@ -36,7 +39,8 @@ use warden_mcp::{LaunchRequest, Launcher, ProcessGroup};
 
 use crate::correlate::{Correlator, Deadline, FromChild};
 use crate::frame::{Frame, FrameError, Kind, read_frame, write_frame};
-use crate::hello::{Hello, Ready};
+use crate::hello::{Hello, Ready, VERSION};
+use crate::pins::{Executables, OpenOptions, Report, Verdict};
 
 /// Frames queued for the channel before senders wait (answers) or drop (log lines).
 const OUT_QUEUE: usize = 256;
@@ -50,6 +54,8 @@ const MAX_LOG_LINE: usize = 8 * 1024;
 const WRITE_LIMIT: Duration = Duration::from_secs(5);
 /// How long stopping every child at the end of a session may take in all.
 const STOP_LIMIT: Duration = Duration::from_secs(10);
+/// Verdicts queued for one server (one is awaited at a time; more are stale or forged).
+const VERDICTS: usize = 4;
 
 /// JSON-RPC error codes the supervisor answers with.
 pub mod codes {
@@ -59,6 +65,8 @@ pub mod codes {
     pub const SERVER_EXITED: i32 = -32002;
     /// Too many requests pending or queued for the server.
     pub const BUSY: i32 = -32003;
+    /// The brain refused the start: what the server runs is not what it pinned.
+    pub const REFUSED: i32 = -32004;
 }
 
 /// When a child that exited is started again.
@@ -105,6 +113,9 @@ pub struct Supervisor {
     pub reload: Option<Reload>,
     /// Starts (and confines) the children.
     pub launcher: Arc<dyn Launcher>,
+    /// Hashes and starts the children of streams that ask for pins (the same confinement
+    /// as `launcher`); without it, such a stream's starts are refused.
+    pub executables: Option<Arc<dyn Executables>>,
     /// Restarts.
     pub restart: RestartPolicy,
     /// Cap on one frame's payload.
@@ -157,6 +168,7 @@ impl Supervisor {
                     self.reload_into(&mut servers);
                     let ready = Ready {
                         servers: servers.keys().cloned().collect(),
+                        version: VERSION,
                     };
                     let payload = serde_json::to_vec(&ready).unwrap_or_default();
                     let _ = out_tx.send(Frame::new(Kind::Ready, "", payload)).await;
@@ -177,10 +189,18 @@ impl Supervisor {
                         continue;
                     };
                     let env = secrets.get(&frame.server).cloned().unwrap_or_default();
+                    let open: OpenOptions = if frame.payload.is_empty() {
+                        OpenOptions::default()
+                    } else {
+                        serde_json::from_slice(&frame.payload).unwrap_or_default()
+                    };
                     let handle = ServerTask::start(
                         spec.clone(),
                         env,
-                        Arc::clone(&self.launcher),
+                        Launchers {
+                            plain: Arc::clone(&self.launcher),
+                            pinned: open.pins.then(|| self.executables.clone()),
+                        },
                         self.restart,
                         out_tx.clone(),
                     );
@@ -225,8 +245,20 @@ impl Supervisor {
                         old.stop().await;
                     }
                 }
+                Kind::Verdict => {
+                    match serde_json::from_slice::<Verdict>(&frame.payload) {
+                        Ok(verdict) => {
+                            if let Some(handle) = tasks.get(&frame.server) {
+                                let _ = handle.verdicts.try_send(verdict);
+                            }
+                        }
+                        Err(error) => {
+                            tracing::warn!(server = %frame.server, "a verdict that does not parse: {error}");
+                        }
+                    }
+                }
                 Kind::Bye => break Ok(()),
-                Kind::Ready | Kind::Log => {}
+                Kind::Ready | Kind::Log | Kind::Pin => {}
             }
         };
         // The session is over: every child goes, whatever ended it.
@@ -330,6 +362,8 @@ enum Inbound {
 
 struct ServerHandle {
     mailbox: mpsc::Sender<Inbound>,
+    /// The brain's verdicts on the server's reported starts.
+    verdicts: mpsc::Sender<Verdict>,
     task: tokio::task::JoinHandle<()>,
     /// The definition the task was last given.
     spec: ServerSpec,
@@ -357,11 +391,24 @@ struct Running {
     group: ProcessGroup,
 }
 
+/// How one server's children are started.
+struct Launchers {
+    /// Without pins.
+    plain: Arc<dyn Launcher>,
+    /// When the stream asks for pins: what hashes and starts (`Some(None)`: the supervisor
+    /// cannot pin, so every start is refused).
+    pinned: Option<Option<Arc<dyn Executables>>>,
+}
+
 /// The task that owns one server's child.
 struct ServerTask {
     spec: ServerSpec,
     secrets: BTreeMap<String, String>,
-    launcher: Arc<dyn Launcher>,
+    launcher: Launchers,
+    /// The brain's verdicts on reported starts.
+    verdicts: mpsc::Receiver<Verdict>,
+    /// Starts reported so far (each verdict names the one it answers).
+    reported: u64,
     restart: RestartPolicy,
     out: mpsc::Sender<Frame>,
     corr: Correlator,
@@ -383,17 +430,20 @@ impl ServerTask {
     fn start(
         spec: ServerSpec,
         secrets: BTreeMap<String, String>,
-        launcher: Arc<dyn Launcher>,
+        launcher: Launchers,
         restart: RestartPolicy,
         out: mpsc::Sender<Frame>,
     ) -> ServerHandle {
         let (mailbox, inbox) = mpsc::channel(MAILBOX);
         let (events_tx, events) = mpsc::channel(CHILD_QUEUE);
+        let (verdicts_tx, verdicts) = mpsc::channel(VERDICTS);
         let handle_spec = spec.clone();
         let task = ServerTask {
             spec,
             secrets,
             launcher,
+            verdicts,
+            reported: 0,
             restart,
             out,
             corr: Correlator::default(),
@@ -409,6 +459,7 @@ impl ServerTask {
         let task = tokio::spawn(task.run(inbox, events));
         ServerHandle {
             mailbox,
+            verdicts: verdicts_tx,
             task,
             spec: handle_spec,
         }
@@ -496,11 +547,10 @@ impl ServerTask {
             Some("notifications/initialized") => self.initialized = true,
             _ => {}
         }
-        if let Err(reason) = self.ensure_child(method.as_deref(), events).await {
+        if let Err((code, reason)) = self.ensure_child(method.as_deref(), events).await {
             if is_request {
                 let id = message.get("id").cloned().unwrap_or(Value::Null);
-                self.send(&error_answer(id, codes::SERVER_EXITED, reason))
-                    .await;
+                self.send(&error_answer(id, code, reason)).await;
             }
             return;
         }
@@ -567,7 +617,7 @@ impl ServerTask {
         &mut self,
         method: Option<&str>,
         events: &mut mpsc::Receiver<ChildEvent>,
-    ) -> Result<(), String> {
+    ) -> Result<(), (i32, String)> {
         if self.child.is_some() {
             return Ok(());
         }
@@ -590,25 +640,46 @@ impl ServerTask {
                     reason.clone().into_bytes(),
                 ))
                 .await;
-            return Err(reason);
+            return Err((codes::SERVER_EXITED, reason));
         }
         if self.next_start > now {
             tokio::time::sleep_until(self.next_start.into()).await;
         }
         self.starts.push_back(Instant::now());
         let mut request = LaunchRequest::for_spec(&self.spec).ok_or_else(|| {
-            format!(
-                "`{}` is not a local (command) server inside the sandbox",
-                self.spec.name
+            (
+                codes::SERVER_EXITED,
+                format!(
+                    "`{}` is not a local (command) server inside the sandbox",
+                    self.spec.name
+                ),
             )
         })?;
         // The session's secrets for this server only, over the base the launcher builds.
         request.env.extend(self.secrets.clone());
-        let launcher = Arc::clone(&self.launcher);
-        let launched = tokio::task::spawn_blocking(move || launcher.launch(&request))
-            .await
-            .map_err(|error| format!("the start ended without a result ({error})"))?
-            .map_err(|error| format!("`{}` could not be started: {error}", self.spec.name))?;
+        let launched = match self.launcher.pinned.clone() {
+            None => {
+                let launcher = Arc::clone(&self.launcher.plain);
+                tokio::task::spawn_blocking(move || launcher.launch(&request))
+                    .await
+                    .map_err(|error| format!("the start ended without a result ({error})"))
+            }
+            Some(executables) => match self.start_pinned(executables, request).await {
+                Ok(launched) => launched,
+                Err(refused) => {
+                    // A refused start is not a crash: it does not count against the burst.
+                    self.starts.pop_back();
+                    return Err((codes::REFUSED, refused));
+                }
+            },
+        }
+        .map_err(|reason| (codes::SERVER_EXITED, reason))?
+        .map_err(|error| {
+            (
+                codes::SERVER_EXITED,
+                format!("`{}` could not be started: {error}", self.spec.name),
+            )
+        })?;
         let generation = self.corr.generation();
         tracing::info!(server = %self.spec.name, pid = launched.group.pid(), generation, "started");
         let max_line = self.spec.max_message_bytes;
@@ -671,9 +742,77 @@ impl ServerTask {
         if method != Some("initialize")
             && let Some(initialize) = self.initialize.clone()
         {
-            self.replay(initialize, events).await?;
+            self.replay(initialize, events)
+                .await
+                .map_err(|reason| (codes::SERVER_EXITED, reason))?;
         }
         Ok(())
+    }
+
+    /// Hashes what `request` would execute, reports it to the brain and waits (within the
+    /// server's connect timeout) for its verdict; on a yes, starts exactly the files that
+    /// were hashed. `Err` is the refusal (the brain's reason, or why nothing could be
+    /// reported); a start that fails after the yes is the inner `Err`.
+    async fn start_pinned(
+        &mut self,
+        executables: Option<Arc<dyn Executables>>,
+        request: LaunchRequest,
+    ) -> Result<Result<Result<warden_mcp::Launched, warden_mcp::LaunchError>, String>, String>
+    {
+        let name = self.spec.name.clone();
+        let Some(executables) = executables else {
+            return Err(format!(
+                "`{name}` is not started: the brain asks for executable pins and this \
+                 supervisor cannot hash what it starts"
+            ));
+        };
+        let hashing = Arc::clone(&executables);
+        let (request, fingerprint) = tokio::task::spawn_blocking(move || {
+            let fingerprint = hashing.fingerprint(&request);
+            (request, fingerprint)
+        })
+        .await
+        .map_err(|error| format!("hashing `{name}` ended without a result ({error})"))?;
+        let fingerprint = fingerprint.map_err(|error| {
+            format!("`{name}` is not started: what it runs cannot be hashed inside the sandbox: {error}")
+        })?;
+        // A verdict queued before this report answers nothing: dropped unread.
+        while self.verdicts.try_recv().is_ok() {}
+        self.reported += 1;
+        let start = self.reported;
+        let report = Report::of(start, &fingerprint);
+        let payload = serde_json::to_vec(&report).map_err(|error| error.to_string())?;
+        let _ = self.out.send(Frame::new(Kind::Pin, &name, payload)).await;
+        let limit = self.spec.timeouts.connect;
+        let verdict = tokio::time::timeout(limit, async {
+            while let Some(verdict) = self.verdicts.recv().await {
+                if verdict.start == start {
+                    return Some(verdict);
+                }
+            }
+            None
+        })
+        .await;
+        let verdict = match verdict {
+            Ok(Some(verdict)) => verdict,
+            Ok(None) => return Err(format!("`{name}` is not started: the stream ended")),
+            Err(_) => {
+                return Err(format!(
+                    "`{name}` is not started: the brain did not answer its executable pin \
+                     within {} ms",
+                    limit.as_millis()
+                ));
+            }
+        };
+        if !verdict.allow {
+            tracing::warn!(server = %name, "the brain refused the start: {}", verdict.reason);
+            return Err(verdict.reason);
+        }
+        Ok(tokio::task::spawn_blocking(move || {
+            executables.launch_pinned(&request, &fingerprint)
+        })
+        .await
+        .map_err(|error| format!("the start ended without a result ({error})")))
     }
 
     /// Sends the remembered `initialize` to a new child, waits for its answer (swallowed)
