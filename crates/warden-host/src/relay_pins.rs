@@ -100,7 +100,11 @@ pub fn changes(old: &Pin, new: &Pin) -> Vec<String> {
     }
     for (path, hash) in &new.files {
         if find(&old.files, path).is_none() {
-            out.push(format!("{} is new (sha256 {}…)", path.display(), short(hash)));
+            out.push(format!(
+                "{} is new (sha256 {}…)",
+                path.display(),
+                short(hash)
+            ));
         }
     }
     if old.package != new.package {
@@ -158,7 +162,9 @@ impl PinCheck for RelayPins {
         };
         match store.pin_for(&key).map_err(|e| cannot("read", e))? {
             None => {
-                store.save_pin(&key, &now).map_err(|e| cannot("record", e))?;
+                store
+                    .save_pin(&key, &now)
+                    .map_err(|e| cannot("record", e))?;
                 tracing::info!(
                     server = %spec.name,
                     relay,
@@ -228,7 +234,9 @@ mod tests {
     fn a_changed_report_is_refused_until_its_pending_state_is_pinned() {
         let dir = tempfile::tempdir().unwrap();
         let spec = stub(dir.path());
-        let store = Arc::new(Mutex::new(Store::open(dir.path().join("state.db")).unwrap()));
+        let store = Arc::new(Mutex::new(
+            Store::open(dir.path().join("state.db")).unwrap(),
+        ));
         let pins = RelayPins::new(Arc::clone(&store));
         // First use records; the same state again passes (control).
         pins.check("box", &spec, &report(&"a".repeat(64))).unwrap();
@@ -263,6 +271,10 @@ mod tests {
         pins.check("box", &spec, &report(&"c".repeat(64))).unwrap();
         // The pin is per relay: the same server behind another relay is pinned apart.
         assert_ne!(key("box", &spec), key("other", &spec));
-        assert!(key("box", &spec).starts_with("relay:"), "{}", key("box", &spec));
+        assert!(
+            key("box", &spec).starts_with("relay:"),
+            "{}",
+            key("box", &spec)
+        );
     }
 }

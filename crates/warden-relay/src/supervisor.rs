@@ -245,18 +245,16 @@ impl Supervisor {
                         old.stop().await;
                     }
                 }
-                Kind::Verdict => {
-                    match serde_json::from_slice::<Verdict>(&frame.payload) {
-                        Ok(verdict) => {
-                            if let Some(handle) = tasks.get(&frame.server) {
-                                let _ = handle.verdicts.try_send(verdict);
-                            }
-                        }
-                        Err(error) => {
-                            tracing::warn!(server = %frame.server, "a verdict that does not parse: {error}");
+                Kind::Verdict => match serde_json::from_slice::<Verdict>(&frame.payload) {
+                    Ok(verdict) => {
+                        if let Some(handle) = tasks.get(&frame.server) {
+                            let _ = handle.verdicts.try_send(verdict);
                         }
                     }
-                }
+                    Err(error) => {
+                        tracing::warn!(server = %frame.server, "a verdict that does not parse: {error}");
+                    }
+                },
                 Kind::Bye => break Ok(()),
                 Kind::Ready | Kind::Log | Kind::Pin => {}
             }
@@ -757,8 +755,7 @@ impl ServerTask {
         &mut self,
         executables: Option<Arc<dyn Executables>>,
         request: LaunchRequest,
-    ) -> Result<Result<Result<warden_mcp::Launched, warden_mcp::LaunchError>, String>, String>
-    {
+    ) -> Result<Result<Result<warden_mcp::Launched, warden_mcp::LaunchError>, String>, String> {
         let name = self.spec.name.clone();
         let Some(executables) = executables else {
             return Err(format!(
@@ -774,7 +771,9 @@ impl ServerTask {
         .await
         .map_err(|error| format!("hashing `{name}` ended without a result ({error})"))?;
         let fingerprint = fingerprint.map_err(|error| {
-            format!("`{name}` is not started: what it runs cannot be hashed inside the sandbox: {error}")
+            format!(
+                "`{name}` is not started: what it runs cannot be hashed inside the sandbox: {error}"
+            )
         })?;
         // A verdict queued before this report answers nothing: dropped unread.
         while self.verdicts.try_recv().is_ok() {}
@@ -808,11 +807,11 @@ impl ServerTask {
             tracing::warn!(server = %name, "the brain refused the start: {}", verdict.reason);
             return Err(verdict.reason);
         }
-        Ok(tokio::task::spawn_blocking(move || {
-            executables.launch_pinned(&request, &fingerprint)
-        })
-        .await
-        .map_err(|error| format!("the start ended without a result ({error})")))
+        Ok(
+            tokio::task::spawn_blocking(move || executables.launch_pinned(&request, &fingerprint))
+                .await
+                .map_err(|error| format!("the start ended without a result ({error})")),
+        )
     }
 
     /// Sends the remembered `initialize` to a new child, waits for its answer (swallowed)

@@ -408,7 +408,12 @@ async fn a_start_runs_only_on_the_brains_verdict_and_a_refused_one_never_runs() 
     // The first start is reported before anything runs: the script is among what it
     // hashed, with the hash of its bytes.
     harness
-        .request(1, "initialize", json!({"protocolVersion": "2025-11-25"}), 5000)
+        .request(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25"}),
+            5000,
+        )
         .await;
     let first = verdict(&mut harness, true, "").await;
     let script = first
@@ -424,7 +429,11 @@ async fn a_start_runs_only_on_the_brains_verdict_and_a_refused_one_never_runs() 
     assert_eq!(harness.answer().await["id"], 1);
     let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     harness
-        .send(Frame::new(Kind::Data, "fake", note.to_string().into_bytes()))
+        .send(Frame::new(
+            Kind::Data,
+            "fake",
+            note.to_string().into_bytes(),
+        ))
         .await;
     assert!(harness.call(2, "pid").await["result"].is_object());
 

@@ -877,3 +877,107 @@ fn warden_serve_serves_relayed_servers_to_an_mcp_client_under_the_policy() {
     assert!(output.status.success(), "{}", describe(&output));
     topology.scratch.assert_no_leftovers();
 }
+
+/// Pins inside the sandbox (decision 0030, revision 1): the supervisor hashes what a start
+/// runs and the brain compares it with the pin it keeps for (relay, server).
+#[test]
+fn a_server_binary_swapped_inside_the_sandbox_is_refused_until_pinned_again() {
+    let topology = Topology::new(&stubs(&["swap", "good"], ""), "");
+    // The server inside runs its own copy of a binary, which a task in the sandbox can
+    // replace between two sessions.
+    let bin_dir = topology.scratch.path().join("boxbin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let bin = bin_dir.join("box-server");
+    std::fs::copy(testserver_bin(), &bin).unwrap();
+    let mut inner = std::fs::read_to_string(&topology.inner).unwrap();
+    inner.push_str(&server_toml("swap", &bin, &["good"], ""));
+    std::fs::write(&topology.inner, inner).unwrap();
+    let call = |message: &str| {
+        topology.run(&[
+            "call",
+            "swap/echo",
+            "--args",
+            &json!({ "message": message }).to_string(),
+            "--yes",
+        ])
+    };
+
+    // First session: pinned on first use, and it runs.
+    let output = call("first");
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("echo: first"),
+        "{}",
+        describe(&output)
+    );
+    // Control: a second session with the binary unchanged runs as well.
+    let output = call("unchanged");
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("echo: unchanged"),
+        "{}",
+        describe(&output)
+    );
+
+    // Between sessions the binary is replaced inside the sandbox (it still works: a
+    // swapped binary need not look broken).
+    let swapped = bin_dir.join("box-server.new");
+    std::fs::copy(testserver_bin(), &swapped).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&swapped)
+        .unwrap();
+    std::io::Write::write_all(&mut file, b"\0swapped inside the sandbox").unwrap();
+    drop(file);
+    std::fs::rename(&swapped, &bin).unwrap();
+
+    // The brain refuses it, naming the server, the relay and the file, and says how to
+    // accept it.
+    let output = call("after the swap");
+    assert_exit(&output, 3);
+    assert!(!stdout(&output).contains("echo: after the swap"));
+    let text = stderr(&output);
+    for part in [
+        "`swap` is not started",
+        "relay `box`",
+        &format!("{} changed", bin.display()),
+        "warden pin swap",
+    ] {
+        assert!(text.contains(part), "{part}: {}", describe(&output));
+    }
+    // The refusal is the one server's: another server of the same sandbox still runs.
+    let output = topology.run(&[
+        "call",
+        "good/echo",
+        "--args",
+        r#"{"message":"ok"}"#,
+        "--yes",
+    ]);
+    assert_exit(&output, 0);
+    // `warden pin --show` shows what the sandbox reported, and accepts nothing.
+    let output = topology.run(&["pin", "swap", "--show"]);
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains(&format!("{} changed", bin.display())),
+        "{}",
+        describe(&output)
+    );
+    assert_exit(&call("still refused"), 3);
+
+    // Re-approved: the user pins what the sandbox reported, and the server runs again.
+    let output = topology.run(&["pin", "swap", "--yes"]);
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("pinned to what the sandbox reported"),
+        "{}",
+        describe(&output)
+    );
+    let output = call("re-approved");
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("echo: re-approved"),
+        "{}",
+        describe(&output)
+    );
+    topology.scratch.assert_no_leftovers();
+}

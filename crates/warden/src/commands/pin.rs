@@ -144,10 +144,7 @@ fn relayed(
     if args.show {
         return Ok(Code::Ok);
     }
-    confirm(
-        args,
-        &format!("Pin `{name}` to what the sandbox reported?"),
-    )?;
+    confirm(args, &format!("Pin `{name}` to what the sandbox reported?"))?;
     save(&mut store, &key, &pending)?;
     println!("{name}: pinned to what the sandbox reported");
     Ok(Code::Ok)
