@@ -16,6 +16,7 @@
 //!   margin, whichever is first; past it the child is sent `notifications/cancelled` and the
 //!   brain an error naming the level that fired;
 //! - stderr lines are capped and sent as log frames; they never wait for the channel;
+//! - a changed configuration applies between calls (see [`Supervisor::reload`]);
 //! - the session's secrets arrive in the first frame and go only into the environment of
 //!   the server they are for;
 //! - when the brain's stream asks for pins, every start is hashed and reported to the brain
@@ -54,6 +55,8 @@ const MAX_LOG_LINE: usize = 8 * 1024;
 const WRITE_LIMIT: Duration = Duration::from_secs(5);
 /// How long stopping every child at the end of a session may take in all.
 const STOP_LIMIT: Duration = Duration::from_secs(10);
+/// How often the sandbox's configuration is looked at (a `stat`) while no frame arrives.
+const RELOAD_EVERY: Duration = Duration::from_secs(1);
 /// Verdicts queued for one server (one is awaited at a time; more are stale or forged).
 const VERDICTS: usize = 4;
 
@@ -104,11 +107,13 @@ pub type Reload =
 pub struct Supervisor {
     /// The real server definitions (the sandbox's configuration).
     pub servers: BTreeMap<String, ServerSpec>,
-    /// When set, the definitions are read again when a stream is opened and before each
-    /// message from the brain (when the file changed), so a changed server set applies at
-    /// the next call without restarting the sandbox: a server whose definition changed is
-    /// restarted under the new one between calls (the brain's handshake replayed), a server
-    /// no longer defined is stopped and its stream closed. A file that no longer reads keeps
+    /// When set, the definitions are read again when a stream is opened, before each
+    /// message from the brain and every second in between (each time only when the file
+    /// changed), so a changed server set applies without restarting the sandbox: a server
+    /// whose definition changed is restarted under the new one between calls (at once when
+    /// idle, and the brain is sent `notifications/tools/list_changed` so its next turn reads
+    /// the list again; the brain's handshake is replayed to the new child), a server no
+    /// longer defined is stopped and its stream closed. A file that no longer reads keeps
     /// the definitions in force (logged).
     pub reload: Option<Reload>,
     /// Starts (and confines) the children.
@@ -151,15 +156,40 @@ impl Supervisor {
             }
             let _ = output.flush().await;
         });
-        let mut input = BufReader::new(input);
+        // Frames are read by a task of their own, so that the loop below can also look at
+        // the configuration between frames (reading a frame cannot be interrupted safely).
+        let (frames_tx, mut frames) = mpsc::channel::<Result<Frame, FrameError>>(OUT_QUEUE);
+        let reader = tokio::spawn(async move {
+            let mut input = BufReader::new(input);
+            loop {
+                let read = read_frame(&mut input, max_payload).await;
+                let end = read.is_err();
+                if frames_tx.send(read).await.is_err() || end {
+                    break;
+                }
+            }
+        });
+        let mut tick = tokio::time::interval(RELOAD_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut secrets: HashMap<String, BTreeMap<String, String>> = HashMap::new();
         let mut tasks: HashMap<String, ServerHandle> = HashMap::new();
         let mut servers = self.servers.clone();
         let result = loop {
-            let frame = match read_frame(&mut input, max_payload).await {
-                Ok(frame) => frame,
-                Err(FrameError::Closed) => break Ok(()),
-                Err(error) => break Err(error),
+            let frame = tokio::select! {
+                read = frames.recv() => match read {
+                    Some(Ok(frame)) => frame,
+                    Some(Err(FrameError::Closed)) | None => break Ok(()),
+                    Some(Err(error)) => break Err(error),
+                },
+                // A changed configuration applies between calls even while the brain is
+                // quiet: a changed idle server is restarted (and the brain told its list
+                // may have changed), a removed one is stopped and its stream closed.
+                _ = tick.tick(), if self.reload.is_some() => {
+                    if self.reload_into(&mut servers) {
+                        redefine(&mut tasks, &servers, &out_tx).await;
+                    }
+                    continue;
+                }
             };
             match frame.kind {
                 Kind::Hello => {
@@ -259,6 +289,7 @@ impl Supervisor {
                 Kind::Ready | Kind::Log | Kind::Pin => {}
             }
         };
+        reader.abort();
         // The session is over: every child goes, whatever ended it.
         let stops = tasks.into_values().map(ServerHandle::stop);
         let _ = tokio::time::timeout(STOP_LIMIT, futures::future::join_all(stops)).await;
@@ -481,7 +512,13 @@ impl ServerTask {
                     Some(Inbound::Brain { payload, deadline }) => {
                         self.on_brain(payload, deadline, &mut events).await;
                     }
-                    Some(Inbound::Redefine(spec)) => self.redefined = Some(*spec),
+                    Some(Inbound::Redefine(spec)) => {
+                        self.redefined = Some(*spec);
+                        // Idle: restarted now, so the brain's next turn sees the new list.
+                        if self.corr.pending() == 0 {
+                            self.apply_definition().await;
+                        }
+                    }
                     Some(Inbound::Stop(done)) => {
                         self.stop_child("the session ended").await;
                         let _ = done.send(());
@@ -997,6 +1034,12 @@ impl ServerTask {
         self.given_up = false;
         self.starts.clear();
         self.next_start = Instant::now();
+        // What it offers may differ under the new definition: the brain reads its list
+        // again (its next request starts the new child, with the handshake replayed).
+        if self.initialized {
+            self.send(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
+                .await;
+        }
     }
 
     async fn stop_child(&mut self, why: &str) {

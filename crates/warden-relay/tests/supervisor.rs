@@ -176,10 +176,16 @@ impl Harness {
         }
     }
 
+    /// The next answer (notifications are skipped).
     async fn answer(&mut self) -> Value {
-        let frame = self.next().await;
-        assert_eq!(frame.kind, Kind::Data, "{frame:?}");
-        serde_json::from_slice(&frame.payload).unwrap()
+        loop {
+            let frame = self.next().await;
+            assert_eq!(frame.kind, Kind::Data, "{frame:?}");
+            let message: Value = serde_json::from_slice(&frame.payload).unwrap();
+            if message.get("id").is_some() {
+                return message;
+            }
+        }
     }
 
     async fn initialize(&mut self) {
@@ -331,13 +337,19 @@ async fn a_changed_definition_applies_at_the_next_call_and_the_session_goes_on()
         ),
     )
     .unwrap();
+    // ...and without a word from the brain, the idle server's old child is stopped and
+    // the brain told that its list may have changed (its next turn reads it again)...
+    let note = harness.next().await;
+    assert_eq!(note.kind, Kind::Data, "{note:?}");
+    let note: Value = serde_json::from_slice(&note.payload).unwrap();
+    assert_eq!(note["method"], "notifications/tools/list_changed", "{note}");
+    assert!(!alive(first), "the child of the old definition is stopped");
     // ...and the next call runs under the new definition, in a new child that was given
     // the brain's handshake (the server answers "not initialized" otherwise); the brain
     // neither reopened the stream nor initialised again.
     assert_eq!(text(&harness.call(4, "mode").await), "b");
     let second: i32 = text(&harness.call(5, "pid").await).parse().unwrap();
     assert_ne!(first, second);
-    assert!(!alive(first), "the child of the old definition is stopped");
     // An unchanged file restarts nothing.
     assert_eq!(text(&harness.call(6, "pid").await), second.to_string());
     drop(harness.input);
@@ -358,9 +370,7 @@ async fn a_server_removed_from_the_configuration_is_stopped_and_its_stream_close
         ),
     )
     .unwrap();
-    harness
-        .request(3, "tools/call", json!({"name": "pid"}), 0)
-        .await;
+    // Closed without a word from the brain, at the supervisor's next look at the file.
     let closed = harness.next().await;
     assert_eq!(closed.kind, Kind::Closed, "{closed:?}");
     assert_eq!(closed.server, "fake");
@@ -369,6 +379,16 @@ async fn a_server_removed_from_the_configuration_is_stopped_and_its_stream_close
         "{closed:?}"
     );
     assert!(!alive(pid), "the removed server's child is stopped");
+    // A request on the closed stream is refused, naming it.
+    harness
+        .request(3, "tools/call", json!({"name": "pid"}), 0)
+        .await;
+    let closed = harness.next().await;
+    assert_eq!(closed.kind, Kind::Closed, "{closed:?}");
+    assert!(
+        String::from_utf8_lossy(&closed.payload).contains("not open"),
+        "{closed:?}"
+    );
     drop(harness.input);
     harness.session.await.unwrap();
 }
