@@ -593,7 +593,12 @@ async fn route(live: &Live, frame: Frame) {
                 Ok(mut streams) => streams.remove(&frame.server),
                 Err(poisoned) => poisoned.into_inner().remove(&frame.server),
             };
-            drop(removed);
+            // The reason goes to the server's log too (its stderr tail, `warden tools -v`).
+            if let Some(sinks) = removed {
+                let mut line = b"the sandbox closed the stream: ".to_vec();
+                line.extend_from_slice(&frame.payload);
+                let _ = sinks.stderr.try_send(line);
+            }
         }
         _ => {}
     }

@@ -981,3 +981,153 @@ fn a_server_binary_swapped_inside_the_sandbox_is_refused_until_pinned_again() {
     );
     topology.scratch.assert_no_leftovers();
 }
+
+/// Processes whose environment holds `needle`, waited for (at most 10 s) to be `present`.
+fn wait_holding(needle: &str, present: bool) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let found = holding(needle);
+        if found.is_empty() != present || Instant::now() > deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Issue 13, "a change to the relayed server set applies on the next turn without a
+/// restart of the sandbox", with the supervisor in a real network namespace: one server's
+/// command changes, one is removed, one is added, while the brain's connections stay up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_server_set_inside_a_namespace_applies_without_restarting_the_sandbox() {
+    let topology = Topology::new(
+        &stubs(
+            &["mutable", "doomed", "fresh"],
+            "timeout = { call = \"20s\" }",
+        ),
+        "",
+    );
+    let bin_dir = topology.scratch.path().join("boxbin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let (first_bin, second_bin) = (bin_dir.join("first-server"), bin_dir.join("second-server"));
+    std::fs::copy(testserver_bin(), &first_bin).unwrap();
+    std::fs::copy(testserver_bin(), &second_bin).unwrap();
+    let base = std::fs::read_to_string(&topology.inner).unwrap();
+    // Markers unique to this run, to find each definition's process by its environment.
+    let tag = topology.scratch.tag.clone();
+    let marker = |name: &str| format!("{name}-{tag}");
+    let def = |name: &str, bin: &std::path::Path, version: &str, more: &str| {
+        server_toml(
+            name,
+            bin,
+            &["good"],
+            &format!("env = {{ RELAY_DEF = {:?}{more} }}", marker(version)),
+        )
+    };
+    std::fs::write(
+        &topology.inner,
+        format!(
+            "{base}{}{}",
+            def("mutable", &first_bin, "mutable-1", ""),
+            def("doomed", &first_bin, "doomed-1", "")
+        ),
+    )
+    .unwrap();
+
+    let mutable = connect(&topology, "mutable").await;
+    let doomed = connect(&topology, "doomed").await;
+    for connection in [&mutable, &doomed] {
+        let outcome = connection
+            .call_tool("echo", args(json!({"message": "before"})), LIMIT)
+            .await
+            .unwrap();
+        assert_eq!(text_of(&outcome), "echo: before");
+    }
+    let tools = mutable.list_tools(LIMIT).await.unwrap();
+    assert!(!tools.iter().any(|tool| tool.name == "extra"));
+    assert!(!mutable.take_tools_changed());
+    let supervisor: Vec<u32> = tagged_with(&topology.scratch, "relay supervise")
+        .into_iter()
+        .filter(|pid| parent(*pid) == Some(std::process::id()))
+        .collect();
+    assert_eq!(supervisor.len(), 1, "{supervisor:?}");
+    assert_eq!(
+        wait_holding(&format!("RELAY_DEF={}", marker("mutable-1")), true).len(),
+        1
+    );
+    assert_eq!(
+        wait_holding(&format!("RELAY_DEF={}", marker("doomed-1")), true).len(),
+        1
+    );
+
+    // The sandbox's configuration changes: `mutable` runs another command (with one more
+    // tool), `doomed` is gone, `fresh` is new. Nothing is sent by the brain meanwhile.
+    std::fs::write(
+        &topology.inner,
+        format!(
+            "{base}{}{}",
+            def(
+                "mutable",
+                &second_bin,
+                "mutable-2",
+                ", WARDEN_TEST_EXTRA_TOOL = \"1\""
+            ),
+            def("fresh", &first_bin, "fresh-1", "")
+        ),
+    )
+    .unwrap();
+    // The changed server's old process and the removed server's process are stopped, and
+    // the brain is told the changed one's list changed, all before its next call.
+    assert!(wait_holding(&format!("RELAY_DEF={}", marker("mutable-1")), false).is_empty());
+    assert!(wait_holding(&format!("RELAY_DEF={}", marker("doomed-1")), false).is_empty());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !mutable.take_tools_changed() {
+        assert!(
+            Instant::now() < deadline,
+            "the brain was not told that `mutable`'s list changed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Its next turn reads the new list, from the new command.
+    let tools = mutable.list_tools(LIMIT).await.unwrap();
+    assert!(
+        tools.iter().any(|tool| tool.name == "extra"),
+        "{:?}",
+        tools.iter().map(|tool| &tool.name).collect::<Vec<_>>()
+    );
+    let outcome = mutable.call_tool("extra", None, LIMIT).await.unwrap();
+    assert_eq!(text_of(&outcome), "extra");
+    let running = wait_holding(&format!("RELAY_DEF={}", marker("mutable-2")), true);
+    assert_eq!(running.len(), 1, "{running:?}");
+    assert!(
+        cmdline(running[0]).contains("second-server"),
+        "{}",
+        cmdline(running[0])
+    );
+    // The removed server's calls fail, and its log says why.
+    let error = doomed
+        .call_tool("echo", args(json!({"message": "after"})), LIMIT)
+        .await
+        .unwrap_err();
+    let tail = doomed.stderr_tail(20).join("\n");
+    assert!(
+        tail.contains("`doomed` is no longer defined"),
+        "{error} / {tail}"
+    );
+    // The added server connects through the same channel.
+    let fresh = connect(&topology, "fresh").await;
+    let outcome = fresh
+        .call_tool("echo", args(json!({"message": "new"})), LIMIT)
+        .await
+        .unwrap();
+    assert_eq!(text_of(&outcome), "echo: new");
+    // The sandbox was not restarted: the same supervisor served it all.
+    let after: Vec<u32> = tagged_with(&topology.scratch, "relay supervise")
+        .into_iter()
+        .filter(|pid| parent(*pid) == Some(std::process::id()))
+        .collect();
+    assert_eq!(after, supervisor);
+    for connection in [mutable, doomed, fresh] {
+        connection.close().await;
+    }
+    topology.scratch.assert_no_leftovers();
+}
