@@ -1131,3 +1131,131 @@ async fn a_changed_server_set_inside_a_namespace_applies_without_restarting_the_
     }
     topology.scratch.assert_no_leftovers();
 }
+
+/// `warden chat` through the relay (issue 13 asks for `call`, `run` and `serve`, tested
+/// above; chat is the fourth front end): a relayed tool is called in one turn, the
+/// sandbox's definition of its server changes between turns (one tool gone, one added),
+/// and the next turn's catalogue reflects it, with no restart of either side: the removed
+/// tool is gone, and the added one is held back for review like any server's new tool.
+#[test]
+fn warden_chat_calls_relayed_tools_and_sees_a_changed_definition_at_the_next_turn() {
+    use std::io::{BufRead, Write};
+    let topology = Topology::new(
+        &format!(
+            "{}[policy.servers.good]\ntrust = \"trusted\"\nintegrity = \"trusted\"\n\
+             confidentiality = \"public\"\n\n[[policy.rules]]\ntools = \"good__*\"\n\
+             effect = \"allow\"\n",
+            stubs(&["good"], "")
+        ),
+        "",
+    );
+    let model = support::ModelServer::start(
+        &topology.scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "good__echo", "arguments": {"message": "one"}}]},
+             "expect": {"tools_include": ["good__echo", "good__sleep"],
+                        "tools_exclude": ["good__extra"]}},
+            {"reply": {"text": "first turn done"},
+             "expect": {"last_tool_results_contain": ["echo: one"]}},
+            {"reply": {"tool_calls": [{"name": "good__echo", "arguments": {"message": "two"}}]},
+             "expect": {"tools_include": ["good__echo"],
+                        "tools_exclude": ["good__sleep", "good__extra"],
+                        "last_user_text_contains": ["second"]}},
+            {"reply": {"text": "second turn done"},
+             "expect": {"last_tool_results_contain": ["echo: two"]}}
+        ]}),
+    );
+    let mut command = topology.scratch.warden(&[
+        "--config",
+        topology.brain.to_str().unwrap(),
+        "chat",
+        "--provider",
+        "anthropic",
+        "--model",
+        "m",
+        "--base-url",
+        &model.base_url,
+    ]);
+    command
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .stdin(std::process::Stdio::piped());
+    let mut chat = command.spawn().unwrap();
+    let mut input = chat.stdin.take().unwrap();
+    let output = chat.stdout.take().unwrap();
+    let (lines, received) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(output).lines() {
+            let Ok(line) = line else { return };
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let mut wait_for = |needle: &str| -> bool {
+        let deadline = Instant::now() + LIMIT;
+        while !seen.iter().any(|line: &String| line.contains(needle)) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match received.recv_timeout(left) {
+                Ok(line) => seen.push(line),
+                Err(_) => return false,
+            }
+        }
+        true
+    };
+    let fail = |mut chat: std::process::Child, needle: &str| -> ! {
+        let _ = chat.kill();
+        let output = chat.wait_with_output().unwrap();
+        panic!("`{needle}` never came: {}", describe(&output));
+    };
+    writeln!(input, "first: echo one").unwrap();
+    input.flush().unwrap();
+    if !wait_for("first turn done") {
+        fail(chat, "first turn done");
+    }
+
+    let supervisors = |chat: &std::process::Child| -> Vec<u32> {
+        tagged_with(&topology.scratch, "relay supervise")
+            .into_iter()
+            .filter(|pid| parent(*pid) == Some(chat.id()))
+            .collect()
+    };
+    let before = supervisors(&chat);
+    assert_eq!(before.len(), 1, "{before:?}");
+    // Between the turns, the sandbox's definition of `good` changes: `sleep` goes,
+    // `extra` comes.
+    let inner = std::fs::read_to_string(&topology.inner).unwrap();
+    let changed = inner.replacen(
+        "WARDEN_TEST_SLEEP_TOOL = \"1\"",
+        "WARDEN_TEST_EXTRA_TOOL = \"1\"",
+        1,
+    );
+    assert_ne!(changed, inner);
+    std::fs::write(&topology.inner, changed).unwrap();
+    // The supervisor looks at its configuration every second.
+    std::thread::sleep(Duration::from_millis(2500));
+    writeln!(input, "second: echo two").unwrap();
+    input.flush().unwrap();
+    if !wait_for("second turn done") {
+        fail(chat, "second turn done");
+    }
+    assert_eq!(
+        supervisors(&chat),
+        before,
+        "the sandbox's session was restarted"
+    );
+    drop(input);
+    let output = support::wait_with_limit(chat, LIMIT);
+    assert_exit(&output, 0);
+    // Each model request met its expectations (the model server answers an error
+    // otherwise, and the turn would not have printed its text).
+    assert_eq!(model.requests().len(), 4, "{:?}", model.requests());
+    // The added tool was seen, and held back for review (`warden approve good`).
+    assert!(
+        stderr(&output).contains("held back extra"),
+        "{}",
+        describe(&output)
+    );
+    drop(model);
+    topology.scratch.assert_no_leftovers();
+}
