@@ -10,8 +10,9 @@
 //!   with quick exits, at most [`RestartPolicy::burst`] times within
 //!   [`RestartPolicy::window`]; the brain's `initialize` is replayed to the new child, so the
 //!   brain's session of the server goes on;
-//! - requests and answers are correlated by [`Correlator`]; notifications other than list
-//!   changes are read and dropped;
+//! - requests and answers are correlated by [`Correlator`]; list changes are passed on,
+//!   progress, log messages and resource updates too within a rate budget (64 at once, 32
+//!   a second), never waiting for the channel; other notifications are read and dropped;
 //! - each request has a deadline: the tool's own timeout, or the brain's deadline less a
 //!   margin, whichever is first; past it the child is sent `notifications/cancelled` and the
 //!   brain an error naming the level that fired;
@@ -453,6 +454,40 @@ struct ServerTask {
     given_up: bool,
     /// A changed definition, applied before the next request once nothing is pending.
     redefined: Option<ServerSpec>,
+    /// The budget of notices passed on to the brain.
+    notices: Budget,
+    notices_dropped: u64,
+}
+
+/// Notices a server may send in a burst, and per second after it.
+const NOTICE_BURST: f64 = 64.0;
+const NOTICE_RATE: f64 = 32.0;
+
+/// A token bucket: [`NOTICE_BURST`] at once, refilled at [`NOTICE_RATE`] a second.
+struct Budget {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Budget {
+    fn new() -> Self {
+        Self {
+            tokens: NOTICE_BURST,
+            at: Instant::now(),
+        }
+    }
+
+    fn take(&mut self, now: Instant) -> bool {
+        let refill = now.saturating_duration_since(self.at).as_secs_f64() * NOTICE_RATE;
+        self.tokens = (self.tokens + refill).min(NOTICE_BURST);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 impl ServerTask {
@@ -484,6 +519,8 @@ impl ServerTask {
             events_tx,
             given_up: false,
             redefined: None,
+            notices: Budget::new(),
+            notices_dropped: 0,
         };
         let task = tokio::spawn(task.run(inbox, events));
         ServerHandle {
@@ -532,6 +569,26 @@ impl ServerTask {
                 Some(event) = events.recv() => self.on_child(event).await,
                 () = sleep => self.expire().await,
             }
+        }
+    }
+
+    /// Passes a notice on if the budget allows, never waiting for the channel: a server
+    /// that floods loses notices, not calls.
+    fn notice(&mut self, message: &Map<String, Value>) {
+        if !self.notices.take(Instant::now()) {
+            self.notices_dropped += 1;
+            if self.notices_dropped.is_power_of_two() {
+                tracing::debug!(server = %self.spec.name, dropped = self.notices_dropped, "notifications over the budget dropped");
+            }
+            return;
+        }
+        if let Ok(payload) = serde_json::to_vec(message)
+            && self
+                .out
+                .try_send(Frame::new(Kind::Data, &self.spec.name, payload))
+                .is_err()
+        {
+            self.notices_dropped += 1;
         }
     }
 
@@ -927,6 +984,7 @@ impl ServerTask {
                 };
                 match self.corr.child_message(generation, message) {
                     FromChild::Forward(message) => self.send(&Value::Object(message)).await,
+                    FromChild::Notice(message) => self.notice(&message),
                     FromChild::Internal(_) => {}
                     FromChild::Drop(why) => {
                         tracing::trace!(server = %self.spec.name, "dropped: {why}");

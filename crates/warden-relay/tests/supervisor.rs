@@ -38,6 +38,21 @@ for line in sys.stdin:
         elif name == "hang":
             time.sleep(30)
             continue
+        elif name in ("notify", "flood"):
+            token = msg["params"].get("_meta", {}).get("progressToken")
+            notes = [{"method": "notifications/progress",
+                      "params": {"progressToken": token, "progress": 1, "total": 2}},
+                     {"method": "notifications/message",
+                      "params": {"level": "info", "data": "halfway"}},
+                     {"method": "notifications/resources/updated", "params": {"uri": "file:///x"}},
+                     {"method": "notifications/other", "params": {}}]
+            if name == "flood":
+                notes = [{"method": "notifications/message",
+                          "params": {"level": "info", "data": "flood %d" % n}} for n in range(3000)]
+            for note in notes:
+                note["jsonrpc"] = "2.0"
+                sys.stdout.write(json.dumps(note) + "\n")
+            out = {"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": name}]}}
         else:
             text = {"pid": str(os.getpid()), "env": os.environ.get("SECRET_X", "none"),
                     "mode": os.environ.get("MODE", "none"),
@@ -538,6 +553,73 @@ async fn a_start_runs_only_on_the_brains_verdict_and_a_refused_one_never_runs() 
     assert_eq!(answer["id"], 6);
     assert!(answer["result"].is_object(), "{answer}");
     assert!(marker.exists(), "control: the accepted script runs");
+    drop(harness.input);
+    harness.session.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_log_messages_and_resource_updates_reach_the_brain_within_a_budget() {
+    let mut harness = start(RestartPolicy::default()).await;
+    harness.initialize().await;
+    harness
+        .request(
+            2,
+            "tools/call",
+            json!({"name": "notify", "_meta": {"progressToken": "brain-token-7"}}),
+            0,
+        )
+        .await;
+    // Everything the child said before its answer, in order.
+    let mut notes = Vec::new();
+    let answer = loop {
+        let frame = harness.next().await;
+        assert_eq!(frame.kind, Kind::Data, "{frame:?}");
+        let message: Value = serde_json::from_slice(&frame.payload).unwrap();
+        if message.get("id").is_some() {
+            break message;
+        }
+        notes.push(message);
+    };
+    assert_eq!(answer["id"], 2);
+    let methods: Vec<&str> = notes
+        .iter()
+        .map(|note| note["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "notifications/progress",
+            "notifications/message",
+            "notifications/resources/updated"
+        ],
+        "passed on, and only these: {notes:?}"
+    );
+    // The progress token is the brain's own, so the brain can match it to its request.
+    assert_eq!(notes[0]["params"]["progressToken"], "brain-token-7");
+    assert_eq!(notes[1]["params"]["data"], "halfway");
+
+    // A flood: 3000 log messages before the answer. The answer comes, and at most the
+    // budget's burst (and what it refills meanwhile) of the messages with it.
+    let started = Instant::now();
+    harness
+        .request(3, "tools/call", json!({"name": "flood"}), 0)
+        .await;
+    let mut passed = 0;
+    let answer = loop {
+        let frame = harness.next().await;
+        let message: Value = serde_json::from_slice(&frame.payload).unwrap();
+        if message.get("id").is_some() {
+            break message;
+        }
+        passed += 1;
+    };
+    assert_eq!(text(&answer), "flood");
+    assert!(passed >= 32, "the burst passes: {passed}");
+    let allowed = 64.0 + 32.0 * started.elapsed().as_secs_f64() + 1.0;
+    assert!(
+        f64::from(passed) <= allowed,
+        "{passed} passed, budget {allowed}"
+    );
     drop(harness.input);
     harness.session.await.unwrap();
 }
