@@ -421,6 +421,10 @@ struct Running {
     group: ProcessGroup,
 }
 
+/// The outcome of a start run on a blocking thread.
+type Started =
+    Result<Result<warden_mcp::Launched, warden_mcp::LaunchError>, tokio::task::JoinError>;
+
 /// How one server's children are started.
 struct Launchers {
     /// Without pins.
@@ -752,9 +756,7 @@ impl ServerTask {
         let launched = match self.launcher.pinned.clone() {
             None => {
                 let launcher = Arc::clone(&self.launcher.plain);
-                tokio::task::spawn_blocking(move || launcher.launch(&request))
-                    .await
-                    .map_err(|error| format!("the start ended without a result ({error})"))
+                tokio::task::spawn_blocking(move || launcher.launch(&request)).await
             }
             Some(executables) => match self.start_pinned(executables, request).await {
                 Ok(launched) => launched,
@@ -764,14 +766,22 @@ impl ServerTask {
                     return Err((codes::REFUSED, refused));
                 }
             },
-        }
-        .map_err(|reason| (codes::SERVER_EXITED, reason))?
-        .map_err(|error| {
-            (
-                codes::SERVER_EXITED,
-                format!("`{}` could not be started: {error}", self.spec.name),
-            )
-        })?;
+        };
+        let launched = match launched {
+            Ok(Ok(launched)) => launched,
+            Ok(Err(error)) => {
+                return Err((
+                    codes::SERVER_EXITED,
+                    format!("`{}` could not be started: {error}", self.spec.name),
+                ));
+            }
+            Err(error) => {
+                return Err((
+                    codes::SERVER_EXITED,
+                    format!("the start ended without a result ({error})"),
+                ));
+            }
+        };
         let generation = self.corr.generation();
         tracing::info!(server = %self.spec.name, pid = launched.group.pid(), generation, "started");
         let max_line = self.spec.max_message_bytes;
@@ -843,13 +853,13 @@ impl ServerTask {
 
     /// Hashes what `request` would execute, reports it to the brain and waits (within the
     /// server's connect timeout) for its verdict; on a yes, starts exactly the files that
-    /// were hashed. `Err` is the refusal (the brain's reason, or why nothing could be
-    /// reported); a start that fails after the yes is the inner `Err`.
+    /// were hashed (the start's own outcome, as a plain launch's). `Err` is the refusal: the
+    /// brain's reason, or why nothing could be reported.
     async fn start_pinned(
         &mut self,
         executables: Option<Arc<dyn Executables>>,
         request: LaunchRequest,
-    ) -> Result<Result<Result<warden_mcp::Launched, warden_mcp::LaunchError>, String>, String> {
+    ) -> Result<Started, String> {
         let name = self.spec.name.clone();
         let Some(executables) = executables else {
             return Err(format!(
@@ -903,8 +913,7 @@ impl ServerTask {
         }
         Ok(
             tokio::task::spawn_blocking(move || executables.launch_pinned(&request, &fingerprint))
-                .await
-                .map_err(|error| format!("the start ended without a result ({error})")),
+                .await,
         )
     }
 
