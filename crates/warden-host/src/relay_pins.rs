@@ -179,6 +179,12 @@ impl PinCheck for RelayPins {
                 if changed.is_empty() {
                     return Ok(());
                 }
+                tracing::warn!(
+                    server = %spec.name,
+                    relay,
+                    changes = ?changed,
+                    "refused a start inside the sandbox: what it runs changed since it was pinned"
+                );
                 // Kept for `warden pin`, which accepts exactly what was reported.
                 if let Err(error) = store.save_pin(&pending_key(relay, spec), &now) {
                     tracing::warn!(server = %spec.name, "the reported state could not be kept for `warden pin`: {error}");

@@ -564,15 +564,19 @@ async fn route(live: &Live, frame: Frame) {
             Ok(streams) => streams,
             Err(poisoned) => poisoned.into_inner(),
         };
-        let Some(sinks) = streams.get(&frame.server) else {
-            return;
-        };
+        // A reported start is always answered (refused on a stream that is gone), so the
+        // supervisor never waits out its timeout for a stream the brain just closed.
         if frame.kind == Kind::Pin {
-            let pins = sinks.pins.clone();
+            let pins = streams
+                .get(&frame.server)
+                .and_then(|sinks| sinks.pins.clone());
             drop(streams);
             check_start(live.out.clone(), frame, pins);
             return;
         }
+        let Some(sinks) = streams.get(&frame.server) else {
+            return;
+        };
         match frame.kind {
             Kind::Data => Some((sinks.stdout.clone(), true)),
             Kind::Log => Some((sinks.stderr.clone(), false)),
@@ -606,7 +610,8 @@ async fn route(live: &Live, frame: Frame) {
 
 /// Answers a start the supervisor reported, off the reader's task (the check reads the
 /// brain's store): allowed when the stream's pin check passes. A stream that did not ask
-/// for pins is never reported to; a report on it is answered with a refusal.
+/// for pins is never reported to; a report on it, or on a stream that is gone, is answered
+/// with a refusal.
 fn check_start(out: mpsc::Sender<Frame>, frame: Frame, pins: Option<StreamPins>) {
     tokio::spawn(async move {
         let server = frame.server.clone();
@@ -619,7 +624,8 @@ fn check_start(out: mpsc::Sender<Frame>, frame: Frame, pins: Option<StreamPins>)
                 let start = report.start;
                 let decided = match pins {
                     None => Err(format!(
-                        "`{server}`: a start was reported on a stream that did not ask for pins"
+                        "`{server}` is not started: its stream is closed, or did not ask for \
+                         executable pins"
                     )),
                     Some(pins) => tokio::task::spawn_blocking(move || pins(&report))
                         .await
