@@ -805,6 +805,46 @@ async fn relay_overhead_per_call_is_measured() {
         overhead < Duration::from_millis(5),
         "relay overhead p50 {overhead:?}"
     );
+
+    // What pins add to a start: a new session (channel, supervisor, child, handshake)
+    // with and without the report and the brain's verdict (the check here allows all; the
+    // supervisor hashes the server's binary, once per supervisor).
+    struct AllowAll;
+    impl warden_relay::pins::PinCheck for AllowAll {
+        fn check(
+            &self,
+            _: &str,
+            _: &warden_config::ServerSpec,
+            _: &warden_relay::pins::Report,
+        ) -> Result<(), String> {
+            Ok(())
+        }
+    }
+    let pinned = ConnectOptions {
+        relay: Some(Arc::new(warden_relay::PinnedDialer::new(
+            warden_relay::Dialer::global(),
+            Arc::new(AllowAll),
+        ))),
+        ..ConnectOptions::default()
+    };
+    let mut starts = Vec::new();
+    for options in [&options, &pinned] {
+        let mut samples = Vec::new();
+        for _ in 0..5 {
+            let started = Instant::now();
+            let connection = warden_mcp::connect(&relayed, &launcher, options)
+                .await
+                .unwrap();
+            samples.push(started.elapsed());
+            connection.close().await;
+        }
+        samples.sort();
+        starts.push(samples[samples.len() / 2]);
+    }
+    eprintln!(
+        "relayed session start, median of 5: {:?} without pins, {:?} with pins",
+        starts[0], starts[1]
+    );
     scratch.assert_no_leftovers();
 }
 
