@@ -26,12 +26,14 @@ use warden_mcp::lines::{LineRead, read_capped_line};
 
 use crate::frame::{Frame, FrameError, Kind, read_frame, write_frame};
 use crate::hello::{Hello, PINS_VERSION, Ready, VERSION};
-use crate::pins::{OpenOptions, Report, Verdict};
+use crate::pins::{OpenOptions, Report, Verdict, over_limits, parse_report};
 
 /// Decides whether a start of one stream's server may run (the brain's pin check, bound to
 /// the server's stub).
 pub type StreamPins = Arc<dyn Fn(&Report) -> Result<(), String> + Send + Sync>;
 
+/// Pin checks of one channel in flight at once.
+const MAX_CHECKS: usize = 4;
 /// Frames queued for the channel before writers wait.
 const OUT_QUEUE: usize = 256;
 /// Bytes buffered in each direction of a server's in-process pipe.
@@ -113,6 +115,9 @@ struct Live {
     alive: AtomicBool,
     /// Why the channel ended, once it has.
     ended: Mutex<Option<String>>,
+    /// Pin checks in flight: a sandbox that floods reports waits for them (its frames are
+    /// not read meanwhile) rather than piling work on the brain's store.
+    checks: Arc<tokio::sync::Semaphore>,
 }
 
 enum State {
@@ -456,6 +461,7 @@ impl Channel {
         let live = Arc::new(Live {
             epoch: self.epochs.fetch_add(1, Ordering::SeqCst) + 1,
             version: ready.version,
+            checks: Arc::new(tokio::sync::Semaphore::new(MAX_CHECKS)),
             out,
             streams: Mutex::new(HashMap::new()),
             alive: AtomicBool::new(true),
@@ -559,21 +565,26 @@ impl Channel {
 
 /// Routes one frame from the supervisor to its stream.
 async fn route(live: &Live, frame: Frame) {
+    // A reported start is always answered (refused on a stream that is gone), so the
+    // supervisor never waits out its timeout for a stream the brain just closed.
+    if frame.kind == Kind::Pin {
+        let pins = match live.streams.lock() {
+            Ok(streams) => streams.get(&frame.server).and_then(|s| s.pins.clone()),
+            Err(poisoned) => poisoned
+                .into_inner()
+                .get(&frame.server)
+                .and_then(|s| s.pins.clone()),
+        };
+        if let Ok(permit) = Arc::clone(&live.checks).acquire_owned().await {
+            check_start(live.out.clone(), frame, pins, permit);
+        }
+        return;
+    }
     let sender = {
         let streams = match live.streams.lock() {
             Ok(streams) => streams,
             Err(poisoned) => poisoned.into_inner(),
         };
-        // A reported start is always answered (refused on a stream that is gone), so the
-        // supervisor never waits out its timeout for a stream the brain just closed.
-        if frame.kind == Kind::Pin {
-            let pins = streams
-                .get(&frame.server)
-                .and_then(|sinks| sinks.pins.clone());
-            drop(streams);
-            check_start(live.out.clone(), frame, pins);
-            return;
-        }
         let Some(sinks) = streams.get(&frame.server) else {
             return;
         };
@@ -612,22 +623,28 @@ async fn route(live: &Live, frame: Frame) {
 /// brain's store): allowed when the stream's pin check passes. A stream that did not ask
 /// for pins is never reported to; a report on it, or on a stream that is gone, is answered
 /// with a refusal.
-fn check_start(out: mpsc::Sender<Frame>, frame: Frame, pins: Option<StreamPins>) {
+fn check_start(
+    out: mpsc::Sender<Frame>,
+    frame: Frame,
+    pins: Option<StreamPins>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) {
     tokio::spawn(async move {
         let server = frame.server.clone();
-        let verdict = match serde_json::from_slice::<Report>(&frame.payload) {
+        let verdict = match parse_report(&frame.payload) {
             Err(error) => {
-                tracing::warn!(server = %server, "an executable pin report that does not parse: {error}");
+                tracing::warn!(server = %server, "an executable pin report was not answered: {error}");
                 return;
             }
             Ok(report) => {
                 let start = report.start;
-                let decided = match pins {
-                    None => Err(format!(
+                let decided = match (pins, over_limits(&server, &report)) {
+                    (_, Some(refusal)) => Err(refusal),
+                    (None, None) => Err(format!(
                         "`{server}` is not started: its stream is closed, or did not ask for \
                          executable pins"
                     )),
-                    Some(pins) => tokio::task::spawn_blocking(move || pins(&report))
+                    (Some(pins), None) => tokio::task::spawn_blocking(move || pins(&report))
                         .await
                         .unwrap_or_else(|error| {
                             Err(format!("the pin check of `{server}` failed: {error}"))
@@ -647,6 +664,7 @@ fn check_start(out: mpsc::Sender<Frame>, frame: Frame, pins: Option<StreamPins>)
                 }
             }
         };
+        drop(permit);
         let payload = serde_json::to_vec(&verdict).unwrap_or_default();
         let _ = out.send(Frame::new(Kind::Verdict, &server, payload)).await;
     });

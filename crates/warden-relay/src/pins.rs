@@ -105,6 +105,37 @@ impl Report {
     }
 }
 
+/// The largest report the brain reads (a real one is a few hundred bytes per file).
+pub const MAX_REPORT_BYTES: usize = 256 * 1024;
+/// The most files a report may name besides the program.
+pub const MAX_REPORT_FILES: usize = 256;
+
+/// Reads a report from the supervisor: `Err` (with why) for one over
+/// [`MAX_REPORT_BYTES`] or that does not parse, which is left unanswered (the start then
+/// times out inside, refused). A report naming more than [`MAX_REPORT_FILES`] files parses,
+/// and is refused by [`over_limits`].
+pub fn parse_report(payload: &[u8]) -> Result<Report, String> {
+    if payload.len() > MAX_REPORT_BYTES {
+        return Err(format!(
+            "a report of {} bytes exceeds the cap of {MAX_REPORT_BYTES} bytes",
+            payload.len()
+        ));
+    }
+    serde_json::from_slice(payload)
+        .map_err(|error| format!("a report that does not parse: {error}"))
+}
+
+/// Why `report` is refused before any pin is read or written, if it is.
+pub fn over_limits(server: &str, report: &Report) -> Option<String> {
+    (report.files.len() > MAX_REPORT_FILES).then(|| {
+        format!(
+            "`{server}` is not started: its report names {} files, more than the {MAX_REPORT_FILES} \
+             a start may pin",
+            report.files.len()
+        )
+    })
+}
+
 /// Brain to supervisor: whether start number `start` may run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Verdict {
@@ -155,5 +186,34 @@ mod tests {
         assert_eq!(serde_json::from_slice::<Report>(&bytes).unwrap(), report);
         let open: OpenOptions = serde_json::from_slice(b"{}").unwrap();
         assert!(!open.pins);
+    }
+
+    #[test]
+    fn reports_over_the_limits_are_refused_before_any_pin_is_read() {
+        let mut report = Report {
+            start: 1,
+            program: "/bin/server".into(),
+            program_sha256: "a".repeat(64),
+            files: Vec::new(),
+            package: None,
+            notes: Vec::new(),
+        };
+        // Control: an ordinary report is read and passes.
+        let bytes = serde_json::to_vec(&report).unwrap();
+        assert_eq!(parse_report(&bytes).unwrap(), report);
+        assert!(over_limits("s", &report).is_none());
+        // Too many files: refused, naming the server and the limit.
+        report.files = (0..=MAX_REPORT_FILES)
+            .map(|n| ReportedFile {
+                path: format!("/lib/{n}").into(),
+                role: "preload".into(),
+                sha256: "b".repeat(64),
+            })
+            .collect();
+        let why = over_limits("s", &report).unwrap();
+        assert!(why.contains("`s`") && why.contains("257 files"), "{why}");
+        // Too many bytes: not even parsed.
+        let huge = vec![b' '; MAX_REPORT_BYTES + 1];
+        assert!(parse_report(&huge).unwrap_err().contains("exceeds the cap"));
     }
 }
