@@ -237,10 +237,17 @@ impl HostBuilder {
             (None, None) => Arc::new(confined(scratch_dir)),
         };
         guard.audit = audit;
-        // Relayed servers (`relay = "NAME"`) go through the process's relay channels.
+        // Relayed servers (`relay = "NAME"`) go through the process's relay channels; with
+        // a store, every start inside the sandbox is checked against its executable pin.
         let mut options = options;
         if options.relay.is_none() {
-            options.relay = Some(warden_relay::Dialer::global());
+            options.relay = Some(match &store {
+                Some(store) => Arc::new(warden_relay::PinnedDialer::new(
+                    warden_relay::Dialer::global(),
+                    Arc::new(crate::relay_pins::RelayPins::new(Arc::clone(store))),
+                )),
+                None => warden_relay::Dialer::global(),
+            });
         }
         let (specs, cached) = match (&store, from_cache && guard.cache.is_some()) {
             (Some(store), true) => read_cache(Arc::clone(store), Arc::clone(&review), specs).await,

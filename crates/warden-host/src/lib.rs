@@ -14,7 +14,8 @@
 //! - [`audit`]: the one audit writer, with typed outcomes.
 //! - [`approvals`]: project-server approvals, pinned tool definitions and their drift, and
 //!   the quarantine of definitions the description scan flags ([`Reviewer`]).
-//! - [`pins`]: pinned executables, checked at the launcher seam ([`PinningLauncher`]).
+//! - [`pins`]: pinned executables, checked at the launcher seam ([`PinningLauncher`]);
+//!   [`relay_pins`]: the same for servers inside a sandbox, on the supervisor's report.
 //! - [`ToolSearch`] ranks the catalogue's tools by words (`warden-search`), the one ranking
 //!   `warden tools --search` prints and the agent loop's tool search returns.
 //! - [`naming`], [`schema`] and [`result_text`] are the rules the catalogue and the
@@ -33,6 +34,7 @@ pub mod host;
 pub mod naming;
 pub mod packages;
 pub mod pins;
+pub mod relay_pins;
 pub mod result_text;
 pub mod schema;
 pub mod search;

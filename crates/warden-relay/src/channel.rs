@@ -25,8 +25,15 @@ use warden_config::RelayChannel;
 use warden_mcp::lines::{LineRead, read_capped_line};
 
 use crate::frame::{Frame, FrameError, Kind, read_frame, write_frame};
-use crate::hello::{Hello, Ready, VERSION};
+use crate::hello::{Hello, PINS_VERSION, Ready, VERSION};
+use crate::pins::{OpenOptions, Report, Verdict, over_limits, parse_report};
 
+/// Decides whether a start of one stream's server may run (the brain's pin check, bound to
+/// the server's stub).
+pub type StreamPins = Arc<dyn Fn(&Report) -> Result<(), String> + Send + Sync>;
+
+/// Pin checks of one channel in flight at once.
+const MAX_CHECKS: usize = 4;
 /// Frames queued for the channel before writers wait.
 const OUT_QUEUE: usize = 256;
 /// Bytes buffered in each direction of a server's in-process pipe.
@@ -95,15 +102,22 @@ pub struct Deadlines {
 struct Sinks {
     stdout: mpsc::Sender<Vec<u8>>,
     stderr: mpsc::Sender<Vec<u8>>,
+    /// Checks the starts the supervisor reports; `None`: the stream did not ask for pins.
+    pins: Option<StreamPins>,
 }
 
 struct Live {
     epoch: u64,
+    /// The supervisor's relay protocol version.
+    version: u32,
     out: mpsc::Sender<Frame>,
     streams: Mutex<HashMap<String, Sinks>>,
     alive: AtomicBool,
     /// Why the channel ended, once it has.
     ended: Mutex<Option<String>>,
+    /// Pin checks in flight: a sandbox that floods reports waits for them (its frames are
+    /// not read meanwhile) rather than piling work on the brain's store.
+    checks: Arc<tokio::sync::Semaphore>,
 }
 
 enum State {
@@ -154,14 +168,30 @@ impl Channel {
 
     /// Opens `server`'s stream (a new session of it inside the sandbox), opening the
     /// channel first if needed; fails at once while the channel is down and its next
-    /// attempt is not due.
+    /// attempt is not due. With `pins`, every start of the server inside is reported and
+    /// runs only if `pins` allows it.
     pub async fn open(
         &self,
         server: &str,
         deadlines: Arc<Deadlines>,
         connect_limit: Duration,
+        pins: Option<StreamPins>,
     ) -> Result<Stream, ChannelError> {
         let live = self.live(connect_limit).await?;
+        if pins.is_some() && live.version < PINS_VERSION {
+            return Err(ChannelError::Open {
+                relay: self.name.clone(),
+                reason: format!(
+                    "the supervisor inside speaks relay protocol {}, which does not report \
+                     what `{server}` runs, so its executable pin cannot be checked; update \
+                     Warden inside the sandbox",
+                    live.version.max(1)
+                ),
+            });
+        }
+        let open = OpenOptions {
+            pins: pins.is_some(),
+        };
         let (stdin, brain_writes) = tokio::io::duplex(PIPE_BYTES);
         let (mut stdout_in, stdout) = tokio::io::duplex(PIPE_BYTES);
         let (mut stderr_in, stderr) = tokio::io::duplex(PIPE_BYTES);
@@ -196,13 +226,12 @@ impl Channel {
                 Sinks {
                     stdout: stdout_tx,
                     stderr: stderr_tx,
+                    pins,
                 },
             );
         }
-        let _ = live
-            .out
-            .send(Frame::new(Kind::Open, server, Vec::new()))
-            .await;
+        let open = serde_json::to_vec(&open).unwrap_or_default();
+        let _ = live.out.send(Frame::new(Kind::Open, server, open)).await;
         // The connection's requests, one per line, become Data frames with deadlines.
         let out = live.out.clone();
         let name = server.to_owned();
@@ -431,6 +460,8 @@ impl Channel {
         let (out, mut out_rx) = mpsc::channel::<Frame>(OUT_QUEUE);
         let live = Arc::new(Live {
             epoch: self.epochs.fetch_add(1, Ordering::SeqCst) + 1,
+            version: ready.version,
+            checks: Arc::new(tokio::sync::Semaphore::new(MAX_CHECKS)),
             out,
             streams: Mutex::new(HashMap::new()),
             alive: AtomicBool::new(true),
@@ -534,6 +565,21 @@ impl Channel {
 
 /// Routes one frame from the supervisor to its stream.
 async fn route(live: &Live, frame: Frame) {
+    // A reported start is always answered (refused on a stream that is gone), so the
+    // supervisor never waits out its timeout for a stream the brain just closed.
+    if frame.kind == Kind::Pin {
+        let pins = match live.streams.lock() {
+            Ok(streams) => streams.get(&frame.server).and_then(|s| s.pins.clone()),
+            Err(poisoned) => poisoned
+                .into_inner()
+                .get(&frame.server)
+                .and_then(|s| s.pins.clone()),
+        };
+        if let Ok(permit) = Arc::clone(&live.checks).acquire_owned().await {
+            check_start(live.out.clone(), frame, pins, permit);
+        }
+        return;
+    }
     let sender = {
         let streams = match live.streams.lock() {
             Ok(streams) => streams,
@@ -562,10 +608,66 @@ async fn route(live: &Live, frame: Frame) {
                 Ok(mut streams) => streams.remove(&frame.server),
                 Err(poisoned) => poisoned.into_inner().remove(&frame.server),
             };
-            drop(removed);
+            // The reason goes to the server's log too (its stderr tail, `warden tools -v`).
+            if let Some(sinks) = removed {
+                let mut line = b"the sandbox closed the stream: ".to_vec();
+                line.extend_from_slice(&frame.payload);
+                let _ = sinks.stderr.try_send(line);
+            }
         }
         _ => {}
     }
+}
+
+/// Answers a start the supervisor reported, off the reader's task (the check reads the
+/// brain's store): allowed when the stream's pin check passes. A stream that did not ask
+/// for pins is never reported to; a report on it, or on a stream that is gone, is answered
+/// with a refusal.
+fn check_start(
+    out: mpsc::Sender<Frame>,
+    frame: Frame,
+    pins: Option<StreamPins>,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) {
+    tokio::spawn(async move {
+        let server = frame.server.clone();
+        let verdict = match parse_report(&frame.payload) {
+            Err(error) => {
+                tracing::warn!(server = %server, "an executable pin report was not answered: {error}");
+                return;
+            }
+            Ok(report) => {
+                let start = report.start;
+                let decided = match (pins, over_limits(&server, &report)) {
+                    (_, Some(refusal)) => Err(refusal),
+                    (None, None) => Err(format!(
+                        "`{server}` is not started: its stream is closed, or did not ask for \
+                         executable pins"
+                    )),
+                    (Some(pins), None) => tokio::task::spawn_blocking(move || pins(&report))
+                        .await
+                        .unwrap_or_else(|error| {
+                            Err(format!("the pin check of `{server}` failed: {error}"))
+                        }),
+                };
+                match decided {
+                    Ok(()) => Verdict {
+                        start,
+                        allow: true,
+                        reason: String::new(),
+                    },
+                    Err(reason) => Verdict {
+                        start,
+                        allow: false,
+                        reason,
+                    },
+                }
+            }
+        };
+        drop(permit);
+        let payload = serde_json::to_vec(&verdict).unwrap_or_default();
+        let _ = out.send(Frame::new(Kind::Verdict, &server, payload)).await;
+    });
 }
 
 /// The deadline stamped on one outgoing message: requests only.

@@ -45,10 +45,21 @@ pub enum FromChild {
     Forward(Map<String, Value>),
     /// The answer to a request the supervisor made itself.
     Internal(Map<String, Value>),
+    /// A notification the brain may use (progress, a log message, a resource update):
+    /// passed on within a rate budget, never waiting for the channel.
+    Notice(Map<String, Value>),
     /// Drop it: an answer nobody waits for (stale, or already timed out), or a
     /// notification that is not passed on.
     Drop(&'static str),
 }
+
+/// Notifications passed on to the brain within a rate budget (besides list changes, which
+/// always are).
+pub const RELAYED_NOTICES: [&str; 3] = [
+    "notifications/progress",
+    "notifications/message",
+    "notifications/resources/updated",
+];
 
 /// The correlation state of one server.
 #[derive(Debug, Default)]
@@ -211,8 +222,10 @@ impl Correlator {
                 );
                 FromChild::Forward(message)
             }
-            // A notification: list changes are passed on, everything else is acknowledged
-            // by being read and dropped, so a flood never fills the brain's queue.
+            // A notification: list changes are passed on; progress, log messages and
+            // resource updates are passed on within a budget (the supervisor's); everything
+            // else is acknowledged by being read and dropped, so a flood never fills the
+            // brain's queue.
             (true, false) => {
                 let method = message
                     .get("method")
@@ -220,6 +233,8 @@ impl Correlator {
                     .unwrap_or_default();
                 if method.ends_with("/list_changed") {
                     FromChild::Forward(message)
+                } else if RELAYED_NOTICES.contains(&method) {
+                    FromChild::Notice(message)
                 } else {
                     FromChild::Drop("a notification that is not passed on")
                 }
@@ -310,15 +325,29 @@ mod tests {
     }
 
     #[test]
-    fn notifications_other_than_list_changes_are_dropped() {
+    fn notifications_other_than_list_changes_and_notices_are_dropped() {
         let mut corr = Correlator::default();
-        for method in ["notifications/message", "notifications/progress", "x/y"] {
+        for method in [
+            "x/y",
+            "notifications/cancelled",
+            "notifications/initialized",
+        ] {
             let note = object(json!({"jsonrpc":"2.0","method":method,"params":{}}));
             assert!(
                 matches!(corr.child_message(0, note), FromChild::Drop(_)),
                 "{method}"
             );
         }
+        for method in RELAYED_NOTICES {
+            let note = object(json!({"jsonrpc":"2.0","method":method,"params":{}}));
+            assert!(
+                matches!(corr.child_message(0, note), FromChild::Notice(_)),
+                "{method}"
+            );
+        }
+        // A replaced child's notices are dropped like its answers.
+        let note = object(json!({"jsonrpc":"2.0","method":"notifications/progress"}));
+        assert!(matches!(corr.child_message(7, note), FromChild::Drop(_)));
         let changed = object(json!({"jsonrpc":"2.0","method":"notifications/tools/list_changed"}));
         assert!(matches!(
             corr.child_message(0, changed),

@@ -20,7 +20,8 @@ use warden_mcp::{
     ServerInfo, ToolDef,
 };
 
-use crate::channel::{Channel, Deadlines};
+use crate::channel::{Channel, Deadlines, StreamPins};
+use crate::pins::{PinCheck, Report};
 
 /// The relay dialer: one [`Channel`] per relay name, shared by every relayed server.
 #[derive(Default)]
@@ -58,6 +59,43 @@ impl RelayDialer for Dialer {
         spec: &'a ServerSpec,
         options: &'a ConnectOptions,
     ) -> BoxFuture<'a, Result<Box<dyn Connection>, ConnectFailure>> {
+        self.dial(spec, options, None)
+    }
+}
+
+/// A [`Dialer`] whose streams ask for executable pins: every start of a relayed server
+/// inside the sandbox is reported and runs only if `pins` allows it ([`crate::pins`]).
+/// The host installs one over its state store.
+pub struct PinnedDialer {
+    dialer: Arc<Dialer>,
+    pins: Arc<dyn PinCheck>,
+}
+
+impl PinnedDialer {
+    /// `dialer`'s channels, with `pins` checking every start.
+    pub fn new(dialer: Arc<Dialer>, pins: Arc<dyn PinCheck>) -> Self {
+        Self { dialer, pins }
+    }
+}
+
+impl RelayDialer for PinnedDialer {
+    fn connect<'a>(
+        &'a self,
+        spec: &'a ServerSpec,
+        options: &'a ConnectOptions,
+    ) -> BoxFuture<'a, Result<Box<dyn Connection>, ConnectFailure>> {
+        self.dialer
+            .dial(spec, options, Some(Arc::clone(&self.pins)))
+    }
+}
+
+impl Dialer {
+    fn dial<'a>(
+        &'a self,
+        spec: &'a ServerSpec,
+        options: &'a ConnectOptions,
+        pins: Option<Arc<dyn PinCheck>>,
+    ) -> BoxFuture<'a, Result<Box<dyn Connection>, ConnectFailure>> {
         Box::pin(async move {
             let Some(channel) = self.channel(spec) else {
                 return Err(failure(format!("`{}` is not a relayed server", spec.name)));
@@ -67,6 +105,7 @@ impl RelayDialer for Dialer {
                 options: options.clone(),
                 channel,
                 deadlines: Arc::new(Deadlines::default()),
+                pins,
                 session: tokio::sync::Mutex::new(None),
                 info: OnceLock::new(),
             };
@@ -103,6 +142,8 @@ pub struct RelayConnection {
     options: ConnectOptions,
     channel: Arc<Channel>,
     deadlines: Arc<Deadlines>,
+    /// Checks every start of the server inside (`None`: starts are not reported).
+    pins: Option<Arc<dyn PinCheck>>,
     session: tokio::sync::Mutex<Option<Session>>,
     info: OnceLock<ServerInfo>,
 }
@@ -126,10 +167,21 @@ impl RelayConnection {
             Ordering::Relaxed,
         );
         let mut spec = self.spec.clone();
+        let pins: Option<StreamPins> = self.pins.as_ref().map(|check| {
+            let check = Arc::clone(check);
+            let stub = self.spec.clone();
+            let relay = self.channel.name().to_owned();
+            Arc::new(move |report: &Report| check.check(&relay, &stub, report)) as StreamPins
+        });
         let connection = loop {
             let stream = self
                 .channel
-                .open(&spec.name, Arc::clone(&self.deadlines), connect)
+                .open(
+                    &spec.name,
+                    Arc::clone(&self.deadlines),
+                    connect,
+                    pins.clone(),
+                )
                 .await
                 .map_err(|error| error.to_string())?;
             let epoch = stream.epoch;

@@ -40,6 +40,11 @@ pub enum Kind {
     Closed = 6,
     /// Brain to supervisor: the session ends; every child is stopped.
     Bye = 7,
+    /// Supervisor to brain: what a start of the named server would execute (a
+    /// [`crate::pins::Report`]); the start waits for the brain's verdict.
+    Pin = 8,
+    /// Brain to supervisor: whether that start may run (a [`crate::pins::Verdict`]).
+    Verdict = 9,
 }
 
 impl Kind {
@@ -52,6 +57,8 @@ impl Kind {
             5 => Self::Open,
             6 => Self::Closed,
             7 => Self::Bye,
+            8 => Self::Pin,
+            9 => Self::Verdict,
             _ => return None,
         })
     }
@@ -239,7 +246,7 @@ mod tests {
     #[tokio::test]
     async fn malformed_frames_are_refused_with_a_reason() {
         for (body, why) in [
-            (vec![9u8, 0, 0, 0, 0, 0], "an unknown kind"),
+            (vec![99u8, 0, 0, 0, 0, 0], "an unknown kind"),
             (
                 vec![3u8, 200, 0, 0, 0, 0],
                 "a server name longer than 64 bytes",

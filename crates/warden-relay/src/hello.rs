@@ -37,7 +37,15 @@ impl std::fmt::Debug for Hello {
 pub struct Ready {
     /// Their names.
     pub servers: Vec<String>,
+    /// The supervisor's relay protocol version (absent before version 2, which added
+    /// executable pins: [`crate::pins`]).
+    #[serde(default)]
+    pub version: u32,
 }
 
-/// The relay protocol's version.
-pub const VERSION: u32 = 1;
+/// The relay protocol's version. 2: starts are reported and wait for the brain's verdict
+/// when the stream asks for pins.
+pub const VERSION: u32 = 2;
+
+/// The first version whose supervisor reports executable pins.
+pub const PINS_VERSION: u32 = 2;

@@ -7,6 +7,8 @@
 //!   restarts them, confines them, correlates, forwards stderr, enforces deadlines.
 //! - [`correlate`]: the id rewriting that keeps a replaced child's late answer from ever
 //!   answering a newer request.
+//! - [`pins`]: executable pins of servers inside the sandbox, reported by the
+//!   supervisor before each start and checked against the brain's store.
 //! - [`channel`] and [`dialer`]: the brain's side: the channel command, one per relay, and
 //!   a [`warden_mcp::Connection`] per relayed server over it.
 //!
@@ -17,7 +19,8 @@ pub mod correlate;
 pub mod dialer;
 pub mod frame;
 pub mod hello;
+pub mod pins;
 pub mod supervisor;
 
-pub use dialer::{Dialer, RelayConnection};
+pub use dialer::{Dialer, PinnedDialer, RelayConnection};
 pub use supervisor::{RestartPolicy, Supervisor};

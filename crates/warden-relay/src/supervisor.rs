@@ -10,14 +10,19 @@
 //!   with quick exits, at most [`RestartPolicy::burst`] times within
 //!   [`RestartPolicy::window`]; the brain's `initialize` is replayed to the new child, so the
 //!   brain's session of the server goes on;
-//! - requests and answers are correlated by [`Correlator`]; notifications other than list
-//!   changes are read and dropped;
+//! - requests and answers are correlated by [`Correlator`]; list changes are passed on,
+//!   progress, log messages and resource updates too within a rate budget (64 at once, 32
+//!   a second), never waiting for the channel; other notifications are read and dropped;
 //! - each request has a deadline: the tool's own timeout, or the brain's deadline less a
 //!   margin, whichever is first; past it the child is sent `notifications/cancelled` and the
 //!   brain an error naming the level that fired;
 //! - stderr lines are capped and sent as log frames; they never wait for the channel;
+//! - a changed configuration applies between calls (see [`Supervisor::reload`]);
 //! - the session's secrets arrive in the first frame and go only into the environment of
 //!   the server they are for;
+//! - when the brain's stream asks for pins, every start is hashed and reported to the brain
+//!   first, and runs only on its verdict, exactly the files that were hashed
+//!   ([`crate::pins`]);
 //! - when the channel ends (or the brain says `Bye`), every child is stopped: stdin closed,
 //!   then SIGTERM, then SIGKILL.
 
@@ -36,7 +41,8 @@ use warden_mcp::{LaunchRequest, Launcher, ProcessGroup};
 
 use crate::correlate::{Correlator, Deadline, FromChild};
 use crate::frame::{Frame, FrameError, Kind, read_frame, write_frame};
-use crate::hello::{Hello, Ready};
+use crate::hello::{Hello, Ready, VERSION};
+use crate::pins::{Executables, OpenOptions, Report, Verdict};
 
 /// Frames queued for the channel before senders wait (answers) or drop (log lines).
 const OUT_QUEUE: usize = 256;
@@ -50,6 +56,10 @@ const MAX_LOG_LINE: usize = 8 * 1024;
 const WRITE_LIMIT: Duration = Duration::from_secs(5);
 /// How long stopping every child at the end of a session may take in all.
 const STOP_LIMIT: Duration = Duration::from_secs(10);
+/// How often the sandbox's configuration is looked at (a `stat`) while no frame arrives.
+const RELOAD_EVERY: Duration = Duration::from_secs(1);
+/// Verdicts queued for one server (one is awaited at a time; more are stale or forged).
+const VERDICTS: usize = 4;
 
 /// JSON-RPC error codes the supervisor answers with.
 pub mod codes {
@@ -59,6 +69,8 @@ pub mod codes {
     pub const SERVER_EXITED: i32 = -32002;
     /// Too many requests pending or queued for the server.
     pub const BUSY: i32 = -32003;
+    /// The brain refused the start: what the server runs is not what it pinned.
+    pub const REFUSED: i32 = -32004;
 }
 
 /// When a child that exited is started again.
@@ -96,15 +108,20 @@ pub type Reload =
 pub struct Supervisor {
     /// The real server definitions (the sandbox's configuration).
     pub servers: BTreeMap<String, ServerSpec>,
-    /// When set, the definitions are read again when a stream is opened and before each
-    /// message from the brain (when the file changed), so a changed server set applies at
-    /// the next call without restarting the sandbox: a server whose definition changed is
-    /// restarted under the new one between calls (the brain's handshake replayed), a server
-    /// no longer defined is stopped and its stream closed. A file that no longer reads keeps
+    /// When set, the definitions are read again when a stream is opened, before each
+    /// message from the brain and every second in between (each time only when the file
+    /// changed), so a changed server set applies without restarting the sandbox: a server
+    /// whose definition changed is restarted under the new one between calls (at once when
+    /// idle, and the brain is sent `notifications/tools/list_changed` so its next turn reads
+    /// the list again; the brain's handshake is replayed to the new child), a server no
+    /// longer defined is stopped and its stream closed. A file that no longer reads keeps
     /// the definitions in force (logged).
     pub reload: Option<Reload>,
     /// Starts (and confines) the children.
     pub launcher: Arc<dyn Launcher>,
+    /// Hashes and starts the children of streams that ask for pins (the same confinement
+    /// as `launcher`); without it, such a stream's starts are refused.
+    pub executables: Option<Arc<dyn Executables>>,
     /// Restarts.
     pub restart: RestartPolicy,
     /// Cap on one frame's payload.
@@ -140,15 +157,40 @@ impl Supervisor {
             }
             let _ = output.flush().await;
         });
-        let mut input = BufReader::new(input);
+        // Frames are read by a task of their own, so that the loop below can also look at
+        // the configuration between frames (reading a frame cannot be interrupted safely).
+        let (frames_tx, mut frames) = mpsc::channel::<Result<Frame, FrameError>>(OUT_QUEUE);
+        let reader = tokio::spawn(async move {
+            let mut input = BufReader::new(input);
+            loop {
+                let read = read_frame(&mut input, max_payload).await;
+                let end = read.is_err();
+                if frames_tx.send(read).await.is_err() || end {
+                    break;
+                }
+            }
+        });
+        let mut tick = tokio::time::interval(RELOAD_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut secrets: HashMap<String, BTreeMap<String, String>> = HashMap::new();
         let mut tasks: HashMap<String, ServerHandle> = HashMap::new();
         let mut servers = self.servers.clone();
         let result = loop {
-            let frame = match read_frame(&mut input, max_payload).await {
-                Ok(frame) => frame,
-                Err(FrameError::Closed) => break Ok(()),
-                Err(error) => break Err(error),
+            let frame = tokio::select! {
+                read = frames.recv() => match read {
+                    Some(Ok(frame)) => frame,
+                    Some(Err(FrameError::Closed)) | None => break Ok(()),
+                    Some(Err(error)) => break Err(error),
+                },
+                // A changed configuration applies between calls even while the brain is
+                // quiet: a changed idle server is restarted (and the brain told its list
+                // may have changed), a removed one is stopped and its stream closed.
+                _ = tick.tick(), if self.reload.is_some() => {
+                    if self.reload_into(&mut servers) {
+                        redefine(&mut tasks, &servers, &out_tx).await;
+                    }
+                    continue;
+                }
             };
             match frame.kind {
                 Kind::Hello => {
@@ -157,6 +199,7 @@ impl Supervisor {
                     self.reload_into(&mut servers);
                     let ready = Ready {
                         servers: servers.keys().cloned().collect(),
+                        version: VERSION,
                     };
                     let payload = serde_json::to_vec(&ready).unwrap_or_default();
                     let _ = out_tx.send(Frame::new(Kind::Ready, "", payload)).await;
@@ -177,10 +220,18 @@ impl Supervisor {
                         continue;
                     };
                     let env = secrets.get(&frame.server).cloned().unwrap_or_default();
+                    let open: OpenOptions = if frame.payload.is_empty() {
+                        OpenOptions::default()
+                    } else {
+                        serde_json::from_slice(&frame.payload).unwrap_or_default()
+                    };
                     let handle = ServerTask::start(
                         spec.clone(),
                         env,
-                        Arc::clone(&self.launcher),
+                        Launchers {
+                            plain: Arc::clone(&self.launcher),
+                            pinned: open.pins.then(|| self.executables.clone()),
+                        },
                         self.restart,
                         out_tx.clone(),
                     );
@@ -225,10 +276,21 @@ impl Supervisor {
                         old.stop().await;
                     }
                 }
+                Kind::Verdict => match serde_json::from_slice::<Verdict>(&frame.payload) {
+                    Ok(verdict) => {
+                        if let Some(handle) = tasks.get(&frame.server) {
+                            let _ = handle.verdicts.try_send(verdict);
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(server = %frame.server, "a verdict that does not parse: {error}");
+                    }
+                },
                 Kind::Bye => break Ok(()),
-                Kind::Ready | Kind::Log => {}
+                Kind::Ready | Kind::Log | Kind::Pin => {}
             }
         };
+        reader.abort();
         // The session is over: every child goes, whatever ended it.
         let stops = tasks.into_values().map(ServerHandle::stop);
         let _ = tokio::time::timeout(STOP_LIMIT, futures::future::join_all(stops)).await;
@@ -330,6 +392,8 @@ enum Inbound {
 
 struct ServerHandle {
     mailbox: mpsc::Sender<Inbound>,
+    /// The brain's verdicts on the server's reported starts.
+    verdicts: mpsc::Sender<Verdict>,
     task: tokio::task::JoinHandle<()>,
     /// The definition the task was last given.
     spec: ServerSpec,
@@ -357,11 +421,28 @@ struct Running {
     group: ProcessGroup,
 }
 
+/// The outcome of a start run on a blocking thread.
+type Started =
+    Result<Result<warden_mcp::Launched, warden_mcp::LaunchError>, tokio::task::JoinError>;
+
+/// How one server's children are started.
+struct Launchers {
+    /// Without pins.
+    plain: Arc<dyn Launcher>,
+    /// When the stream asks for pins: what hashes and starts (`Some(None)`: the supervisor
+    /// cannot pin, so every start is refused).
+    pinned: Option<Option<Arc<dyn Executables>>>,
+}
+
 /// The task that owns one server's child.
 struct ServerTask {
     spec: ServerSpec,
     secrets: BTreeMap<String, String>,
-    launcher: Arc<dyn Launcher>,
+    launcher: Launchers,
+    /// The brain's verdicts on reported starts.
+    verdicts: mpsc::Receiver<Verdict>,
+    /// Starts reported so far (each verdict names the one it answers).
+    reported: u64,
     restart: RestartPolicy,
     out: mpsc::Sender<Frame>,
     corr: Correlator,
@@ -377,23 +458,60 @@ struct ServerTask {
     given_up: bool,
     /// A changed definition, applied before the next request once nothing is pending.
     redefined: Option<ServerSpec>,
+    /// The budget of notices passed on to the brain.
+    notices: Budget,
+    notices_dropped: u64,
+}
+
+/// Notices a server may send in a burst, and per second after it.
+const NOTICE_BURST: f64 = 64.0;
+const NOTICE_RATE: f64 = 32.0;
+
+/// A token bucket: [`NOTICE_BURST`] at once, refilled at [`NOTICE_RATE`] a second.
+struct Budget {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Budget {
+    fn new() -> Self {
+        Self {
+            tokens: NOTICE_BURST,
+            at: Instant::now(),
+        }
+    }
+
+    fn take(&mut self, now: Instant) -> bool {
+        let refill = now.saturating_duration_since(self.at).as_secs_f64() * NOTICE_RATE;
+        self.tokens = (self.tokens + refill).min(NOTICE_BURST);
+        self.at = now;
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 impl ServerTask {
     fn start(
         spec: ServerSpec,
         secrets: BTreeMap<String, String>,
-        launcher: Arc<dyn Launcher>,
+        launcher: Launchers,
         restart: RestartPolicy,
         out: mpsc::Sender<Frame>,
     ) -> ServerHandle {
         let (mailbox, inbox) = mpsc::channel(MAILBOX);
         let (events_tx, events) = mpsc::channel(CHILD_QUEUE);
+        let (verdicts_tx, verdicts) = mpsc::channel(VERDICTS);
         let handle_spec = spec.clone();
         let task = ServerTask {
             spec,
             secrets,
             launcher,
+            verdicts,
+            reported: 0,
             restart,
             out,
             corr: Correlator::default(),
@@ -405,10 +523,13 @@ impl ServerTask {
             events_tx,
             given_up: false,
             redefined: None,
+            notices: Budget::new(),
+            notices_dropped: 0,
         };
         let task = tokio::spawn(task.run(inbox, events));
         ServerHandle {
             mailbox,
+            verdicts: verdicts_tx,
             task,
             spec: handle_spec,
         }
@@ -432,7 +553,13 @@ impl ServerTask {
                     Some(Inbound::Brain { payload, deadline }) => {
                         self.on_brain(payload, deadline, &mut events).await;
                     }
-                    Some(Inbound::Redefine(spec)) => self.redefined = Some(*spec),
+                    Some(Inbound::Redefine(spec)) => {
+                        self.redefined = Some(*spec);
+                        // Idle: restarted now, so the brain's next turn sees the new list.
+                        if self.corr.pending() == 0 {
+                            self.apply_definition().await;
+                        }
+                    }
                     Some(Inbound::Stop(done)) => {
                         self.stop_child("the session ended").await;
                         let _ = done.send(());
@@ -446,6 +573,26 @@ impl ServerTask {
                 Some(event) = events.recv() => self.on_child(event).await,
                 () = sleep => self.expire().await,
             }
+        }
+    }
+
+    /// Passes a notice on if the budget allows, never waiting for the channel: a server
+    /// that floods loses notices, not calls.
+    fn notice(&mut self, message: &Map<String, Value>) {
+        if !self.notices.take(Instant::now()) {
+            self.notices_dropped += 1;
+            if self.notices_dropped.is_power_of_two() {
+                tracing::debug!(server = %self.spec.name, dropped = self.notices_dropped, "notifications over the budget dropped");
+            }
+            return;
+        }
+        if let Ok(payload) = serde_json::to_vec(message)
+            && self
+                .out
+                .try_send(Frame::new(Kind::Data, &self.spec.name, payload))
+                .is_err()
+        {
+            self.notices_dropped += 1;
         }
     }
 
@@ -496,11 +643,10 @@ impl ServerTask {
             Some("notifications/initialized") => self.initialized = true,
             _ => {}
         }
-        if let Err(reason) = self.ensure_child(method.as_deref(), events).await {
+        if let Err((code, reason)) = self.ensure_child(method.as_deref(), events).await {
             if is_request {
                 let id = message.get("id").cloned().unwrap_or(Value::Null);
-                self.send(&error_answer(id, codes::SERVER_EXITED, reason))
-                    .await;
+                self.send(&error_answer(id, code, reason)).await;
             }
             return;
         }
@@ -567,7 +713,7 @@ impl ServerTask {
         &mut self,
         method: Option<&str>,
         events: &mut mpsc::Receiver<ChildEvent>,
-    ) -> Result<(), String> {
+    ) -> Result<(), (i32, String)> {
         if self.child.is_some() {
             return Ok(());
         }
@@ -590,25 +736,52 @@ impl ServerTask {
                     reason.clone().into_bytes(),
                 ))
                 .await;
-            return Err(reason);
+            return Err((codes::SERVER_EXITED, reason));
         }
         if self.next_start > now {
             tokio::time::sleep_until(self.next_start.into()).await;
         }
         self.starts.push_back(Instant::now());
         let mut request = LaunchRequest::for_spec(&self.spec).ok_or_else(|| {
-            format!(
-                "`{}` is not a local (command) server inside the sandbox",
-                self.spec.name
+            (
+                codes::SERVER_EXITED,
+                format!(
+                    "`{}` is not a local (command) server inside the sandbox",
+                    self.spec.name
+                ),
             )
         })?;
         // The session's secrets for this server only, over the base the launcher builds.
         request.env.extend(self.secrets.clone());
-        let launcher = Arc::clone(&self.launcher);
-        let launched = tokio::task::spawn_blocking(move || launcher.launch(&request))
-            .await
-            .map_err(|error| format!("the start ended without a result ({error})"))?
-            .map_err(|error| format!("`{}` could not be started: {error}", self.spec.name))?;
+        let launched = match self.launcher.pinned.clone() {
+            None => {
+                let launcher = Arc::clone(&self.launcher.plain);
+                tokio::task::spawn_blocking(move || launcher.launch(&request)).await
+            }
+            Some(executables) => match self.start_pinned(executables, request).await {
+                Ok(launched) => launched,
+                Err(refused) => {
+                    // A refused start is not a crash: it does not count against the burst.
+                    self.starts.pop_back();
+                    return Err((codes::REFUSED, refused));
+                }
+            },
+        };
+        let launched = match launched {
+            Ok(Ok(launched)) => launched,
+            Ok(Err(error)) => {
+                return Err((
+                    codes::SERVER_EXITED,
+                    format!("`{}` could not be started: {error}", self.spec.name),
+                ));
+            }
+            Err(error) => {
+                return Err((
+                    codes::SERVER_EXITED,
+                    format!("the start ended without a result ({error})"),
+                ));
+            }
+        };
         let generation = self.corr.generation();
         tracing::info!(server = %self.spec.name, pid = launched.group.pid(), generation, "started");
         let max_line = self.spec.max_message_bytes;
@@ -671,9 +844,77 @@ impl ServerTask {
         if method != Some("initialize")
             && let Some(initialize) = self.initialize.clone()
         {
-            self.replay(initialize, events).await?;
+            self.replay(initialize, events)
+                .await
+                .map_err(|reason| (codes::SERVER_EXITED, reason))?;
         }
         Ok(())
+    }
+
+    /// Hashes what `request` would execute, reports it to the brain and waits (within the
+    /// server's connect timeout) for its verdict; on a yes, starts exactly the files that
+    /// were hashed (the start's own outcome, as a plain launch's). `Err` is the refusal: the
+    /// brain's reason, or why nothing could be reported.
+    async fn start_pinned(
+        &mut self,
+        executables: Option<Arc<dyn Executables>>,
+        request: LaunchRequest,
+    ) -> Result<Started, String> {
+        let name = self.spec.name.clone();
+        let Some(executables) = executables else {
+            return Err(format!(
+                "`{name}` is not started: the brain asks for executable pins and this \
+                 supervisor cannot hash what it starts"
+            ));
+        };
+        let hashing = Arc::clone(&executables);
+        let (request, fingerprint) = tokio::task::spawn_blocking(move || {
+            let fingerprint = hashing.fingerprint(&request);
+            (request, fingerprint)
+        })
+        .await
+        .map_err(|error| format!("hashing `{name}` ended without a result ({error})"))?;
+        let fingerprint = fingerprint.map_err(|error| {
+            format!(
+                "`{name}` is not started: what it runs cannot be hashed inside the sandbox: {error}"
+            )
+        })?;
+        // A verdict queued before this report answers nothing: dropped unread.
+        while self.verdicts.try_recv().is_ok() {}
+        self.reported += 1;
+        let start = self.reported;
+        let report = Report::of(start, &fingerprint);
+        let payload = serde_json::to_vec(&report).map_err(|error| error.to_string())?;
+        let _ = self.out.send(Frame::new(Kind::Pin, &name, payload)).await;
+        let limit = self.spec.timeouts.connect;
+        let verdict = tokio::time::timeout(limit, async {
+            while let Some(verdict) = self.verdicts.recv().await {
+                if verdict.start == start {
+                    return Some(verdict);
+                }
+            }
+            None
+        })
+        .await;
+        let verdict = match verdict {
+            Ok(Some(verdict)) => verdict,
+            Ok(None) => return Err(format!("`{name}` is not started: the stream ended")),
+            Err(_) => {
+                return Err(format!(
+                    "`{name}` is not started: the brain did not answer its executable pin \
+                     within {} ms",
+                    limit.as_millis()
+                ));
+            }
+        };
+        if !verdict.allow {
+            tracing::warn!(server = %name, "the brain refused the start: {}", verdict.reason);
+            return Err(verdict.reason);
+        }
+        Ok(
+            tokio::task::spawn_blocking(move || executables.launch_pinned(&request, &fingerprint))
+                .await,
+        )
     }
 
     /// Sends the remembered `initialize` to a new child, waits for its answer (swallowed)
@@ -752,6 +993,7 @@ impl ServerTask {
                 };
                 match self.corr.child_message(generation, message) {
                     FromChild::Forward(message) => self.send(&Value::Object(message)).await,
+                    FromChild::Notice(message) => self.notice(&message),
                     FromChild::Internal(_) => {}
                     FromChild::Drop(why) => {
                         tracing::trace!(server = %self.spec.name, "dropped: {why}");
@@ -859,6 +1101,12 @@ impl ServerTask {
         self.given_up = false;
         self.starts.clear();
         self.next_start = Instant::now();
+        // What it offers may differ under the new definition: the brain reads its list
+        // again (its next request starts the new child, with the handshake replayed).
+        if self.initialized {
+            self.send(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
+                .await;
+        }
     }
 
     async fn stop_child(&mut self, why: &str) {

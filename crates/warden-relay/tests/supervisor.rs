@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncWriteExt, DuplexStream};
 use warden_mcp::{DirectLauncher, Launcher};
 use warden_relay::frame::{Frame, Kind, read_frame, write_frame};
+use warden_relay::pins::{Report, Verdict};
 use warden_relay::supervisor::codes;
 use warden_relay::{RestartPolicy, Supervisor};
 
@@ -37,6 +38,21 @@ for line in sys.stdin:
         elif name == "hang":
             time.sleep(30)
             continue
+        elif name in ("notify", "flood"):
+            token = msg["params"].get("_meta", {}).get("progressToken")
+            notes = [{"method": "notifications/progress",
+                      "params": {"progressToken": token, "progress": 1, "total": 2}},
+                     {"method": "notifications/message",
+                      "params": {"level": "info", "data": "halfway"}},
+                     {"method": "notifications/resources/updated", "params": {"uri": "file:///x"}},
+                     {"method": "notifications/other", "params": {}}]
+            if name == "flood":
+                notes = [{"method": "notifications/message",
+                          "params": {"level": "info", "data": "flood %d" % n}} for n in range(3000)]
+            for note in notes:
+                note["jsonrpc"] = "2.0"
+                sys.stdout.write(json.dumps(note) + "\n")
+            out = {"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": name}]}}
         else:
             text = {"pid": str(os.getpid()), "env": os.environ.get("SECRET_X", "none"),
                     "mode": os.environ.get("MODE", "none"),
@@ -58,6 +74,12 @@ struct Harness {
 }
 
 async fn start(restart: RestartPolicy) -> Harness {
+    start_with(restart, false).await
+}
+
+/// With `pins`, the stream asks for executable pins and the server runs unconfined
+/// through a `ConfinedLauncher` (which hashes and starts exactly what it hashed).
+async fn start_with(restart: RestartPolicy, pins: bool) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("server.py");
     std::fs::write(&script, SERVER).unwrap();
@@ -65,8 +87,9 @@ async fn start(restart: RestartPolicy) -> Harness {
     std::fs::write(
         &toml,
         format!(
-            "[servers.fake]\ncommand = \"python3\"\nargs = [\"-u\", {:?}]\n",
-            script.display().to_string()
+            "[servers.fake]\ncommand = \"python3\"\nargs = [\"-u\", {:?}]\n{}",
+            script.display().to_string(),
+            if pins { "confine = false\n" } else { "" }
         ),
     )
     .unwrap();
@@ -92,10 +115,16 @@ async fn start(restart: RestartPolicy) -> Harness {
             ))
         })
     };
+    let executables: Option<Arc<dyn warden_relay::pins::Executables>> = pins.then(|| {
+        Arc::new(warden_mcp::ConfinedLauncher::from_env(
+            dir.path().join("scratch"),
+        )) as Arc<dyn warden_relay::pins::Executables>
+    });
     let supervisor = Supervisor {
         servers,
         reload: Some(reload),
         launcher,
+        executables,
         restart,
         max_payload: 1 << 20,
     };
@@ -118,9 +147,12 @@ async fn start(restart: RestartPolicy) -> Harness {
         .await;
     let ready = harness.next().await;
     assert_eq!(ready.kind, Kind::Ready);
-    harness
-        .send(Frame::new(Kind::Open, "fake", Vec::new()))
-        .await;
+    let open = if pins {
+        br#"{"pins":true}"#.to_vec()
+    } else {
+        Vec::new()
+    };
+    harness.send(Frame::new(Kind::Open, "fake", open)).await;
     harness
 }
 
@@ -159,10 +191,16 @@ impl Harness {
         }
     }
 
+    /// The next answer (notifications are skipped).
     async fn answer(&mut self) -> Value {
-        let frame = self.next().await;
-        assert_eq!(frame.kind, Kind::Data, "{frame:?}");
-        serde_json::from_slice(&frame.payload).unwrap()
+        loop {
+            let frame = self.next().await;
+            assert_eq!(frame.kind, Kind::Data, "{frame:?}");
+            let message: Value = serde_json::from_slice(&frame.payload).unwrap();
+            if message.get("id").is_some() {
+                return message;
+            }
+        }
     }
 
     async fn initialize(&mut self) {
@@ -314,13 +352,19 @@ async fn a_changed_definition_applies_at_the_next_call_and_the_session_goes_on()
         ),
     )
     .unwrap();
+    // ...and without a word from the brain, the idle server's old child is stopped and
+    // the brain told that its list may have changed (its next turn reads it again)...
+    let note = harness.next().await;
+    assert_eq!(note.kind, Kind::Data, "{note:?}");
+    let note: Value = serde_json::from_slice(&note.payload).unwrap();
+    assert_eq!(note["method"], "notifications/tools/list_changed", "{note}");
+    assert!(!alive(first), "the child of the old definition is stopped");
     // ...and the next call runs under the new definition, in a new child that was given
     // the brain's handshake (the server answers "not initialized" otherwise); the brain
     // neither reopened the stream nor initialised again.
     assert_eq!(text(&harness.call(4, "mode").await), "b");
     let second: i32 = text(&harness.call(5, "pid").await).parse().unwrap();
     assert_ne!(first, second);
-    assert!(!alive(first), "the child of the old definition is stopped");
     // An unchanged file restarts nothing.
     assert_eq!(text(&harness.call(6, "pid").await), second.to_string());
     drop(harness.input);
@@ -341,9 +385,7 @@ async fn a_server_removed_from_the_configuration_is_stopped_and_its_stream_close
         ),
     )
     .unwrap();
-    harness
-        .request(3, "tools/call", json!({"name": "pid"}), 0)
-        .await;
+    // Closed without a word from the brain, at the supervisor's next look at the file.
     let closed = harness.next().await;
     assert_eq!(closed.kind, Kind::Closed, "{closed:?}");
     assert_eq!(closed.server, "fake");
@@ -352,6 +394,232 @@ async fn a_server_removed_from_the_configuration_is_stopped_and_its_stream_close
         "{closed:?}"
     );
     assert!(!alive(pid), "the removed server's child is stopped");
+    // A request on the closed stream is refused, naming it.
+    harness
+        .request(3, "tools/call", json!({"name": "pid"}), 0)
+        .await;
+    let closed = harness.next().await;
+    assert_eq!(closed.kind, Kind::Closed, "{closed:?}");
+    assert!(
+        String::from_utf8_lossy(&closed.payload).contains("not open"),
+        "{closed:?}"
+    );
+    drop(harness.input);
+    harness.session.await.unwrap();
+}
+
+/// The brain's side of a reported start: the next frame is the report; answers it.
+async fn verdict(harness: &mut Harness, allow: bool, reason: &str) -> Report {
+    let frame = harness.next().await;
+    assert_eq!(frame.kind, Kind::Pin, "{frame:?}");
+    assert_eq!(frame.server, "fake");
+    let report: Report = serde_json::from_slice(&frame.payload).unwrap();
+    let verdict = Verdict {
+        start: report.start,
+        allow,
+        reason: reason.into(),
+    };
+    harness
+        .send(Frame::new(
+            Kind::Verdict,
+            "fake",
+            serde_json::to_vec(&verdict).unwrap(),
+        ))
+        .await;
+    report
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_runs_only_on_the_brains_verdict_and_a_refused_one_never_runs() {
+    let mut harness = start_with(
+        RestartPolicy {
+            delay: Duration::from_millis(10),
+            ..RestartPolicy::default()
+        },
+        true,
+    )
+    .await;
+    let marker = harness.script.with_file_name("swapped-ran");
+    // The first start is reported before anything runs: the script is among what it
+    // hashed, with the hash of its bytes.
+    harness
+        .request(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25"}),
+            5000,
+        )
+        .await;
+    let first = verdict(&mut harness, true, "").await;
+    let script = first
+        .files
+        .iter()
+        .find(|file| file.path == harness.script)
+        .unwrap_or_else(|| panic!("the script is not in the report: {first:?}"));
+    assert_eq!(script.role, "script");
+    assert_eq!(
+        script.sha256,
+        warden_mcp::fingerprint::sha256_file(&harness.script).unwrap()
+    );
+    assert_eq!(harness.answer().await["id"], 1);
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    harness
+        .send(Frame::new(
+            Kind::Data,
+            "fake",
+            note.to_string().into_bytes(),
+        ))
+        .await;
+    assert!(harness.call(2, "pid").await["result"].is_object());
+
+    // The script is swapped inside the sandbox (by a task, say), and the child exits.
+    std::fs::write(
+        &harness.script,
+        format!(
+            "open({:?}, 'w').write('ran')\n{SERVER}",
+            marker.display().to_string()
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        harness.call(3, "crash").await["error"]["code"],
+        codes::SERVER_EXITED
+    );
+    // The next start reports the new hash; the brain refuses it: the request fails with
+    // the brain's reason, and the swapped script never ran.
+    harness
+        .request(4, "tools/call", json!({"name": "pid"}), 0)
+        .await;
+    let second = verdict(&mut harness, false, "drift: server.py changed").await;
+    assert_ne!(second.files, first.files, "the report shows the change");
+    assert_eq!(second.program_sha256, first.program_sha256);
+    let refused = harness.answer().await;
+    assert_eq!(refused["id"], 4);
+    assert_eq!(refused["error"]["code"], codes::REFUSED, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("drift: server.py changed"),
+        "{refused}"
+    );
+    assert!(!marker.exists(), "the refused script ran");
+
+    // A verdict for another start (stale, or forged) allows nothing: the start waits for
+    // its own, and the refusal of that one stands.
+    harness
+        .request(5, "tools/call", json!({"name": "pid"}), 0)
+        .await;
+    let frame = harness.next().await;
+    assert_eq!(frame.kind, Kind::Pin);
+    let third: Report = serde_json::from_slice(&frame.payload).unwrap();
+    for start in [second.start, third.start + 1] {
+        let stale = Verdict {
+            start,
+            allow: true,
+            reason: String::new(),
+        };
+        harness
+            .send(Frame::new(
+                Kind::Verdict,
+                "fake",
+                serde_json::to_vec(&stale).unwrap(),
+            ))
+            .await;
+    }
+    let own = Verdict {
+        start: third.start,
+        allow: false,
+        reason: "still refused".into(),
+    };
+    harness
+        .send(Frame::new(
+            Kind::Verdict,
+            "fake",
+            serde_json::to_vec(&own).unwrap(),
+        ))
+        .await;
+    let refused = harness.answer().await;
+    assert_eq!(refused["error"]["code"], codes::REFUSED, "{refused}");
+    assert!(!marker.exists(), "the refused script ran");
+
+    // Once the brain accepts the new state (the user pinned it), the same start runs.
+    harness
+        .request(6, "tools/call", json!({"name": "pid"}), 0)
+        .await;
+    let accepted = verdict(&mut harness, true, "").await;
+    assert_eq!(accepted.files, second.files);
+    let answer = harness.answer().await;
+    assert_eq!(answer["id"], 6);
+    assert!(answer["result"].is_object(), "{answer}");
+    assert!(marker.exists(), "control: the accepted script runs");
+    drop(harness.input);
+    harness.session.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_log_messages_and_resource_updates_reach_the_brain_within_a_budget() {
+    let mut harness = start(RestartPolicy::default()).await;
+    harness.initialize().await;
+    harness
+        .request(
+            2,
+            "tools/call",
+            json!({"name": "notify", "_meta": {"progressToken": "brain-token-7"}}),
+            0,
+        )
+        .await;
+    // Everything the child said before its answer, in order.
+    let mut notes = Vec::new();
+    let answer = loop {
+        let frame = harness.next().await;
+        assert_eq!(frame.kind, Kind::Data, "{frame:?}");
+        let message: Value = serde_json::from_slice(&frame.payload).unwrap();
+        if message.get("id").is_some() {
+            break message;
+        }
+        notes.push(message);
+    };
+    assert_eq!(answer["id"], 2);
+    let methods: Vec<&str> = notes
+        .iter()
+        .map(|note| note["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "notifications/progress",
+            "notifications/message",
+            "notifications/resources/updated"
+        ],
+        "passed on, and only these: {notes:?}"
+    );
+    // The progress token is the brain's own, so the brain can match it to its request.
+    assert_eq!(notes[0]["params"]["progressToken"], "brain-token-7");
+    assert_eq!(notes[1]["params"]["data"], "halfway");
+
+    // A flood: 3000 log messages before the answer. The answer comes, and at most the
+    // budget's burst (and what it refills meanwhile) of the messages with it.
+    let started = Instant::now();
+    harness
+        .request(3, "tools/call", json!({"name": "flood"}), 0)
+        .await;
+    let mut passed = 0;
+    let answer = loop {
+        let frame = harness.next().await;
+        let message: Value = serde_json::from_slice(&frame.payload).unwrap();
+        if message.get("id").is_some() {
+            break message;
+        }
+        passed += 1;
+    };
+    assert_eq!(text(&answer), "flood");
+    assert!(passed >= 32, "the burst passes: {passed}");
+    let allowed = 64.0 + 32.0 * started.elapsed().as_secs_f64() + 1.0;
+    assert!(
+        f64::from(passed) <= allowed,
+        "{passed} passed, budget {allowed}"
+    );
     drop(harness.input);
     harness.session.await.unwrap();
 }

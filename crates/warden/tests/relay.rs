@@ -805,6 +805,46 @@ async fn relay_overhead_per_call_is_measured() {
         overhead < Duration::from_millis(5),
         "relay overhead p50 {overhead:?}"
     );
+
+    // What pins add to a start: a new session (channel, supervisor, child, handshake)
+    // with and without the report and the brain's verdict (the check here allows all; the
+    // supervisor hashes the server's binary, once per supervisor).
+    struct AllowAll;
+    impl warden_relay::pins::PinCheck for AllowAll {
+        fn check(
+            &self,
+            _: &str,
+            _: &warden_config::ServerSpec,
+            _: &warden_relay::pins::Report,
+        ) -> Result<(), String> {
+            Ok(())
+        }
+    }
+    let pinned = ConnectOptions {
+        relay: Some(Arc::new(warden_relay::PinnedDialer::new(
+            warden_relay::Dialer::global(),
+            Arc::new(AllowAll),
+        ))),
+        ..ConnectOptions::default()
+    };
+    let mut starts = Vec::new();
+    for options in [&options, &pinned] {
+        let mut samples = Vec::new();
+        for _ in 0..5 {
+            let started = Instant::now();
+            let connection = warden_mcp::connect(&relayed, &launcher, options)
+                .await
+                .unwrap();
+            samples.push(started.elapsed());
+            connection.close().await;
+        }
+        samples.sort();
+        starts.push(samples[samples.len() / 2]);
+    }
+    eprintln!(
+        "relayed session start, median of 5: {:?} without pins, {:?} with pins",
+        starts[0], starts[1]
+    );
     scratch.assert_no_leftovers();
 }
 
@@ -875,5 +915,387 @@ fn warden_serve_serves_relayed_servers_to_an_mcp_client_under_the_policy() {
     drop(input);
     let output = support::wait_with_limit(served, LIMIT);
     assert!(output.status.success(), "{}", describe(&output));
+    topology.scratch.assert_no_leftovers();
+}
+
+/// Pins inside the sandbox (decision 0030, revision 1): the supervisor hashes what a start
+/// runs and the brain compares it with the pin it keeps for (relay, server).
+#[test]
+fn a_server_binary_swapped_inside_the_sandbox_is_refused_until_pinned_again() {
+    let topology = Topology::new(&stubs(&["swap", "good"], ""), "");
+    // The server inside runs its own copy of a binary, which a task in the sandbox can
+    // replace between two sessions.
+    let bin_dir = topology.scratch.path().join("boxbin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let bin = bin_dir.join("box-server");
+    std::fs::copy(testserver_bin(), &bin).unwrap();
+    let mut inner = std::fs::read_to_string(&topology.inner).unwrap();
+    inner.push_str(&server_toml("swap", &bin, &["good"], ""));
+    std::fs::write(&topology.inner, inner).unwrap();
+    let call = |message: &str| {
+        topology.run(&[
+            "call",
+            "swap/echo",
+            "--args",
+            &json!({ "message": message }).to_string(),
+            "--yes",
+        ])
+    };
+
+    // First session: pinned on first use, and it runs.
+    let output = call("first");
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("echo: first"),
+        "{}",
+        describe(&output)
+    );
+    // Control: a second session with the binary unchanged runs as well.
+    let output = call("unchanged");
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("echo: unchanged"),
+        "{}",
+        describe(&output)
+    );
+
+    // Between sessions the binary is replaced inside the sandbox (it still works: a
+    // swapped binary need not look broken).
+    let swapped = bin_dir.join("box-server.new");
+    std::fs::copy(testserver_bin(), &swapped).unwrap();
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&swapped)
+        .unwrap();
+    std::io::Write::write_all(&mut file, b"\0swapped inside the sandbox").unwrap();
+    drop(file);
+    std::fs::rename(&swapped, &bin).unwrap();
+
+    // The brain refuses it, naming the server, the relay and the file, and says how to
+    // accept it.
+    let output = call("after the swap");
+    assert_exit(&output, 3);
+    assert!(!stdout(&output).contains("echo: after the swap"));
+    let text = stderr(&output);
+    for part in [
+        "`swap` is not started",
+        "relay `box`",
+        &format!("{} changed", bin.display()),
+        "warden pin swap",
+    ] {
+        assert!(text.contains(part), "{part}: {}", describe(&output));
+    }
+    // The refusal is the one server's: another server of the same sandbox still runs.
+    let output = topology.run(&[
+        "call",
+        "good/echo",
+        "--args",
+        r#"{"message":"ok"}"#,
+        "--yes",
+    ]);
+    assert_exit(&output, 0);
+    // `warden pin --show` shows what the sandbox reported, and accepts nothing.
+    let output = topology.run(&["pin", "swap", "--show"]);
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains(&format!("{} changed", bin.display())),
+        "{}",
+        describe(&output)
+    );
+    assert_exit(&call("still refused"), 3);
+
+    // Re-approved: the user pins what the sandbox reported, and the server runs again.
+    let output = topology.run(&["pin", "swap", "--yes"]);
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("pinned to what the sandbox reported"),
+        "{}",
+        describe(&output)
+    );
+    let output = call("re-approved");
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("echo: re-approved"),
+        "{}",
+        describe(&output)
+    );
+    topology.scratch.assert_no_leftovers();
+}
+
+/// Processes whose environment holds `needle`, waited for (at most 10 s) to be `present`.
+fn wait_holding(needle: &str, present: bool) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let found = holding(needle);
+        if found.is_empty() != present || Instant::now() > deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Issue 13, "a change to the relayed server set applies on the next turn without a
+/// restart of the sandbox", with the supervisor in a real network namespace: one server's
+/// command changes, one is removed, one is added, while the brain's connections stay up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_server_set_inside_a_namespace_applies_without_restarting_the_sandbox() {
+    let topology = Topology::new(
+        &stubs(
+            &["mutable", "doomed", "fresh"],
+            "timeout = { call = \"20s\" }",
+        ),
+        "",
+    );
+    let bin_dir = topology.scratch.path().join("boxbin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let (first_bin, second_bin) = (bin_dir.join("first-server"), bin_dir.join("second-server"));
+    std::fs::copy(testserver_bin(), &first_bin).unwrap();
+    std::fs::copy(testserver_bin(), &second_bin).unwrap();
+    let base = std::fs::read_to_string(&topology.inner).unwrap();
+    // Markers unique to this run, to find each definition's process by its environment.
+    let tag = topology.scratch.tag.clone();
+    let marker = |name: &str| format!("{name}-{tag}");
+    let def = |name: &str, bin: &std::path::Path, version: &str, more: &str| {
+        server_toml(
+            name,
+            bin,
+            &["good"],
+            &format!("env = {{ RELAY_DEF = {:?}{more} }}", marker(version)),
+        )
+    };
+    std::fs::write(
+        &topology.inner,
+        format!(
+            "{base}{}{}",
+            def("mutable", &first_bin, "mutable-1", ""),
+            def("doomed", &first_bin, "doomed-1", "")
+        ),
+    )
+    .unwrap();
+
+    let mutable = connect(&topology, "mutable").await;
+    let doomed = connect(&topology, "doomed").await;
+    for connection in [&mutable, &doomed] {
+        let outcome = connection
+            .call_tool("echo", args(json!({"message": "before"})), LIMIT)
+            .await
+            .unwrap();
+        assert_eq!(text_of(&outcome), "echo: before");
+    }
+    let tools = mutable.list_tools(LIMIT).await.unwrap();
+    assert!(!tools.iter().any(|tool| tool.name == "extra"));
+    assert!(!mutable.take_tools_changed());
+    let supervisor: Vec<u32> = tagged_with(&topology.scratch, "relay supervise")
+        .into_iter()
+        .filter(|pid| parent(*pid) == Some(std::process::id()))
+        .collect();
+    assert_eq!(supervisor.len(), 1, "{supervisor:?}");
+    assert_eq!(
+        wait_holding(&format!("RELAY_DEF={}", marker("mutable-1")), true).len(),
+        1
+    );
+    assert_eq!(
+        wait_holding(&format!("RELAY_DEF={}", marker("doomed-1")), true).len(),
+        1
+    );
+
+    // The sandbox's configuration changes: `mutable` runs another command (with one more
+    // tool), `doomed` is gone, `fresh` is new. Nothing is sent by the brain meanwhile.
+    std::fs::write(
+        &topology.inner,
+        format!(
+            "{base}{}{}",
+            def(
+                "mutable",
+                &second_bin,
+                "mutable-2",
+                ", WARDEN_TEST_EXTRA_TOOL = \"1\""
+            ),
+            def("fresh", &first_bin, "fresh-1", "")
+        ),
+    )
+    .unwrap();
+    // The changed server's old process and the removed server's process are stopped, and
+    // the brain is told the changed one's list changed, all before its next call.
+    assert!(wait_holding(&format!("RELAY_DEF={}", marker("mutable-1")), false).is_empty());
+    assert!(wait_holding(&format!("RELAY_DEF={}", marker("doomed-1")), false).is_empty());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !mutable.take_tools_changed() {
+        assert!(
+            Instant::now() < deadline,
+            "the brain was not told that `mutable`'s list changed"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Its next turn reads the new list, from the new command.
+    let tools = mutable.list_tools(LIMIT).await.unwrap();
+    assert!(
+        tools.iter().any(|tool| tool.name == "extra"),
+        "{:?}",
+        tools.iter().map(|tool| &tool.name).collect::<Vec<_>>()
+    );
+    let outcome = mutable.call_tool("extra", None, LIMIT).await.unwrap();
+    assert_eq!(text_of(&outcome), "extra");
+    let running = wait_holding(&format!("RELAY_DEF={}", marker("mutable-2")), true);
+    assert_eq!(running.len(), 1, "{running:?}");
+    assert!(
+        cmdline(running[0]).contains("second-server"),
+        "{}",
+        cmdline(running[0])
+    );
+    // The removed server's calls fail, and its log says why.
+    let error = doomed
+        .call_tool("echo", args(json!({"message": "after"})), LIMIT)
+        .await
+        .unwrap_err();
+    let tail = doomed.stderr_tail(20).join("\n");
+    assert!(
+        tail.contains("`doomed` is no longer defined"),
+        "{error} / {tail}"
+    );
+    // The added server connects through the same channel.
+    let fresh = connect(&topology, "fresh").await;
+    let outcome = fresh
+        .call_tool("echo", args(json!({"message": "new"})), LIMIT)
+        .await
+        .unwrap();
+    assert_eq!(text_of(&outcome), "echo: new");
+    // The sandbox was not restarted: the same supervisor served it all.
+    let after: Vec<u32> = tagged_with(&topology.scratch, "relay supervise")
+        .into_iter()
+        .filter(|pid| parent(*pid) == Some(std::process::id()))
+        .collect();
+    assert_eq!(after, supervisor);
+    for connection in [mutable, doomed, fresh] {
+        connection.close().await;
+    }
+    topology.scratch.assert_no_leftovers();
+}
+
+/// `warden chat` through the relay (issue 13 asks for `call`, `run` and `serve`, tested
+/// above; chat is the fourth front end): a relayed tool is called in one turn, the
+/// sandbox's definition of its server changes between turns (one tool gone, one added),
+/// and the next turn's catalogue reflects it, with no restart of either side: the removed
+/// tool is gone, and the added one is held back for review like any server's new tool.
+#[test]
+fn warden_chat_calls_relayed_tools_and_sees_a_changed_definition_at_the_next_turn() {
+    use std::io::{BufRead, Write};
+    let topology = Topology::new(
+        &format!(
+            "{}[policy.servers.good]\ntrust = \"trusted\"\nintegrity = \"trusted\"\n\
+             confidentiality = \"public\"\n\n[[policy.rules]]\ntools = \"good__*\"\n\
+             effect = \"allow\"\n",
+            stubs(&["good"], "")
+        ),
+        "",
+    );
+    let model = support::ModelServer::start(
+        &topology.scratch,
+        &json!({"steps": [
+            {"reply": {"tool_calls": [{"name": "good__echo", "arguments": {"message": "one"}}]},
+             "expect": {"tools_include": ["good__echo", "good__sleep"],
+                        "tools_exclude": ["good__extra"]}},
+            {"reply": {"text": "first turn done"},
+             "expect": {"last_tool_results_contain": ["echo: one"]}},
+            {"reply": {"tool_calls": [{"name": "good__echo", "arguments": {"message": "two"}}]},
+             "expect": {"tools_include": ["good__echo"],
+                        "tools_exclude": ["good__sleep", "good__extra"],
+                        "last_user_text_contains": ["second"]}},
+            {"reply": {"text": "second turn done"},
+             "expect": {"last_tool_results_contain": ["echo: two"]}}
+        ]}),
+    );
+    let mut command = topology.scratch.warden(&[
+        "--config",
+        topology.brain.to_str().unwrap(),
+        "chat",
+        "--provider",
+        "anthropic",
+        "--model",
+        "m",
+        "--base-url",
+        &model.base_url,
+    ]);
+    command
+        .env("ANTHROPIC_API_KEY", "test-key")
+        .stdin(std::process::Stdio::piped());
+    let mut chat = command.spawn().unwrap();
+    let mut input = chat.stdin.take().unwrap();
+    let output = chat.stdout.take().unwrap();
+    let (lines, received) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(output).lines() {
+            let Ok(line) = line else { return };
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let mut wait_for = |needle: &str| -> bool {
+        let deadline = Instant::now() + LIMIT;
+        while !seen.iter().any(|line: &String| line.contains(needle)) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match received.recv_timeout(left) {
+                Ok(line) => seen.push(line),
+                Err(_) => return false,
+            }
+        }
+        true
+    };
+    let fail = |mut chat: std::process::Child, needle: &str| -> ! {
+        let _ = chat.kill();
+        let output = chat.wait_with_output().unwrap();
+        panic!("`{needle}` never came: {}", describe(&output));
+    };
+    writeln!(input, "first: echo one").unwrap();
+    input.flush().unwrap();
+    if !wait_for("first turn done") {
+        fail(chat, "first turn done");
+    }
+
+    let supervisors = |chat: &std::process::Child| -> Vec<u32> {
+        tagged_with(&topology.scratch, "relay supervise")
+            .into_iter()
+            .filter(|pid| parent(*pid) == Some(chat.id()))
+            .collect()
+    };
+    let before = supervisors(&chat);
+    assert_eq!(before.len(), 1, "{before:?}");
+    // Between the turns, the sandbox's definition of `good` changes: `sleep` goes,
+    // `extra` comes.
+    let inner = std::fs::read_to_string(&topology.inner).unwrap();
+    let changed = inner.replacen(
+        "WARDEN_TEST_SLEEP_TOOL = \"1\"",
+        "WARDEN_TEST_EXTRA_TOOL = \"1\"",
+        1,
+    );
+    assert_ne!(changed, inner);
+    std::fs::write(&topology.inner, changed).unwrap();
+    // The supervisor looks at its configuration every second.
+    std::thread::sleep(Duration::from_millis(2500));
+    writeln!(input, "second: echo two").unwrap();
+    input.flush().unwrap();
+    if !wait_for("second turn done") {
+        fail(chat, "second turn done");
+    }
+    assert_eq!(
+        supervisors(&chat),
+        before,
+        "the sandbox's session was restarted"
+    );
+    drop(input);
+    let output = support::wait_with_limit(chat, LIMIT);
+    assert_exit(&output, 0);
+    // Each model request met its expectations (the model server answers an error
+    // otherwise, and the turn would not have printed its text).
+    assert_eq!(model.requests().len(), 4, "{:?}", model.requests());
+    // The added tool was seen, and held back for review (`warden approve good`).
+    assert!(
+        stderr(&output).contains("held back extra"),
+        "{}",
+        describe(&output)
+    );
+    drop(model);
     topology.scratch.assert_no_leftovers();
 }

@@ -5,6 +5,10 @@
 //!
 //! It also says when a pinned file could be changed by someone other than the user (the
 //! server would be refused at start for that, whatever the pin says).
+//!
+//! A relayed server (`relay = "NAME"`) runs inside a sandbox, where the brain cannot hash
+//! its files: its pin is what the supervisor reported, and what `warden pin` accepts is the
+//! state the sandbox last reported when it was refused (kept by the brain, shown here).
 
 use warden_mcp::{ConfinedLauncher, LaunchRequest};
 use warden_store::Store;
@@ -12,12 +16,15 @@ use warden_store::Store;
 use crate::cli::{GlobalArgs, PinArgs};
 use crate::exit::{Code, Failure};
 use crate::untrusted::{Shape, inert};
-use warden_host::pins;
+use warden_host::{pins, relay_pins};
 
 /// Runs `warden pin`.
 pub fn run(global: &GlobalArgs, args: PinArgs) -> Result<Code, Failure> {
     let (config, env) = super::load_config(global)?;
     let spec = super::configured_server(&config, &args.server)?;
+    if let Some(relay) = relay_pins::relay_of(spec) {
+        return relayed(&env, &args, relay, spec);
+    }
     let Some(request) = LaunchRequest::for_spec(spec) else {
         return Err(Failure::usage(anyhow::anyhow!(
             "server `{}` is remote; only local (stdio) servers are pinned",
@@ -85,6 +92,61 @@ pub fn run(global: &GlobalArgs, args: PinArgs) -> Result<Code, Failure> {
     confirm(&args, &format!("Pin `{name}` to what it runs now?"))?;
     save(&mut store, &key, &pins::to_pin(&current))?;
     println!("{name}: pinned to what it runs now");
+    Ok(Code::Ok)
+}
+
+/// `warden pin` of a relayed server: shows its pin and the state the sandbox last reported
+/// that differed from it, and accepts that state once confirmed.
+fn relayed(
+    env: &warden_config::Environment,
+    args: &PinArgs,
+    relay: &str,
+    spec: &warden_config::ServerSpec,
+) -> Result<Code, Failure> {
+    let mut store = super::open_store(env)?;
+    let key = relay_pins::key(relay, spec);
+    let name = inert(&args.server, Shape::Line);
+    let relay_name = inert(relay, Shape::Line);
+    let stored = store.pin_for(&key).map_err(unavailable)?;
+    let pending = store
+        .pin_for(&relay_pins::pending_key(relay, spec))
+        .map_err(unavailable)?;
+    let Some(stored) = stored else {
+        println!(
+            "{name}: not pinned yet; its first start inside relay `{relay_name}` pins what the \
+             sandbox reports"
+        );
+        return Ok(Code::Ok);
+    };
+    let changed = pending
+        .as_ref()
+        .map(|pending| relay_pins::changes(&stored, pending))
+        .unwrap_or_default();
+    if changed.is_empty() {
+        println!("{name}: runs inside relay `{relay_name}`; pinned to:");
+        for line in relay_pins::describe(&stored) {
+            println!("  {}", inert(&line, Shape::Line));
+        }
+        return Ok(Code::Ok);
+    }
+    println!(
+        "{name}: inside relay `{relay_name}`, the sandbox reported a start that differs from \
+         its pin:"
+    );
+    for line in &changed {
+        println!("  - {}", inert(line, Shape::Line));
+    }
+    println!("it would run (as the sandbox's supervisor reports it):");
+    let pending = pending.unwrap_or(stored);
+    for line in relay_pins::describe(&pending) {
+        println!("  {}", inert(&line, Shape::Line));
+    }
+    if args.show {
+        return Ok(Code::Ok);
+    }
+    confirm(args, &format!("Pin `{name}` to what the sandbox reported?"))?;
+    save(&mut store, &key, &pending)?;
+    println!("{name}: pinned to what the sandbox reported");
     Ok(Code::Ok)
 }
 

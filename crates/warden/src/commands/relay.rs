@@ -41,11 +41,15 @@ pub async fn supervise(global: &GlobalArgs, args: SuperviseArgs) -> Result<Code,
         })
     };
     let scratch = args.scratch.unwrap_or_else(|| super::scratch_dir(&env));
-    let launcher: Arc<dyn Launcher> = Arc::new(ConfinedLauncher::from_env(scratch));
+    let confined = ConfinedLauncher::from_env(scratch);
+    let launcher: Arc<dyn Launcher> = Arc::new(confined.clone());
     let supervisor = Supervisor {
         servers,
         reload: Some(reload),
         launcher,
+        // What it starts is hashed with the host's own fingerprint code and reported to
+        // the brain before each start (when the brain asks): the brain keeps the pins.
+        executables: Some(Arc::new(confined)),
         restart: RestartPolicy::default(),
         max_payload: warden_relay::frame::DEFAULT_MAX_PAYLOAD,
     };
