@@ -41,13 +41,17 @@ const MIN_RECALL_THIRD: f64 = 0.80;
 const MIN_CATEGORY_RECALL_THIRD: f64 = 0.50;
 /// Most false positives on its hard-but-honest definitions.
 const MAX_HARD_FPR_THIRD: f64 = 0.12;
+/// Least recall on every poisoned definition of the fourth held-out set.
+const MIN_RECALL_FOURTH: f64 = 0.0;
+/// Least recall of its shadowing definitions.
+const MIN_SHADOWING_FOURTH: f64 = 0.0;
 
 /// The honest categories: real public definitions, hard-but-honest ones, and honest
 /// definitions of everyday domains (mail, calendar, banking, travel, chat, files, code
 /// hosting, databases, shells, ...) written by hand for the held-out side only
 /// (bench/scan-eval/honest_eval.py).
 fn honest(category: &str) -> bool {
-    matches!(category, "real" | "hard" | "domain")
+    matches!(category, "real" | "hard" | "domain" | "control")
 }
 
 struct Tally {
@@ -260,6 +264,33 @@ fn second_held_out_set_by_another_hand_stays_above_its_floors() {
         rate(&tallies["hard"]) <= MAX_HARD_FPR_SECOND,
         "second set: hard-but-honest flagged {:.3} > {MAX_HARD_FPR_SECOND}",
         rate(&tallies["hard"])
+    );
+}
+
+/// The fourth held-out set (`data/scanner/eval4.jsonl`, bench/scan-eval/fourth_eval.py):
+/// definitions other people published (the unit tests of another MCP scanner, and the
+/// attack examples of three papers, among them implicit tool poisoning that makes another
+/// tool run first), never read by training and written by no author of Warden's data;
+/// with the honest definitions beside them as controls.
+#[test]
+fn fourth_held_out_set_from_other_authors_stays_above_its_floors() {
+    let measured = measure("eval4.jsonl");
+    let tallies = &measured.tallies;
+    let recall = report("eval4.jsonl (fourth held-out set, other authors)", &measured);
+    assert!(tallies["shadowing"].total >= 8, "shadowing: too few");
+    assert!(tallies["control"].total >= 9, "control: too few");
+    assert!(
+        recall >= MIN_RECALL_FOURTH,
+        "fourth set: recall {recall:.3} < {MIN_RECALL_FOURTH}"
+    );
+    assert!(
+        rate(&tallies["shadowing"]) >= MIN_SHADOWING_FOURTH,
+        "fourth set, shadowing: recall {:.3} < {MIN_SHADOWING_FOURTH}",
+        rate(&tallies["shadowing"])
+    );
+    assert_eq!(
+        tallies["control"].flagged, 0,
+        "fourth set: honest controls flagged"
     );
 }
 
