@@ -24,9 +24,9 @@
 //!    hard-but-honest ones; a sentence one server repeats counted once), the
 //!    Harrell-Davis estimate of the quantile that leaves [`TARGET_FPR`] of it above, and
 //!    the same for [`REAL_DEFINITIONS_FPR`] of real definitions with every one counted
-//!    (issue 17's goal counts definitions), and the highest of these; the threshold is the mean of the partitions' thresholds, not
-//!    under [`MIN_THRESHOLD`].
-//!    A Harrell-Davis estimate is a weighted mean of every order statistic, not one of
+//!    (issue 17's goal counts definitions), and the highest of these; the threshold is
+//!    the mean of the partitions' thresholds, not under [`MIN_THRESHOLD`]. A
+//!    Harrell-Davis estimate is a weighted mean of every order statistic, not one of
 //!    them, so it does not jump when one honest sentence moves.
 //! 4. Trains on everything [`FINAL_SEEDS`] times with different shuffling seeds and writes
 //!    the mean of the weights with that threshold: one shuffling order does not decide a
@@ -35,7 +35,8 @@
 //! `-- --stability N` retrains N times, each with other seeds and 3 % of the training
 //! definitions left out at random, and reports how far the threshold and the model's
 //! verdicts on the held-out sets move between retrains (`--legacy` does the same with
-//! revision 3's rule: one partition, one seed, the 0.5 % order statistic).
+//! revision 3's rule: one partition, one seed, the 0.5 % order statistic). `-- --cross`
+//! measures recall across authors on training data alone (see [`cross_author`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
