@@ -31,6 +31,8 @@
 //! Not covered (yet): the host's catalogue and `list_changed` at turn boundaries, the
 //! audit log, cancellation reaching the server, child processes, and the gateway side.
 
+pub mod gateway;
+
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -101,7 +103,7 @@ struct Plan {
     backoff_seeds: Vec<u64>,
 }
 
-fn pick<T: Copy>(rng: &mut SeededRng, items: &[(u64, T)]) -> T {
+pub(crate) fn pick<T: Copy>(rng: &mut SeededRng, items: &[(u64, T)]) -> T {
     let total: u64 = items.iter().map(|(w, _)| w).sum();
     let mut roll = rng.below(total);
     for &(weight, item) in items {
@@ -210,22 +212,22 @@ pub struct Report {
 
 /// Everything the world shares: the trace, the checks' findings.
 #[derive(Default)]
-struct Log {
-    start: Mutex<Option<Instant>>,
-    trace: Mutex<Vec<String>>,
-    violations: Mutex<Vec<String>>,
+pub(crate) struct Log {
+    pub(crate) start: Mutex<Option<Instant>>,
+    pub(crate) trace: Mutex<Vec<String>>,
+    pub(crate) violations: Mutex<Vec<String>>,
     opens: AtomicUsize,
     strays: AtomicUsize,
     live_sessions: AtomicU64,
 }
 
 impl Log {
-    fn now(&self) -> Duration {
+    pub(crate) fn now(&self) -> Duration {
         let start = self.start.lock().unwrap_or_else(PoisonError::into_inner);
         start.map_or(Duration::ZERO, |s| s.elapsed())
     }
 
-    fn event(&self, text: String) {
+    pub(crate) fn event(&self, text: String) {
         let at = self.now().as_millis();
         self.trace
             .lock()
@@ -233,7 +235,7 @@ impl Log {
             .push(format!("{at:>7}ms {text}"));
     }
 
-    fn violation(&self, text: String) {
+    pub(crate) fn violation(&self, text: String) {
         self.event(format!("VIOLATION {text}"));
         self.violations
             .lock()
@@ -949,7 +951,31 @@ mod tests {
                 "seed {seed}: {:?}",
                 report.violations
             );
+            let report = gateway::run(seed);
+            assert!(
+                report.violations.is_empty(),
+                "gateway seed {seed} (replay: simulate --seed {seed} --world gateway): {:?}",
+                report.violations
+            );
         }
+    }
+
+    #[test]
+    fn the_gateway_faults_are_exercised() {
+        let reports: Vec<gateway::Report> = (0..60).map(gateway::run).collect();
+        let total = |f: fn(&gateway::Report) -> usize| reports.iter().map(f).sum::<usize>();
+        assert!(total(|r| r.received) > 0, "no call reached an upstream");
+        assert!(
+            total(|r| r.cancellations) > 0,
+            "no cancellation reached an upstream"
+        );
+        assert!(total(|r| r.list_changes) > 0, "no list_changed");
+        assert!(total(|r| r.audit_rows) > 0, "no audit row");
+        assert!(total(|r| r.dropped) > 0, "no connection dropped mid-call");
+        assert!(
+            reports.iter().all(|r| r.connections == r.upstreams),
+            "an upstream was dialled more than once"
+        );
     }
 
     #[test]
