@@ -37,55 +37,26 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use warden_config::{
-    EraPreference, Format, Lifecycle, Origin, RelayChannel, Scope, ServerSpec, StartMode, Timeouts,
-    TransportSpec,
-};
 use warden_gateway::{Backend, Gateway, ProtocolOptions, StdioLimits};
-use warden_host::{Host, NoReview};
 use warden_mcp::http::reconnect::SeededRng;
-use warden_mcp::{ConnectFailure, ConnectOptions, Connection, Pipes, RelayDialer};
 
+use crate::upstream::{
+    Out, PIPE, Script, UpFault, UpPlan, Upstream, all_received, canonical, check_cancelled,
+    check_no_leaks, lock, store_dir, token,
+};
 use crate::{Log, pick};
 
 /// What a waited-for call may take beyond its upstream's call timeout: the bound on
 /// writing the cancellation (rmcp_client's `CANCEL_WRITE_LIMIT`, 500 ms) and the rest.
 pub const SLACK: Duration = Duration::from_secs(2);
-/// How soon a cancellation must reach the upstream once it is due.
-pub const CANCEL_BOUND: Duration = Duration::from_secs(1);
-/// Bytes of an in-memory pipe.
-const PIPE: usize = 1 << 16;
-
-/// What an upstream does with one call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum UpFault {
-    Answer,
-    ToolError,
-    RpcError,
-    /// The answer comes after the call timeout.
-    Late,
-    /// No answer at all.
-    Stall,
-    /// The answer, then the same id again with other text.
-    AnswerTwice,
-    /// First an answer under an id that is not waiting (answered already, or never sent).
-    StaleId,
-    /// The connection breaks before the answer.
-    Drop,
-    /// `tools/list_changed` (with a changed list) just before the answer.
-    ListChangedFirst,
-}
-
 /// What the client does with one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Act {
@@ -111,18 +82,6 @@ impl CallPlan {
     fn token(&self) -> String {
         token(self.number)
     }
-}
-
-fn token(number: usize) -> String {
-    format!("tok-{number}-end")
-}
-
-#[derive(Debug, Clone)]
-struct UpPlan {
-    call_timeout: Duration,
-    honours_cancel: bool,
-    /// When it announces `list_changed` unprompted, and how many times in a row.
-    storms: Vec<(Duration, u32)>,
 }
 
 #[derive(Debug, Clone)]
@@ -227,405 +186,13 @@ pub struct Report {
     pub digest: u64,
 }
 
-/// One call as its upstream saw it.
-#[derive(Debug, Clone)]
-struct Received {
-    token: String,
-    generation: u64,
-    id: String,
-    at: Duration,
-    answered: Option<Duration>,
-    cancelled: Option<Duration>,
-    dropped: Option<Duration>,
-}
-
-/// A scripted upstream server: its plan, and what it saw over all its connections.
-struct Upstream {
-    index: usize,
-    plan: UpPlan,
-    calls: HashMap<String, CallPlan>,
-    log: Arc<Log>,
-    generations: AtomicU64,
-    version: AtomicU64,
-    list_changes: AtomicUsize,
-    received: Mutex<Vec<Received>>,
-    tasks: Mutex<Vec<JoinHandle<()>>>,
-}
-
-enum Out {
-    Line(String),
-    Close,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn id_key(id: &Value) -> String {
-    id.to_string()
-}
-
-impl Upstream {
-    fn name(&self) -> String {
-        format!("up{}", self.index)
-    }
-
-    /// The tools of list version `version`: `echo` always, and a changing set beside it.
-    fn tools(version: u64) -> Value {
-        let mut tools = vec![tool("echo")];
-        for n in 0..version % 3 {
-            tools.push(tool(&format!("aux{n}")));
-        }
-        Value::Array(tools)
-    }
-
-    fn spawn(&self, task: JoinHandle<()>) {
-        lock(&self.tasks).push(task);
-    }
-
-    fn mark(&self, generation: u64, id: &str, what: impl Fn(&mut Received)) {
-        let mut received = lock(&self.received);
-        if let Some(entry) = received
-            .iter_mut()
-            .find(|r| r.generation == generation && r.id == id)
-        {
-            what(entry);
-        }
-    }
-
-    /// Serves one connection: reads the client's lines from `input`, answers on `output`.
-    async fn serve(
-        self: Arc<Self>,
-        generation: u64,
-        start: Instant,
-        input: DuplexStream,
-        output: DuplexStream,
-    ) {
-        let (out, mut queue) = mpsc::unbounded_channel::<Out>();
-        let closed = Arc::new(tokio::sync::Notify::new());
-        let writer = {
-            let closed = Arc::clone(&closed);
-            tokio::spawn(async move {
-                let mut output = output;
-                while let Some(message) = queue.recv().await {
-                    match message {
-                        Out::Line(mut line) => {
-                            line.push('\n');
-                            if output.write_all(line.as_bytes()).await.is_err() {
-                                break;
-                            }
-                        }
-                        Out::Close => break,
-                    }
-                }
-                closed.notify_one();
-            })
-        };
-        self.spawn(writer);
-        // Unprompted list changes at their planned times.
-        for &(at, times) in &self.plan.storms {
-            let this = Arc::clone(&self);
-            let out = out.clone();
-            self.spawn(tokio::spawn(async move {
-                tokio::time::sleep_until(start + at).await;
-                this.announce(generation, &out, times);
-            }));
-        }
-        let pending: Arc<Mutex<HashMap<String, tokio::task::AbortHandle>>> = Arc::default();
-        let last_answered: Arc<Mutex<Option<Value>>> = Arc::default();
-        let mut lines = BufReader::new(input).lines();
-        loop {
-            let line = tokio::select! {
-                biased;
-                () = closed.notified() => break,
-                line = lines.next_line() => match line {
-                    Ok(Some(line)) => line,
-                    _ => break,
-                },
-            };
-            let Ok(message) = serde_json::from_str::<Value>(&line) else {
-                continue;
-            };
-            let method = message.get("method").and_then(Value::as_str).unwrap_or("");
-            let id = message.get("id").cloned();
-            let params = message.get("params").cloned().unwrap_or(Value::Null);
-            match (method, id) {
-                ("initialize", Some(id)) => {
-                    let result = json!({
-                        "protocolVersion": "2025-11-25",
-                        "capabilities": {"tools": {"listChanged": true}},
-                        "serverInfo": {"name": self.name(), "version": "1"},
-                    });
-                    let _ = out.send(Out::Line(response(&id, result)));
-                }
-                ("tools/list", Some(id)) => {
-                    let version = self.version.load(Ordering::SeqCst);
-                    let result = json!({"tools": Upstream::tools(version)});
-                    let _ = out.send(Out::Line(response(&id, result)));
-                }
-                ("ping", Some(id)) => {
-                    let _ = out.send(Out::Line(response(&id, json!({}))));
-                }
-                ("tools/call", Some(id)) => {
-                    let token = params
-                        .get("arguments")
-                        .and_then(|a| a.get("text"))
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_owned();
-                    let Some(call) = self.calls.get(&token).cloned() else {
-                        self.log.violation(format!(
-                            "{}: a call nobody made reached it: {line}",
-                            self.name()
-                        ));
-                        continue;
-                    };
-                    let key = id_key(&id);
-                    let now = start.elapsed();
-                    self.log.event(format!(
-                        "{}#{generation} got {token} as id {key}: {:?}",
-                        self.name(),
-                        call.fault
-                    ));
-                    lock(&self.received).push(Received {
-                        token: token.clone(),
-                        generation,
-                        id: key.clone(),
-                        at: now,
-                        answered: None,
-                        cancelled: None,
-                        dropped: None,
-                    });
-                    let this = Arc::clone(&self);
-                    let out = out.clone();
-                    let pending_for_task = Arc::clone(&pending);
-                    let last = Arc::clone(&last_answered);
-                    let task_key = key.clone();
-                    let task = tokio::spawn(async move {
-                        this.answer(generation, start, &out, &id, &call, &last)
-                            .await;
-                        lock(&pending_for_task).remove(&task_key);
-                    });
-                    lock(&pending).insert(key, task.abort_handle());
-                    self.spawn(task);
-                }
-                ("notifications/cancelled", None) => {
-                    let Some(id) = params.get("requestId") else {
-                        continue;
-                    };
-                    let key = id_key(id);
-                    let now = start.elapsed();
-                    self.log.event(format!(
-                        "{}#{generation} got a cancellation of id {key}",
-                        self.name()
-                    ));
-                    self.mark(generation, &key, |r| {
-                        r.cancelled.get_or_insert(now);
-                    });
-                    if self.plan.honours_cancel
-                        && let Some(task) = lock(&pending).remove(&key)
-                    {
-                        task.abort();
-                    }
-                }
-                _ => {}
-            }
-        }
-        // Closed by the client (its stdin ended) or by a drop: what is pending never ends.
-        for (_, task) in lock(&pending).drain() {
-            task.abort();
-        }
-        let _ = out.send(Out::Close);
-        self.log
-            .event(format!("{}#{generation} connection ends", self.name()));
-    }
-
-    fn announce(&self, generation: u64, out: &mpsc::UnboundedSender<Out>, times: u32) {
-        for _ in 0..times {
-            let version = self.version.fetch_add(1, Ordering::SeqCst) + 1;
-            let note = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
-            if out.send(Out::Line(note.to_string())).is_err() {
-                return;
-            }
-            self.list_changes.fetch_add(1, Ordering::SeqCst);
-            self.log.event(format!(
-                "{}#{generation} list_changed (version {version})",
-                self.name()
-            ));
-        }
-    }
-
-    async fn answer(
-        &self,
-        generation: u64,
-        start: Instant,
-        out: &mpsc::UnboundedSender<Out>,
-        id: &Value,
-        call: &CallPlan,
-        last: &Mutex<Option<Value>>,
-    ) {
-        let key = id_key(id);
-        if call.fault == UpFault::Stall {
-            return;
-        }
-        tokio::time::sleep(call.latency).await;
-        let token = call.token();
-        let text = |text: &str| json!({"content": [{"type": "text", "text": text}]});
-        let message = match call.fault {
-            UpFault::Drop => {
-                let now = start.elapsed();
-                self.log.event(format!(
-                    "{}#{generation} drops the connection during {token}",
-                    self.name()
-                ));
-                {
-                    let mut received = lock(&self.received);
-                    for r in received
-                        .iter_mut()
-                        .filter(|r| r.generation == generation && r.answered.is_none())
-                    {
-                        r.dropped.get_or_insert(now);
-                    }
-                }
-                let _ = out.send(Out::Close);
-                return;
-            }
-            UpFault::RpcError => json!({"jsonrpc": "2.0", "id": id,
-                "error": {"code": -32000, "message": format!("failed {token}")}})
-            .to_string(),
-            UpFault::ToolError => {
-                let mut result = text(&token);
-                result["isError"] = Value::Bool(true);
-                response(id, result)
-            }
-            _ => response(id, text(&token)),
-        };
-        if call.fault == UpFault::StaleId {
-            let stale = lock(last)
-                .clone()
-                .unwrap_or_else(|| json!(1_000_000 + call.number));
-            let _ = out.send(Out::Line(response(&stale, text("stale-answer"))));
-        }
-        if call.fault == UpFault::ListChangedFirst {
-            self.announce(generation, out, 1);
-        }
-        let now = start.elapsed();
-        self.mark(generation, &key, |r| {
-            r.answered.get_or_insert(now);
-        });
-        self.log.event(format!(
-            "{}#{generation} answers id {key} ({token})",
-            self.name()
-        ));
-        let _ = out.send(Out::Line(message));
-        if call.fault == UpFault::AnswerTwice {
-            let _ = out.send(Out::Line(response(id, text(&format!("{token}-again")))));
-        }
-        *lock(last) = Some(id.clone());
-    }
-}
-
-fn tool(name: &str) -> Value {
-    json!({"name": name, "description": format!("Returns its token ({name})."),
-           "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}})
-}
-
-fn response(id: &Value, result: Value) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
-}
-
-/// Dials the scripted upstreams for the host, as in-memory pipes.
-struct Dialer {
-    upstreams: Vec<Arc<Upstream>>,
-    start: Instant,
-}
-
-impl RelayDialer for Dialer {
-    fn connect<'a>(
-        &'a self,
-        spec: &'a ServerSpec,
-        options: &'a ConnectOptions,
-    ) -> BoxFuture<'a, Result<Box<dyn Connection>, ConnectFailure>> {
-        Box::pin(async move {
-            let upstream = self
-                .upstreams
-                .iter()
-                .find(|u| u.name() == spec.name)
-                .cloned();
-            let Some(upstream) = upstream else {
-                return Err(ConnectFailure {
-                    error: warden_mcp::ConnectError::Remote {
-                        reason: format!("no upstream {}", spec.name),
-                    },
-                    stderr_tail: Vec::new(),
-                });
-            };
-            let generation = upstream.generations.fetch_add(1, Ordering::SeqCst);
-            upstream
-                .log
-                .event(format!("{} dialled (#{generation})", spec.name));
-            let (to_server, server_in) = tokio::io::duplex(PIPE);
-            let (server_out, from_server) = tokio::io::duplex(PIPE);
-            let task = tokio::spawn(
-                Arc::clone(&upstream).serve(generation, self.start, server_in, server_out),
-            );
-            upstream.spawn(task);
-            let pipes = Pipes {
-                program: PathBuf::from(format!("/sim/{}", spec.name)),
-                stdin: Box::new(to_server),
-                stdout: Box::new(from_server),
-                stderr: Box::new(tokio::io::empty()),
-                group: None,
-            };
-            warden_mcp::connect_pipes(spec, pipes, options)
-                .await
-                .map_err(|failure| failure.failure)
-        })
-    }
-}
-
-fn spec(name: &str, call_timeout: Duration) -> ServerSpec {
-    ServerSpec {
-        name: name.into(),
-        transport: TransportSpec::Relay {
-            relay: "sim".into(),
-            channel: RelayChannel {
-                command: vec!["/sim/relay".into()],
-                secrets: BTreeMap::new(),
-                reconnect: Default::default(),
-            },
-        },
-        timeouts: Timeouts {
-            connect: Duration::from_secs(10),
-            call: call_timeout,
-        },
-        era: EraPreference::Legacy,
-        max_message_bytes: 1 << 20,
-        origin: Origin {
-            scope: Scope::Explicit,
-            format: Format::WardenToml,
-            path: PathBuf::from("/sim/warden.toml"),
-        },
-        sandbox: Default::default(),
-        env_references: Vec::new(),
-        lifecycle: Lifecycle {
-            start: StartMode::Eager,
-            idle_stop: None,
-        },
-    }
-}
-
 /// Every call of the upstreams allowed, in any context: the properties here are about
-/// calls that run (a refusal is checked by the host's and the gateway's own tests).
+/// calls that run (the host world has refusals and approvals).
 fn policy() -> warden_policy::Policy {
-    let config: Result<warden_policy::PolicyConfig, _> = serde_json::from_value(json!({
+    crate::upstream::policy(json!({
         "rules": [{"tools": "up*__*", "effect": "allow",
                    "even_if_tainted": true, "even_if_private": true}]
-    }));
-    config
-        .ok()
-        .and_then(|config| warden_policy::Policy::compile(&config).ok())
-        .unwrap_or_default()
+    }))
 }
 
 /// One call as its client saw it.
@@ -675,41 +242,6 @@ fn run_once(seed: u64) -> Report {
     canonical(&lock(&log.trace)).hash(&mut hasher);
     report.digest = hasher.finish();
     report
-}
-
-/// The trace with the events of each instant in a fixed order. Events at the same virtual
-/// instant may be logged in either order (several calls failing together when their
-/// connection drops are failed in the order of a hash map inside the MCP client, and
-/// `select!` polls ready branches in a random order); what happened, and when, is the
-/// same. Anything that moves an event to another instant, or changes it, changes the
-/// digest.
-fn canonical(trace: &[String]) -> Vec<&String> {
-    let mut lines: Vec<&String> = trace.iter().collect();
-    let at = |line: &str| -> u64 {
-        line.trim_start()
-            .split("ms ")
-            .next()
-            .and_then(|ms| ms.parse().ok())
-            .unwrap_or(0)
-    };
-    lines.sort_by(|a, b| at(a).cmp(&at(b)).then_with(|| a.cmp(b)));
-    lines
-}
-
-/// A fresh directory for one run's state store (tmpfs when there is one: the store syncs
-/// every audit row).
-fn store_dir(seed: u64) -> PathBuf {
-    static RUNS: AtomicU64 = AtomicU64::new(0);
-    let base = if std::path::Path::new("/dev/shm").is_dir() {
-        PathBuf::from("/dev/shm")
-    } else {
-        std::env::temp_dir()
-    };
-    base.join(format!(
-        "warden-sim-{}-{seed}-{}",
-        std::process::id(),
-        RUNS.fetch_add(1, Ordering::SeqCst)
-    ))
 }
 
 fn simulate(seed: u64, log: Arc<Log>) -> Report {
@@ -775,22 +307,20 @@ async fn world(seed: u64, plan: Plan, log: Arc<Log>, dir: PathBuf) -> Report {
         .iter()
         .enumerate()
         .map(|(index, up)| {
-            Arc::new(Upstream {
-                index,
-                plan: up.clone(),
-                calls: plan
-                    .calls
-                    .iter()
-                    .filter(|c| c.upstream == index)
-                    .map(|c| (c.token(), c.clone()))
-                    .collect(),
-                log: log.clone(),
-                generations: AtomicU64::new(0),
-                version: AtomicU64::new(0),
-                list_changes: AtomicUsize::new(0),
-                received: Mutex::new(Vec::new()),
-                tasks: Mutex::new(Vec::new()),
-            })
+            let calls = plan
+                .calls
+                .iter()
+                .filter(|c| c.upstream == index)
+                .map(|c| {
+                    let script = Script {
+                        number: c.number,
+                        fault: c.fault,
+                        latency: c.latency,
+                    };
+                    (c.token(), script)
+                })
+                .collect();
+            Arc::new(Upstream::new(index, up.clone(), calls, log.clone()))
         })
         .collect();
     let store_path = dir.join("state.db");
@@ -801,34 +331,7 @@ async fn world(seed: u64, plan: Plan, log: Arc<Log>, dir: PathBuf) -> Report {
             return report;
         }
     };
-    let dialer = Arc::new(Dialer {
-        upstreams: upstreams.clone(),
-        start,
-    });
-    let options = ConnectOptions {
-        relay: Some(dialer),
-        ..ConnectOptions::default()
-    };
-    let specs = upstreams
-        .iter()
-        .map(|u| spec(&u.name(), u.plan.call_timeout))
-        .collect();
-    let host = Host::builder(Arc::new(policy()))
-        .store(store)
-        .review(Arc::new(NoReview))
-        .launcher(Arc::new(warden_mcp::DirectLauncher::from_env()))
-        .options(options)
-        .connect(specs)
-        .await;
-    for entry in host.servers() {
-        if !entry.ready() {
-            log.violation(format!(
-                "{} did not connect: {:?}",
-                entry.spec.name,
-                entry.start_failure().map(|f| f.reason)
-            ));
-        }
-    }
+    let host = crate::upstream::host(&upstreams, start, store, policy(), &log).await;
     let backend = match Backend::new(Arc::new(host), None) {
         Ok(backend) => backend,
         Err(error) => {
@@ -919,28 +422,7 @@ async fn world(seed: u64, plan: Plan, log: Arc<Log>, dir: PathBuf) -> Report {
         },
         Err(_) => log.violation("the gateway is still held after every client left".into()),
     }
-    // What the upstreams still had in flight can only be stragglers now.
-    tokio::time::sleep(Duration::from_secs(120)).await;
-    for upstream in &upstreams {
-        let tasks: Vec<_> = std::mem::take(&mut *lock(&upstream.tasks));
-        for task in tasks {
-            if !task.is_finished() {
-                log.violation(format!(
-                    "{}: a task of its connection still runs after shutdown",
-                    upstream.name()
-                ));
-                task.abort();
-            }
-        }
-    }
-    let alive = tokio::runtime::Handle::current()
-        .metrics()
-        .num_alive_tasks();
-    if alive != 0 {
-        log.violation(format!(
-            "{alive} task(s) left on the runtime after shutdown"
-        ));
-    }
+    check_no_leaks(&upstreams, &log).await;
 
     check(&plan, &upstreams, &clients, &store_path, &log, &mut report);
     log.event(format!(
@@ -1171,10 +653,7 @@ fn check(
     report: &mut Report,
 ) {
     let tokens: Vec<String> = plan.calls.iter().map(CallPlan::token).collect();
-    let received: Vec<Received> = upstreams
-        .iter()
-        .flat_map(|u| lock(&u.received).clone())
-        .collect();
+    let received = all_received(upstreams);
     report.received = received.len();
     report.cancellations = received.iter().filter(|r| r.cancelled.is_some()).count();
     report.dropped = received.iter().filter(|r| r.dropped.is_some()).count();
@@ -1240,41 +719,24 @@ fn check(
     }
 
     // 3: cancellations reach the upstream.
-    for r in &received {
-        let Some(call) = plan.calls.iter().find(|c| c.token() == r.token) else {
-            continue;
-        };
-        let client = &clients[call.client];
-        let seen = lock(&client.seen)
-            .get(&call.number)
-            .cloned()
-            .unwrap_or_default();
-        let disconnected = *lock(&client.disconnected);
-        let mut due = r.at + plan.upstreams[call.upstream].call_timeout;
-        for at in [seen.cancelled, disconnected].into_iter().flatten() {
-            due = due.min(at.max(r.at));
-        }
-        if r.answered.is_some_and(|a| a <= due) || r.dropped.is_some_and(|d| d <= due) {
-            continue;
-        }
-        match r.cancelled {
-            Some(at) if at <= due + CANCEL_BOUND => {}
-            Some(at) => log.violation(format!(
-                "up{} id {} ({}): cancelled at {at:?}, due by {:?}",
-                call.upstream,
-                r.id,
-                r.token,
-                due + CANCEL_BOUND
-            )),
-            None => log.violation(format!(
-                "up{} id {} ({}): never cancelled (due by {:?})",
-                call.upstream,
-                r.id,
-                r.token,
-                due + CANCEL_BOUND
-            )),
-        }
-    }
+    check_cancelled(
+        &received,
+        |r| {
+            let call = plan.calls.iter().find(|c| c.token() == r.token)?;
+            let client = &clients[call.client];
+            let seen = lock(&client.seen)
+                .get(&call.number)
+                .cloned()
+                .unwrap_or_default();
+            let disconnected = *lock(&client.disconnected);
+            let mut due = r.at + plan.upstreams[call.upstream].call_timeout;
+            for at in [seen.cancelled, disconnected].into_iter().flatten() {
+                due = due.min(at.max(r.at));
+            }
+            Some(due)
+        },
+        log,
+    );
 
     // 4: the audit log.
     let rows = match warden_store::Store::open(store_path)

@@ -32,6 +32,7 @@
 //! audit log, cancellation reaching the server, child processes, and the gateway side.
 
 pub mod gateway;
+mod upstream;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
