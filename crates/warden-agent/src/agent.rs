@@ -670,8 +670,11 @@ impl<'h> Agent<'h> {
                 let started_ms = unix_ms();
                 let started = Instant::now();
                 let Some(after) = background_after else {
-                    let outcome = session.send(host, prepared).await;
-                    landed.push(Landed::Done(index, outcome, started_ms, started.elapsed()));
+                    let ran = match session.detach(host, prepared).await {
+                        Ok(detached) => Ok(detached.run().await),
+                        Err(error) => Err(error),
+                    };
+                    landed.push(Landed::Done(index, ran, started_ms, started.elapsed()));
                     continue;
                 };
                 let detached = match session.detach(host, prepared).await {
@@ -689,11 +692,8 @@ impl<'h> Agent<'h> {
                 let mut handle = tokio::spawn(detached.run());
                 tokio::select! {
                     joined = &mut handle => {
-                        let outcome = joined.map_or_else(
-                            |error| Err(task_ended(&tool.server, &error)),
-                            Delivery::deliver,
-                        );
-                        landed.push(Landed::Done(index, outcome, started_ms, started.elapsed()));
+                        let ran = joined.map_err(|error| task_ended(&tool.server, &error));
+                        landed.push(Landed::Done(index, ran, started_ms, started.elapsed()));
                     }
                     () = tokio::time::sleep(after) => {
                         landed.push(Landed::Pending(index, tool, handle, started_ms, started));
@@ -705,9 +705,16 @@ impl<'h> Agent<'h> {
         let finished = timeout_at(deadline, futures::future::join_all(lanes))
             .await
             .unwrap_or_default();
-        for landed in finished.into_iter().flatten() {
+        // Results enter the context in the order of the calls, not in the order the
+        // servers happened to answer: the provenance (and so every later decision's
+        // reasons, which name the latest sources) must not depend on timing.
+        let mut finished: Vec<Landed> = finished.into_iter().flatten().collect();
+        finished.sort_by_key(Landed::index);
+        for landed in finished {
             let (index, outcome, started_ms, elapsed) = match landed {
-                Landed::Done(index, outcome, started_ms, elapsed) => {
+                Landed::Done(index, ran, started_ms, elapsed) => {
+                    // Given to the model now: labelled into the context at this step.
+                    let outcome = ran.and_then(Delivery::deliver);
                     (index, outcome, started_ms, elapsed)
                 }
                 Landed::Pending(index, tool, handle, started_ms, started) => {
@@ -748,13 +755,13 @@ impl<'h> Agent<'h> {
             let (text, is_error) = match outcome {
                 Ok(outcome) => (result_text(&outcome), outcome.is_error),
                 Err(error) => {
-                    event.executed = matches!(error, HostError::Call { .. });
+                    event.executed = matches!(&error, HostError::Call { source, .. }
+                        if source.may_have_reached_server());
                     let message = format!("The call failed: {error}");
                     event.error = Some(message.clone());
                     (message, true)
                 }
             };
-            // The session labelled the result into the context (where it came from) already.
             let shaped = self
                 .settings
                 .budget
@@ -977,13 +984,8 @@ struct Background {
 
 /// What became of one call of a step's lane.
 enum Landed {
-    /// It finished (or failed) within the step.
-    Done(
-        usize,
-        Result<warden_mcp::CallOutcome, HostError>,
-        u64,
-        Duration,
-    ),
+    /// It finished (or failed) within the step; its result is not in the context yet.
+    Done(usize, Result<Delivery, HostError>, u64, Duration),
     /// It is still running, in the background.
     Pending(
         usize,
@@ -992,6 +994,15 @@ enum Landed {
         u64,
         Instant,
     ),
+}
+
+impl Landed {
+    /// The call's place in its step.
+    fn index(&self) -> usize {
+        match self {
+            Landed::Done(index, ..) | Landed::Pending(index, ..) => *index,
+        }
+    }
 }
 
 /// The error of a background call whose task ended without a result.

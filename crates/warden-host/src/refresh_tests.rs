@@ -25,6 +25,8 @@ struct Upstream {
     calls: AtomicUsize,
     /// How long each call takes.
     call_delay: Mutex<Duration>,
+    /// How long reading the list takes.
+    list_delay: Mutex<Duration>,
 }
 
 impl Upstream {
@@ -51,7 +53,11 @@ impl Connection for Changing {
 
     fn list_tools(&self, _timeout: Duration) -> BoxFuture<'_, Result<Vec<ToolDef>, CallError>> {
         let tools = self.upstream.tools.lock().unwrap().clone();
-        Box::pin(async move { Ok(tools) })
+        let delay = *self.upstream.list_delay.lock().unwrap();
+        Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            Ok(tools)
+        })
     }
 
     fn call_tool<'a>(
@@ -352,4 +358,27 @@ async fn idle_stop_counts_from_the_end_of_a_long_call() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(!running(&host), "still running 6 s after its call ended");
     assert_eq!(upstream.calls.load(Ordering::SeqCst), 1);
+}
+
+/// Found by the simulation (warden-sim, host seed 104): a turn ran out while the refresh at
+/// the next turn boundary was reading a changed list; the refresh was dropped after it had
+/// taken the connection's mark, so the change was never read again and the model was
+/// offered the old tools for the rest of the session. A refresh dropped mid-read now leaves
+/// the server to be read by the next one.
+#[tokio::test(start_paused = true)]
+async fn a_refresh_dropped_while_reading_loses_no_change() {
+    let (host, upstream) = host(vec![tool("echo", "Echoes.")], Arc::new(NoReview));
+    upstream.change(vec![tool("echo", "Echoes."), tool("extra", "New.")]);
+    *upstream.list_delay.lock().unwrap() = Duration::from_secs(10);
+    let cut = tokio::time::timeout(Duration::from_secs(1), host.refresh_tools()).await;
+    assert!(cut.is_err(), "the refresh was not cut short");
+    assert_eq!(names(&host), ["s__echo"]);
+    // The next boundary reads it again and applies it, and says so.
+    *upstream.list_delay.lock().unwrap() = Duration::ZERO;
+    let changes = host.refresh_tools().await;
+    assert_eq!(names(&host), ["s__echo", "s__extra"]);
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!(changes[0].added, ["extra"]);
+    // Positive control: read once, nothing is left to read.
+    assert!(host.refresh_tools().await.is_empty());
 }

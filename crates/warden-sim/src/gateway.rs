@@ -798,6 +798,18 @@ fn check(
                         call.number
                     ));
                 }
+                // Sent the moment its upstream dropped the connection: written, never read.
+                let unread = seen.sent.is_some_and(|sent| {
+                    received
+                        .iter()
+                        .any(|r| r.token != token && r.dropped == Some(sent))
+                });
+                if !reached && row.executed && !unread {
+                    log.violation(format!(
+                        "call {} never reached its upstream, but its audit row says executed",
+                        call.number
+                    ));
+                }
                 if let Some(expected) = answer
                     && row.outcome != expected
                 {

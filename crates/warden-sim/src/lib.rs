@@ -32,6 +32,7 @@
 //! audit log, cancellation reaching the server, child processes, and the gateway side.
 
 pub mod gateway;
+pub mod host;
 mod upstream;
 
 use std::collections::HashMap;

@@ -91,6 +91,9 @@ pub(crate) struct Received {
     pub(crate) answered: Option<Duration>,
     pub(crate) cancelled: Option<Duration>,
     pub(crate) dropped: Option<Duration>,
+    /// When the host closed the connection with the call still unanswered and not
+    /// cancelled (a request pending when its connection closes is cancelled by the close).
+    pub(crate) closed: Option<Duration>,
 }
 
 /// A scripted upstream server: its plan, and what it saw over all its connections.
@@ -124,7 +127,7 @@ pub(crate) fn id_key(id: &Value) -> String {
 }
 
 impl Upstream {
-    fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         format!("up{}", self.index)
     }
 
@@ -245,6 +248,11 @@ impl Upstream {
                     let version = self.version.load(Ordering::SeqCst);
                     let names = Upstream::tool_names(version);
                     let tools: Vec<Value> = names.iter().map(|name| tool(name)).collect();
+                    self.log.event(format!(
+                        "{}#{generation} lists {}",
+                        self.name(),
+                        names.join(",")
+                    ));
                     lock(&self.lists).push((start.elapsed(), names));
                     let result = json!({"tools": tools});
                     let _ = out.send(Out::Line(response(&id, result)));
@@ -281,6 +289,7 @@ impl Upstream {
                         answered: None,
                         cancelled: None,
                         dropped: None,
+                        closed: None,
                     });
                     let this = Arc::clone(&self);
                     let out = out.clone();
@@ -320,6 +329,15 @@ impl Upstream {
         // Closed by the client (its stdin ended) or by a drop: what is pending never ends.
         for (_, task) in lock(&pending).drain() {
             task.abort();
+        }
+        let now = start.elapsed();
+        for r in lock(&self.received).iter_mut().filter(|r| {
+            r.generation == generation
+                && r.answered.is_none()
+                && r.cancelled.is_none()
+                && r.dropped.is_none()
+        }) {
+            r.closed = Some(now);
         }
         let _ = out.send(Out::Close);
         self.log
@@ -378,7 +396,7 @@ impl Upstream {
                 return;
             }
             UpFault::RpcError => json!({"jsonrpc": "2.0", "id": id,
-                "error": {"code": -32000, "message": format!("failed {token}")}})
+                "error": {"code": -32000, "message": "the sim upstream failed this call"}})
             .to_string(),
             UpFault::ToolError => {
                 let mut result = text(&token);
@@ -598,7 +616,10 @@ pub(crate) fn all_received(upstreams: &[Arc<Upstream>]) -> Vec<Received> {
 
 /// Property 3 of both worlds: every upstream request still unanswered when it was due to
 /// end (`due` says when: its call timeout, or earlier when its caller gave up) got
-/// `notifications/cancelled` within [`CANCEL_BOUND`], unless its connection dropped first.
+/// `notifications/cancelled` within [`CANCEL_BOUND`], unless its connection dropped first
+/// or the host closed it within that bound (shutting down right after a turn timed out:
+/// the close ends every request on it, and a cancellation queued an instant before may
+/// not be written).
 pub(crate) fn check_cancelled(
     received: &[Received],
     due: impl Fn(&Received) -> Option<Duration>,
@@ -609,6 +630,10 @@ pub(crate) fn check_cancelled(
             continue;
         };
         if r.answered.is_some_and(|a| a <= due) || r.dropped.is_some_and(|d| d <= due) {
+            continue;
+        }
+        // The host closed the connection in time: every request on it ends with it.
+        if r.closed.is_some_and(|c| c <= due + CANCEL_BOUND) {
             continue;
         }
         match r.cancelled {

@@ -6,7 +6,8 @@
 //! ```
 //!
 //! `W` is `connection` (reconnects, back-off, answer correlation), `gateway` (many clients
-//! through `warden serve`, faulty upstreams) or `all` (the default).
+//! through `warden serve`, faulty upstreams), `host` (the agent loop over the host: the
+//! catalogue at turn boundaries, audit, cancellation, decisions) or `all` (the default).
 //!
 //! Exits 1 when a seed breaks a property, after printing the seed and the command that
 //! replays it.
@@ -14,7 +15,7 @@
 use std::process::ExitCode;
 
 fn usage() -> ExitCode {
-    eprintln!("usage: simulate --seeds N [--from S] | --seed S  [--world connection|gateway|all]");
+    eprintln!("usage: simulate --seeds N [--from S] | --seed S  [--world connection|gateway|host|all]");
     ExitCode::from(2)
 }
 
@@ -28,10 +29,11 @@ fn main() -> ExitCode {
     };
     let number = |flag: &str| value(flag).and_then(|v| v.parse::<u64>().ok());
     let world = value("--world").unwrap_or_else(|| "all".into());
-    let (connection, gateway) = match world.as_str() {
-        "all" => (true, true),
-        "connection" => (true, false),
-        "gateway" => (false, true),
+    let (connection, gateway, host) = match world.as_str() {
+        "all" => (true, true, true),
+        "connection" => (true, false, false),
+        "gateway" => (false, true, false),
+        "host" => (false, false, true),
         _ => return usage(),
     };
     if let Some(seed) = number("--seed") {
@@ -49,6 +51,14 @@ fn main() -> ExitCode {
                 println!("{line}");
             }
             let report = warden_sim::gateway::run(seed);
+            println!("{report:?}");
+            failed |= !report.violations.is_empty();
+        }
+        if host {
+            for line in warden_sim::host::trace(seed) {
+                println!("{line}");
+            }
+            let report = warden_sim::host::run(seed);
             println!("{report:?}");
             failed |= !report.violations.is_empty();
         }
@@ -116,6 +126,43 @@ fn main() -> ExitCode {
             totals.cancellations,
             totals.connections,
             totals.list_changes,
+            totals.audit_rows
+        );
+    }
+    if host {
+        let mut totals = warden_sim::host::Report::default();
+        for seed in from..from.saturating_add(count) {
+            let report = warden_sim::host::run(seed);
+            totals.steps += report.steps;
+            totals.calls += report.calls;
+            totals.received += report.received;
+            totals.asked += report.asked;
+            totals.timed_out += report.timed_out;
+            totals.background += report.background;
+            totals.cancellations += report.cancellations;
+            totals.list_changes += report.list_changes;
+            totals.catalogue_changes += report.catalogue_changes;
+            totals.compared += report.compared;
+            totals.audit_rows += report.audit_rows;
+            if !report.violations.is_empty() {
+                fail(seed, "host", &report.violations, &mut failures);
+            }
+        }
+        println!(
+            "host: {count} seeds from {from}: {} steps, {} calls, {} received upstream, {} asked, \
+             {} prompts timed out, {} background calls, {} cancellations upstream, \
+             {} list changes, {} catalogue changes between steps, {} decisions compared \
+             across timings, {} audit rows",
+            totals.steps,
+            totals.calls,
+            totals.received,
+            totals.asked,
+            totals.timed_out,
+            totals.background,
+            totals.cancellations,
+            totals.list_changes,
+            totals.catalogue_changes,
+            totals.compared,
             totals.audit_rows
         );
     }
