@@ -689,7 +689,9 @@ impl<'h> Agent<'h> {
                         continue;
                     }
                 };
-                let mut handle = tokio::spawn(detached.run());
+                // Aborted if this lane is dropped (the turn ran out) before the call is
+                // answered or handed on to the background list.
+                let mut handle = CallTask(tokio::spawn(detached.run()));
                 tokio::select! {
                     joined = &mut handle => {
                         let ran = joined.map_err(|error| task_ended(&tool.server, &error));
@@ -978,8 +980,42 @@ struct Background {
     id: String,
     tool: String,
     server: String,
-    handle: tokio::task::JoinHandle<Delivery>,
+    handle: CallTask,
     started: Instant,
+}
+
+/// The task of a call that may go to the background. Aborted when dropped: a turn that
+/// runs out drops its lanes and what they had moved to the background but not yet handed
+/// to the agent, and the agent aborts its own when it goes away; no call goes on running
+/// unsupervised after its turn. The abort drops the call, which cancels it upstream and
+/// records it as cut short.
+struct CallTask(tokio::task::JoinHandle<Delivery>);
+
+impl CallTask {
+    fn is_finished(&self) -> bool {
+        self.0.is_finished()
+    }
+
+    fn abort(&self) {
+        self.0.abort();
+    }
+}
+
+impl Drop for CallTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl std::future::Future for CallTask {
+    type Output = Result<Delivery, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
 }
 
 /// What became of one call of a step's lane.
@@ -987,13 +1023,7 @@ enum Landed {
     /// It finished (or failed) within the step; its result is not in the context yet.
     Done(usize, Result<Delivery, HostError>, u64, Duration),
     /// It is still running, in the background.
-    Pending(
-        usize,
-        warden_host::ToolRef,
-        tokio::task::JoinHandle<Delivery>,
-        u64,
-        Instant,
-    ),
+    Pending(usize, warden_host::ToolRef, CallTask, u64, Instant),
 }
 
 impl Landed {

@@ -39,9 +39,13 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tokio::time::Instant;
-use warden_agent::model::{Model, ModelError, ModelReply, ModelRequest, StopReason, TextSink, ToolCall};
-use warden_agent::{Agent, AgentSettings, ApprovalAnswer, ApprovalRequest, Approver, Event, Observer};
 use warden_agent::conversation::Block;
+use warden_agent::model::{
+    Model, ModelError, ModelReply, ModelRequest, StopReason, TextSink, ToolCall,
+};
+use warden_agent::{
+    Agent, AgentSettings, ApprovalAnswer, ApprovalRequest, Approver, Event, Observer,
+};
 use warden_mcp::http::reconnect::SeededRng;
 
 use crate::upstream::{
@@ -125,7 +129,11 @@ fn plan(seed: u64, variant: u64) -> Plan {
             idle_before: Duration::from_millis(rng.below(20_000)),
             steps: (0..1 + rng.below(4))
                 .map(|step| {
-                    let calls = if step == 0 { 1 + rng.below(3) } else { rng.below(4) };
+                    let calls = if step == 0 {
+                        1 + rng.below(3)
+                    } else {
+                        rng.below(4)
+                    };
                     (0..calls).map(|_| rng.below(3) == 0).collect()
                 })
                 .collect(),
@@ -324,8 +332,7 @@ impl SimModel {
                 Some(name) if aux => name.clone(),
                 _ => format!("{prefix}echo"),
             };
-            self.log
-                .event(format!("model: call {number} of {tool}"));
+            self.log.event(format!("model: call {number} of {tool}"));
             state.made.push(Made {
                 number,
                 at,
@@ -670,10 +677,7 @@ fn check(
     report.timed_out = prompts.iter().filter(|(_, t)| *t).count();
     report.background = state.told.values().filter(|t| t.background).count();
     report.cancellations = received.iter().filter(|r| r.cancelled.is_some()).count();
-    report.list_changes = upstreams
-        .iter()
-        .map(|u| lock(&u.announced).len())
-        .sum();
+    report.list_changes = upstreams.iter().map(|u| lock(&u.announced).len()).sum();
 
     // 1: what the model was offered, step by step.
     let mut before: Option<&Vec<String>> = None;
@@ -796,7 +800,11 @@ fn check(
             log.violation(format!(
                 "call {}: its upstream {} it, but its audit row says executed {}",
                 call.number,
-                if reached { "received" } else { "never received" },
+                if reached {
+                    "received"
+                } else {
+                    "never received"
+                },
                 row.executed
             ));
         }

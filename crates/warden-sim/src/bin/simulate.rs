@@ -15,7 +15,9 @@
 use std::process::ExitCode;
 
 fn usage() -> ExitCode {
-    eprintln!("usage: simulate --seeds N [--from S] | --seed S  [--world connection|gateway|host|all]");
+    eprintln!(
+        "usage: simulate --seeds N [--from S] | --seed S  [--world connection|gateway|host|all]"
+    );
     ExitCode::from(2)
 }
 
