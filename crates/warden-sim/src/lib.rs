@@ -959,6 +959,56 @@ mod tests {
                 "gateway seed {seed} (replay: simulate --seed {seed} --world gateway): {:?}",
                 report.violations
             );
+            let report = host::run(seed);
+            assert!(
+                report.violations.is_empty(),
+                "host seed {seed} (replay: simulate --seed {seed} --world host): {:?}",
+                report.violations
+            );
+        }
+    }
+
+    #[test]
+    fn the_host_faults_are_exercised() {
+        let reports: Vec<host::Report> = (0..60).map(host::run).collect();
+        let total = |f: fn(&host::Report) -> usize| reports.iter().map(f).sum::<usize>();
+        assert!(total(|r| r.received) > 0, "no call reached an upstream");
+        assert!(total(|r| r.asked) > 0, "no call was asked about");
+        assert!(total(|r| r.timed_out) > 0, "no turn ran out");
+        assert!(
+            total(|r| r.background) > 0,
+            "no call went to the background"
+        );
+        assert!(
+            total(|r| r.cancellations) > 0,
+            "no cancellation reached an upstream"
+        );
+        assert!(
+            total(|r| r.catalogue_changes) > 0,
+            "the catalogue never changed between steps"
+        );
+        assert!(
+            total(|r| r.compared) > 0,
+            "no decision compared across timings"
+        );
+        assert!(total(|r| r.audit_rows) > 0, "no audit row");
+    }
+
+    /// The seeds that found the bugs the host world found, kept (decision 0041): each
+    /// failed before its fix. 98: a call to a server already gone was audited as executed
+    /// (warden-mcp `NotSent`); 104: a refresh dropped mid-read lost the change (warden-host
+    /// `Lists::unread`); 77: a decision's reasons named sources in the order servers
+    /// answered (warden-agent, results in call order); 91: a call its turn left behind ran
+    /// on, never cancelled (warden-agent `CallTask`).
+    #[test]
+    fn the_host_seeds_that_found_bugs_keep_every_property() {
+        for seed in [77, 91, 98, 104] {
+            let report = host::run(seed);
+            assert!(
+                report.violations.is_empty(),
+                "host seed {seed}: {:?}",
+                report.violations
+            );
         }
     }
 
