@@ -801,10 +801,10 @@ fn check(
             });
         // A call cut short while it was being sent is recorded as maybe executed (the safe
         // side); one whose result the model was told must be recorded as it went.
-        let cut_short = !state
+        let cut_short = state
             .told
             .get(&call.number)
-            .is_some_and(|told| !told.background);
+            .is_none_or(|told| told.background);
         if reached != row.executed && !unread && !(cut_short && row.executed) {
             log.violation(format!(
                 "call {}: its upstream {} it, but its audit row says executed {}",

@@ -1,4 +1,9 @@
-//! Deterministic simulation of Warden's remote-connection state machine (issue 18).
+//! Deterministic simulation of Warden (issue 18; decisions 0031 and 0041), in three worlds:
+//! the remote-connection state machine (this module), the gateway under many clients and
+//! faulty upstreams ([`gateway`]), and the agent loop over the host ([`host`]); the last two
+//! share the scripted upstreams of `upstream`.
+//!
+//! The connection world:
 //!
 //! One run is a pure function of its seed: every fault is drawn from a [`SeededRng`]
 //! before anything starts, the whole world runs on one thread in a tokio runtime whose
@@ -28,8 +33,8 @@
 //!    but each server's current one;
 //! 7. the same seed gives the same trace (the run is replayed and the digests compared).
 //!
-//! Not covered (yet): the host's catalogue and `list_changed` at turn boundaries, the
-//! audit log, cancellation reaching the server, child processes, and the gateway side.
+//! The catalogue at turn boundaries, the audit log, cancellation and the gateway are the
+//! other worlds'; child processes and OAuth re-authorisation are not simulated.
 
 pub mod gateway;
 pub mod host;
