@@ -1029,10 +1029,6 @@ mod tests {
         assert!(total(|r| r.list_changes) > 0, "no list_changed");
         assert!(total(|r| r.audit_rows) > 0, "no audit row");
         assert!(total(|r| r.dropped) > 0, "no connection dropped mid-call");
-        assert!(
-            reports.iter().all(|r| r.connections == r.upstreams),
-            "an upstream was dialled more than once"
-        );
     }
 
     #[test]
