@@ -417,10 +417,22 @@ impl Approver for SimApprover {
     }
 }
 
-struct Quiet;
+/// Records which calls the agent moved to the background (whether or not the model was
+/// told before its turn ran out).
+#[derive(Default)]
+struct Watcher {
+    background: std::collections::BTreeSet<usize>,
+}
 
-impl Observer for Quiet {
-    fn event(&mut self, _event: &Event) {}
+impl Observer for Watcher {
+    fn event(&mut self, event: &Event) {
+        if let Event::ToolCall(call) = event
+            && call.background
+            && let Some(number) = number_of(&call.id)
+        {
+            self.background.insert(number);
+        }
+    }
 }
 
 /// Each call as the audit log has it, for comparing timings: its tool, its outcome, and
@@ -471,10 +483,10 @@ pub fn run(seed: u64) -> Report {
     report
 }
 
-/// The trace of one host seed (as planned).
-pub fn trace(seed: u64) -> Vec<String> {
+/// The trace of one host seed (as planned: `variant` 0; 1 is the other timing).
+pub fn trace(seed: u64, variant: u64) -> Vec<String> {
     let log = Arc::new(Log::default());
-    let _ = simulate(seed, 0, log.clone());
+    let _ = simulate(seed, variant, log.clone());
     lock(&log.trace).clone()
 }
 
@@ -592,10 +604,10 @@ async fn world(seed: u64, plan: Plan, log: Arc<Log>, dir: PathBuf) -> (Report, O
     settings.max_turns = 8;
     // (prompt start, whether it timed out)
     let mut prompts: Vec<(Duration, bool)> = Vec::new();
+    let mut observer = Watcher::default();
     {
         let session = host.session("run");
         let mut agent = Agent::new(&mut host, session, &model, &approver, settings);
-        let mut observer = Quiet;
         for (index, prompt) in plan.prompts.iter().enumerate() {
             tokio::time::sleep(prompt.idle_before).await;
             model.begin(index);
@@ -622,6 +634,7 @@ async fn world(seed: u64, plan: Plan, log: Arc<Log>, dir: PathBuf) -> (Report, O
         &plan,
         &upstreams,
         &state,
+        &observer.background,
         &asked,
         &prompts,
         &store_path,
@@ -645,17 +658,33 @@ async fn world(seed: u64, plan: Plan, log: Arc<Log>, dir: PathBuf) -> (Report, O
     (report, decided)
 }
 
-/// The tools the host should offer at `at`: each upstream's last list served by then.
-fn expected_tools(upstreams: &[Arc<Upstream>], at: Duration) -> Vec<String> {
-    let mut names = Vec::new();
-    // Servers by name: `up0` < `up1` < `up2`.
+/// Whether `offered` is what the host may offer at `at`: servers in the order of their
+/// names (`up0` < `up1` < `up2`), each with exactly one list it served by then, in the
+/// server's own order (the latest normally; an earlier one when the read of a later one was
+/// cut short and could not be repeated: the connection dropped). That the latest is read in
+/// time is the "no change is lost" check.
+fn offered_as_served(upstreams: &[Arc<Upstream>], offered: &[String], at: Duration) -> bool {
+    let mut rest = offered;
     for upstream in upstreams {
+        let prefix = format!("{}__", upstream.name());
+        let count = rest.iter().take_while(|t| t.starts_with(&prefix)).count();
+        let (mine, after) = rest.split_at(count);
+        rest = after;
         let lists = lock(&upstream.lists);
-        if let Some((_, list)) = lists.iter().rev().find(|(served, _)| *served <= at) {
-            names.extend(list.iter().map(|n| format!("{}__{n}", upstream.name())));
+        let served = lists.iter().filter(|served| served.at <= at);
+        let matches = served.clone().any(|served| {
+            served.names.len() == mine.len()
+                && served
+                    .names
+                    .iter()
+                    .zip(mine)
+                    .all(|(name, tool)| tool.strip_prefix(&prefix) == Some(name.as_str()))
+        });
+        if !matches && !(mine.is_empty() && served.count() == 0) {
+            return false;
         }
     }
-    names
+    rest.is_empty()
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -663,6 +692,7 @@ fn check(
     plan: &Plan,
     upstreams: &[Arc<Upstream>],
     state: &ModelState,
+    moved: &std::collections::BTreeSet<usize>,
     asked: &BTreeMap<usize, bool>,
     prompts: &[(Duration, bool)],
     store_path: &std::path::Path,
@@ -675,18 +705,26 @@ fn check(
     report.received = received.len();
     report.asked = asked.len();
     report.timed_out = prompts.iter().filter(|(_, t)| *t).count();
-    report.background = state.told.values().filter(|t| t.background).count();
+    let mut background: std::collections::BTreeSet<usize> = moved.clone();
+    background.extend(
+        state
+            .told
+            .iter()
+            .filter(|(_, t)| t.background)
+            .map(|(n, _)| *n),
+    );
+    report.background = background.len();
     report.cancellations = received.iter().filter(|r| r.cancelled.is_some()).count();
     report.list_changes = upstreams.iter().map(|u| lock(&u.announced).len()).sum();
 
     // 1: what the model was offered, step by step.
     let mut before: Option<&Vec<String>> = None;
     for offered in &state.offered {
-        let expected = expected_tools(upstreams, offered.at);
-        if offered.tools != expected {
+        if !offered_as_served(upstreams, &offered.tools, offered.at) {
             log.violation(format!(
-                "prompt {} at {:?}: the model was offered {:?}, the lists read say {:?}",
-                offered.prompt, offered.at, offered.tools, expected
+                "prompt {} at {:?}: the model was offered {:?}, not the servers' lists in \
+                 their order",
+                offered.prompt, offered.at, offered.tools
             ));
         }
         if before.is_some_and(|b| *b != offered.tools) {
@@ -707,9 +745,11 @@ fn check(
             let dropped = lock(&upstream.received)
                 .iter()
                 .any(|r| r.dropped.is_some_and(|d| d <= second.at));
+            // Read: served after the announcement and not cancelled (a refresh dropped
+            // mid-read cancels its request: the host never had that list).
             let read = lists
                 .iter()
-                .any(|(served, _)| served >= at && *served <= second.at);
+                .any(|served| !served.cancelled && served.at >= *at && served.at <= second.at);
             if !read && !dropped {
                 log.violation(format!(
                     "{} announced list_changed at {at:?}, and the step at {:?} was still \
@@ -729,7 +769,8 @@ fn check(
             let call = made.get(&r.token)?;
             let (upstream, _) = plan.scripts.get(call.number)?;
             let mut due = r.at + plan.upstreams[*upstream].call_timeout;
-            let background = state.told.get(&call.number).is_some_and(|t| t.background);
+            let background = state.told.get(&call.number).is_some_and(|t| t.background)
+                || moved.contains(&call.number);
             if let Some((began, true)) = prompts.get(call.prompt)
                 && !background
             {
@@ -791,13 +832,14 @@ fn check(
                 call.number, call.tool, row.error
             ));
         }
-        // Written to a connection that its upstream dropped at that moment: sent, never read.
+        // Written to a connection that its upstream dropped in that step (a later call of a
+        // server's lane is sent when the one before it ends): sent, never read.
         let unread = row.executed
             && !reached
             && plan.scripts.get(call.number).is_some_and(|(upstream, _)| {
                 lock(&upstreams[*upstream].received)
                     .iter()
-                    .any(|r| r.dropped == Some(call.at))
+                    .any(|r| r.dropped.is_some_and(|d| d >= call.at))
             });
         // A call cut short while it was being sent is recorded as maybe executed (the safe
         // side); one whose result the model was told must be recorded as it went.
@@ -846,7 +888,7 @@ fn check(
             }
             continue;
         };
-        if told.background {
+        if told.background || moved.contains(&call.number) {
             continue;
         }
         let echoed = told.content.contains(&token);

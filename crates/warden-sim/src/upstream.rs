@@ -96,6 +96,17 @@ pub(crate) struct Received {
     pub(crate) closed: Option<Duration>,
 }
 
+/// One tool list an upstream served.
+#[derive(Debug, Clone)]
+pub(crate) struct Served {
+    pub(crate) at: Duration,
+    pub(crate) names: Vec<String>,
+    generation: u64,
+    id: String,
+    /// The request was cancelled (its reader went away): the list may never have been read.
+    pub(crate) cancelled: bool,
+}
+
 /// A scripted upstream server: its plan, and what it saw over all its connections.
 pub(crate) struct Upstream {
     pub(crate) index: usize,
@@ -108,7 +119,7 @@ pub(crate) struct Upstream {
     pub(crate) received: Mutex<Vec<Received>>,
     pub(crate) tasks: Mutex<Vec<JoinHandle<()>>>,
     /// Every tool list it served: when, and the names in order.
-    pub(crate) lists: Mutex<Vec<(Duration, Vec<String>)>>,
+    pub(crate) lists: Mutex<Vec<Served>>,
     /// When it announced `list_changed`.
     pub(crate) announced: Mutex<Vec<Duration>>,
 }
@@ -253,7 +264,13 @@ impl Upstream {
                         self.name(),
                         names.join(",")
                     ));
-                    lock(&self.lists).push((start.elapsed(), names));
+                    lock(&self.lists).push(Served {
+                        at: start.elapsed(),
+                        names,
+                        generation,
+                        id: id_key(&id),
+                        cancelled: false,
+                    });
                     let result = json!({"tools": tools});
                     let _ = out.send(Out::Line(response(&id, result)));
                 }
@@ -317,6 +334,12 @@ impl Upstream {
                     self.mark(generation, &key, |r| {
                         r.cancelled.get_or_insert(now);
                     });
+                    for served in lock(&self.lists)
+                        .iter_mut()
+                        .filter(|s| s.generation == generation && s.id == key)
+                    {
+                        served.cancelled = true;
+                    }
                     if self.plan.honours_cancel
                         && let Some(task) = lock(&pending).remove(&key)
                     {

@@ -57,7 +57,8 @@ fn main() -> ExitCode {
             failed |= !report.violations.is_empty();
         }
         if host {
-            for line in warden_sim::host::trace(seed) {
+            // `--timing 1`: the trace of the other timing the decisions are compared with.
+            for line in warden_sim::host::trace(seed, number("--timing").unwrap_or(0)) {
                 println!("{line}");
             }
             let report = warden_sim::host::run(seed);
