@@ -12,11 +12,12 @@
 //! approver (yes or no by the call's number), and the upstreams.
 //!
 //! Properties checked in every run:
-//! 1. the tools offered to the model at each step are exactly those of the lists the host
-//!    last read from the upstreams, in the stable order (servers by name, each server's
-//!    tools in the order it lists them), so the catalogue changes only at turn boundaries;
-//!    an upstream's `list_changed` announced before a step is read again before that step
-//!    (no change is lost); a call of a tool offered in its step is never refused as unknown;
+//! 1. the tools offered to the model at each step are, per upstream, exactly a list it
+//!    served (the latest, unless the read of a later one was cut short and could not be
+//!    repeated), in the stable order (servers by name, each server's tools in the order it
+//!    lists them); an upstream's `list_changed` is read again (a read not cancelled) by the
+//!    second step after it at the latest, so no change is lost; a call of a tool offered
+//!    in its step is never refused as unknown;
 //! 2. the audit log holds exactly one row per call the model made (refusals included),
 //!    none for a call never made, each with the outcome the model was told (`ok`,
 //!    `tool_error`, `denied`, `not_approved`, `failed`) and `executed` exactly when its
@@ -680,7 +681,8 @@ fn offered_as_served(upstreams: &[Arc<Upstream>], offered: &[String], at: Durati
                     .zip(mine)
                     .all(|(name, tool)| tool.strip_prefix(&prefix) == Some(name.as_str()))
         });
-        if !matches && !(mine.is_empty() && served.count() == 0) {
+        let never_listed = mine.is_empty() && served.count() == 0;
+        if !(matches || never_listed) {
             return false;
         }
     }
