@@ -677,8 +677,11 @@ impl<'h> Agent<'h> {
                 let started_ms = unix_ms();
                 let started = Instant::now();
                 let Some(after) = background_after else {
-                    let outcome = session.send(host, prepared).await;
-                    landed.push(Landed::Done(index, outcome, started_ms, started.elapsed()));
+                    let ran = match session.detach(host, prepared).await {
+                        Ok(detached) => Ok(detached.run().await),
+                        Err(error) => Err(error),
+                    };
+                    landed.push(Landed::Done(index, ran, started_ms, started.elapsed()));
                     continue;
                 };
                 let detached = match session.detach(host, prepared).await {
@@ -693,14 +696,13 @@ impl<'h> Agent<'h> {
                         continue;
                     }
                 };
-                let mut handle = tokio::spawn(detached.run());
+                // Aborted if this lane is dropped (the turn ran out) before the call is
+                // answered or handed on to the background list.
+                let mut handle = CallTask(tokio::spawn(detached.run()));
                 tokio::select! {
                     joined = &mut handle => {
-                        let outcome = joined.map_or_else(
-                            |error| Err(task_ended(&tool.server, &error)),
-                            Delivery::deliver,
-                        );
-                        landed.push(Landed::Done(index, outcome, started_ms, started.elapsed()));
+                        let ran = joined.map_err(|error| task_ended(&tool.server, &error));
+                        landed.push(Landed::Done(index, ran, started_ms, started.elapsed()));
                     }
                     () = tokio::time::sleep(after) => {
                         landed.push(Landed::Pending(index, tool, handle, started_ms, started));
@@ -712,9 +714,16 @@ impl<'h> Agent<'h> {
         let finished = timeout_at(deadline, futures::future::join_all(lanes))
             .await
             .unwrap_or_default();
-        for landed in finished.into_iter().flatten() {
+        // Results enter the context in the order of the calls, not in the order the
+        // servers happened to answer: the provenance (and so every later decision's
+        // reasons, which name the latest sources) must not depend on timing.
+        let mut finished: Vec<Landed> = finished.into_iter().flatten().collect();
+        finished.sort_by_key(Landed::index);
+        for landed in finished {
             let (index, outcome, started_ms, elapsed) = match landed {
-                Landed::Done(index, outcome, started_ms, elapsed) => {
+                Landed::Done(index, ran, started_ms, elapsed) => {
+                    // Given to the model now: labelled into the context at this step.
+                    let outcome = ran.and_then(Delivery::deliver);
                     (index, outcome, started_ms, elapsed)
                 }
                 Landed::Pending(index, tool, handle, started_ms, started) => {
@@ -755,13 +764,13 @@ impl<'h> Agent<'h> {
             let (text, is_error) = match outcome {
                 Ok(outcome) => (result_text(&outcome), outcome.is_error),
                 Err(error) => {
-                    event.executed = matches!(error, HostError::Call { .. });
+                    event.executed = matches!(&error, HostError::Call { source, .. }
+                        if source.may_have_reached_server());
                     let message = format!("The call failed: {error}");
                     event.error = Some(message.clone());
                     (message, true)
                 }
             };
-            // The session labelled the result into the context (where it came from) already.
             let shaped = self
                 .settings
                 .budget
@@ -978,27 +987,59 @@ struct Background {
     id: String,
     tool: String,
     server: String,
-    handle: tokio::task::JoinHandle<Delivery>,
+    handle: CallTask,
     started: Instant,
+}
+
+/// The task of a call that may go to the background. Aborted when dropped: a turn that
+/// runs out drops its lanes and what they had moved to the background but not yet handed
+/// to the agent, and the agent aborts its own when it goes away; no call goes on running
+/// unsupervised after its turn. The abort drops the call, which cancels it upstream and
+/// records it as cut short.
+struct CallTask(tokio::task::JoinHandle<Delivery>);
+
+impl CallTask {
+    fn is_finished(&self) -> bool {
+        self.0.is_finished()
+    }
+
+    fn abort(&self) {
+        self.0.abort();
+    }
+}
+
+impl Drop for CallTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl std::future::Future for CallTask {
+    type Output = Result<Delivery, tokio::task::JoinError>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
 }
 
 /// What became of one call of a step's lane.
 enum Landed {
-    /// It finished (or failed) within the step.
-    Done(
-        usize,
-        Result<warden_mcp::CallOutcome, HostError>,
-        u64,
-        Duration,
-    ),
+    /// It finished (or failed) within the step; its result is not in the context yet.
+    Done(usize, Result<Delivery, HostError>, u64, Duration),
     /// It is still running, in the background.
-    Pending(
-        usize,
-        warden_host::ToolRef,
-        tokio::task::JoinHandle<Delivery>,
-        u64,
-        Instant,
-    ),
+    Pending(usize, warden_host::ToolRef, CallTask, u64, Instant),
+}
+
+impl Landed {
+    /// The call's place in its step.
+    fn index(&self) -> usize {
+        match self {
+            Landed::Done(index, ..) | Landed::Pending(index, ..) => *index,
+        }
+    }
 }
 
 /// The error of a background call whose task ended without a result.

@@ -425,8 +425,13 @@ struct Lists {
     /// What lazy starts changed in the catalogue (a cached list that differs from the
     /// live one: drift, a tool added or gone) since the last [`Host::refresh_tools`], which
     /// returns them with its own, so whoever announces a refresh (the gateway's
-    /// `tools/list_changed`, the agent's notice to the model) announces these too.
+    /// `tools/list_changed`, the agent's notice to the model) announces these too; and the
+    /// changes of a refresh that was dropped after it rebuilt the catalogue.
     started: Vec<ToolsChange>,
+    /// Servers whose changed list a refresh began to read and did not finish (it was
+    /// dropped: a turn ran out, a client went away). Their connection's mark was taken
+    /// already, so the next refresh reads them again: a change is never lost.
+    unread: std::collections::BTreeSet<String>,
 }
 
 impl Lists {
@@ -611,6 +616,7 @@ impl Host {
                 reviewed: lists,
                 held,
                 started: Vec::new(),
+                unread: Default::default(),
             }),
             guard,
             starter: Some(starter),
@@ -913,16 +919,22 @@ impl Host {
     /// start; they are returned here so that they are announced as a refresh is).
     pub async fn refresh_tools(&self) -> Vec<ToolsChange> {
         let mut lists = self.lists.lock().await;
-        let mut changes = std::mem::take(&mut lists.started);
         // A server being started now is skipped: its start reads its list anyway.
         let marked: Vec<(&ServerEntry, Arc<Box<dyn Connection>>)> = self
             .entries
             .iter()
             .filter_map(|entry| entry.running().map(|connection| (entry, connection)))
-            .filter(|(_, connection)| connection.take_tools_changed())
+            .filter(|(entry, connection)| {
+                // The mark is taken either way; a list left unread is read too.
+                connection.take_tools_changed() | lists.unread.contains(&entry.spec.name)
+            })
             .collect();
         if marked.is_empty() {
-            return changes;
+            return std::mem::take(&mut lists.started);
+        }
+        // Until their lists are read (or fail to be), even if this refresh is dropped.
+        for (entry, _) in &marked {
+            lists.unread.insert(entry.spec.name.clone());
         }
         let reads = marked.into_iter().map(|(entry, connection)| async move {
             let listed = connection.list_tools(entry.spec.timeouts.connect).await;
@@ -953,11 +965,12 @@ impl Host {
             Ok(reviewed) => reviewed,
             Err(ended) if ended.is_panic() => std::panic::resume_unwind(ended.into_panic()),
             // Only when the runtime shuts down: the old catalogue stays.
-            Err(_) => return changes,
+            Err(_) => return std::mem::take(&mut lists.started),
         };
-        let started = changes.len();
+        let mut changes = Vec::new();
         let mut rebuilt = false;
         for (name, listed) in reviewed {
+            lists.unread.remove(&name);
             match listed {
                 Ok((listed_names, offered, held)) => {
                     changes.push(lists.apply(&name, &listed_names, offered, held));
@@ -974,10 +987,15 @@ impl Host {
             }
         }
         if rebuilt {
-            self.save_refreshed(&changes[started..], &lists).await;
             self.rebuild(&lists);
         }
-        changes
+        // Returned by this refresh or, if it is dropped before it returns, by the next one:
+        // a catalogue that changed is always announced.
+        lists.started.extend(changes.iter().cloned());
+        if rebuilt {
+            self.save_refreshed(&changes, &lists).await;
+        }
+        std::mem::take(&mut lists.started)
     }
 
     /// Records the re-read lists of the servers in `changes` in the catalogue cache, on a

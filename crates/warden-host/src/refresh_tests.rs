@@ -27,6 +27,8 @@ struct Upstream {
     call_delay: Mutex<Duration>,
     /// Its announcements and the resources Warden subscribed to.
     notices: Arc<warden_mcp::ServerNotices>,
+    /// How long reading the list takes.
+    list_delay: Mutex<Duration>,
 }
 
 impl Upstream {
@@ -53,7 +55,11 @@ impl Connection for Changing {
 
     fn list_tools(&self, _timeout: Duration) -> BoxFuture<'_, Result<Vec<ToolDef>, CallError>> {
         let tools = self.upstream.tools.lock().unwrap().clone();
-        Box::pin(async move { Ok(tools) })
+        let delay = *self.upstream.list_delay.lock().unwrap();
+        Box::pin(async move {
+            tokio::time::sleep(delay).await;
+            Ok(tools)
+        })
     }
 
     fn call_tool<'a>(
@@ -404,4 +410,27 @@ async fn idle_stop_keeps_a_subscribed_server_until_its_last_subscription_ends() 
             "still running 7 s after the subscription ended (idle_stop 5 s)"
         );
     }
+}
+
+/// Found by the simulation (warden-sim, host seed 104): a turn ran out while the refresh at
+/// the next turn boundary was reading a changed list; the refresh was dropped after it had
+/// taken the connection's mark, so the change was never read again and the model was
+/// offered the old tools for the rest of the session. A refresh dropped mid-read now leaves
+/// the server to be read by the next one.
+#[tokio::test(start_paused = true)]
+async fn a_refresh_dropped_while_reading_loses_no_change() {
+    let (host, upstream) = host(vec![tool("echo", "Echoes.")], Arc::new(NoReview));
+    upstream.change(vec![tool("echo", "Echoes."), tool("extra", "New.")]);
+    *upstream.list_delay.lock().unwrap() = Duration::from_secs(10);
+    let cut = tokio::time::timeout(Duration::from_secs(1), host.refresh_tools()).await;
+    assert!(cut.is_err(), "the refresh was not cut short");
+    assert_eq!(names(&host), ["s__echo"]);
+    // The next boundary reads it again and applies it, and says so.
+    *upstream.list_delay.lock().unwrap() = Duration::ZERO;
+    let changes = host.refresh_tools().await;
+    assert_eq!(names(&host), ["s__echo", "s__extra"]);
+    assert_eq!(changes.len(), 1, "{changes:?}");
+    assert_eq!(changes[0].added, ["extra"]);
+    // Positive control: read once, nothing is left to read.
+    assert!(host.refresh_tools().await.is_empty());
 }

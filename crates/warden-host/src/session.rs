@@ -420,7 +420,9 @@ impl DetachedCall {
                 }
                 Err(error) => {
                     attempt.outcome = Outcome::Failed;
-                    attempt.executed = matches!(error, HostError::Call { .. });
+                    // Sent, unless the connection was gone before the request was written.
+                    attempt.executed = matches!(error, HostError::Call { source, .. }
+                        if source.may_have_reached_server());
                     attempt.error = Some(error.to_string());
                 }
             }
@@ -562,6 +564,10 @@ mod tests {
                         reason: "the server hung up".into(),
                     }),
                     "slow" => futures::future::pending().await,
+                    "gone" => Err(CallError::NotSent {
+                        reason: "the server closed the connection".into(),
+                        stderr_tail: Vec::new(),
+                    }),
                     _ => Ok(text("done".into(), false)),
                 }
             })
@@ -615,7 +621,7 @@ mod tests {
                 (
                     spec("files"),
                     Memory::boxed("files"),
-                    ["write", "ask", "deny", "fail", "broken", "slow"]
+                    ["write", "ask", "deny", "fail", "broken", "slow", "gone"]
                         .map(|name| tool(name, name == "fail"))
                         .to_vec(),
                 ),
@@ -843,6 +849,46 @@ mod tests {
         assert_eq!(
             rows[8].entry.error.as_deref(),
             Some("the turn ended before the call finished")
+        );
+    }
+
+    /// Found by the simulation (warden-sim, host seed 98): a call to a server whose
+    /// connection had ended was recorded as executed although it was never written. A call
+    /// the connection did not send is `failed`, not executed; one that broke on the way may
+    /// have run, and stays executed (the positive control).
+    #[tokio::test]
+    async fn a_call_never_sent_is_not_recorded_as_executed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Mutex::new(
+            Store::open(dir.path().join("state.db")).unwrap(),
+        ));
+        let log = Arc::new(AuditLog::new(Arc::clone(&store), warn_on_failure()));
+        let host = host(Some(log));
+        let session = host.session("run");
+        for tool in ["files/gone", "files/broken"] {
+            let mut call = session.prepare(&host, tool, json!({})).unwrap();
+            call.approve(ApprovedBy::named("user"));
+            assert!(session.send(&host, call).await.is_err());
+        }
+        let rows = lock(&store).audit(&AuditFilter::default(), 100).unwrap();
+        let seen: Vec<(&str, &str, bool)> = rows
+            .iter()
+            .map(|row| {
+                let e = &row.entry;
+                (e.tool.as_str(), e.outcome.as_str(), e.executed)
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("files__gone", "failed", false),
+                ("files__broken", "failed", true)
+            ]
+        );
+        assert!(
+            rows[0].entry.error.as_deref().unwrap().contains("not sent"),
+            "{:?}",
+            rows[0]
         );
     }
 

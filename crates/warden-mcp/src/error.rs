@@ -207,6 +207,15 @@ pub enum CallError {
         /// The server's last stderr lines.
         stderr_tail: Vec<String>,
     },
+    /// The connection was gone before the request could be written: the server never got
+    /// it (it had exited, or closed its stream, before this call).
+    #[error("the server is gone, so the call was not sent: {reason}")]
+    NotSent {
+        /// Why, as far as Warden can tell (exit status, fault).
+        reason: String,
+        /// The server's last stderr lines.
+        stderr_tail: Vec<String>,
+    },
     /// The server's answer was not what the protocol allows here.
     #[error("unexpected answer from the server: {reason}")]
     Protocol {
@@ -221,6 +230,15 @@ pub enum CallError {
         /// What was counted (`tools`, `pages`).
         what: &'static str,
     },
+}
+
+impl CallError {
+    /// Whether the request may have reached the server (and a tool call may have run):
+    /// false only when it was never sent ([`CallError::NotSent`]). What the audit log's
+    /// `executed` column records for a call that failed.
+    pub fn may_have_reached_server(&self) -> bool {
+        !matches!(self, CallError::NotSent { .. })
+    }
 }
 
 /// Formats a duration the way a person writes it: `10s`, `1.5s`, `250ms`.

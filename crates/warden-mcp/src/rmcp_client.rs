@@ -790,7 +790,20 @@ impl RmcpConnection {
             .await
         {
             Ok(handle) => handle,
-            Err(error) => return Err(self.map_error(error, timeout).await),
+            // rmcp did not take the request: its connection had ended, so nothing was
+            // written (the server never got it; the audit log must not say it ran).
+            Err(error) => {
+                return Err(match self.map_error(error, timeout).await {
+                    CallError::ServerGone {
+                        reason,
+                        stderr_tail,
+                    } => CallError::NotSent {
+                        reason,
+                        stderr_tail,
+                    },
+                    other => other,
+                });
+            }
         };
         let mut guard = CancelOnDrop {
             peer: self.peer.clone(),
@@ -1294,5 +1307,100 @@ mod tests {
         .unwrap();
         let answer = serde_json::to_value(declined.elicit(form).await).unwrap();
         assert_eq!(answer, json!({"action": "decline"}));
+    }
+
+    /// A server over in-memory pipes that answers `initialize` and `tools/list`, runs each
+    /// `tools/call` (counting it) and answers it unless it is named `hang_up`, on which it
+    /// closes the connection instead.
+    async fn pipe_server() -> (Box<dyn Connection>, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        let (to_server, server_in) = tokio::io::duplex(1 << 16);
+        let (mut server_out, from_server) = tokio::io::duplex(1 << 16);
+        let ran = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = Arc::clone(&ran);
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(server_in).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let message: Value = serde_json::from_str(&line).unwrap();
+                let id = message.get("id").cloned();
+                let result = match message["method"].as_str() {
+                    Some("initialize") => json!({"protocolVersion": "2025-11-25",
+                        "capabilities": {"tools": {}}, "serverInfo": {"name": "s", "version": "1"}}),
+                    Some("tools/list") => json!({"tools": [
+                        {"name": "echo", "inputSchema": {"type": "object"}},
+                        {"name": "hang_up", "inputSchema": {"type": "object"}}]}),
+                    Some("tools/call") => {
+                        counted.fetch_add(1, Ordering::SeqCst);
+                        if message["params"]["name"] == "hang_up" {
+                            return;
+                        }
+                        json!({"content": [{"type": "text", "text": "done"}]})
+                    }
+                    _ => continue,
+                };
+                let answer = json!({"jsonrpc": "2.0", "id": id, "result": result});
+                let line = format!("{answer}\n");
+                server_out.write_all(line.as_bytes()).await.unwrap();
+            }
+        });
+        let spec = ServerSpec {
+            name: "s".into(),
+            transport: warden_config::TransportSpec::Stdio {
+                command: "/sim/s".into(),
+                args: Vec::new(),
+                env: Default::default(),
+                cwd: None,
+            },
+            timeouts: Default::default(),
+            era: EraPreference::Legacy,
+            max_message_bytes: 1 << 20,
+            origin: warden_config::Origin {
+                scope: warden_config::Scope::Explicit,
+                format: warden_config::Format::WardenToml,
+                path: "/test/warden.toml".into(),
+            },
+            sandbox: Default::default(),
+            env_references: Vec::new(),
+            lifecycle: Default::default(),
+        };
+        let pipes = Pipes {
+            program: "/sim/s".into(),
+            stdin: Box::new(to_server),
+            stdout: Box::new(from_server),
+            stderr: Box::new(tokio::io::empty()),
+            group: None,
+        };
+        let connection = connect_pipes(&spec, pipes, &ConnectOptions::default())
+            .await
+            .unwrap();
+        (connection, ran)
+    }
+
+    /// Found by the gateway and host simulation (warden-sim, host seed 98): a call to a
+    /// server whose connection had already ended failed as "the server is gone", which the
+    /// audit log recorded as executed although nothing was written. Such a call is now
+    /// `NotSent`; one in flight when the connection breaks may have run, and stays
+    /// `ServerGone`.
+    #[tokio::test]
+    async fn a_call_after_the_connection_ended_is_known_not_sent() {
+        let (connection, ran) = pipe_server().await;
+        let timeout = Duration::from_secs(5);
+        // Positive control: an honest call runs and is answered.
+        let answered = connection.call_tool("echo", None, timeout).await.unwrap();
+        assert_eq!(answered.content[0]["text"], "done");
+        // In flight when the server hangs up: it ran, so it may have had effects.
+        let broken = connection.call_tool("hang_up", None, timeout).await;
+        assert!(
+            matches!(&broken, Err(e @ CallError::ServerGone { .. }) if e.may_have_reached_server()),
+            "{broken:?}"
+        );
+        assert_eq!(ran.load(Ordering::SeqCst), 2);
+        // After the end: never written, and said so.
+        let unsent = connection.call_tool("echo", None, timeout).await;
+        assert!(
+            matches!(&unsent, Err(e @ CallError::NotSent { .. }) if !e.may_have_reached_server()),
+            "{unsent:?}"
+        );
+        assert_eq!(ran.load(Ordering::SeqCst), 2);
     }
 }

@@ -1,4 +1,9 @@
-//! Deterministic simulation of Warden's remote-connection state machine (issue 18).
+//! Deterministic simulation of Warden (issue 18; decisions 0031 and 0041), in three worlds:
+//! the remote-connection state machine (this module), the gateway under many clients and
+//! faulty upstreams ([`gateway`]), and the agent loop over the host ([`host`]); the last two
+//! share the scripted upstreams of `upstream`.
+//!
+//! The connection world:
 //!
 //! One run is a pure function of its seed: every fault is drawn from a [`SeededRng`]
 //! before anything starts, the whole world runs on one thread in a tokio runtime whose
@@ -28,8 +33,12 @@
 //!    but each server's current one;
 //! 7. the same seed gives the same trace (the run is replayed and the digests compared).
 //!
-//! Not covered (yet): the host's catalogue and `list_changed` at turn boundaries, the
-//! audit log, cancellation reaching the server, child processes, and the gateway side.
+//! The catalogue at turn boundaries, the audit log, cancellation and the gateway are the
+//! other worlds'; child processes and OAuth re-authorisation are not simulated.
+
+pub mod gateway;
+pub mod host;
+mod upstream;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -101,7 +110,7 @@ struct Plan {
     backoff_seeds: Vec<u64>,
 }
 
-fn pick<T: Copy>(rng: &mut SeededRng, items: &[(u64, T)]) -> T {
+pub(crate) fn pick<T: Copy>(rng: &mut SeededRng, items: &[(u64, T)]) -> T {
     let total: u64 = items.iter().map(|(w, _)| w).sum();
     let mut roll = rng.below(total);
     for &(weight, item) in items {
@@ -210,22 +219,22 @@ pub struct Report {
 
 /// Everything the world shares: the trace, the checks' findings.
 #[derive(Default)]
-struct Log {
-    start: Mutex<Option<Instant>>,
-    trace: Mutex<Vec<String>>,
-    violations: Mutex<Vec<String>>,
+pub(crate) struct Log {
+    pub(crate) start: Mutex<Option<Instant>>,
+    pub(crate) trace: Mutex<Vec<String>>,
+    pub(crate) violations: Mutex<Vec<String>>,
     opens: AtomicUsize,
     strays: AtomicUsize,
     live_sessions: AtomicU64,
 }
 
 impl Log {
-    fn now(&self) -> Duration {
+    pub(crate) fn now(&self) -> Duration {
         let start = self.start.lock().unwrap_or_else(PoisonError::into_inner);
         start.map_or(Duration::ZERO, |s| s.elapsed())
     }
 
-    fn event(&self, text: String) {
+    pub(crate) fn event(&self, text: String) {
         let at = self.now().as_millis();
         self.trace
             .lock()
@@ -233,7 +242,7 @@ impl Log {
             .push(format!("{at:>7}ms {text}"));
     }
 
-    fn violation(&self, text: String) {
+    pub(crate) fn violation(&self, text: String) {
         self.event(format!("VIOLATION {text}"));
         self.violations
             .lock()
@@ -949,7 +958,77 @@ mod tests {
                 "seed {seed}: {:?}",
                 report.violations
             );
+            let report = gateway::run(seed);
+            assert!(
+                report.violations.is_empty(),
+                "gateway seed {seed} (replay: simulate --seed {seed} --world gateway): {:?}",
+                report.violations
+            );
+            let report = host::run(seed);
+            assert!(
+                report.violations.is_empty(),
+                "host seed {seed} (replay: simulate --seed {seed} --world host): {:?}",
+                report.violations
+            );
         }
+    }
+
+    #[test]
+    fn the_host_faults_are_exercised() {
+        let reports: Vec<host::Report> = (0..60).map(host::run).collect();
+        let total = |f: fn(&host::Report) -> usize| reports.iter().map(f).sum::<usize>();
+        assert!(total(|r| r.received) > 0, "no call reached an upstream");
+        assert!(total(|r| r.asked) > 0, "no call was asked about");
+        assert!(total(|r| r.timed_out) > 0, "no turn ran out");
+        assert!(
+            total(|r| r.background) > 0,
+            "no call went to the background"
+        );
+        assert!(
+            total(|r| r.cancellations) > 0,
+            "no cancellation reached an upstream"
+        );
+        assert!(
+            total(|r| r.catalogue_changes) > 0,
+            "the catalogue never changed between steps"
+        );
+        assert!(
+            total(|r| r.compared) > 0,
+            "no decision compared across timings"
+        );
+        assert!(total(|r| r.audit_rows) > 0, "no audit row");
+    }
+
+    /// The seeds that found the bugs the host world found, kept (decision 0041): each
+    /// failed before its fix. 98: a call to a server already gone was audited as executed
+    /// (warden-mcp `NotSent`); 104: a refresh dropped mid-read lost the change (warden-host
+    /// `Lists::unread`); 77: a decision's reasons named sources in the order servers
+    /// answered (warden-agent, results in call order); 91: a call its turn left behind ran
+    /// on, never cancelled (warden-agent `CallTask`).
+    #[test]
+    fn the_host_seeds_that_found_bugs_keep_every_property() {
+        for seed in [77, 91, 98, 104] {
+            let report = host::run(seed);
+            assert!(
+                report.violations.is_empty(),
+                "host seed {seed}: {:?}",
+                report.violations
+            );
+        }
+    }
+
+    #[test]
+    fn the_gateway_faults_are_exercised() {
+        let reports: Vec<gateway::Report> = (0..60).map(gateway::run).collect();
+        let total = |f: fn(&gateway::Report) -> usize| reports.iter().map(f).sum::<usize>();
+        assert!(total(|r| r.received) > 0, "no call reached an upstream");
+        assert!(
+            total(|r| r.cancellations) > 0,
+            "no cancellation reached an upstream"
+        );
+        assert!(total(|r| r.list_changes) > 0, "no list_changed");
+        assert!(total(|r| r.audit_rows) > 0, "no audit row");
+        assert!(total(|r| r.dropped) > 0, "no connection dropped mid-call");
     }
 
     #[test]

@@ -175,7 +175,9 @@ fn host_failure(error: HostError) -> Failure {
     let tail = match &error {
         HostError::ServerUnavailable { stderr_tail, .. } => stderr_tail.clone(),
         HostError::Call {
-            source: warden_mcp::CallError::ServerGone { stderr_tail, .. },
+            source:
+                warden_mcp::CallError::ServerGone { stderr_tail, .. }
+                | warden_mcp::CallError::NotSent { stderr_tail, .. },
             ..
         } => stderr_tail.clone(),
         _ => Vec::new(),

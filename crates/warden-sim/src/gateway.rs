@@ -1,0 +1,840 @@
+//! The gateway under the simulator: many clients, a few upstream servers, faults on both
+//! sides (issue 18).
+//!
+//! What is real: `warden serve`'s stdio face ([`warden_gateway::stdio::serve`], one per
+//! client, over in-memory pipes), the protocol and backend above it, the host core (its
+//! sessions, policy, catalogue refreshes and the audit log in a real state store), and the
+//! stdio MCP client underneath (rmcp, through [`warden_mcp::connect_pipes`]: request ids,
+//! timeouts, `notifications/cancelled` on timeout and on drop). The upstreams are reached
+//! through the host's relay seam ([`RelayDialer`]): the simulator dials them as in-memory
+//! pipes to scripted servers, so no process is started and nothing in the gateway or host
+//! was changed to allow it.
+//!
+//! What is scripted, from the seed: upstream servers that answer, answer with a tool
+//! error or a JSON-RPC error, answer late (after the call timeout), never answer, answer
+//! twice, send an answer with a stale id first, drop the connection mid-call, or announce
+//! `tools/list_changed` (and change their tools) just before answering, besides storms of
+//! `list_changed` at random moments; some honour cancellations, some answer anyway. Clients
+//! that wait, cancel (`notifications/cancelled`), give up at their own timeout (a
+//! cancellation too), or disconnect with calls in flight.
+//!
+//! Properties checked in every run:
+//! 1. a client never gets an answer to a call of its own twice, nor any text of another
+//!    call's answer (every call carries a token its upstream echoes);
+//! 2. every call a client waits for is answered by the upstream's call timeout (plus the
+//!    bound on writing the cancellation and a slack of [`SLACK`]);
+//! 3. every upstream request that was still unanswered when its client cancelled it, its
+//!    client went away, or its call timeout passed, gets `notifications/cancelled` for its
+//!    id within [`CANCEL_BOUND`] (unless its connection dropped first);
+//! 4. the audit log holds exactly one row per call attempt: one row for every call that
+//!    reached an upstream or was answered, none twice, none for a call never made, each
+//!    with the outcome the client saw (`ok`, `tool_error`, `failed`) and `executed` true
+//!    when the upstream got it;
+//! 5. nothing leaks: every client's session ends when its input ends, the gateway and the
+//!    host are released by everything that held them, every upstream connection is closed
+//!    at shutdown, and no task is left on the runtime;
+//! 6. the same seed gives the same trace.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use warden_gateway::{Backend, Gateway, ProtocolOptions, StdioLimits};
+use warden_mcp::http::reconnect::SeededRng;
+
+use crate::upstream::{
+    Out, PIPE, Script, UpFault, UpPlan, Upstream, all_received, canonical, check_cancelled,
+    check_no_leaks, lock, store_dir, token,
+};
+use crate::{Log, pick};
+
+/// What a waited-for call may take beyond its upstream's call timeout: the bound on
+/// writing the cancellation (rmcp_client's `CANCEL_WRITE_LIMIT`, 500 ms) and the rest.
+pub const SLACK: Duration = Duration::from_secs(2);
+/// What the client does with one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Act {
+    Wait,
+    /// `notifications/cancelled` after this long, if unanswered by then.
+    Cancel(Duration),
+    /// The client's own timeout: a cancellation too.
+    GiveUp(Duration),
+}
+
+#[derive(Debug, Clone)]
+struct CallPlan {
+    number: usize,
+    client: usize,
+    upstream: usize,
+    at: Duration,
+    latency: Duration,
+    fault: UpFault,
+    act: Act,
+}
+
+impl CallPlan {
+    fn token(&self) -> String {
+        token(self.number)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Plan {
+    upstreams: Vec<UpPlan>,
+    /// When each client disconnects, if it does before it is done.
+    disconnects: Vec<Option<Duration>>,
+    calls: Vec<CallPlan>,
+}
+
+fn plan(seed: u64) -> Plan {
+    // Another stream than the connection world's, from the same seed.
+    let mut rng = SeededRng::new(seed ^ 0x6761_7465_7761_7921);
+    let upstreams = (0..1 + rng.below(2))
+        .map(|_| UpPlan {
+            call_timeout: Duration::from_millis(1_000 + rng.below(9_000)),
+            honours_cancel: rng.below(2) == 0,
+            storms: (0..rng.below(4))
+                .map(|_| {
+                    (
+                        Duration::from_millis(rng.below(30_000)),
+                        1 + rng.below(5) as u32,
+                    )
+                })
+                .collect(),
+        })
+        .collect::<Vec<_>>();
+    let clients = 1 + rng.below(6) as usize;
+    let disconnects = (0..clients)
+        .map(|_| (rng.below(5) == 0).then(|| Duration::from_millis(rng.below(30_000))))
+        .collect();
+    let faults = [
+        (8, UpFault::Answer),
+        (1, UpFault::ToolError),
+        (1, UpFault::RpcError),
+        (1, UpFault::Late),
+        (1, UpFault::Stall),
+        (2, UpFault::AnswerTwice),
+        (2, UpFault::StaleId),
+        (1, UpFault::Drop),
+        (2, UpFault::ListChangedFirst),
+    ];
+    let count = 1 + rng.below(16) as usize;
+    let calls = (0..count)
+        .map(|number| {
+            let upstream = rng.below(upstreams.len() as u64) as usize;
+            let timeout = upstreams[upstream].call_timeout;
+            let fault = pick(&mut rng, &faults);
+            let latency = match fault {
+                UpFault::Late => timeout + Duration::from_millis(1 + rng.below(3_000)),
+                _ => Duration::from_millis(rng.below(timeout.as_millis() as u64 - 1)),
+            };
+            let act = match rng.below(6) {
+                0 => Act::Cancel(Duration::from_millis(rng.below(4_000))),
+                1 => Act::GiveUp(Duration::from_millis(500 + rng.below(8_000))),
+                _ => Act::Wait,
+            };
+            CallPlan {
+                number,
+                client: rng.below(clients as u64) as usize,
+                upstream,
+                at: Duration::from_millis(200 + rng.below(25_000)),
+                latency,
+                fault,
+                act,
+            }
+        })
+        .collect();
+    Plan {
+        upstreams,
+        disconnects,
+        calls,
+    }
+}
+
+/// What a gateway run found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Report {
+    /// The seed.
+    pub seed: u64,
+    /// Upstream servers.
+    pub upstreams: usize,
+    /// Calls planned.
+    pub calls: usize,
+    /// Calls the upstreams received.
+    pub received: usize,
+    /// Answers clients got.
+    pub answered: usize,
+    /// Cancellations the upstreams received.
+    pub cancellations: usize,
+    /// Upstream connections made (the host does not dial a dropped stdio server again).
+    pub connections: usize,
+    /// Calls in flight when their upstream connection dropped.
+    pub dropped: usize,
+    /// `list_changed` the upstreams sent.
+    pub list_changes: usize,
+    /// Audit rows written.
+    pub audit_rows: usize,
+    /// Property violations; empty when the run passed.
+    pub violations: Vec<String>,
+    /// A digest of the trace.
+    pub digest: u64,
+}
+
+/// Every call of the upstreams allowed, in any context: the properties here are about
+/// calls that run (the host world has refusals and approvals).
+fn policy() -> warden_policy::Policy {
+    crate::upstream::policy(json!({
+        "rules": [{"tools": "up*__*", "effect": "allow",
+                   "even_if_tainted": true, "even_if_private": true}]
+    }))
+}
+
+/// One call as its client saw it.
+#[derive(Debug, Clone, Default)]
+struct Seen {
+    sent: Option<Duration>,
+    cancelled: Option<Duration>,
+    responses: Vec<(Duration, Value)>,
+}
+
+/// One client of the gateway: what it saw, by call number.
+struct ClientState {
+    index: usize,
+    seen: Mutex<BTreeMap<usize, Seen>>,
+    /// Request id (the call number + 1; `initialize` is 0) to the call waiting for it.
+    waiting: Mutex<HashMap<u64, oneshot::Sender<()>>>,
+    disconnected: Mutex<Option<Duration>>,
+    list_changes: AtomicUsize,
+}
+
+/// Runs one seed of the gateway world twice and checks every property.
+pub fn run(seed: u64) -> Report {
+    let first = run_once(seed);
+    let second = run_once(seed);
+    let mut report = first;
+    if report.digest != second.digest {
+        report.violations.push(format!(
+            "gateway seed {seed} is not deterministic: digest {:x} then {:x}",
+            report.digest, second.digest
+        ));
+    }
+    report
+}
+
+/// The trace of one gateway seed.
+pub fn trace(seed: u64) -> Vec<String> {
+    let log = Arc::new(Log::default());
+    let _ = simulate(seed, log.clone());
+    lock(&log.trace).clone()
+}
+
+fn run_once(seed: u64) -> Report {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let log = Arc::new(Log::default());
+    let mut report = simulate(seed, log.clone());
+    let mut hasher = DefaultHasher::new();
+    canonical(&lock(&log.trace)).hash(&mut hasher);
+    report.digest = hasher.finish();
+    report
+}
+
+fn simulate(seed: u64, log: Arc<Log>) -> Report {
+    let plan = plan(seed);
+    let dir = store_dir(seed);
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            return Report {
+                seed,
+                violations: vec![format!("no runtime: {error}")],
+                ..Report::default()
+            };
+        }
+    };
+    let world_log = log.clone();
+    let world_dir = dir.clone();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        runtime.block_on(world(seed, plan, world_log, world_dir))
+    }));
+    drop(runtime);
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut report = match outcome {
+        Ok(report) => report,
+        Err(panic) => {
+            let text = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_else(|| "a panic".into());
+            log.violation(format!("panicked: {text}"));
+            Report {
+                seed,
+                ..Report::default()
+            }
+        }
+    };
+    report.violations = lock(&log.violations).clone();
+    report
+}
+
+async fn world(seed: u64, plan: Plan, log: Arc<Log>, dir: PathBuf) -> Report {
+    let start = Instant::now();
+    *lock(&log.start) = Some(start);
+    log.event(format!(
+        "gateway seed {seed}: {} upstream(s), {} client(s), {} call(s)",
+        plan.upstreams.len(),
+        plan.disconnects.len(),
+        plan.calls.len()
+    ));
+    let mut report = Report {
+        seed,
+        upstreams: plan.upstreams.len(),
+        calls: plan.calls.len(),
+        ..Report::default()
+    };
+    let upstreams: Vec<Arc<Upstream>> = plan
+        .upstreams
+        .iter()
+        .enumerate()
+        .map(|(index, up)| {
+            let calls = plan
+                .calls
+                .iter()
+                .filter(|c| c.upstream == index)
+                .map(|c| {
+                    let script = Script {
+                        number: c.number,
+                        fault: c.fault,
+                        latency: c.latency,
+                    };
+                    (c.token(), script)
+                })
+                .collect();
+            Arc::new(Upstream::new(index, up.clone(), calls, log.clone()))
+        })
+        .collect();
+    let store_path = dir.join("state.db");
+    let store = match warden_store::Store::open(&store_path) {
+        Ok(store) => store,
+        Err(error) => {
+            log.violation(format!("no state store: {error}"));
+            return report;
+        }
+    };
+    let host = crate::upstream::host(&upstreams, start, store, policy(), &log).await;
+    let backend = match Backend::new(Arc::new(host), None) {
+        Ok(backend) => backend,
+        Err(error) => {
+            log.violation(format!("no backend: {error}"));
+            return report;
+        }
+    };
+    let gateway = match Gateway::new(backend, ProtocolOptions::default()) {
+        Ok(gateway) => Arc::new(gateway),
+        Err(error) => {
+            log.violation(format!("no gateway: {error}"));
+            return report;
+        }
+    };
+    let follower = {
+        let gateway = Arc::clone(&gateway);
+        tokio::spawn(async move {
+            gateway
+                .backend()
+                .follow_upstreams(warden_gateway::backend::DEFAULT_REFRESH_INTERVAL)
+                .await;
+        })
+    };
+
+    // The clients, each on its own stdio session.
+    let clients: Vec<Arc<ClientState>> = (0..plan.disconnects.len())
+        .map(|index| {
+            Arc::new(ClientState {
+                index,
+                seen: Mutex::new(BTreeMap::new()),
+                waiting: Mutex::new(HashMap::new()),
+                disconnected: Mutex::new(None),
+                list_changes: AtomicUsize::new(0),
+            })
+        })
+        .collect();
+    let mut sessions = Vec::new();
+    let mut drivers = Vec::new();
+    for client in &clients {
+        let (to_gateway, gateway_in) = tokio::io::duplex(PIPE);
+        let (gateway_out, from_gateway) = tokio::io::duplex(PIPE);
+        sessions.push(tokio::spawn(warden_gateway::stdio::serve(
+            Arc::clone(&gateway),
+            BufReader::new(gateway_in),
+            gateway_out,
+            StdioLimits::default(),
+        )));
+        let calls: Vec<CallPlan> = plan
+            .calls
+            .iter()
+            .filter(|c| c.client == client.index)
+            .cloned()
+            .collect();
+        let timeouts: Vec<Duration> = plan.upstreams.iter().map(|u| u.call_timeout).collect();
+        drivers.push(tokio::spawn(drive(
+            Arc::clone(client),
+            calls,
+            timeouts,
+            plan.disconnects[client.index],
+            start,
+            to_gateway,
+            from_gateway,
+            log.clone(),
+        )));
+    }
+    for driver in drivers {
+        if driver.await.is_err() {
+            log.violation("a client task panicked".into());
+        }
+    }
+    // Every client's input has ended: its session must end, and with it every call.
+    for (index, session) in sessions.into_iter().enumerate() {
+        match tokio::time::timeout(Duration::from_secs(30), session).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => log.violation(format!("client {index}'s session panicked")),
+            Err(_) => log.violation(format!(
+                "client {index}'s session did not end within 30 s of its input ending"
+            )),
+        }
+    }
+    follower.abort();
+    let _ = follower.await;
+    log.event("every client gone; shutting down".into());
+    match Arc::try_unwrap(gateway) {
+        Ok(gateway) => match Arc::try_unwrap(gateway.into_backend().into_host()) {
+            Ok(host) => host.shutdown().await,
+            Err(_) => log.violation("the host is still held after every client left".into()),
+        },
+        Err(_) => log.violation("the gateway is still held after every client left".into()),
+    }
+    check_no_leaks(&upstreams, &log).await;
+
+    check(&plan, &upstreams, &clients, &store_path, &log, &mut report);
+    log.event(format!(
+        "end: {} received, {} answered, {} cancellations, {} connections, {} list changes, \
+         {} audit rows",
+        report.received,
+        report.answered,
+        report.cancellations,
+        report.connections,
+        report.list_changes,
+        report.audit_rows
+    ));
+    report
+}
+
+/// One client: `initialize`, its calls at their times (each waited for, cancelled, or
+/// given up on), a disconnect if planned, and the end of its input once every call settled.
+#[allow(clippy::too_many_arguments)]
+async fn drive(
+    client: Arc<ClientState>,
+    calls: Vec<CallPlan>,
+    timeouts: Vec<Duration>,
+    disconnect: Option<Duration>,
+    start: Instant,
+    to_gateway: DuplexStream,
+    from_gateway: DuplexStream,
+    log: Arc<Log>,
+) {
+    let index = client.index;
+    let (out, mut queue) = mpsc::unbounded_channel::<Out>();
+    let writer = tokio::spawn(async move {
+        let mut input = to_gateway;
+        while let Some(message) = queue.recv().await {
+            match message {
+                Out::Line(mut line) => {
+                    line.push('\n');
+                    if input.write_all(line.as_bytes()).await.is_err() {
+                        break;
+                    }
+                }
+                Out::Close => break,
+            }
+        }
+    });
+    let reader = {
+        let client = Arc::clone(&client);
+        let log = log.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(from_gateway).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let Ok(message) = serde_json::from_str::<Value>(&line) else {
+                    log.violation(format!(
+                        "client {}: the gateway sent non-JSON",
+                        client.index
+                    ));
+                    continue;
+                };
+                let now = start.elapsed();
+                if let Some(method) = message.get("method").and_then(Value::as_str) {
+                    if method == "notifications/tools/list_changed" {
+                        client.list_changes.fetch_add(1, Ordering::SeqCst);
+                    }
+                    continue;
+                }
+                let Some(id) = message.get("id").and_then(Value::as_u64) else {
+                    log.violation(format!(
+                        "client {}: an answer without a usable id: {line}",
+                        client.index
+                    ));
+                    continue;
+                };
+                if id > 0 {
+                    let number = (id - 1) as usize;
+                    log.event(format!(
+                        "client {} gets an answer for call {number}: {}",
+                        client.index,
+                        summary(&message)
+                    ));
+                    lock(&client.seen)
+                        .entry(number)
+                        .or_default()
+                        .responses
+                        .push((now, message));
+                }
+                if let Some(waiting) = lock(&client.waiting).remove(&id) {
+                    let _ = waiting.send(());
+                }
+            }
+        })
+    };
+    let (ready_tx, ready) = oneshot::channel();
+    lock(&client.waiting).insert(0, ready_tx);
+    let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": format!("sim-client-{index}"), "version": "1"}}});
+    let _ = out.send(Out::Line(initialize.to_string()));
+    if tokio::time::timeout(Duration::from_secs(10), ready)
+        .await
+        .is_err()
+    {
+        log.violation(format!("client {index}: initialize not answered in 10 s"));
+    }
+    let _ = out.send(Out::Line(
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+    ));
+    if let Some(at) = disconnect {
+        let out = out.clone();
+        let client = Arc::clone(&client);
+        let log = log.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep_until(start + at).await;
+            *lock(&client.disconnected) = Some(start.elapsed());
+            log.event(format!("client {} disconnects", client.index));
+            let _ = out.send(Out::Close);
+        });
+    }
+    let mut tasks = Vec::new();
+    for call in calls {
+        let out = out.clone();
+        let client = Arc::clone(&client);
+        let log = log.clone();
+        let timeout = timeouts[call.upstream];
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep_until(start + call.at).await;
+            if lock(&client.disconnected).is_some() {
+                return;
+            }
+            let id = call.number as u64 + 1;
+            let (answered_tx, answered) = oneshot::channel();
+            lock(&client.waiting).insert(id, answered_tx);
+            let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": format!("up{}__echo", call.upstream),
+                           "arguments": {"text": call.token()}}});
+            lock(&client.seen).entry(call.number).or_default().sent = Some(start.elapsed());
+            log.event(format!(
+                "client {} sends call {} to up{} ({:?})",
+                client.index, call.number, call.upstream, call.act
+            ));
+            let _ = out.send(Out::Line(request.to_string()));
+            let wait = match call.act {
+                Act::Wait => timeout + SLACK,
+                Act::Cancel(after) | Act::GiveUp(after) => after,
+            };
+            if tokio::time::timeout(wait, answered).await.is_ok() {
+                return;
+            }
+            if call.act == Act::Wait {
+                // Property 2 is checked at the end; keep the session open for stragglers.
+                return;
+            }
+            lock(&client.seen).entry(call.number).or_default().cancelled = Some(start.elapsed());
+            log.event(format!(
+                "client {} cancels call {}",
+                client.index, call.number
+            ));
+            let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": id, "reason": "sim"}});
+            let _ = out.send(Out::Line(cancel.to_string()));
+            lock(&client.waiting).remove(&id);
+        }));
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    // Room for answers still on their way, then the end of the input.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let _ = out.send(Out::Close);
+    drop(out);
+    let _ = writer.await;
+    let _ = reader.await;
+}
+
+/// The part of an answer a trace shows.
+fn summary(message: &Value) -> String {
+    if let Some(error) = message.get("error") {
+        return format!(
+            "error {}",
+            error.get("code").cloned().unwrap_or(Value::Null)
+        );
+    }
+    let result = message.get("result").cloned().unwrap_or(Value::Null);
+    let text = result
+        .get("content")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+        .and_then(|c| c.get("text"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let short: String = text.chars().take(60).collect();
+    format!(
+        "{}{short}",
+        if result.get("isError") == Some(&Value::Bool(true)) {
+            "isError "
+        } else {
+            ""
+        }
+    )
+}
+
+/// What the client saw of one answer: the outcome the audit row must carry.
+fn expected_outcome(message: &Value, token: &str) -> Option<&'static str> {
+    if message.get("error").is_some() {
+        // A protocol error: the call never became an attempt of a known tool.
+        return None;
+    }
+    let result = message.get("result")?;
+    let text = result
+        .get("content")
+        .and_then(Value::as_array)
+        .and_then(|c| c.first())
+        .and_then(|c| c.get("text"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let is_error = result.get("isError") == Some(&Value::Bool(true));
+    Some(match (text == token, is_error) {
+        (true, false) => "ok",
+        (true, true) => "tool_error",
+        (false, _) => "failed",
+    })
+}
+
+fn check(
+    plan: &Plan,
+    upstreams: &[Arc<Upstream>],
+    clients: &[Arc<ClientState>],
+    store_path: &std::path::Path,
+    log: &Log,
+    report: &mut Report,
+) {
+    let tokens: Vec<String> = plan.calls.iter().map(CallPlan::token).collect();
+    let received = all_received(upstreams);
+    report.received = received.len();
+    report.cancellations = received.iter().filter(|r| r.cancelled.is_some()).count();
+    report.dropped = received.iter().filter(|r| r.dropped.is_some()).count();
+    report.connections = upstreams
+        .iter()
+        .map(|u| u.generations.load(Ordering::SeqCst) as usize)
+        .sum();
+    report.list_changes = upstreams
+        .iter()
+        .map(|u| u.list_changes.load(Ordering::SeqCst))
+        .sum();
+
+    // 1 and 2: each client's answers.
+    for call in &plan.calls {
+        let client = &clients[call.client];
+        let seen = lock(&client.seen)
+            .get(&call.number)
+            .cloned()
+            .unwrap_or_default();
+        let disconnected = *lock(&client.disconnected);
+        if seen.responses.len() > 1 {
+            log.violation(format!(
+                "call {} was answered {} times",
+                call.number,
+                seen.responses.len()
+            ));
+        }
+        if !seen.responses.is_empty() {
+            report.answered += 1;
+        }
+        for (_, message) in &seen.responses {
+            let text = message.to_string();
+            for (other, other_token) in tokens.iter().enumerate() {
+                if other != call.number && text.contains(other_token.as_str()) {
+                    log.violation(format!(
+                        "call {} of client {} got call {other}'s answer: {text}",
+                        call.number, call.client
+                    ));
+                }
+            }
+        }
+        let Some(sent) = seen.sent else {
+            if !seen.responses.is_empty() {
+                log.violation(format!("call {} was answered but never sent", call.number));
+            }
+            continue;
+        };
+        let limit = sent + plan.upstreams[call.upstream].call_timeout + SLACK;
+        let gone_before = disconnected.is_some_and(|at| at <= limit);
+        if call.act == Act::Wait && !gone_before {
+            match seen.responses.first() {
+                Some((at, _)) if *at <= limit => {}
+                Some((at, _)) => log.violation(format!(
+                    "call {} answered at {at:?}, past its bound {limit:?}",
+                    call.number
+                )),
+                None => log.violation(format!(
+                    "call {} was never answered (bound {limit:?})",
+                    call.number
+                )),
+            }
+        }
+    }
+
+    // 3: cancellations reach the upstream.
+    check_cancelled(
+        &received,
+        |r| {
+            let call = plan.calls.iter().find(|c| c.token() == r.token)?;
+            let client = &clients[call.client];
+            let seen = lock(&client.seen)
+                .get(&call.number)
+                .cloned()
+                .unwrap_or_default();
+            let disconnected = *lock(&client.disconnected);
+            let mut due = r.at + plan.upstreams[call.upstream].call_timeout;
+            for at in [seen.cancelled, disconnected].into_iter().flatten() {
+                due = due.min(at.max(r.at));
+            }
+            Some(due)
+        },
+        log,
+    );
+
+    // 4: the audit log.
+    let rows = match warden_store::Store::open(store_path)
+        .and_then(|store| store.audit(&warden_store::AuditFilter::default(), 100_000))
+    {
+        Ok(rows) => rows,
+        Err(error) => {
+            log.violation(format!("the audit log cannot be read: {error}"));
+            return;
+        }
+    };
+    report.audit_rows = rows.len();
+    let mut by_token: BTreeMap<usize, Vec<&warden_store::AuditEntry>> = BTreeMap::new();
+    for row in &rows {
+        let arguments = row.entry.arguments.to_string();
+        match tokens.iter().position(|t| arguments.contains(t.as_str())) {
+            Some(number) => by_token.entry(number).or_default().push(&row.entry),
+            None => log.violation(format!("an audit row of no call: {:?}", row.entry)),
+        }
+    }
+    let mut audit_trace = Vec::new();
+    for call in &plan.calls {
+        let token = call.token();
+        let rows = by_token.remove(&call.number).unwrap_or_default();
+        let reached = received.iter().any(|r| r.token == token);
+        let seen = lock(&clients[call.client].seen)
+            .get(&call.number)
+            .cloned()
+            .unwrap_or_default();
+        let answer = seen
+            .responses
+            .first()
+            .and_then(|(_, message)| expected_outcome(message, &token));
+        audit_trace.push(format!(
+            "call {}: {:?}",
+            call.number,
+            rows.iter()
+                .map(|r| (r.outcome.as_str(), r.executed))
+                .collect::<Vec<_>>()
+        ));
+        match rows.as_slice() {
+            [] => {
+                if reached || answer.is_some() {
+                    log.violation(format!(
+                        "call {} ({}) has no audit row",
+                        call.number,
+                        if reached {
+                            "it reached its upstream"
+                        } else {
+                            "it was answered"
+                        }
+                    ));
+                }
+            }
+            [row] => {
+                if reached && !row.executed {
+                    log.violation(format!(
+                        "call {} reached its upstream, but its audit row says not executed",
+                        call.number
+                    ));
+                }
+                // Sent the moment its upstream dropped the connection: written, never read.
+                let unread = seen.sent.is_some_and(|sent| {
+                    received
+                        .iter()
+                        .any(|r| r.token != token && r.dropped == Some(sent))
+                });
+                // A call cut short while it was being sent is recorded as maybe executed
+                // (the safe side); one answered as never sent must not be.
+                if !reached && row.executed && !unread && answer.is_some() {
+                    log.violation(format!(
+                        "call {} never reached its upstream, but its audit row says executed",
+                        call.number
+                    ));
+                }
+                if let Some(expected) = answer
+                    && row.outcome != expected
+                {
+                    log.violation(format!(
+                        "call {}: the client saw `{expected}`, the audit row says `{}` ({:?})",
+                        call.number, row.outcome, row.error
+                    ));
+                }
+                if answer.is_none() && reached && row.outcome != "failed" {
+                    log.violation(format!(
+                        "call {} was cut short, but its audit row says `{}`",
+                        call.number, row.outcome
+                    ));
+                }
+            }
+            more => log.violation(format!(
+                "call {} has {} audit rows: {more:?}",
+                call.number,
+                more.len()
+            )),
+        }
+    }
+    for line in audit_trace {
+        log.event(line);
+    }
+}
