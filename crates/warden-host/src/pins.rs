@@ -109,8 +109,32 @@ pub fn to_pin(fingerprint: &Fingerprint) -> Pin {
     }
 }
 
-fn short(hash: &str) -> &str {
+/// The first 12 hex digits of `hash`, for a line a person reads.
+pub(crate) fn short(hash: &str) -> &str {
     hash.get(..12).unwrap_or(hash)
+}
+
+/// The line saying how the pinned program of `old` differs from `program` with
+/// `program_sha256` (moved, or changed in place); none when it is the same.
+pub(crate) fn program_changes(old: &Pin, program: &Path, program_sha256: &str) -> Vec<String> {
+    if old.program != program {
+        vec![format!(
+            "program path changed: {} -> {} (sha256 {}… -> {}…)",
+            old.program.display(),
+            program.display(),
+            short(&old.program_sha256),
+            short(program_sha256)
+        )]
+    } else if old.program_sha256 != program_sha256 {
+        vec![format!(
+            "program {} changed: sha256 {}… -> {}…",
+            program.display(),
+            short(&old.program_sha256),
+            short(program_sha256)
+        )]
+    } else {
+        Vec::new()
+    }
 }
 
 /// What differs between the stored pin `old` and the current state `new`, one line each;
@@ -123,23 +147,7 @@ fn short(hash: &str) -> &str {
 /// file it would have pinned but does not hold is a new argument, and a change. The caller
 /// then records the pin again under the current rule.
 pub fn changes(old: &Pin, new: &Fingerprint) -> Vec<String> {
-    let mut out = Vec::new();
-    if old.program != new.program {
-        out.push(format!(
-            "program path changed: {} -> {} (sha256 {}… -> {}…)",
-            old.program.display(),
-            new.program.display(),
-            short(&old.program_sha256),
-            short(&new.program_sha256)
-        ));
-    } else if old.program_sha256 != new.program_sha256 {
-        out.push(format!(
-            "program {} changed: sha256 {}… -> {}…",
-            new.program.display(),
-            short(&old.program_sha256),
-            short(&new.program_sha256)
-        ));
-    }
+    let mut out = program_changes(old, &new.program, &new.program_sha256);
     let legacy = old.rule < PIN_RULE_EXECUTED;
     for (path, hash) in &old.files {
         match new.files.iter().find(|f| &f.path == path) {

@@ -56,30 +56,11 @@ pub fn to_pin(report: &Report) -> Pin {
     }
 }
 
-fn short(hash: &str) -> &str {
-    hash.get(..12).unwrap_or(hash)
-}
-
 /// What differs between the pin `old` and the reported state `new`, one line each; empty
 /// when they match.
 pub fn changes(old: &Pin, new: &Pin) -> Vec<String> {
-    let mut out = Vec::new();
-    if old.program != new.program {
-        out.push(format!(
-            "program path changed: {} -> {} (sha256 {}… -> {}…)",
-            old.program.display(),
-            new.program.display(),
-            short(&old.program_sha256),
-            short(&new.program_sha256)
-        ));
-    } else if old.program_sha256 != new.program_sha256 {
-        out.push(format!(
-            "program {} changed: sha256 {}… -> {}…",
-            new.program.display(),
-            short(&old.program_sha256),
-            short(&new.program_sha256)
-        ));
-    }
+    use crate::pins::short;
+    let mut out = crate::pins::program_changes(old, &new.program, &new.program_sha256);
     let find = |files: &[(PathBuf, String)], path: &PathBuf| {
         files
             .iter()
