@@ -217,6 +217,16 @@ pub enum TransportSpec {
     },
 }
 
+impl TransportSpec {
+    /// Whether this is a remote server configured with an `Authorization` header of its
+    /// own: the user's credential, which keeps OAuth out, and which is part of the
+    /// server's definition.
+    pub fn sets_authorization(&self) -> bool {
+        matches!(self, TransportSpec::Http { headers, .. }
+            if headers.keys().any(|name| name.eq_ignore_ascii_case("authorization")))
+    }
+}
+
 /// `[relays.NAME]`: how Warden opens the byte stream into a sandbox (the way an
 /// orchestrator execs into it), shared by every server relayed through it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

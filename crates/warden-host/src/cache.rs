@@ -65,12 +65,10 @@ pub const MAX_REMOTE_TTL: Duration = Duration::from_secs(24 * 60 * 60);
 pub fn lifetime(spec: &ServerSpec, freshness: Option<ListFreshness>) -> Option<Option<Duration>> {
     match &spec.transport {
         warden_config::TransportSpec::Stdio { .. } => Some(None),
-        warden_config::TransportSpec::Http { headers, .. } => {
+        warden_config::TransportSpec::Http { .. } => {
             let freshness = freshness?;
-            let own_authorization = headers
-                .keys()
-                .any(|name| name.eq_ignore_ascii_case("authorization"));
-            let reusable = freshness.scope == CacheScope::Public || own_authorization;
+            let reusable =
+                freshness.scope == CacheScope::Public || spec.transport.sets_authorization();
             (reusable && !freshness.ttl.is_zero())
                 .then_some(Some(freshness.ttl.min(MAX_REMOTE_TTL)))
         }

@@ -11,12 +11,11 @@
 //! file's: the kernel drops it when the holder dies, so a crashed host never pins an
 //! install for ever.
 
-use std::os::fd::AsRawFd;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::PackageError;
+use crate::lock::{open_lock_file, try_flock};
 
 /// How long a start waits for a removal of its install to finish (a removal holds the
 /// lock only while it deletes).
@@ -30,42 +29,6 @@ pub(crate) fn use_file(dir: &Path) -> PathBuf {
     let mut name = dir.file_name().unwrap_or_default().to_os_string();
     name.push(".use");
     dir.with_file_name(name)
-}
-
-fn open(path: &Path) -> Result<std::fs::File, PackageError> {
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o644)
-        // A link planted in its place is not followed.
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-        .map_err(|source| PackageError::io("open the in-use lock", path, source))?;
-    let meta = file
-        .metadata()
-        .map_err(|source| PackageError::io("read", path, source))?;
-    if !meta.is_file() {
-        return Err(PackageError::Unsafe {
-            path: path.to_path_buf(),
-            reason: "the in-use lock is not a regular file".to_owned(),
-        });
-    }
-    Ok(file)
-}
-
-/// `flock(file, how | LOCK_NB)`: whether it was taken.
-fn try_flock(file: &std::fs::File, path: &Path, how: i32) -> Result<bool, PackageError> {
-    // SAFETY: flock on a descriptor `file` owns and keeps open.
-    if unsafe { libc::flock(file.as_raw_fd(), how | libc::LOCK_NB) } == 0 {
-        return Ok(true);
-    }
-    let error = std::io::Error::last_os_error();
-    match error.raw_os_error() {
-        Some(libc::EWOULDBLOCK) | Some(libc::EINTR) => Ok(false),
-        _ => Err(PackageError::io("lock", path, error)),
-    }
 }
 
 /// A shared hold on an install: while it lives, the install is not removed.
@@ -86,7 +49,7 @@ impl InUse {
 /// progress, then checks the install is still there.
 pub fn hold(server: &str, dir: &Path) -> Result<InUse, PackageError> {
     let path = use_file(dir);
-    let file = open(&path)?;
+    let file = open_lock_file(&path, "open the in-use lock", "the in-use lock")?;
     let started = Instant::now();
     while !try_flock(&file, &path, libc::LOCK_SH)? {
         if started.elapsed() >= WAIT {
@@ -135,7 +98,7 @@ impl Removing {
 /// does.
 pub(crate) fn try_removing(dir: &Path) -> Result<Option<Removing>, PackageError> {
     let path = use_file(dir);
-    let file = open(&path)?;
+    let file = open_lock_file(&path, "open the in-use lock", "the in-use lock")?;
     if try_flock(&file, &path, libc::LOCK_EX)? {
         Ok(Some(Removing { file, path }))
     } else {

@@ -76,7 +76,14 @@ pub enum TryLock {
     Busy(String),
 }
 
-fn open(path: &Path) -> Result<std::fs::File, PackageError> {
+/// Opens (creating it) the lock file at `path`, never through a link, and only if it is a
+/// regular file; `opening` and `what` name it in errors ("open the install lock", "the
+/// install lock").
+pub(crate) fn open_lock_file(
+    path: &Path,
+    opening: &'static str,
+    what: &str,
+) -> Result<std::fs::File, PackageError> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -86,22 +93,23 @@ fn open(path: &Path) -> Result<std::fs::File, PackageError> {
         // A link planted in the cache's place of a lock file is not followed.
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(path)
-        .map_err(|source| PackageError::io("open the install lock", path, source))?;
+        .map_err(|source| PackageError::io(opening, path, source))?;
     let meta = file
         .metadata()
         .map_err(|source| PackageError::io("read", path, source))?;
     if !meta.is_file() {
         return Err(PackageError::Unsafe {
             path: path.to_path_buf(),
-            reason: "the install lock is not a regular file".to_owned(),
+            reason: format!("{what} is not a regular file"),
         });
     }
     Ok(file)
 }
 
-fn try_flock(file: &std::fs::File, path: &Path) -> Result<bool, PackageError> {
+/// `flock(file, how | LOCK_NB)` (`how`: `LOCK_EX` or `LOCK_SH`): whether it was taken.
+pub(crate) fn try_flock(file: &std::fs::File, path: &Path, how: i32) -> Result<bool, PackageError> {
     // SAFETY: flock on a descriptor `file` owns and keeps open.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+    if unsafe { libc::flock(file.as_raw_fd(), how | libc::LOCK_NB) } == 0 {
         return Ok(true);
     }
     let error = std::io::Error::last_os_error();
@@ -152,11 +160,11 @@ pub(crate) fn acquire(
     what: &str,
     wait: Duration,
 ) -> Result<InstallLock, PackageError> {
-    let mut file = open(path)?;
+    let mut file = open_lock_file(path, "open the install lock", "the install lock")?;
     let started = Instant::now();
     let mut said = false;
     loop {
-        if try_flock(&file, path)? {
+        if try_flock(&file, path, libc::LOCK_EX)? {
             describe_holder(&mut file, what);
             return Ok(InstallLock {
                 file,
@@ -186,8 +194,8 @@ pub(crate) fn acquire(
 
 /// Takes the lock at `path` for `what` if nobody holds it; never waits.
 pub(crate) fn try_acquire(path: &Path, slot: &Path, what: &str) -> Result<TryLock, PackageError> {
-    let mut file = open(path)?;
-    if try_flock(&file, path)? {
+    let mut file = open_lock_file(path, "open the install lock", "the install lock")?;
+    if try_flock(&file, path, libc::LOCK_EX)? {
         describe_holder(&mut file, what);
         Ok(TryLock::Held(InstallLock {
             file,

@@ -52,10 +52,7 @@ pub async fn connect(
         )));
     };
     // A configured `Authorization` header is the user's own credential: OAuth stays out.
-    let own_credential = remote
-        .headers
-        .keys()
-        .any(|name| name.eq_ignore_ascii_case("authorization"));
+    let own_credential = spec.transport.sets_authorization();
     // The deprecated HTTP+SSE transport does not sign in (its event stream would carry no
     // token); only Streamable HTTP does.
     if !own_credential

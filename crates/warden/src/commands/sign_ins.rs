@@ -24,10 +24,8 @@ const MAX_ANSWER_BYTES: u64 = 1024;
 pub fn signs_in(spec: &ServerSpec) -> bool {
     matches!(
         &spec.transport,
-        TransportSpec::Http { settings, headers, .. }
-            if settings.transport == RemoteTransport::Http
-                && !headers.keys().any(|name| name.eq_ignore_ascii_case("authorization"))
-    )
+        TransportSpec::Http { settings, .. } if settings.transport == RemoteTransport::Http
+    ) && !spec.transport.sets_authorization()
 }
 
 /// Whether `entry` did not connect only because it needs a sign-in Warden's OAuth client
