@@ -242,6 +242,30 @@ impl ListFreshness {
     }
 }
 
+/// A task aborted when this is dropped: a listen stream nobody keeps, or one whose
+/// opening was abandoned (its caller timed out) before it was put in place.
+pub(crate) struct AbortOnDrop(Option<tokio::task::JoinHandle<()>>);
+
+impl AbortOnDrop {
+    /// Guards `task`.
+    pub(crate) fn new(task: tokio::task::JoinHandle<()>) -> Self {
+        AbortOnDrop(Some(task))
+    }
+
+    /// The task, no longer guarded (its new owner aborts it).
+    pub(crate) fn keep(mut self) -> Option<tokio::task::JoinHandle<()>> {
+        self.0.take()
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(task) = self.0.take() {
+            task.abort();
+        }
+    }
+}
+
 /// A live connection to one server.
 ///
 /// Implementations own the server's process (if any) and stop it in [`Connection::close`];

@@ -14,6 +14,7 @@
 //! ended it, or broke the rules) forgets the subscriptions it carried, so whoever keeps
 //! them makes them again, and marks them updated.
 
+use crate::connection::AbortOnDrop;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,15 +30,7 @@ use crate::notices::ServerNotices;
 /// which cancels it).
 #[derive(Default)]
 pub(crate) struct Listen {
-    active: tokio::sync::Mutex<Option<Active>>,
-}
-
-struct Active(tokio::task::JoinHandle<()>);
-
-impl Drop for Active {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+    active: tokio::sync::Mutex<Option<AbortOnDrop>>,
 }
 
 /// What a listen asks for: the list changes `capabilities` say the server announces, and
@@ -90,7 +83,7 @@ impl Listen {
             .unwrap_or_default();
         let task = tokio::spawn(drain(subscription, Arc::clone(notices)));
         // The old listen is dropped (cancelled) only now that the new one is acknowledged.
-        *active = Some(Active(task));
+        *active = Some(AbortOnDrop::new(task));
         Ok(honoured)
     }
 

@@ -172,8 +172,13 @@ impl Session {
                 async move { request.open().await }
             },
         ));
+        // Guarded while the acknowledgement is awaited: a caller that gives up first (its
+        // own timeout) drops this future, and the new stream must not go on unowned.
+        let pending = crate::connection::AbortOnDrop::new(task);
         let answer = tokio::time::timeout(limit, honoured).await;
-        if let Some(old) = lock(&self.listener).replace(task) {
+        if let Some(task) = pending.keep()
+            && let Some(old) = lock(&self.listener).replace(task)
+        {
             old.abort();
         }
         match answer {
