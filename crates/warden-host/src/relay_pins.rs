@@ -166,8 +166,14 @@ impl PinCheck for RelayPins {
                     changes = ?changed,
                     "refused a start inside the sandbox: what it runs changed since it was pinned"
                 );
-                // Kept for `warden pin`, which accepts exactly what was reported.
-                if let Err(error) = store.save_pin(&pending_key(relay, spec), &now) {
+                // Kept for `warden pin`, which accepts exactly what was reported (written
+                // only when it differs from what is kept: a refused server is asked about
+                // at each of its requests).
+                let pending = pending_key(relay, spec);
+                let kept = store.pin_for(&pending).ok().flatten();
+                if kept.as_ref() != Some(&now)
+                    && let Err(error) = store.save_pin(&pending, &now)
+                {
                     tracing::warn!(server = %spec.name, "the reported state could not be kept for `warden pin`: {error}");
                 }
                 let lines: Vec<String> = changed.iter().map(|line| format!("  - {line}")).collect();

@@ -159,7 +159,9 @@ impl Supervisor {
         });
         // Frames are read by a task of their own, so that the loop below can also look at
         // the configuration between frames (reading a frame cannot be interrupted safely).
-        let (frames_tx, mut frames) = mpsc::channel::<Result<Frame, FrameError>>(OUT_QUEUE);
+        // One frame ahead at most: frames may be 16 MiB each, and the loop may be busy
+        // stopping or restarting a child.
+        let (frames_tx, mut frames) = mpsc::channel::<Result<Frame, FrameError>>(1);
         let reader = tokio::spawn(async move {
             let mut input = BufReader::new(input);
             loop {
@@ -196,7 +198,10 @@ impl Supervisor {
                 Kind::Hello => {
                     let hello: Hello = serde_json::from_slice(&frame.payload).unwrap_or_default();
                     secrets = hello.secrets.into_iter().collect();
-                    self.reload_into(&mut servers);
+                    // A change seen here applies to what runs, as at every other check.
+                    if self.reload_into(&mut servers) {
+                        redefine(&mut tasks, &servers, &out_tx).await;
+                    }
                     let ready = Ready {
                         servers: servers.keys().cloned().collect(),
                         version: VERSION,
@@ -208,7 +213,9 @@ impl Supervisor {
                     if let Some(old) = tasks.remove(&frame.server) {
                         old.stop().await;
                     }
-                    self.reload_into(&mut servers);
+                    if self.reload_into(&mut servers) {
+                        redefine(&mut tasks, &servers, &out_tx).await;
+                    }
                     let Some(spec) = servers.get(&frame.server) else {
                         let why = format!(
                             "no server `{}` is defined in the sandbox's configuration",
