@@ -764,8 +764,7 @@ impl<'h> Agent<'h> {
             let (text, is_error) = match outcome {
                 Ok(outcome) => (result_text(&outcome), outcome.is_error),
                 Err(error) => {
-                    event.executed = matches!(&error, HostError::Call { source, .. }
-                        if source.may_have_reached_server());
+                    event.executed = error.may_have_run();
                     let message = format!("The call failed: {error}");
                     event.error = Some(message.clone());
                     (message, true)

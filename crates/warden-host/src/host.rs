@@ -292,6 +292,14 @@ pub enum HostError {
     },
 }
 
+impl HostError {
+    /// Whether the call this error ended may have run on its server (it was written to
+    /// the connection): what the audit row and the agent's event both record as executed.
+    pub fn may_have_run(&self) -> bool {
+        matches!(self, HostError::Call { source, .. } if source.may_have_reached_server())
+    }
+}
+
 fn reasons(verdict: &Verdict) -> String {
     verdict
         .reasons
@@ -794,20 +802,10 @@ impl Host {
     /// For a remote server the person has just signed in to again: its running
     /// connection still holds the token that lapsed.
     pub async fn restart(&mut self, name: &str) -> Result<(), HostError> {
-        if let Some(entry) = self.entries.iter().find(|entry| entry.spec.name == name) {
-            let running = {
-                let mut slot = entry.slot.lock().await;
-                if let Some(watcher) = slot.watcher.take() {
-                    watcher.abort();
-                }
-                slot.connection.take()
-            };
-            if let Some(running) = running {
-                tracing::info!(server = %name, "stopped, to be started again");
-                if let Some(connection) = sole_owner(running).await {
-                    connection.close().await;
-                }
-            }
+        if let Some(entry) = self.entries.iter().find(|entry| entry.spec.name == name)
+            && stop_slot(&entry.slot).await
+        {
+            tracing::info!(server = %name, "stopped, to be started again");
         }
         self.connect_again(name).await
     }
@@ -1323,22 +1321,32 @@ impl Host {
     /// aborts its detached calls first); if it stays shared, it is dropped instead, which
     /// kills its server's process group when the call lets go.
     pub async fn shutdown(self) {
-        let closing = self.entries.into_iter().map(|entry| async move {
-            let connection = {
-                let mut slot = entry.slot.lock().await;
-                if let Some(watcher) = slot.watcher.take() {
-                    watcher.abort();
-                }
-                slot.connection.take()
-            };
-            if let Some(connection) = connection
-                && let Some(connection) = sole_owner(connection).await
-            {
-                connection.close().await;
-            }
-        });
+        let closing = self
+            .entries
+            .into_iter()
+            .map(|entry| async move { stop_slot(&entry.slot).await });
         join_all(closing).await;
     }
+}
+
+/// Stops the server of `slot` if it runs: its idle watcher aborted, its connection taken
+/// and closed once the calls holding it have let go (within half a second; otherwise the
+/// last of them drops it). Whether one was running.
+async fn stop_slot(slot: &tokio::sync::Mutex<Slot>) -> bool {
+    let running = {
+        let mut slot = slot.lock().await;
+        if let Some(watcher) = slot.watcher.take() {
+            watcher.abort();
+        }
+        slot.connection.take()
+    };
+    let Some(running) = running else {
+        return false;
+    };
+    if let Some(connection) = sole_owner(running).await {
+        connection.close().await;
+    }
+    true
 }
 
 /// Stops the server of `slot` once no call has asked for it for `idle`, none is in flight

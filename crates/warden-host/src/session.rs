@@ -421,8 +421,7 @@ impl DetachedCall {
                 Err(error) => {
                     attempt.outcome = Outcome::Failed;
                     // Sent, unless the connection was gone before the request was written.
-                    attempt.executed = matches!(error, HostError::Call { source, .. }
-                        if source.may_have_reached_server());
+                    attempt.executed = error.may_have_run();
                     attempt.error = Some(error.to_string());
                 }
             }
