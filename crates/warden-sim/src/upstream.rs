@@ -619,14 +619,18 @@ pub(crate) async fn host(
     host
 }
 
-/// A policy from its JSON form (what `[policy]` reads to); the default when it does not
-/// compile (a mistake in the simulator, which its tests would show).
+/// A policy from its JSON form (what `[policy]` reads to). One that does not read or
+/// compile is a mistake in the simulator: the world stops there (a panic, which the run
+/// reports as a violation), never runs under the default policy instead.
 pub(crate) fn policy(config: Value) -> warden_policy::Policy {
-    let config: Result<warden_policy::PolicyConfig, _> = serde_json::from_value(config);
-    config
-        .ok()
-        .and_then(|config| warden_policy::Policy::compile(&config).ok())
-        .unwrap_or_default()
+    let config: warden_policy::PolicyConfig = match serde_json::from_value(config) {
+        Ok(config) => config,
+        Err(error) => panic!("the simulated world's policy does not read: {error}"),
+    };
+    match warden_policy::Policy::compile(&config) {
+        Ok(policy) => policy,
+        Err(error) => panic!("the simulated world's policy does not compile: {error}"),
+    }
 }
 
 /// Every call that reached an upstream, on every connection of each.

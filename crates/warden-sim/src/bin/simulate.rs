@@ -82,8 +82,15 @@ fn main() -> ExitCode {
         for violation in violations {
             eprintln!("  {violation}");
         }
+        // The host world runs each seed again under other timings; a violation found there
+        // replays only with them.
+        let timing = if violations.iter().any(|v| v.starts_with("(other timing)")) {
+            " --timing 1"
+        } else {
+            ""
+        };
         eprintln!(
-            "  replay: cargo run -p warden-sim --bin simulate -- --seed {seed} --world {world}"
+            "  replay: cargo run -p warden-sim --bin simulate -- --seed {seed} --world {world}{timing}"
         );
         failures.push(seed);
     };
