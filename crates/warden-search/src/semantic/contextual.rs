@@ -1,9 +1,10 @@
-//! The whole encoder run on a text: a contextual embedding, for measuring against the
-//! static table (decision 0044). The search does not use it: on this machine one request
-//! costs tens of milliseconds (the budget is 5 ms for the whole search), and on the
-//! evaluation sets it did not rank better than the static table with query IDF weights
-//! (`docs/benchmarks.md`). It stays so that measurement can be repeated
-//! (`examples/tool_eval.rs`, `TOOL_EVAL_CONTEXTUAL=1`).
+//! The whole encoder run on a text: a contextual embedding (decision 0044). The search
+//! runs it on tool definitions only, once per definition, in the background encoder of
+//! [`super::EmbeddingCache`] (the vectors are kept on disk), never on a request: on this
+//! machine one request costs tens of milliseconds, over the 5 ms budget of the whole
+//! search (`docs/benchmarks.md`). Requests keep the static table's vectors; the
+//! measurement of encoder requests can be repeated (`examples/tool_eval.rs`,
+//! `TOOL_EVAL_CONTEXTUAL=1`).
 //!
 //! The text is cut into WordPiece tokens as for the static table (no stopwords left out),
 //! at most [`CONTEXTUAL_TOKEN_CAP`] of them, framed `[CLS] … [SEP]`, run through all six

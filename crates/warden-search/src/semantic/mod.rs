@@ -303,15 +303,23 @@ fn encode_in_background(background: &Mutex<Background>, model: &Model, encoded: 
                 }
             }
             None => {
+                let mut stored = Vec::with_capacity(done.len());
                 for (key, v) in done.drain(..) {
                     vectors::write(&dir, &key, &v);
                     remember(encoded, key, Arc::from(v));
+                    stored.push(key);
                 }
                 // Ends only if nothing was queued meanwhile (checked under the lock that
                 // the queueing side takes, so no text is left without a thread).
                 let Ok(mut state) = background.lock() else {
                     return;
                 };
+                // No longer pending: `queued` holds only what waits, so it never fills up
+                // for the process's life, and a vector later dropped from memory (and not
+                // stored on disk) can be asked for again.
+                for key in &stored {
+                    state.queued.remove(key);
+                }
                 if state.queue.is_empty() {
                     state.running = false;
                     return;
