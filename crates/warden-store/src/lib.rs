@@ -15,13 +15,15 @@
 //! - WAL journal and a busy timeout, so two Warden processes can share the file;
 //! - every write is one transaction;
 //! - `synchronous = FULL`: with WAL, every commit syncs the log before it returns, so a
-//!   committed row (an audit row above all) survives a crash of Warden *and* of the
-//!   machine; `NORMAL` would only survive the former. One fsync per write is nothing next to
-//!   a tool call.
+//!   committed pin, approval or grant survives a crash of Warden *and* of the machine;
+//! - except audit rows (decision 0050): committed before they return (kept if Warden
+//!   crashes or is killed), synced to disk by [`wal_sync`] within
+//!   [`wal_sync::SYNC_WINDOW`], so a tool call does not wait for the disk.
 
 pub mod catalogue;
 pub mod packages;
 pub mod redact;
+pub mod wal_sync;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -355,6 +357,8 @@ pub enum StoreError {
 pub struct Store {
     conn: Connection,
     path: PathBuf,
+    /// Started at the first audit commit: most commands never write one.
+    audit_sync: Option<wal_sync::WalSyncer>,
 }
 
 impl Store {
@@ -383,7 +387,11 @@ impl Store {
             .map_err(sqlite)?;
         conn.pragma_update(None, "synchronous", "FULL")
             .map_err(sqlite)?;
-        let mut store = Self { conn, path };
+        let mut store = Self {
+            conn,
+            path,
+            audit_sync: None,
+        };
         store.migrate()?;
         Ok(store)
     }
@@ -659,11 +667,13 @@ impl Store {
         }))
     }
 
-    /// Writes several audit rows in **one** transaction, committed (with `synchronous =
-    /// FULL`, on disk) before this returns: one sync for all of them, the group commit of
-    /// concurrent calls' rows. `Err`: the transaction failed, no row was written. `Ok`:
-    /// each row's result in order, its id or why it was left out (it could not be
-    /// encoded; the others are written).
+    /// Writes several audit rows in **one** transaction, committed before this returns
+    /// (readable by every connection, kept if Warden crashes): the group commit of
+    /// concurrent calls' rows. The disk sync that also keeps them through a crash of the
+    /// machine follows within [`wal_sync::SYNC_WINDOW`], off the caller's path (decision
+    /// 0050). `Err`: the transaction failed, no row was written. `Ok`: each row's result in
+    /// order, its id or why it was left out (it could not be encoded; the others are
+    /// written).
     pub fn record_audits(
         &mut self,
         entries: &[&AuditEntry],
@@ -673,13 +683,42 @@ impl Store {
             path: path.clone(),
             source,
         };
-        let tx = self.conn.transaction().map_err(sqlite)?;
-        let results = entries
-            .iter()
-            .map(|entry| insert_audit(&tx, &path, entry))
-            .collect();
-        tx.commit().map_err(sqlite)?;
+        if self.audit_sync.is_none() {
+            self.audit_sync = wal_sync::WalSyncer::start(&self.path)
+                .map_err(|error| StoreError::Batch {
+                    reason: format!("starting the audit log's disk sync: {error}"),
+                })
+                .map(Some)?;
+        }
+        // This transaction only: the connection's other writes keep their sync at commit.
+        self.conn
+            .pragma_update(None, "synchronous", "NORMAL")
+            .map_err(sqlite)?;
+        let written = (|| {
+            let tx = self.conn.transaction().map_err(sqlite)?;
+            let results = entries
+                .iter()
+                .map(|entry| insert_audit(&tx, &path, entry))
+                .collect();
+            tx.commit().map_err(sqlite)?;
+            Ok(results)
+        })();
+        let restored = self.conn.pragma_update(None, "synchronous", "FULL");
+        if let Some(syncer) = &self.audit_sync
+            && written.is_ok()
+        {
+            syncer.committed();
+        }
+        let results = written?;
+        restored.map_err(sqlite)?;
         Ok(results)
+    }
+
+    /// Disk syncs made for audit commits so far (for tests and measurement).
+    pub fn audit_syncs(&self) -> u64 {
+        self.audit_sync
+            .as_ref()
+            .map_or(0, wal_sync::WalSyncer::syncs)
     }
 
     /// The latest `limit` audit rows (at most [`MAX_AUDIT_ROWS`]) that pass `filter`,
@@ -972,11 +1011,20 @@ fn insert_audit(
     let reasons = serde_json::to_string(&redact::redact(&entry.reasons))
         .map_err(|error| corrupt("reasons", error))?;
     let error = entry.error.as_deref().map(redact::redact_text);
-    tx.execute(
-        "INSERT INTO audit (time_ms, front_end, server, tool, arguments, decision, reasons,
-             approved_by, executed, outcome, error, latency_ms, result_bytes, client)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-        params![
+    let sqlite = |source| StoreError::Sqlite {
+        path: path.to_path_buf(),
+        source,
+    };
+    // Cached: parsing the statement cost as much as running it, once per call.
+    let mut insert = tx
+        .prepare_cached(
+            "INSERT INTO audit (time_ms, front_end, server, tool, arguments, decision, reasons,
+                 approved_by, executed, outcome, error, latency_ms, result_bytes, client)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+        )
+        .map_err(sqlite)?;
+    insert
+        .execute(params![
             entry.time_ms,
             entry.front_end,
             entry.server,
@@ -991,12 +1039,8 @@ fn insert_audit(
             entry.latency_ms,
             entry.result_bytes,
             entry.client,
-        ],
-    )
-    .map_err(|source| StoreError::Sqlite {
-        path: path.to_path_buf(),
-        source,
-    })?;
+        ])
+        .map_err(sqlite)?;
     Ok(tx.last_insert_rowid())
 }
 
@@ -1166,6 +1210,40 @@ mod tests {
             latency_ms: Some(12),
             result_bytes: Some(345),
         }
+    }
+
+    #[test]
+    fn an_audit_row_is_readable_on_return_and_synced_to_disk_after_it_with_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let mut store = Store::open(&path).unwrap();
+        assert_eq!(store.audit_syncs(), 0, "no audit commit yet");
+        let first = store.record_audit(&entry("a", 1_000)).unwrap();
+        // Committed on return: another connection (another process) reads it.
+        let other = Connection::open(&path).unwrap();
+        let count: i64 = other
+            .query_row("SELECT count(*) FROM audit WHERE id = ?1", [first], |row| {
+                row.get(0)
+            })
+            .unwrap();
+        assert_eq!(count, 1);
+        // The connection's other writes still sync at their commit.
+        let synchronous: i64 = store
+            .conn
+            .query_row("PRAGMA synchronous", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(synchronous, 2, "FULL again after the audit commit");
+        // Fifty commits back to back share the syncs of their windows.
+        for i in 0..50 {
+            store.record_audit(&entry("b", 2_000 + i)).unwrap();
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while store.audit_syncs() == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let syncs = store.audit_syncs();
+        assert!(syncs >= 1, "the commits were synced");
+        assert!(syncs < 25, "{syncs} syncs for 51 commits: not shared");
     }
 
     #[test]
