@@ -2469,3 +2469,54 @@ fn resources_of_a_server_over_http_sse_are_refused_with_the_reason() {
         scratch.assert_no_leftovers();
     }
 }
+
+/// Runs the TypeScript SDK client with `plan` and returns what it printed.
+fn run_ts_client(plan: Value) -> Value {
+    let sdk = peers_dir().join("node/node_modules/@modelcontextprotocol/sdk");
+    let mut command = Command::new("node");
+    command
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/gateway_ts_client.mjs"))
+        .arg(sdk)
+        .arg(plan.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let output = support::run_with_limit(command, Duration::from_secs(90));
+    assert!(
+        output.status.success(),
+        "TypeScript client failed:\n{}",
+        describe(&output)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|error| panic!("{error}:\n{}", describe(&output)))
+}
+
+/// The official TypeScript SDK client (issue 11's "real clients"), over stdio and over
+/// Streamable HTTP: it gets the same catalogue and the same decisions as the Python SDK's
+/// client (allowed and answered; denied with the reason; asked with nobody to ask, refused
+/// with what, why and how; a second call in a context the first result tainted, asked).
+#[test]
+fn the_typescript_sdk_client_gets_the_catalogue_and_the_policy_on_both_faces() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let stdio = run_ts_client(json!({
+        "stdio": {
+            "command": warden_bin(),
+            "args": ["serve", "--config", config],
+            "env": warden_env(&scratch),
+            "cwd": scratch.path(),
+        },
+        "steps": the_steps(),
+    }));
+    assert_policy_without_asking(&stdio);
+    assert_eq!(
+        stdio["capabilities"]["tools"]["listChanged"], true,
+        "{stdio}"
+    );
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let http = run_ts_client(json!({"url": served.url, "steps": the_steps()}));
+    assert_policy_without_asking(&http);
+    drop(served);
+    scratch.assert_no_leftovers();
+}
