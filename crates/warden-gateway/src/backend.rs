@@ -710,9 +710,35 @@ impl Backend {
         }
         Err(RpcError::new(
             RESOURCE_NOT_FOUND,
-            format!("Resource not found: no server served here lists `{uri}`"),
+            format!(
+                "Resource not found: no server served here lists `{uri}`{}",
+                self.withheld("resources")
+            ),
         )
         .with_data(json!({"uri": uri})))
+    }
+
+    /// The end of a "not found" for `capability`: the servers served here that declared
+    /// it but whose transport Warden forwards only tool calls from, and why (their
+    /// resources, prompts and subscriptions are not relayed; decision 0039). Empty when
+    /// there are none. Hidden servers are never named.
+    fn withheld(&self, capability: &str) -> String {
+        let named: Vec<String> = self
+            .host
+            .servers_withholding(capability)
+            .into_iter()
+            .filter(|(server, _)| self.only.as_deref().is_none_or(|only| only == *server))
+            .filter(|(server, _)| !self.server_hidden(server))
+            .map(|(server, why)| format!("`{server}` {why}"))
+            .collect();
+        if named.is_empty() {
+            return String::new();
+        }
+        format!(
+            ". Warden relays only tool calls from servers on those transports, not their \
+             {capability}, reads or subscriptions: {}",
+            named.join("; ")
+        )
     }
 
     /// `resources/read` for `client`: routed to the server the URI belongs to, its
@@ -807,7 +833,7 @@ impl Backend {
             Some((server, raw)) => Ok((server.to_owned(), raw.to_owned())),
             None => Err(RpcError::new(
                 INVALID_PARAMS,
-                format!("Unknown prompt: {name}"),
+                format!("Unknown prompt: {name}{}", self.withheld("prompts")),
             )),
         }
     }
@@ -890,7 +916,8 @@ impl Backend {
             return Err(RpcError::new(
                 crate::jsonrpc::METHOD_NOT_FOUND,
                 format!(
-                    "the resource `{uri}` is served by `{server}`, which does not offer                      subscriptions through Warden"
+                    "the resource `{uri}` is served by `{server}`, which does not offer \
+                     subscriptions through Warden"
                 ),
             ));
         }

@@ -28,6 +28,7 @@ use crate::jsonrpc::{
 use crate::listener::Want;
 use crate::secret::StateSigner;
 use crate::subscriptions::Subscriber;
+use warden_mcp::ListenFilter;
 
 /// The revisions served through `initialize`, newest first.
 pub const LEGACY_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
@@ -79,44 +80,25 @@ pub async fn listen<F, Fut>(
     F: FnMut(Value) -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let filter = params.get("notifications");
-    let asked = |key: &str| {
-        filter
-            .and_then(|filter| filter.get(key))
-            .and_then(Value::as_bool)
-            .unwrap_or(false)
-    };
+    let asked = ListenFilter::from_json(params.get("notifications"));
     let offers = gateway.backend.offers();
     let want = Want {
-        tools: asked("toolsListChanged"),
-        resources: asked("resourcesListChanged") && offers.resources,
-        prompts: asked("promptsListChanged") && offers.prompts,
+        tools: asked.tools,
+        resources: asked.resources && offers.resources,
+        prompts: asked.prompts && offers.prompts,
     };
-    let mut honoured = serde_json::Map::new();
-    for (key, on) in [
-        ("toolsListChanged", want.tools),
-        ("resourcesListChanged", want.resources),
-        ("promptsListChanged", want.prompts),
-    ] {
-        if on {
-            honoured.insert(key.into(), Value::Bool(true));
-        }
-    }
     // Listened from before the subscriptions are made, so no change is missed between.
     let mut listener = gateway.backend.listener(want);
     let subscriber = gateway.backend.subscriber();
-    let uris: Vec<&str> = filter
-        .and_then(|filter| filter.get("resourceSubscriptions"))
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .take(crate::subscriptions::MAX_PER_CLIENT)
-        .collect();
-    let mut subscribed = Vec::new();
-    for uri in uris {
+    let mut honoured = ListenFilter {
+        tools: want.tools,
+        resources: want.resources,
+        prompts: want.prompts,
+        uris: Vec::new(),
+    };
+    for uri in asked.uris.iter().take(crate::subscriptions::MAX_PER_CLIENT) {
         match gateway.backend.subscribe(client, &subscriber, uri).await {
-            Ok(()) => subscribed.push(Value::String(uri.to_owned())),
+            Ok(()) => honoured.uris.push(uri.clone()),
             Err(error) => {
                 tracing::info!(
                     "subscriptions/listen: {uri} not subscribed: {}",
@@ -125,9 +107,7 @@ pub async fn listen<F, Fut>(
             }
         }
     }
-    if !subscribed.is_empty() {
-        honoured.insert("resourceSubscriptions".into(), Value::Array(subscribed));
-    }
+    let honoured = honoured.to_json();
     let meta = json!({META_SUBSCRIPTION_ID: id});
     let acknowledged = json!({
         "jsonrpc": "2.0",

@@ -8,13 +8,14 @@
 //! finished (the user pressed Ctrl-C, a turn timed out, a client went away) is written as
 //! it stands when dropped, so no attempt goes unrecorded and none is recorded twice.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, TryLockError};
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use warden_policy::{Decision, Reason, Verdict};
-use warden_store::{AuditEntry, Store, StoreError};
+use warden_store::{AuditEntry, EncodedAudit, Store, StoreError};
 
 /// What became of an attempted call: the `outcome` column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,7 +188,7 @@ impl Attempt {
     }
 }
 
-/// A row that could not be written.
+/// A row that could not be written, or not known to be written by its deadline.
 #[derive(Debug, thiserror::Error)]
 #[error("the audit log did not record this call of `{tool}`: {source}")]
 pub struct AuditError {
@@ -195,41 +196,109 @@ pub struct AuditError {
     pub tool: String,
     /// Why.
     #[source]
-    pub source: StoreError,
+    pub source: WriteError,
+}
+
+/// Why one row was not written, or not known to be by its writer's deadline.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The row could not be encoded, or the transaction that held it failed: it was not
+    /// written.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The state store stayed held by another task (or another row's commit) until this
+    /// row's deadline: it was not written, and never will be.
+    #[error(
+        "the state store stayed busy for {} ms, the longest a call's row waits for it; \
+         the row was not written",
+        waited.as_millis()
+    )]
+    StoreHeld {
+        /// How long the row waited.
+        waited: Duration,
+    },
+    /// No commit took the row before its deadline (the one running was stuck on the
+    /// disk or the database's lock): it was taken out of the queue and will never be
+    /// written.
+    #[error(
+        "no commit took the row within {} ms (the commit before it did not end: the \
+         state store's disk or lock is stuck); the row was withdrawn and will not be written",
+        waited.as_millis()
+    )]
+    Withdrawn {
+        /// How long the row waited.
+        waited: Duration,
+    },
+    /// The row's commit was running at its deadline and had not ended: the row is
+    /// written at most once, if that commit succeeds; the commit's end is logged, naming
+    /// the row, when it comes.
+    #[error(
+        "the commit holding the row did not end within {} ms (the state store's disk or \
+         lock is stuck); the row will be written at most once, when that commit ends, and \
+         its outcome logged then",
+        waited.as_millis()
+    )]
+    Unconfirmed {
+        /// How long the row waited.
+        waited: Duration,
+    },
 }
 
 /// What a front end does when a row cannot be written (tell its user).
 pub type AuditFailureHook = Arc<dyn Fn(&AuditError) + Send + Sync>;
 
+/// How long one writer waits for its row to be committed, from when it queues it: longer
+/// than the state store's busy timeout (5 s) twice over, since a row may wait for the
+/// commit before its own and then its own, each of which may meet another process's write.
+pub const COMMIT_DEADLINE: Duration = Duration::from_secs(15);
+
 /// The audit writer one host shares among all its sessions.
 ///
-/// **Group commit.** A row is durable (committed with `synchronous = FULL`) before
-/// [`write`](AuditLog::write) returns, so before the call's answer leaves, as it always
-/// was; what changed is that concurrent writers share one commit. The first writer to find
-/// no commit running becomes the leader: it takes every row waiting at that moment and
-/// writes them in one transaction (one sync); writers arriving meanwhile wait for the next
-/// commit, which the next of them leads. Each still returns only once its own row is
-/// committed (or failed), and each row is written exactly once. On a multi-threaded
-/// runtime the wait is a `block_in_place`, so the worker's other tasks (other clients'
-/// requests) move to another thread while it waits, and their rows join the next commit.
+/// **Group commit** (decision 0042). A row is durable (committed with
+/// `synchronous = FULL`) before [`write`](AuditLog::write) returns, so before the call's
+/// answer leaves; concurrent writers share one commit. Each writer encodes its own row
+/// (redaction, JSON) before it queues it, so a commit holds the store only for SQL. The
+/// first writer to find no commit running becomes the leader: it takes every row waiting
+/// at that moment and writes them in one transaction (one sync); writers arriving
+/// meanwhile wait for the next commit, which the next of them leads. Each row is in
+/// exactly one transaction, so written at most once, and each writer returns once its own
+/// row is committed or failed. On a multi-threaded runtime the wait is a
+/// `block_in_place`, so the worker's other tasks (other clients' requests) move to
+/// another thread while it waits, and their rows join the next commit.
+///
+/// **Every wait ends** by the writer's deadline ([`COMMIT_DEADLINE`] after it queued its
+/// row), with an error that says what became of the row ([`WriteError`]):
+/// - a row no commit took by then is withdrawn from the queue: never written;
+/// - a leader that cannot take the store by its own deadline fails its commit: none of
+///   its rows is written;
+/// - a row inside a commit still running is *unconfirmed*: that commit writes it at most
+///   once, and its end is logged naming the row (a stuck disk cannot be interrupted; the
+///   SQL itself is bounded by the store's busy timeout, the sync by the disk).
+///
+/// A call's answer never depends on its row: the failure goes to the front end's hook.
 pub struct AuditLog {
     store: Arc<Mutex<Store>>,
     on_failure: AuditFailureHook,
     warned: AtomicBool,
     queue: Mutex<Queue>,
     committed: Condvar,
+    deadline: Duration,
 }
 
 /// Rows waiting for a commit, and the results of those committed.
 #[derive(Default)]
 struct Queue {
-    /// Rows not yet taken by a leader, with their tickets.
-    waiting: Vec<(u64, AuditEntry)>,
+    /// Rows not yet taken by a leader, with their tickets. At most one per blocked
+    /// writer thread.
+    waiting: Vec<(u64, EncodedAudit)>,
     next_ticket: u64,
     /// Whether a leader is writing now.
     leading: bool,
     /// Results of rows written and not yet collected by their writers.
-    done: std::collections::HashMap<u64, Result<(), StoreError>>,
+    done: HashMap<u64, Result<(), WriteError>>,
+    /// Tickets in the running commit whose writers stopped waiting (unconfirmed): their
+    /// outcome is logged when the commit ends, and not kept.
+    abandoned: HashSet<u64>,
     /// Commits made (transactions), for tests and measurement.
     commits: u64,
 }
@@ -244,7 +313,15 @@ impl AuditLog {
             warned: AtomicBool::new(false),
             queue: Mutex::new(Queue::default()),
             committed: Condvar::new(),
+            deadline: COMMIT_DEADLINE,
         }
+    }
+
+    /// The same log with another deadline per row (tests).
+    #[cfg(test)]
+    fn with_deadline(mut self, deadline: Duration) -> AuditLog {
+        self.deadline = deadline;
+        self
     }
 
     /// Writes one row; a failure is reported, never raised: a call's result does not
@@ -255,17 +332,9 @@ impl AuditLog {
 
     /// Writes one row built elsewhere (the egress proxy's, [`crate::egress_audit`]); a
     /// failure is reported as [`write`](AuditLog::write) reports it. Returns once the row
-    /// is committed (see [`AuditLog`]: group commit).
+    /// is committed, failed, or its deadline passed (see [`AuditLog`]).
     pub fn write_entry(&self, entry: &AuditEntry) {
-        let multi_threaded = tokio::runtime::Handle::try_current().is_ok_and(|handle| {
-            handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
-        });
-        let written = if multi_threaded {
-            tokio::task::block_in_place(|| self.commit(entry.clone()))
-        } else {
-            self.commit(entry.clone())
-        };
-        if let Err(source) = written {
+        if let Err(source) = self.write_row(entry) {
             let error = AuditError {
                 tool: entry.tool.clone(),
                 source,
@@ -278,21 +347,43 @@ impl AuditLog {
         }
     }
 
-    /// Queues `entry` and returns once it is committed, leading a commit when none runs.
-    fn commit(&self, entry: AuditEntry) -> Result<(), StoreError> {
+    /// Encodes `entry` (outside every lock) and commits it, off the async worker on a
+    /// multi-threaded runtime.
+    fn write_row(&self, entry: &AuditEntry) -> Result<(), WriteError> {
+        let row = EncodedAudit::new(entry)?;
+        let multi_threaded = tokio::runtime::Handle::try_current().is_ok_and(|handle| {
+            handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        });
+        if multi_threaded {
+            tokio::task::block_in_place(|| self.commit(row))
+        } else {
+            self.commit(row)
+        }
+    }
+
+    /// Queues `row` and returns once it is committed, failed, or its deadline passed,
+    /// leading a commit when none runs.
+    fn commit(&self, row: EncodedAudit) -> Result<(), WriteError> {
+        let queued = Instant::now();
+        let deadline = queued + self.deadline;
         let mut queue = lock(&self.queue);
         let ticket = queue.next_ticket;
         queue.next_ticket += 1;
-        queue.waiting.push((ticket, entry));
+        queue.waiting.push((ticket, row));
         loop {
             if let Some(result) = queue.done.remove(&ticket) {
                 return result;
             }
             if queue.leading {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(Self::give_up(&mut queue, ticket, queued.elapsed()));
+                }
                 queue = self
                     .committed
-                    .wait(queue)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    .wait_timeout(queue, deadline - now)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0;
                 continue;
             }
             // Lead: write every waiting row (this one among them, unless an earlier
@@ -300,38 +391,95 @@ impl AuditLog {
             queue.leading = true;
             let batch = std::mem::take(&mut queue.waiting);
             drop(queue);
-            let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                let rows: Vec<&AuditEntry> = batch.iter().map(|(_, entry)| entry).collect();
-                lock(&self.store).record_audits(&rows)
-            }))
-            .unwrap_or_else(|_| {
-                // Whoever waits for these rows is told, rather than waiting for ever.
-                Err(StoreError::Batch {
-                    reason: "the audit writer panicked".into(),
-                })
-            });
+            let results = self.write_batch(&batch, deadline, queued);
             queue = lock(&self.queue);
             queue.leading = false;
             queue.commits += 1;
-            match results {
-                Ok(results) => {
-                    for ((ticket, _), result) in batch.iter().zip(results) {
-                        queue.done.insert(*ticket, result.map(|_| ()));
+            let mut results = results.into_iter();
+            for (ticket, row) in &batch {
+                let result = results.next().unwrap_or_else(|| {
+                    Err(WriteError::Store(StoreError::Batch {
+                        reason: "the commit reported fewer rows than it was given".into(),
+                    }))
+                });
+                if queue.abandoned.remove(ticket) {
+                    // Its writer was told "unconfirmed": this is the outcome it was
+                    // promised in the log.
+                    match &result {
+                        Ok(()) => tracing::warn!(
+                            "the audit row of `{}` was committed after its writer stopped \
+                             waiting (it is in the log once)",
+                            row.tool()
+                        ),
+                        Err(error) => tracing::warn!(
+                            "the audit row of `{}`, whose writer stopped waiting, was not \
+                             written: {error}",
+                            row.tool()
+                        ),
                     }
-                }
-                Err(error) => {
-                    // The transaction failed: every row of it failed with this reason.
-                    let reason = error.to_string();
-                    let mut first = Some(error);
-                    for (ticket, _) in &batch {
-                        let error = first.take().unwrap_or_else(|| StoreError::Batch {
-                            reason: reason.clone(),
-                        });
-                        queue.done.insert(*ticket, Err(error));
-                    }
+                } else {
+                    queue.done.insert(*ticket, result);
                 }
             }
             self.committed.notify_all();
+        }
+    }
+
+    /// A writer whose deadline passed while another leads: its row is withdrawn if no
+    /// commit took it yet, else left to the running commit and marked abandoned.
+    fn give_up(queue: &mut Queue, ticket: u64, waited: Duration) -> WriteError {
+        if let Some(at) = queue
+            .waiting
+            .iter()
+            .position(|(queued, _)| *queued == ticket)
+        {
+            queue.waiting.remove(at);
+            WriteError::Withdrawn { waited }
+        } else {
+            queue.abandoned.insert(ticket);
+            WriteError::Unconfirmed { waited }
+        }
+    }
+
+    /// One transaction for `batch`, the store taken by the leader's `deadline`: each row's
+    /// result, in order. A panic fails the rows rather than leaving their writers waiting.
+    fn write_batch(
+        &self,
+        batch: &[(u64, EncodedAudit)],
+        deadline: Instant,
+        queued: Instant,
+    ) -> Vec<Result<(), WriteError>> {
+        let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let Some(mut store) = lock_by(&self.store, deadline) else {
+                return Err(WriteError::StoreHeld {
+                    waited: queued.elapsed(),
+                });
+            };
+            let rows: Vec<&EncodedAudit> = batch.iter().map(|(_, row)| row).collect();
+            store.record_audits(&rows).map_err(WriteError::Store)
+        }))
+        .unwrap_or_else(|_| {
+            Err(WriteError::Store(StoreError::Batch {
+                reason: "the audit writer panicked".into(),
+            }))
+        });
+        match written {
+            Ok(_) => batch.iter().map(|_| Ok(())).collect(),
+            Err(error) => {
+                // The transaction failed: every row of it failed with this reason.
+                let reason = error.to_string();
+                let mut first = Some(error);
+                batch
+                    .iter()
+                    .map(|_| {
+                        Err(first.take().unwrap_or_else(|| {
+                            WriteError::Store(StoreError::Batch {
+                                reason: reason.clone(),
+                            })
+                        }))
+                    })
+                    .collect()
+            }
         }
     }
 
@@ -341,13 +489,32 @@ impl AuditLog {
     }
 }
 
+/// Locks `mutex` by `deadline`, or `None`: the store's lock has no timed wait, so a busy
+/// lock is tried again after a pause that doubles from 50 µs to 5 ms.
+fn lock_by<T>(mutex: &Mutex<T>, deadline: Instant) -> Option<MutexGuard<'_, T>> {
+    let mut pause = Duration::from_micros(50);
+    loop {
+        match mutex.try_lock() {
+            Ok(guard) => return Some(guard),
+            Err(TryLockError::Poisoned(poisoned)) => return Some(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => {}
+        }
+        let left = deadline.checked_duration_since(Instant::now())?;
+        if left.is_zero() {
+            return None;
+        }
+        std::thread::sleep(pause.min(left));
+        pause = (pause * 2).min(Duration::from_millis(5));
+    }
+}
+
 /// The default failure hook: a warning in the log.
 pub fn warn_on_failure() -> AuditFailureHook {
     Arc::new(|error: &AuditError| tracing::warn!("{error}"))
 }
 
 /// Locks `mutex`, taking over a poisoned one (its data is a store handle, still usable).
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     match mutex.lock() {
         Ok(guard) => guard,
         Err(poisoned) => poisoned.into_inner(),
@@ -512,5 +679,119 @@ mod tests {
         tools.sort();
         tools.dedup();
         assert_eq!(tools.len(), 11, "a row written twice");
+    }
+
+    /// Another connection to `path` holding the database's write lock (as another Warden
+    /// process writing would), until it is dropped.
+    fn write_lock(path: &std::path::Path) -> rusqlite::Connection {
+        let other = rusqlite::Connection::open(path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        other
+    }
+
+    fn row(tool: &str) -> EncodedAudit {
+        EncodedAudit::new(&entry(tool)).unwrap()
+    }
+
+    /// Waits (at most 20 s) until `ready` holds of the queue.
+    fn until(log: &AuditLog, what: &str, ready: impl Fn(&Queue) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !ready(&lock(&log.queue)) {
+            assert!(Instant::now() < deadline, "{what} never happened");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// No follower waits for ever (house rule: every wait has a timeout). A commit stuck
+    /// on the database (another process holds its write lock) keeps a row queued behind
+    /// it past that row's deadline: its writer is told the row was withdrawn, and it is
+    /// never written, not even when the stuck commit ends and the next one runs. The
+    /// stuck commit's own row, and a row written afterwards, are written once each.
+    #[test]
+    fn a_row_no_commit_took_by_its_deadline_is_withdrawn_and_never_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let store = Arc::new(Mutex::new(Store::open(&path).unwrap()));
+        let log = Arc::new(
+            AuditLog::new(Arc::clone(&store), warn_on_failure())
+                .with_deadline(Duration::from_secs(1)),
+        );
+        let other = write_lock(&path);
+        let stuck = std::thread::spawn({
+            let log = Arc::clone(&log);
+            move || log.commit(row("stuck"))
+        });
+        until(&log, "the first commit", |queue| queue.leading);
+        let started = Instant::now();
+        let late = log.commit(row("queued"));
+        let waited = started.elapsed();
+        assert!(
+            matches!(late, Err(WriteError::Withdrawn { .. })),
+            "{late:?}"
+        );
+        assert!(waited < Duration::from_secs(4), "waited {waited:?}");
+        assert!(
+            late.unwrap_err()
+                .to_string()
+                .contains("will not be written"),
+            "the error says what became of the row"
+        );
+        drop(other);
+        stuck.join().unwrap().unwrap();
+        log.commit(row("after")).unwrap();
+        assert_eq!(committed(&path), ["stuck", "after"]);
+        let queue = lock(&log.queue);
+        assert!(queue.waiting.is_empty() && queue.done.is_empty() && queue.abandoned.is_empty());
+    }
+
+    /// A row already inside a commit that has not ended by its writer's deadline: the
+    /// writer is told it is unconfirmed (written at most once, when that commit ends), and
+    /// the commit does write it, once. Set up so: the store is held until the first
+    /// leader gives up (its row fails as `StoreHeld`, never written); two rows queued
+    /// meanwhile are then taken by one commit, which meets another process's write lock
+    /// until past the follower's deadline.
+    #[test]
+    fn a_row_whose_commit_outlives_its_deadline_is_unconfirmed_then_written_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let store = Arc::new(Mutex::new(Store::open(&path).unwrap()));
+        let log = Arc::new(
+            AuditLog::new(Arc::clone(&store), warn_on_failure())
+                .with_deadline(Duration::from_secs(2)),
+        );
+        let held = lock(&store);
+        let other = write_lock(&path);
+        let first = std::thread::spawn({
+            let log = Arc::clone(&log);
+            move || log.commit(row("held"))
+        });
+        until(&log, "the first commit", |queue| queue.leading);
+        std::thread::sleep(Duration::from_secs(1));
+        let (sender, results) = std::sync::mpsc::channel();
+        for tool in ["one", "two"] {
+            let log = Arc::clone(&log);
+            let sender = sender.clone();
+            std::thread::spawn(move || sender.send(log.commit(row(tool))).unwrap());
+        }
+        until(&log, "two rows queued", |queue| queue.waiting.len() == 2);
+        let gave_up = first.join().unwrap();
+        assert!(
+            matches!(gave_up, Err(WriteError::StoreHeld { .. })),
+            "{gave_up:?}"
+        );
+        drop(held);
+        let follower = results.recv_timeout(Duration::from_secs(20)).unwrap();
+        assert!(
+            matches!(follower, Err(WriteError::Unconfirmed { .. })),
+            "{follower:?}"
+        );
+        drop(other);
+        let leader = results.recv_timeout(Duration::from_secs(20)).unwrap();
+        assert!(leader.is_ok(), "{leader:?}");
+        let mut tools = committed(&path);
+        tools.sort();
+        assert_eq!(tools, ["one", "two"], "each once; the held row never");
+        let queue = lock(&log.queue);
+        assert!(queue.waiting.is_empty() && queue.done.is_empty() && queue.abandoned.is_empty());
     }
 }

@@ -1208,6 +1208,25 @@ impl Host {
             .collect()
     }
 
+    /// The servers that declared `capability` (resources, prompts, completions) whose
+    /// transport cannot forward it ([`warden_mcp::transport_withholds`]), each with why:
+    /// what a client asking for their resources or prompts is told.
+    pub fn servers_withholding(&self, capability: &str) -> Vec<(&str, &'static str)> {
+        self.entries
+            .iter()
+            .filter_map(|entry| {
+                let why = warden_mcp::transport_withholds(&entry.spec)?;
+                let ServerStatus::Connected { info } = &entry.status else {
+                    return None;
+                };
+                info.capabilities
+                    .get(capability)
+                    .is_some_and(|declared| !declared.is_null())
+                    .then_some((entry.spec.name.as_str(), why))
+            })
+            .collect()
+    }
+
     /// Sends `server` one read of what it offers besides tools (a method of
     /// [`warden_mcp::FORWARDED_METHODS`]: resources, prompts, completion) within its call
     /// timeout, and returns the result as sent. What comes back is the server's text,

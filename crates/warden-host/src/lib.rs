@@ -49,7 +49,7 @@ mod refresh_tests;
 mod test_support;
 
 pub use approvals::{Reviewer, ToolScan};
-pub use audit::{ApprovedBy, Attempt, AuditError, AuditLog, Outcome};
+pub use audit::{ApprovedBy, Attempt, AuditError, AuditLog, COMMIT_DEADLINE, Outcome, WriteError};
 pub use builder::HostBuilder;
 pub use catalogue::{Catalogue, CatalogueTool, HiddenTool, RejectedTool, ToolRef, hints_of};
 pub use host::{

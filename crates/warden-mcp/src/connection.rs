@@ -138,12 +138,21 @@ pub const FORWARDED_METHODS: [&str; 6] = [
 /// [`Connection::forwards`] answers once connected, known before the server starts (a
 /// server answered from the catalogue cache is not started until it is used).
 pub fn transport_forwards(spec: &ServerSpec) -> bool {
+    transport_withholds(spec).is_none()
+}
+
+/// Why the transport `spec` names forwards nothing but tool calls, when it does not (the
+/// end of a sentence naming the server: "is reached over ..."), for errors a client
+/// reads. Warden's clients of those two transports carry tool calls only: the deprecated
+/// HTTP+SSE client has no resource, prompt or subscription requests, and the relay's
+/// frames carry tool calls and their notices, not reads (issue 13).
+pub fn transport_withholds(spec: &ServerSpec) -> Option<&'static str> {
     match &spec.transport {
-        warden_config::TransportSpec::Stdio { .. } => true,
-        warden_config::TransportSpec::Http { settings, .. } => {
-            settings.transport != warden_config::RemoteTransport::Sse
-        }
-        warden_config::TransportSpec::Relay { .. } => false,
+        warden_config::TransportSpec::Stdio { .. } => None,
+        warden_config::TransportSpec::Http { settings, .. } => (settings.transport
+            == warden_config::RemoteTransport::Sse)
+            .then_some("is reached over the deprecated HTTP+SSE transport"),
+        warden_config::TransportSpec::Relay { .. } => Some("is relayed from a sandbox"),
     }
 }
 

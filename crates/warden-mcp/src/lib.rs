@@ -36,11 +36,13 @@ mod rmcp_client;
 mod rmcp_listen;
 pub mod stderr_log;
 pub mod stdio;
+pub mod subscription;
 
 pub use confined::{ConfinedLauncher, Substituted};
 pub use connection::{
     CacheScope, CallOutcome, ConnectOptions, Connection, Era, FORWARDED_METHODS, ListFreshness,
     RelayDialer, ServerInfo, ToolDef, connect, transport_forwards, transport_subscribes,
+    transport_withholds,
 };
 pub use elicit::{
     DeclineAll, ElicitationAnswer, ElicitationRequest, Elicitor, client_capabilities,
@@ -54,3 +56,4 @@ pub use launcher::{DirectLauncher, LaunchRequest, Launched, Launcher, ProcessGro
 pub use notices::ServerNotices;
 pub use rmcp_client::{Pipes, PipesFailure, connect_pipes};
 pub use stderr_log::StderrLog;
+pub use subscription::ListenFilter;

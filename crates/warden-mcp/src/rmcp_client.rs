@@ -821,24 +821,17 @@ impl RmcpConnection {
     /// its subscriptions now (`uri` added or taken out: the caller recorded it already);
     /// a subscription counts as made only when the acknowledgement honours its URI.
     async fn relisten(&self, uri: &str, on: bool, timeout: Duration) -> Result<(), CallError> {
-        let filter = crate::rmcp_listen::filter(&self.info.capabilities, self.notices.subscribed());
+        let filter = crate::subscription::ListenFilter::upstream(
+            &self.info.capabilities,
+            self.notices.subscribed(),
+        );
+        // No listen is kept for a stdio server without subscriptions.
+        let filter = (!filter.uris.is_empty()).then_some(filter);
         let honoured = self
             .listen
             .replace(&self.peer, filter, &self.notices, timeout)
-            .await;
-        match honoured {
-            Ok(honoured) if on && !honoured.iter().any(|u| u == uri) => Err(CallError::Rejected {
-                code: -32602,
-                message: format!(
-                    "the server did not honour a subscription to `{uri}` (its \
-                         subscriptions/listen acknowledgement leaves it out)"
-                ),
-            }),
-            Ok(_) => Ok(()),
-            // Ending a subscription cannot fail: its updates are dropped from now on.
-            Err(_) if !on => Ok(()),
-            Err(error) => Err(error),
-        }
+            .await?;
+        crate::subscription::honoured(&honoured, uri, on)
     }
 
     async fn list_all(&self) -> Result<Vec<ToolDef>, CallError> {
@@ -1036,35 +1029,19 @@ impl Connection for RmcpConnection {
                     "resources/unsubscribe"
                 }));
             }
-            if on && !self.notices.set_subscribed(uri, true) {
-                return Err(CallError::Rejected {
-                    code: -32602,
-                    message: format!(
-                        "this server already has {} subscriptions, the most Warden keeps",
-                        crate::notices::MAX_SUBSCRIBED
-                    ),
-                });
-            }
-            if !on {
-                // Off at once: updates of a URI nobody wants are dropped from now on (and
-                // a modern listen is opened again without it).
-                self.notices.set_subscribed(uri, false);
-            }
-            let sent = if self.info.era == Era::Modern {
-                self.relisten(uri, on, timeout).await
-            } else {
-                let request = subscription_request(uri, on);
-                let limit = timeout + CANCEL_WRITE_LIMIT;
-                match tokio::time::timeout(limit, self.send_request(request, timeout)).await {
-                    Ok(sent) => sent.map(|_| ()),
-                    Err(_) => Err(CallError::Timeout { after: timeout }),
+            let send = async {
+                if self.info.era == Era::Modern {
+                    self.relisten(uri, on, timeout).await
+                } else {
+                    let request = subscription_request(uri, on);
+                    let limit = timeout + CANCEL_WRITE_LIMIT;
+                    match tokio::time::timeout(limit, self.send_request(request, timeout)).await {
+                        Ok(sent) => sent.map(|_| ()),
+                        Err(_) => Err(CallError::Timeout { after: timeout }),
+                    }
                 }
             };
-            // A refused subscription is not kept.
-            if on && sent.is_err() {
-                self.notices.set_subscribed(uri, false);
-            }
-            sent
+            crate::subscription::change(&self.notices, uri, on, send).await
         })
     }
 

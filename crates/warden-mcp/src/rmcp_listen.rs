@@ -19,12 +19,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::RoleClient;
-use rmcp::model::SubscriptionFilter;
 use rmcp::service::{Peer, Subscription};
-use serde_json::Value;
 
 use crate::error::CallError;
 use crate::notices::ServerNotices;
+use crate::subscription::ListenFilter;
 
 /// The listen in force, if any: the task draining it (aborting it drops the listen,
 /// which cancels it).
@@ -33,41 +32,23 @@ pub(crate) struct Listen {
     active: tokio::sync::Mutex<Option<AbortOnDrop>>,
 }
 
-/// What a listen asks for: the list changes `capabilities` say the server announces, and
-/// `uris`; `None` when there are no URIs (no listen is kept without subscriptions).
-pub(crate) fn filter(capabilities: &Value, uris: Vec<String>) -> Option<SubscriptionFilter> {
-    if uris.is_empty() {
-        return None;
-    }
-    let announces = |kind: &str| {
-        (capabilities.pointer(&format!("/{kind}/listChanged")) == Some(&Value::Bool(true)))
-            .then_some(true)
-    };
-    let mut filter = SubscriptionFilter::new();
-    filter.tools_list_changed = announces("tools");
-    filter.resources_list_changed = announces("resources");
-    filter.prompts_list_changed = announces("prompts");
-    filter.resource_subscriptions = Some(uris);
-    Some(filter)
-}
-
 impl Listen {
     /// Replaces the listen in force by one for `filter` (`None`: ends it), within
-    /// `limit`; the URIs the server's acknowledgement honours. On failure the old listen
+    /// `limit`; what the server's acknowledgement honours. On failure the old listen
     /// stays.
     pub(crate) async fn replace(
         &self,
         peer: &Peer<RoleClient>,
-        filter: Option<SubscriptionFilter>,
+        filter: Option<ListenFilter>,
         notices: &Arc<ServerNotices>,
         limit: Duration,
-    ) -> Result<Vec<String>, CallError> {
+    ) -> Result<ListenFilter, CallError> {
         let mut active = self.active.lock().await;
         let Some(filter) = filter else {
             *active = None;
-            return Ok(Vec::new());
+            return Ok(ListenFilter::default());
         };
-        let subscription = match tokio::time::timeout(limit, peer.listen(filter)).await {
+        let subscription = match tokio::time::timeout(limit, peer.listen(filter.to_rmcp())).await {
             Ok(Ok(subscription)) => subscription,
             Ok(Err(error)) => {
                 return Err(CallError::Protocol {
@@ -76,11 +57,16 @@ impl Listen {
             }
             Err(_) => return Err(CallError::Timeout { after: limit }),
         };
-        let honoured = subscription
-            .acknowledged()
-            .resource_subscriptions
-            .clone()
-            .unwrap_or_default();
+        let acknowledged = subscription.acknowledged();
+        let honoured = ListenFilter {
+            tools: acknowledged.tools_list_changed == Some(true),
+            resources: acknowledged.resources_list_changed == Some(true),
+            prompts: acknowledged.prompts_list_changed == Some(true),
+            uris: acknowledged
+                .resource_subscriptions
+                .clone()
+                .unwrap_or_default(),
+        };
         let task = tokio::spawn(drain(subscription, Arc::clone(notices)));
         // The old listen is dropped (cancelled) only now that the new one is acknowledged.
         *active = Some(AbortOnDrop::new(task));
@@ -108,21 +94,4 @@ async fn drain(mut subscription: Subscription, notices: Arc<ServerNotices>) {
     }
     tracing::info!(end = ?subscription.end(), "the server ended Warden's subscriptions/listen");
     notices.subscriptions_lost();
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn a_filter_carries_the_uris_and_the_announced_list_changes() {
-        assert!(filter(&json!({"resources": {"subscribe": true}}), Vec::new()).is_none());
-        let caps = json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}});
-        let made = filter(&caps, vec!["x://1".into()]).unwrap_or_default();
-        assert_eq!(made.tools_list_changed, Some(true));
-        assert_eq!(made.resources_list_changed, None);
-        assert_eq!(made.prompts_list_changed, None);
-        assert_eq!(made.resource_subscriptions, Some(vec!["x://1".to_owned()]));
-    }
 }

@@ -202,6 +202,63 @@ pub struct AuditEntry {
     pub result_bytes: Option<i64>,
 }
 
+/// An audit row as the file keeps it: the arguments, reasons and error redacted and the
+/// JSON columns serialised. Built by [`EncodedAudit::new`] on the writer's own thread,
+/// before it takes the store, so that a commit holding the store's lock runs only SQL
+/// (decision 0042).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodedAudit {
+    time_ms: i64,
+    front_end: String,
+    client: Option<String>,
+    server: String,
+    tool: String,
+    arguments: String,
+    decision: Option<String>,
+    reasons: String,
+    approved_by: Option<String>,
+    executed: bool,
+    outcome: String,
+    error: Option<String>,
+    latency_ms: Option<i64>,
+    result_bytes: Option<i64>,
+}
+
+impl EncodedAudit {
+    /// `entry` redacted ([`redact::redact`], [`redact::redact_text`]) and serialised: the
+    /// raw values never reach the file. Fails only if a JSON column cannot be serialised
+    /// (the error names the row's tool).
+    pub fn new(entry: &AuditEntry) -> Result<EncodedAudit, StoreError> {
+        let encode = |column: &'static str, value: &serde_json::Value| {
+            serde_json::to_string(&redact::redact(value)).map_err(|error| StoreError::Encode {
+                tool: entry.tool.clone(),
+                reason: format!("{column} column: {error}"),
+            })
+        };
+        Ok(EncodedAudit {
+            time_ms: entry.time_ms,
+            front_end: entry.front_end.clone(),
+            client: entry.client.clone(),
+            server: entry.server.clone(),
+            tool: entry.tool.clone(),
+            arguments: encode("arguments", &entry.arguments)?,
+            decision: entry.decision.clone(),
+            reasons: encode("reasons", &entry.reasons)?,
+            approved_by: entry.approved_by.clone(),
+            executed: entry.executed,
+            outcome: entry.outcome.clone(),
+            error: entry.error.as_deref().map(redact::redact_text),
+            latency_ms: entry.latency_ms,
+            result_bytes: entry.result_bytes,
+        })
+    }
+
+    /// The row's tool (`server__tool`, or what a read or fetch asked for).
+    pub fn tool(&self) -> &str {
+        &self.tool
+    }
+}
+
 /// A stored audit row: its id (increasing in the order rows were written) and entry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AuditRow {
@@ -339,6 +396,14 @@ pub enum StoreError {
         path: PathBuf,
         /// The session asked for.
         session: String,
+    },
+    /// An audit row's JSON column could not be serialised (nothing was written).
+    #[error("audit row of `{tool}`: cannot be encoded: {reason}")]
+    Encode {
+        /// The row's tool.
+        tool: String,
+        /// Which column, and why.
+        reason: String,
     },
     /// A stored row could not be read back.
     #[error("state store {}: corrupt row for `{key}`: {reason}", path.display())]
@@ -656,28 +721,26 @@ impl Store {
 }
 
 impl Store {
-    /// Appends `entry` to the audit log in one transaction, committed (and, with
-    /// `synchronous = FULL`, on disk) before this returns. Arguments, reasons and the error
+    /// Appends `entry` to the audit log in one transaction, committed before this returns
+    /// and synced to disk within [`wal_sync::SYNC_WINDOW`] (decision 0050). Arguments, reasons and the error
     /// are redacted first: the raw values never reach the file.
     pub fn record_audit(&mut self, entry: &AuditEntry) -> Result<i64, StoreError> {
-        let mut rows = self.record_audits(&[entry])?;
-        rows.pop().unwrap_or(Err(StoreError::Sqlite {
-            path: self.path.clone(),
-            source: rusqlite::Error::InvalidQuery,
-        }))
+        let row = EncodedAudit::new(entry)?;
+        let mut ids = self.record_audits(&[&row])?;
+        ids.pop().ok_or_else(|| StoreError::Batch {
+            reason: "the transaction wrote no row".into(),
+        })
     }
 
-    /// Writes several audit rows in **one** transaction, committed before this returns
-    /// (readable by every connection, kept if Warden crashes): the group commit of
-    /// concurrent calls' rows. The disk sync that also keeps them through a crash of the
-    /// machine follows within [`wal_sync::SYNC_WINDOW`], off the caller's path (decision
-    /// 0050). `Err`: the transaction failed, no row was written. `Ok`: each row's result in
-    /// order, its id or why it was left out (it could not be encoded; the others are
-    /// written).
-    pub fn record_audits(
-        &mut self,
-        entries: &[&AuditEntry],
-    ) -> Result<Vec<Result<i64, StoreError>>, StoreError> {
+    /// Writes several encoded audit rows ([`EncodedAudit`], built before the caller takes
+    /// the store, so that whoever holds it only runs SQL) in **one** transaction, the group
+    /// commit of concurrent calls' rows, committed before this returns (readable by every
+    /// connection, kept if Warden crashes). The disk sync that also keeps them through a
+    /// crash of the machine follows within [`wal_sync::SYNC_WINDOW`], off the caller's
+    /// path (decision 0050). `Ok`: every row's id, in order. `Err`: nothing was written
+    /// (the first failure ends the transaction, so a busy database costs one busy timeout,
+    /// not one per row).
+    pub fn record_audits(&mut self, rows: &[&EncodedAudit]) -> Result<Vec<i64>, StoreError> {
         let path = self.path.clone();
         let sqlite = |source| StoreError::Sqlite {
             path: path.clone(),
@@ -696,12 +759,12 @@ impl Store {
             .map_err(sqlite)?;
         let written = (|| {
             let tx = self.conn.transaction().map_err(sqlite)?;
-            let results = entries
+            let ids = rows
                 .iter()
-                .map(|entry| insert_audit(&tx, &path, entry))
-                .collect();
+                .map(|row| insert_audit(&tx, row).map_err(sqlite))
+                .collect::<Result<Vec<i64>, StoreError>>()?;
             tx.commit().map_err(sqlite)?;
-            Ok(results)
+            Ok(ids)
         })();
         let restored = self.conn.pragma_update(None, "synchronous", "FULL");
         if let Some(syncer) = &self.audit_sync
@@ -709,9 +772,9 @@ impl Store {
         {
             syncer.committed();
         }
-        let results = written?;
+        let ids = written?;
         restored.map_err(sqlite)?;
-        Ok(results)
+        Ok(ids)
     }
 
     /// Disk syncs made for audit commits so far (for tests and measurement).
@@ -995,52 +1058,30 @@ pub(crate) fn insert_pin(
     )
 }
 
-/// One audit row inserted in `tx` (not committed).
-fn insert_audit(
-    tx: &rusqlite::Transaction<'_>,
-    path: &std::path::Path,
-    entry: &AuditEntry,
-) -> Result<i64, StoreError> {
-    let corrupt = |what: &str, error: serde_json::Error| StoreError::Corrupt {
-        path: path.to_path_buf(),
-        key: entry.tool.clone(),
-        reason: format!("{what}: {error}"),
-    };
-    let arguments = serde_json::to_string(&redact::redact(&entry.arguments))
-        .map_err(|error| corrupt("arguments", error))?;
-    let reasons = serde_json::to_string(&redact::redact(&entry.reasons))
-        .map_err(|error| corrupt("reasons", error))?;
-    let error = entry.error.as_deref().map(redact::redact_text);
-    let sqlite = |source| StoreError::Sqlite {
-        path: path.to_path_buf(),
-        source,
-    };
+/// One encoded audit row inserted in `tx` (not committed).
+fn insert_audit(tx: &rusqlite::Transaction<'_>, row: &EncodedAudit) -> rusqlite::Result<i64> {
     // Cached: parsing the statement cost as much as running it, once per call.
-    let mut insert = tx
-        .prepare_cached(
-            "INSERT INTO audit (time_ms, front_end, server, tool, arguments, decision, reasons,
-                 approved_by, executed, outcome, error, latency_ms, result_bytes, client)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
-        )
-        .map_err(sqlite)?;
-    insert
-        .execute(params![
-            entry.time_ms,
-            entry.front_end,
-            entry.server,
-            entry.tool,
-            arguments,
-            entry.decision,
-            reasons,
-            entry.approved_by,
-            entry.executed,
-            entry.outcome,
-            error,
-            entry.latency_ms,
-            entry.result_bytes,
-            entry.client,
-        ])
-        .map_err(sqlite)?;
+    tx.prepare_cached(
+        "INSERT INTO audit (time_ms, front_end, server, tool, arguments, decision, reasons,
+             approved_by, executed, outcome, error, latency_ms, result_bytes, client)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+    )?
+    .execute(params![
+        row.time_ms,
+        row.front_end,
+        row.server,
+        row.tool,
+        row.arguments,
+        row.decision,
+        row.reasons,
+        row.approved_by,
+        row.executed,
+        row.outcome,
+        row.error,
+        row.latency_ms,
+        row.result_bytes,
+        row.client,
+    ])?;
     Ok(tx.last_insert_rowid())
 }
 

@@ -15,7 +15,9 @@
 //! test counts how often the gateway read its lists. With `$WARDEN_TEST_LIST_DELAY_MS`, it
 //! waits that long before answering each page of `resources/list`, and each page holds
 //! one resource (a slow upstream whose every page is within a call timeout, but not the
-//! whole list).
+//! whole list). With `$WARDEN_TEST_UNSUBSCRIBE_FAILS` set, every `resources/unsubscribe`
+//! is logged and answered with an error (the subscription stays), for the gateway's
+//! failed-unsubscribe test.
 
 use std::collections::BTreeSet;
 
@@ -25,6 +27,8 @@ use serde_json::{Value, json};
 pub(crate) const COUNT_LOG_ENV: &str = "WARDEN_TEST_COUNT_LOG";
 /// Milliseconds to wait before answering `resources/list`.
 pub(crate) const LIST_DELAY_ENV: &str = "WARDEN_TEST_LIST_DELAY_MS";
+/// Set: `resources/unsubscribe` fails.
+pub(crate) const UNSUBSCRIBE_FAILS_ENV: &str = "WARDEN_TEST_UNSUBSCRIBE_FAILS";
 
 /// What the server has changed and who subscribed.
 #[derive(Debug, Default)]
@@ -181,8 +185,12 @@ impl Live {
             }
             "resources/unsubscribe" => {
                 record(&format!("{method} {uri}"));
-                self.subscribed.remove(&uri);
-                Ok(json!({}))
+                if std::env::var_os(UNSUBSCRIBE_FAILS_ENV).is_some() {
+                    Err((-32603, format!("cannot unsubscribe from {uri} now")))
+                } else {
+                    self.subscribed.remove(&uri);
+                    Ok(json!({}))
+                }
             }
             "prompts/list" => {
                 record(method);

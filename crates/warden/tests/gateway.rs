@@ -2327,3 +2327,196 @@ fn idle_stop_keeps_a_subscribed_server_and_stops_it_once_nobody_is() {
     drop(served);
     scratch.assert_no_leftovers();
 }
+
+/// An upstream that fails `resources/unsubscribe` (decision 0039, revision 2): whichever
+/// face the client uses (stdio, HTTP), its unsubscription succeeds and ends its
+/// subscription at once (it hears no more updates of that resource); Warden sends the
+/// failed unsubscribe once and does not try again at every tick; and a later subscription
+/// to the same resource is sent to the server afresh and is heard (the positive control).
+#[test]
+fn a_failed_upstream_unsubscribe_ends_the_subscription_once_on_both_faces() {
+    for face in ["stdio", "http"] {
+        let scratch = Scratch::new();
+        let counts = scratch.path().join("counts.log");
+        let live = server_toml(
+            "live",
+            &testserver_bin(),
+            &["live-resources"],
+            &format!(
+                "env = {{ WARDEN_TEST_COUNT_LOG = {:?}, WARDEN_TEST_UNSUBSCRIBE_FAILS = \"1\" }}\n\
+                 sandbox = {{ write = [{:?}] }}",
+                counts.display().to_string(),
+                scratch.path().display().to_string()
+            ),
+        );
+        let config = scratch.config(&format!(
+            "{live}\n[[policy.rules]]\ntools = \"live__*\"\neffect = \"allow\"\n"
+        ));
+        let steps = json!([
+            {"subscribe": "live://a"},
+            {"unsubscribe": "live://a"},
+            {"call": "live__touch", "args": {"uris": ["live://a"]}},
+            // Several ticks: an update that leaked, or a retried unsubscribe, shows here.
+            {"sleep": 3},
+            {"subscribe": "live://a"},
+            {"call": "live__touch", "args": {"uris": ["live://a"]}},
+            {"wait_notice": "notifications/resources/updated", "seconds": 30},
+            {"sleep": 1},
+        ]);
+        let (out, served) = if face == "stdio" {
+            // The second touch is asked about (the first one's result is in the context):
+            // the client approves it.
+            let plan = stdio_plan(&scratch, &config, "legacy", "approve", steps);
+            (run_client(plan), None)
+        } else {
+            let served = Served::start(&scratch, &config, &[], &[]);
+            let plan = json!({"mode": "legacy", "url": served.url, "elicit": "approve",
+                              "steps": steps});
+            (run_client(plan), Some(served))
+        };
+        let subscriptions = out["subscriptions"].as_array().unwrap();
+        assert!(
+            subscriptions.iter().all(|step| step["ok"] == true),
+            "{face}: {out}"
+        );
+        let heard: Vec<&Value> = out["notices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|notice| notice[0] == "notifications/resources/updated")
+            .collect();
+        assert_eq!(
+            heard.len(),
+            1,
+            "{face}: one update, after the second subscription: {out}"
+        );
+        let lines = counted(&scratch);
+        let count = |lines: &[String], line: &str| lines.iter().filter(|l| *l == line).count();
+        assert_eq!(
+            count(&lines, "resources/subscribe live://a"),
+            2,
+            "{face}: {lines:?}"
+        );
+        // Up to the second subscription (the session's end may unsubscribe once more).
+        let second = lines
+            .iter()
+            .rposition(|line| line == "resources/subscribe live://a")
+            .unwrap();
+        assert_eq!(
+            count(&lines[..second], "resources/unsubscribe live://a"),
+            1,
+            "{face}: sent once, not retried: {lines:?}"
+        );
+        drop(served);
+        scratch.assert_no_leftovers();
+    }
+}
+
+/// Servers reached over the deprecated HTTP+SSE transport (and relayed servers, by the
+/// same rule) have only their tools relayed: a client reading or subscribing to one of
+/// their resources is told so, naming the server and its transport, rather than a bare
+/// "not found", and nothing is sent to the server. The real peer is server-everything in
+/// its `sse` mode; its tools still work there (`echo`). The positive control is the same
+/// peer over Streamable HTTP, where the same subscription is made.
+#[test]
+fn resources_of_a_server_over_http_sse_are_refused_with_the_reason() {
+    for (mode, path, transport) in [
+        ("sse", "/sse", "transport = \"sse\"\n"),
+        ("streamableHttp", "/mcp", ""),
+    ] {
+        let port = free_port();
+        let mut command = Command::new("node");
+        command
+            .arg(support::node_server("server-everything"))
+            .arg(mode)
+            .env("PORT", port.to_string());
+        let everything = HttpPeer::start(command, port);
+        let url = format!("http://127.0.0.1:{port}{path}");
+        let scratch = Scratch::new();
+        let config = scratch.config(&format!(
+            "[servers.everything]\nurl = {url:?}\n{transport}\
+             [[policy.rules]]\ntools = \"everything__echo\"\neffect = \"allow\"\n",
+        ));
+        let served = Served::start(&scratch, &config, &[], &[]);
+        let uri = "demo://resource/dynamic/text/1";
+        let out = run_client(json!({
+            "mode": "legacy", "url": served.url, "elicit": "none",
+            "steps": [
+                // First: a read puts the server's text in the context, and a later call
+                // would be asked about.
+                {"call": "everything__echo", "args": {"message": "still here"}},
+                {"subscribe": uri},
+                {"read": uri},
+            ],
+        }));
+        assert_eq!(out["calls"][0]["isError"], false, "{mode}: {out}");
+        let subscribed = &out["subscriptions"][0];
+        if mode == "sse" {
+            let error = subscribed["error"].as_str().unwrap_or_default();
+            assert!(
+                error.contains("`everything` is reached over the deprecated HTTP+SSE transport")
+                    && error.contains("not their resources"),
+                "{out}"
+            );
+            let read = out["reads"][0]["error"].as_str().unwrap_or_default();
+            assert!(read.contains("HTTP+SSE"), "{out}");
+            assert_ne!(out["capabilities"]["resources"]["subscribe"], true, "{out}");
+        } else {
+            assert_eq!(subscribed["ok"], true, "{out}");
+        }
+        drop(served);
+        drop(everything);
+        scratch.assert_no_leftovers();
+    }
+}
+
+/// Runs the TypeScript SDK client with `plan` and returns what it printed.
+fn run_ts_client(plan: Value) -> Value {
+    let sdk = peers_dir().join("node/node_modules/@modelcontextprotocol/sdk");
+    let mut command = Command::new("node");
+    command
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/gateway_ts_client.mjs"))
+        .arg(sdk)
+        .arg(plan.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let output = support::run_with_limit(command, Duration::from_secs(90));
+    assert!(
+        output.status.success(),
+        "TypeScript client failed:\n{}",
+        describe(&output)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or_default())
+        .unwrap_or_else(|error| panic!("{error}:\n{}", describe(&output)))
+}
+
+/// The official TypeScript SDK client (issue 11's "real clients"), over stdio and over
+/// Streamable HTTP: it gets the same catalogue and the same decisions as the Python SDK's
+/// client (allowed and answered; denied with the reason; asked with nobody to ask, refused
+/// with what, why and how; a second call in a context the first result tainted, asked).
+#[test]
+fn the_typescript_sdk_client_gets_the_catalogue_and_the_policy_on_both_faces() {
+    let scratch = Scratch::new();
+    let config = config(&scratch, "");
+    let stdio = run_ts_client(json!({
+        "stdio": {
+            "command": warden_bin(),
+            "args": ["serve", "--config", config],
+            "env": warden_env(&scratch),
+            "cwd": scratch.path(),
+        },
+        "steps": the_steps(),
+    }));
+    assert_policy_without_asking(&stdio);
+    assert_eq!(
+        stdio["capabilities"]["tools"]["listChanged"], true,
+        "{stdio}"
+    );
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let http = run_ts_client(json!({"url": served.url, "steps": the_steps()}));
+    assert_policy_without_asking(&http);
+    drop(served);
+    scratch.assert_no_leftovers();
+}

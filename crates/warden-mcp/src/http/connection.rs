@@ -475,20 +475,7 @@ impl Connection for HttpConnection {
                 return Err(crate::connection::not_forwarded(method));
             }
             let notices = self.profile.notices.lists();
-            if on && !notices.set_subscribed(uri, true) {
-                return Err(CallError::Rejected {
-                    code: -32602,
-                    message: format!(
-                        "this server already has {} subscriptions, the most Warden keeps",
-                        crate::notices::MAX_SUBSCRIBED
-                    ),
-                });
-            }
-            if !on {
-                // Off at once: updates of a URI nobody wants are dropped from now on.
-                notices.set_subscribed(uri, false);
-            }
-            let sent = crate::connection::within(timeout, async {
+            let send = crate::connection::within(timeout, async {
                 let session = self.current().await;
                 match session.era() {
                     Era::Legacy => {
@@ -498,30 +485,11 @@ impl Connection for HttpConnection {
                     }
                     Era::Modern => {
                         let honoured = session.relisten(timeout).await.map_err(call_error)?;
-                        let listed = honoured
-                            .as_ref()
-                            .and_then(|filter| filter.get("resourceSubscriptions"))
-                            .and_then(Value::as_array)
-                            .is_some_and(|uris| uris.iter().any(|u| u.as_str() == Some(uri)));
-                        if on && !listed {
-                            return Err(CallError::Rejected {
-                                code: -32602,
-                                message: format!(
-                                    "the server did not honour a subscription to `{uri}` (its \
-                                     subscriptions/listen acknowledgement leaves it out)"
-                                ),
-                            });
-                        }
-                        Ok(())
+                        crate::subscription::honoured(&honoured, uri, on)
                     }
                 }
-            })
-            .await;
-            // A refused subscription is not kept.
-            if on && sent.is_err() {
-                notices.set_subscribed(uri, false);
-            }
-            sent
+            });
+            crate::subscription::change(&notices, uri, on, send).await
         })
     }
 

@@ -62,16 +62,6 @@ const LISTEN_RETRY: ReconnectSpec = ReconnectSpec {
     max_delay: Duration::from_secs(30),
 };
 
-/// Whether a server's capabilities say it announces changes of its `kind` list
-/// (`tools`, `resources`, `prompts`: `listChanged`).
-fn announces_changes(capabilities: &Value, kind: &str) -> bool {
-    capabilities
-        .get(kind)
-        .and_then(|declared| declared.get("listChanged"))
-        .and_then(Value::as_bool)
-        .unwrap_or(false)
-}
-
 /// Follows a stream of the server's own messages for as long as the session lives:
 /// reads it ([`Endpoint::listen`]), and when it ends, opens it again with `reopen`
 /// (legacy: `Last-Event-ID`; modern: a new `subscriptions/listen`) after a delay (the

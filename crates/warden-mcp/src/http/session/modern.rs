@@ -10,13 +10,14 @@ use serde_json::{Map, Value, json};
 use warden_net::reqwest::header::{HeaderName, HeaderValue};
 
 use super::{
-    LISTEN_OPEN_LIMIT, MAX_INPUT_ROUNDS, MAX_RELIST_PAGES, MODERN_VERSION, Session,
-    announces_changes, follow, header, is_safe, lock, result_of,
+    LISTEN_OPEN_LIMIT, MAX_INPUT_ROUNDS, MAX_RELIST_PAGES, MODERN_VERSION, Session, follow, header,
+    is_safe, lock, result_of,
 };
 use crate::http::error::HttpError;
 use crate::http::exchange::StreamContext;
 use crate::http::exchange::{Endpoint, LISTEN_ID_PREFIX, ListenOpen, ListenState};
 use crate::http::headers::{name_of, param_headers, param_values};
+use crate::subscription::ListenFilter;
 
 impl Session {
     /// Lists every tool again (at most [`MAX_RELIST_PAGES`] pages), to learn their
@@ -126,16 +127,16 @@ impl Session {
     /// (the resource subscriptions changed), and waits at most `limit` for the server's
     /// acknowledgement: the filter it honours. The old stream is closed once the new one
     /// is acknowledged (or given up on), which ends its subscription (2026-07-28 has no
-    /// unsubscribe); in between, an update heard on both is noted once. `None`: nothing is
-    /// asked for any more, and no stream is kept.
-    pub(crate) async fn relisten(&self, limit: Duration) -> Result<Option<Value>, HttpError> {
+    /// unsubscribe); in between, an update heard on both is noted once. An empty filter:
+    /// nothing is asked for any more, and no stream is kept.
+    pub(crate) async fn relisten(&self, limit: Duration) -> Result<ListenFilter, HttpError> {
         let _one_at_a_time = self.listening.lock().await;
         let request = self.listen_request();
         if request.filter().is_none() {
             if let Some(old) = lock(&self.listener).take() {
                 old.abort();
             }
-            return Ok(None);
+            return Ok(ListenFilter::default());
         }
         let (response, subscription) = match request.open().await {
             ListenOpen::Open(response, subscription) => (response, subscription),
@@ -182,7 +183,7 @@ impl Session {
             old.abort();
         }
         match answer {
-            Ok(Ok(honoured)) => Ok(Some(honoured)),
+            Ok(Ok(honoured)) => Ok(ListenFilter::from_json(Some(&honoured))),
             Ok(Err(_)) => Err(HttpError::StreamEnded {
                 detail: "the subscriptions/listen stream ended before its acknowledgement".into(),
             }),
@@ -353,23 +354,11 @@ impl ListenRequest {
     /// union of its users' subscriptions: one stream per server, demultiplexed later).
     /// `None` when that is nothing.
     fn filter(&self) -> Option<Value> {
-        let mut filter = Map::new();
-        for (kind, key) in [
-            ("tools", "toolsListChanged"),
-            ("resources", "resourcesListChanged"),
-            ("prompts", "promptsListChanged"),
-        ] {
-            if announces_changes(&self.capabilities, kind) {
-                filter.insert(key.into(), Value::Bool(true));
-            }
-        }
-        if crate::rmcp_client::declares_subscribe(&self.capabilities) {
-            let uris = self.endpoint.notices.lists().subscribed();
-            if !uris.is_empty() {
-                filter.insert("resourceSubscriptions".into(), json!(uris));
-            }
-        }
-        (!filter.is_empty()).then_some(Value::Object(filter))
+        let filter = ListenFilter::upstream(
+            &self.capabilities,
+            self.endpoint.notices.lists().subscribed(),
+        );
+        (!filter.is_empty()).then(|| filter.to_json())
     }
 
     /// Sends it (a new id each time) and returns its stream.
