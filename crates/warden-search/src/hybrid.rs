@@ -29,12 +29,13 @@
 //!
 //! With a model, each text then gets **feedback** from the catalogue itself (decision
 //! 0047): its best [`FEEDBACK_DEPTH`] tools so far, weighted by their scores, stand in
-//! for the text in the tools' own vector space (the encoder's, once every tool has one),
+//! for the text in the encoder's space (the tools' own, once every tool has a vector there),
 //! and every tool's centred cosine with them, put on the same scale as `c'`, takes
 //! [`FEEDBACK_WEIGHT`] of its score: `(1 − f) · score + f · feedback`. A request's words
 //! are few and embedded by the static table; the tools it found first are whole
 //! definitions embedded by the encoder, so their neighbours (the same job in other words,
-//! the other tools of a task) rise. A text that found nothing gets no feedback.
+//! the other tools of a task) rise. A text that found nothing gets no feedback, and an
+//! index with the static table's tool vectors (before the encoder's are computed) none.
 //!
 //! The text is the whole request and, for a request of several steps
 //! ([`crate::steps`]), each step: a tool's final score is `0.5 · whole + 0.5 · best step`.
@@ -124,7 +125,8 @@ pub struct Tuning {
     /// The weight of the feedback score: each text's best [`Tuning::feedback_depth`]
     /// tools after a first ranking stand in for the text in the tools' own vector space,
     /// and every tool's centred cosine with them (normalised as the cosines are) takes
-    /// this share of its score (0: no feedback).
+    /// this share of its score (0: no feedback). Applied only while an index has the
+    /// encoder's tool vectors (decision 0047).
     pub feedback: f64,
     /// How many of a text's best tools seed the feedback query.
     pub feedback_depth: usize,
@@ -483,7 +485,10 @@ impl SearchIndex {
         #[cfg(feature = "semantic")]
         if let (Some(vectors), Ranking::Semantic | Ranking::Hybrid) = (&self.semantic, ranking)
             && tuning.feedback > 0.0
+            && vectors.encoder
         {
+            // Only with the encoder's tool vectors: the static table's average a
+            // definition's tokens, and their neighbours lost on the dev half (decision 0047).
             feedback(&vectors.tools, &mut out, tuning);
         }
         out
