@@ -58,8 +58,8 @@ pub use host::{
 pub use pins::PinningLauncher;
 pub use schema::{SchemaLimits, Violation};
 pub use search::{
-    DEFAULT_SEARCH_LIMIT, Hit, MAX_SEARCH_LIMIT, Ranking, ToolSearch, server_instructions,
-    tool_docs, tool_docs_with,
+    DEFAULT_SEARCH_LIMIT, Hit, MAX_SEARCH_LIMIT, Ranking, ToolSearch, pending_search_vectors,
+    server_instructions, settle_search_vectors, tool_docs, tool_docs_with,
 };
 pub use session::{Delivery, DetachedCall, PreparedCall, Session};
 pub use starts::{StartCounts, StartGate, StartState, default_parallel_starts};

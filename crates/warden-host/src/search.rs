@@ -69,6 +69,34 @@ pub fn server_instructions(host: &Host) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// How many tool definitions of the indexes built so far in this process still wait for
+/// the search encoder's vectors (decision 0044); 0 without the model.
+pub fn pending_search_vectors() -> usize {
+    #[cfg(feature = "semantic-search")]
+    {
+        warden_search::semantic::shared_cache().pending()
+    }
+    #[cfg(not(feature = "semantic-search"))]
+    0
+}
+
+/// Waits, at most `timeout`, until the search encoder has computed and stored the vectors
+/// of every definition indexed so far; how many still wait then. A short-lived command
+/// that searched (`warden tools --search`) calls it before it exits, so a later search of
+/// the same catalogue ranks with the encoder's vectors (decision 0047). Blocks: call it
+/// from a blocking task.
+pub fn settle_search_vectors(timeout: std::time::Duration) -> usize {
+    #[cfg(feature = "semantic-search")]
+    {
+        warden_search::semantic::shared_cache().settle(timeout)
+    }
+    #[cfg(not(feature = "semantic-search"))]
+    {
+        let _ = timeout;
+        0
+    }
+}
+
 /// A search index over one catalogue. Built once per catalogue; a new catalogue (a refresh,
 /// a new policy) needs a new one.
 #[derive(Debug)]

@@ -309,6 +309,49 @@ fn hybrid_search_steps_encoder(bencher: Bencher, n: usize) {
     });
 }
 
+/// Decision 0044's ranking (no feedback from the catalogue, decision 0047), with the
+/// encoder's tool vectors: what the feedback costs, measured beside it.
+#[divan::bench(args = [GOAL_SIZE])]
+fn hybrid_search_encoder_no_feedback(bencher: Bencher, n: usize) {
+    let index = encoder_index(n);
+    let queries = queries();
+    let next = AtomicUsize::new(0);
+    let tuning = warden_search::Tuning {
+        feedback: 0.0,
+        ..warden_search::Tuning::default()
+    };
+    bencher.bench(|| {
+        let i = next.fetch_add(1, Ordering::Relaxed) % queries.len();
+        black_box(index.search_tuned(
+            black_box(&queries[i]),
+            10,
+            warden_search::Ranking::Hybrid,
+            &tuning,
+        ))
+    });
+}
+
+/// The same for a three-step request.
+#[divan::bench(args = [GOAL_SIZE])]
+fn hybrid_search_steps_encoder_no_feedback(bencher: Bencher, n: usize) {
+    let index = encoder_index(n);
+    let queries = step_queries();
+    let next = AtomicUsize::new(0);
+    let tuning = warden_search::Tuning {
+        feedback: 0.0,
+        ..warden_search::Tuning::default()
+    };
+    bencher.bench(|| {
+        let i = next.fetch_add(1, Ordering::Relaxed) % queries.len();
+        black_box(index.search_tuned(
+            black_box(&queries[i]),
+            10,
+            warden_search::Ranking::Hybrid,
+            &tuning,
+        ))
+    });
+}
+
 /// One hybrid search with the static table's tool vectors (query embedding, cosine over
 /// every tool, BM25F, mix, top 10).
 #[divan::bench(args = [GOAL_SIZE])]

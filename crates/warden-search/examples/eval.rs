@@ -121,6 +121,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     let hybrid = std::env::var("EVAL_RANKING").is_ok_and(|r| r == "hybrid");
     let tuning = match std::env::var("EVAL_TUNING") {
         Ok(t) if t == "baseline" => Tuning::BASELINE,
+        // Decision 0044's evidence: the shipped one without catalogue feedback.
+        Ok(t) if t == "nofeedback" => Tuning {
+            feedback: 0.0,
+            ..Tuning::default()
+        },
         _ => Tuning::default(),
     };
     let index = build(docs, hybrid)?;

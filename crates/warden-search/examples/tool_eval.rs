@@ -269,6 +269,13 @@ fn main() -> Result<(), Box<dyn Error>> {
         },
     ));
     tunings.push((
+        "shipped without feedback (decision 0044)".into(),
+        Tuning {
+            feedback: 0.0,
+            ..Tuning::default()
+        },
+    ));
+    tunings.push((
         "centred".into(),
         Tuning {
             centre: true,
@@ -287,10 +294,39 @@ fn main() -> Result<(), Box<dyn Error>> {
                 Some(("centre", c)) => tuning.centre = c == "1",
                 Some(("lexical", w)) => tuning.lexical_weight = w.parse()?,
                 Some(("idf", c)) => tuning.query_idf = c == "1",
+                Some(("feedback", w)) => tuning.feedback = w.parse()?,
+                Some(("depth", d)) => tuning.feedback_depth = d.parse()?,
                 _ => return Err(format!("TOOL_EVAL_CUSTOM: cannot read {pair:?}").into()),
             }
         }
         tunings.push((format!("custom {custom}"), tuning));
+    }
+    // TOOL_EVAL_GRID=1: a grid of the fusion's constants around the shipped ones (for
+    // choosing them on the dev half only; read with TOOL_EVAL_SPLIT=dev).
+    if std::env::var_os("TOOL_EVAL_GRID").is_some() {
+        for lexical in [0.4, 0.5, 0.6] {
+            for server in [0.2, 0.3, 0.4] {
+                for feedback in [0.0, 0.2, 0.3, 0.4, 0.5] {
+                    for depth in [3, 5, 8] {
+                        if feedback == 0.0 && depth != 5 {
+                            continue;
+                        }
+                        tunings.push((
+                            format!(
+                                "grid lexical={lexical},server={server},feedback={feedback},depth={depth}"
+                            ),
+                            Tuning {
+                                lexical_weight: lexical,
+                                server_weight: server,
+                                feedback,
+                                feedback_depth: depth,
+                                ..Tuning::default()
+                            },
+                        ));
+                    }
+                }
+            }
+        }
     }
     if let Ok(only) = std::env::var("TOOL_EVAL_TUNING") {
         tunings.retain(|(name, _)| name.starts_with(&only));

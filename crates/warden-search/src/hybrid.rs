@@ -27,6 +27,16 @@
 //! score for the text is `(1 − w) · own + w · server` with `w` = [`SERVER_WEIGHT`], so the
 //! tools of the server a request is about rise together.
 //!
+//! With a model, each text then gets **feedback** from the catalogue itself (decision
+//! 0047): its best [`FEEDBACK_DEPTH`] tools so far, weighted by their scores, stand in
+//! for the text in the encoder's space (the tools' own, once every tool has a vector there),
+//! and every tool's centred cosine with them, put on the same scale as `c'`, takes
+//! [`FEEDBACK_WEIGHT`] of its score: `(1 − f) · score + f · feedback`. A request's words
+//! are few and embedded by the static table; the tools it found first are whole
+//! definitions embedded by the encoder, so their neighbours (the same job in other words,
+//! the other tools of a task) rise. A text that found nothing gets no feedback, and an
+//! index with the static table's tool vectors (before the encoder's are computed) none.
+//!
 //! The text is the whole request and, for a request of several steps
 //! ([`crate::steps`]), each step: a tool's final score is `0.5 · whole + 0.5 · best step`.
 //! A tool with score 0 is not returned, so a request of words no tool is near (`zebra
@@ -55,6 +65,14 @@ pub const SERVER_WEIGHT: f64 = 0.3;
 /// How much of a tool's vector comes from its server's instructions: the tool's own text
 /// counts twice as much as what its server says about all of its tools.
 pub const INSTRUCTIONS_WEIGHT: f32 = 0.5;
+
+/// How many of a text's best tools seed its feedback query ([`Tuning::feedback`]).
+pub const FEEDBACK_DEPTH: usize = 5;
+
+/// The share of a tool's score for a text that is its feedback score: its nearness, in
+/// the tools' own vector space, to the text's best [`FEEDBACK_DEPTH`] tools (decision
+/// 0047; chosen on LiveMCPBench's dev half only).
+pub const FEEDBACK_WEIGHT: f64 = 0.3;
 
 /// The least cosine at which a tool that shares no word with the query is found by
 /// meaning alone. It is a guard against noise, not a relevance bar: a request of words
@@ -104,6 +122,14 @@ pub struct Tuning {
     /// tools' embedded texts before they are added up, when the tool vectors are the
     /// static table's (decision 0044; with the encoder's it is not applied).
     pub query_idf: bool,
+    /// The weight of the feedback score: each text's best [`Tuning::feedback_depth`]
+    /// tools after a first ranking stand in for the text in the tools' own vector space,
+    /// and every tool's centred cosine with them (normalised as the cosines are) takes
+    /// this share of its score (0: no feedback). Applied only while an index has the
+    /// encoder's tool vectors (decision 0047).
+    pub feedback: f64,
+    /// How many of a text's best tools seed the feedback query.
+    pub feedback_depth: usize,
 }
 
 impl Tuning {
@@ -114,6 +140,8 @@ impl Tuning {
         centre: false,
         lexical_weight: LEXICAL_WEIGHT,
         query_idf: false,
+        feedback: 0.0,
+        feedback_depth: FEEDBACK_DEPTH,
     };
 }
 
@@ -124,6 +152,7 @@ impl Default for Tuning {
             server_weight: SERVER_WEIGHT,
             centre: true,
             query_idf: true,
+            feedback: FEEDBACK_WEIGHT,
             ..Tuning::BASELINE
         }
     }
@@ -135,8 +164,9 @@ impl Default for Tuning {
 struct Vectors {
     tools: SemanticIndex,
     servers: SemanticIndex,
-    /// Token rarity over the tools' embedded texts ([`Tuning::query_idf`]).
-    idf: TokenIdf,
+    /// Token rarity over the tools' embedded texts ([`Tuning::query_idf`]); built only
+    /// when the tool vectors are the static table's, the only ones it applies to.
+    idf: Option<TokenIdf>,
     /// Whether the tool vectors are the encoder's.
     encoder: bool,
 }
@@ -232,7 +262,10 @@ impl SearchIndex {
                 })
                 .collect()
         });
-        let idf = TokenIdf::build(&model, texts.iter().map(String::as_str));
+        // Query IDF applies to table vectors only: no table of token counts otherwise.
+        let idf = encoder
+            .is_none()
+            .then(|| TokenIdf::build(&model, texts.iter().map(String::as_str)));
         let servers = ServerIndex::build(&docs);
         let server_centroids = |vectors: &[Option<Arc<[f32]>>]| -> Vec<Option<Arc<[f32]>>> {
             servers
@@ -398,7 +431,7 @@ impl SearchIndex {
                 // Query IDF weights only against the static table's tool vectors: the
                 // encoder pools a tool's tokens evenly, and an evenly pooled request
                 // matched those better on the dev half (decision 0044).
-                let idf = (tuning.query_idf && !vectors.encoder).then_some(&vectors.idf);
+                let idf = vectors.idf.as_ref().filter(|_| tuning.query_idf);
                 let queries: Vec<Option<Vec<f32>>> = texts
                     .iter()
                     .map(|text| vectors.tools.embed(text, idf))
@@ -448,6 +481,15 @@ impl SearchIndex {
                 }
             }
             out.push(scores);
+        }
+        #[cfg(feature = "semantic")]
+        if let (Some(vectors), Ranking::Semantic | Ranking::Hybrid) = (&self.semantic, ranking)
+            && tuning.feedback > 0.0
+            && vectors.encoder
+        {
+            // Only with the encoder's tool vectors: the static table's average a
+            // definition's tokens, and their neighbours lost on the dev half (decision 0047).
+            feedback(&vectors.tools, &mut out, tuning);
         }
         out
     }
@@ -511,6 +553,78 @@ fn own_scores(
         ),
         _ => words,
     }
+}
+
+/// Pseudo-relevance feedback: for each text's scores, its best
+/// [`Tuning::feedback_depth`] tools (weighted by their scores) make a query in the tools'
+/// own space ([`SemanticIndex::feedback_query`]); every tool's centred cosine with it,
+/// normalised as in [`mix`], takes [`Tuning::feedback`] of the score. A text that found
+/// nothing gets no feedback, so noise still finds nothing.
+#[cfg(feature = "semantic")]
+fn feedback(tools: &SemanticIndex, scores: &mut [Vec<f64>], tuning: &Tuning) {
+    let queries: Vec<Option<Vec<f32>>> = scores
+        .iter()
+        .map(|scores| {
+            let mut ranked: Vec<(usize, f64)> = scores
+                .iter()
+                .copied()
+                .enumerate()
+                .filter(|(_, s)| *s > 0.0)
+                .collect();
+            let depth = tuning.feedback_depth.min(ranked.len());
+            if depth == 0 {
+                return None;
+            }
+            let order =
+                |a: &(usize, f64), b: &(usize, f64)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+            if ranked.len() > depth {
+                ranked.select_nth_unstable_by(depth - 1, order);
+                ranked.truncate(depth);
+            }
+            let seeds: Vec<(usize, f32)> = ranked.iter().map(|&(row, s)| (row, s as f32)).collect();
+            tools.feedback_query(&seeds)
+        })
+        .collect();
+    let present: Vec<&[f32]> = queries.iter().flatten().map(Vec::as_slice).collect();
+    if present.is_empty() {
+        return;
+    }
+    let mut cosines = tools.feedback_cosines(&present).into_iter();
+    let weight = tuning.feedback;
+    for (scores, query) in scores.iter_mut().zip(&queries) {
+        if query.is_none() {
+            continue;
+        }
+        let Some(cosines) = cosines.next() else {
+            return;
+        };
+        let normalised = spread(&cosines);
+        for (score, c) in scores.iter_mut().zip(normalised) {
+            *score = (1.0 - weight) * *score + weight * c;
+        }
+    }
+}
+
+/// Cosines on the hybrid's scale: `max(0, (c − mean) / (max − mean))`.
+#[cfg(feature = "semantic")]
+fn spread(cosines: &[f32]) -> Vec<f64> {
+    let n = cosines.len().max(1) as f64;
+    let mean = cosines.iter().map(|&c| f64::from(c)).sum::<f64>() / n;
+    let max = cosines
+        .iter()
+        .map(|&c| f64::from(c))
+        .fold(f64::MIN, f64::max);
+    let spread = max - mean;
+    cosines
+        .iter()
+        .map(|&c| {
+            if spread <= f64::EPSILON {
+                0.0
+            } else {
+                ((f64::from(c) - mean) / spread).max(0.0)
+            }
+        })
+        .collect()
 }
 
 /// A tool's vector with its server's instructions' mixed in when it has both.

@@ -7,12 +7,13 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use warden_search::semantic::{
     ATTENTION_HEADS, DISTILLED_PREFIX, EmbeddingCache, MODEL_DIR_ENV, Model, ModelError, ModelPin,
-    TOOL_VECTORS_PREFIX, VOCAB_FILE, WEIGHTS_FILE, write_tensors,
+    TOOL_VECTORS_PREFIX, UNUSED_FOR, VOCAB_FILE, WEIGHTS_FILE, prune_store, write_tensors,
 };
 use warden_search::{Ranking, SearchIndex, ToolDoc, ToolIndex, Tuning};
 
@@ -370,6 +371,109 @@ fn a_background_cache_computes_missing_tool_vectors_for_a_later_index() {
 }
 
 #[test]
+fn settle_waits_for_the_stored_vectors_and_the_encoder_stays_loaded_between_runs() {
+    let (dir, model) = fresh_model();
+    let cache = EmbeddingCache::background();
+    assert_eq!(cache.pending(), 0);
+    assert_eq!(cache.settle(Duration::from_secs(1)), 0, "nothing queued");
+    let index = SearchIndex::with_model(catalogue(), Arc::clone(&model), &cache);
+    assert!(!index.encoder_vectors());
+    assert!(cache.pending() > 0);
+    assert_eq!(cache.settle(Duration::from_secs(300)), 0);
+    assert_eq!(cache.pending(), 0);
+    // Stored on disk: another process (a fresh cache) finds every one.
+    let fresh = EmbeddingCache::default();
+    assert!(SearchIndex::with_model(catalogue(), Arc::clone(&model), &fresh).encoder_vectors());
+    let store = dir.path().join(format!(
+        "{TOOL_VECTORS_PREFIX}{}",
+        &model.weights_sha256()[..16]
+    ));
+    let stored = std::fs::read_dir(&store).unwrap().count();
+    // A second catalogue soon after: the same loaded encoder computes its new definition.
+    let mut more = catalogue();
+    more.push(tool(
+        "fs",
+        "delete_file",
+        "Remove a file for good.",
+        &["path"],
+    ));
+    assert!(!SearchIndex::with_model(more.clone(), Arc::clone(&model), &cache).encoder_vectors());
+    assert_eq!(cache.settle(Duration::from_secs(300)), 0);
+    assert!(SearchIndex::with_model(more, model, &cache).encoder_vectors());
+    assert_eq!(std::fs::read_dir(&store).unwrap().count(), stored + 1);
+    assert_eq!(cache.encoder_loads(), 1, "the weights were loaded again");
+}
+
+#[test]
+fn a_deadline_stops_encoding_and_what_was_done_is_kept() {
+    let (_dir, model) = fresh_model();
+    let texts = SearchIndex::encoder_texts(&catalogue());
+    let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let cache = EmbeddingCache::default();
+    // A deadline already past: nothing is started.
+    let past = std::time::Instant::now();
+    assert_eq!(cache.encode_until(&model, &texts, Some(past)).unwrap(), 0);
+    assert!(!SearchIndex::with_model(catalogue(), Arc::clone(&model), &cache).encoder_vectors());
+    // No deadline: all of them.
+    assert_eq!(
+        cache.encode_until(&model, &texts, None).unwrap(),
+        texts.len()
+    );
+    assert!(SearchIndex::with_model(catalogue(), model, &cache).encoder_vectors());
+}
+
+#[test]
+fn prune_removes_vectors_unused_for_long_and_keeps_the_ones_an_index_reads() {
+    let (dir, model) = fresh_model();
+    let cache = EmbeddingCache::default();
+    encode_all(&cache, &model, &catalogue());
+    let store = dir.path().join(format!(
+        "{TOOL_VECTORS_PREFIX}{}",
+        &model.weights_sha256()[..16]
+    ));
+    let files: Vec<PathBuf> = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    let long_ago = std::time::SystemTime::now() - UNUSED_FOR - Duration::from_secs(3600);
+    let age = |path: &PathBuf| {
+        std::fs::File::options()
+            .write(true)
+            .open(path)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+    };
+    // Every stored vector looks unused for longer than the limit...
+    for file in &files {
+        age(file);
+    }
+    // ...plus one of a definition no catalogue has any more, and a leftover temporary file.
+    let gone = store.join(format!("{}.f32", "ab".repeat(32)));
+    std::fs::copy(&files[0], &gone).unwrap();
+    age(&gone);
+    let temporary = store.join("cd.tmp4242");
+    std::fs::write(&temporary, b"half").unwrap();
+    age(&temporary);
+    // An index of the catalogue reads its vectors from disk, which marks them used.
+    let fresh = EmbeddingCache::default();
+    assert!(SearchIndex::with_model(catalogue(), Arc::clone(&model), &fresh).encoder_vectors());
+    let pruned = prune_store(&store);
+    assert_eq!(pruned.removed, 1, "{pruned:?}");
+    assert_eq!(pruned.temporary, 1, "{pruned:?}");
+    assert_eq!(pruned.kept, files.len(), "{pruned:?}");
+    assert!(!gone.exists() && !temporary.exists());
+    // Control: the catalogue's vectors are all still there for a new process.
+    let again = EmbeddingCache::default();
+    assert!(SearchIndex::with_model(catalogue(), model, &again).encoder_vectors());
+    // Left unread as long again, they go too.
+    for file in &files {
+        age(file);
+    }
+    assert_eq!(prune_store(&store).removed, files.len());
+}
+
+#[test]
 fn the_same_tools_and_request_give_the_same_hybrid_ranking_and_vectors_are_cached() {
     let model = real_model();
     let cache = EmbeddingCache::default();
@@ -658,4 +762,122 @@ fn a_file_that_is_not_an_encoder_is_refused_as_such() {
     let err = Model::load_pinned(dir.path(), pin).unwrap_err();
     assert!(matches!(err, ModelError::Format { .. }), "{err:?}");
     assert!(err.to_string().contains("word_embeddings"), "{err}");
+}
+
+/// A presentation server whose `add_slide` shares no word with a request for a
+/// presentation, and tools of other servers.
+fn slides() -> Vec<ToolDoc> {
+    let mut docs = catalogue();
+    docs.push(tool(
+        "slides",
+        "create_presentation",
+        "Create a new presentation file.",
+        &["title"],
+    ));
+    docs.push(tool(
+        "slides",
+        "add_slide",
+        "Append an empty page to the open deck.",
+        &["layout"],
+    ));
+    docs.push(tool(
+        "slides",
+        "save_presentation",
+        "Write the presentation to disk.",
+        &["path"],
+    ));
+    docs
+}
+
+fn rank_of(hits: &[warden_search::Hit], name: &str) -> Option<usize> {
+    hits.iter().position(|h| h.qualified == name)
+}
+
+#[test]
+fn feedback_from_the_tools_found_first_raises_their_neighbours() {
+    let (_dir, model) = fresh_model();
+    let cache = EmbeddingCache::default();
+    encode_all(&cache, &model, &slides());
+    let index = SearchIndex::with_model(slides(), model, &cache);
+    assert!(index.encoder_vectors());
+    let without = Tuning {
+        feedback: 0.0,
+        ..Tuning::default()
+    };
+    let request = "make a presentation about cats";
+    // Feedback alone: the tools nearest to the best tools found, in the encoder's space,
+    // are the presentation server's three, add_slide among them though it shares no
+    // word with the request.
+    let only = Tuning {
+        feedback: 1.0,
+        ..Tuning::default()
+    };
+    let hits = index.search_tuned(request, 3, Ranking::Hybrid, &only);
+    assert!(
+        hits.iter().all(|h| h.server == "slides") && rank_of(&hits, "slides__add_slide").is_some(),
+        "{hits:?}"
+    );
+    // Control: without feedback, the request's own words and vector rank add_slide below
+    // the tools that say "presentation", and the shipped mix keeps those first.
+    let control = index.search_tuned(request, 30, Ranking::Hybrid, &without);
+    let shipped = index.search(request, 30);
+    for hits in [&control, &shipped] {
+        assert!(
+            rank_of(hits, "slides__add_slide") > rank_of(hits, "slides__create_presentation"),
+            "{hits:?}"
+        );
+    }
+    let score = |hits: &[warden_search::Hit]| {
+        hits.iter()
+            .find(|h| h.tool == "add_slide")
+            .map_or(0.0, |h| h.score)
+    };
+    assert!(
+        score(&shipped) > score(&control),
+        "add_slide {} without feedback, {} with",
+        score(&control),
+        score(&shipped)
+    );
+    // A request that finds nothing gets no feedback: still nothing.
+    for noise in ["zebra quasar", "zebra. quasar, and xylophone then nebula"] {
+        assert!(index.search(noise, 10).is_empty(), "{noise}");
+    }
+}
+
+#[test]
+fn a_padded_server_gains_nothing_from_feedback() {
+    let (_dir, model) = fresh_model();
+    // Forty tools whose descriptions list the catalogue's words: near every tool, so a
+    // feedback query built from any request's best tools is near them too.
+    let words = "file directory git commit status time timezone weather message email \
+                 read write create list send forecast";
+    let mut docs = catalogue();
+    for i in 0..40 {
+        docs.push(tool(
+            "evil",
+            &format!("anything_{i}"),
+            &format!("{words} ").repeat(50),
+            &[],
+        ));
+    }
+    let cache = EmbeddingCache::default();
+    encode_all(&cache, &model, &docs);
+    let index = SearchIndex::with_model(docs, model, &cache);
+    assert!(index.encoder_vectors());
+    for (query, want) in [
+        ("read a file", "fs__read_file"),
+        ("commit my work", "git__git_commit"),
+        ("send a note to my boss", "mail__send_email"),
+        ("will it rain tomorrow", "meteo__get_forecast"),
+    ] {
+        let hits = index.search(query, 3);
+        assert!(
+            rank_of(&hits, want).is_some(),
+            "{query}: {want} not in {hits:?}"
+        );
+        assert!(
+            !hits[0].qualified.starts_with("evil__"),
+            "{query}: {hits:?}"
+        );
+    }
 }

@@ -20,7 +20,8 @@ mod wordpiece;
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
@@ -31,7 +32,9 @@ pub use model::{
     TEXT_TOKEN_CAP, VOCAB_FILE, VOCAB_SIZE_CAP, WEIGHTS_FILE, WEIGHTS_SIZE_CAP,
 };
 pub use safetensors::write_tensors;
-pub use vectors::TOOL_VECTORS_PREFIX;
+pub use vectors::{
+    PRUNE_SCAN_CAP, Pruned, STORE_CAP, TOOL_VECTORS_PREFIX, TOUCH_AFTER, UNUSED_FOR, prune_store,
+};
 pub use wordpiece::MAX_WORD_CHARS;
 
 /// The environment variable naming the model directory.
@@ -39,6 +42,13 @@ pub const MODEL_DIR_ENV: &str = "WARDEN_SEARCH_MODEL";
 
 /// The most tool vectors one [`EmbeddingCache`] keeps; past this it starts over.
 pub const CACHE_CAP: usize = 100_000;
+
+/// How long the background encoder keeps its weights (about 91 MB) loaded after its
+/// queue is empty, waiting for more definitions: a catalogue that changes again soon (a
+/// burst of `list_changed`, a refresh of several servers) does not pay the load (reading
+/// and hashing the weights, about a second) each time, and an idle host does not hold
+/// them for its whole life.
+pub const ENCODER_KEEP: Duration = Duration::from_secs(120);
 
 /// Where the model is looked for: `$WARDEN_SEARCH_MODEL` when set and not empty, else
 /// `$XDG_CACHE_HOME/warden/search-model`, else `$HOME/.cache/warden/search-model`, else
@@ -95,17 +105,37 @@ type Encoded = Mutex<HashMap<[u8; 32], Arc<[f32]>>>;
 pub struct EmbeddingCache {
     vectors: Mutex<HashMap<[u8; 32], Cached>>,
     encoded: Arc<Encoded>,
-    background: Option<Arc<Mutex<Background>>>,
+    background: Option<Arc<Worker>>,
+}
+
+/// The background encoder's state and the two conditions it signals.
+#[derive(Debug, Default)]
+struct Worker {
+    state: Mutex<Background>,
+    /// Signalled when texts are queued (wakes an idle thread).
+    work: Condvar,
+    /// Signalled when the queue has been worked off (wakes [`EmbeddingCache::settle`]).
+    done: Condvar,
 }
 
 /// The texts waiting for the background encoder, and whether it runs.
 #[derive(Debug, Default)]
 struct Background {
     queue: Vec<String>,
+    /// The keys queued or being encoded, not yet stored.
     queued: HashSet<[u8; 32]>,
+    /// Whether the thread is alive (encoding, or idle with the weights loaded).
     running: bool,
     /// Set when the encoder could not be loaded: not tried again in this process.
     failed: bool,
+    /// How many times the thread loaded the encoder's weights.
+    loads: usize,
+}
+
+impl Worker {
+    fn lock(&self) -> Option<MutexGuard<'_, Background>> {
+        self.state.lock().ok()
+    }
 }
 
 impl EmbeddingCache {
@@ -178,6 +208,18 @@ impl EmbeddingCache {
     /// each of `texts` that has none yet, on up to four threads; the number computed.
     /// Loading the encoder reads and checks the 91 MB weights.
     pub fn encode(&self, model: &Model, texts: &[&str]) -> Result<usize, ModelError> {
+        self.encode_until(model, texts, None)
+    }
+
+    /// As [`EmbeddingCache::encode`], but no text is started after `deadline` (when
+    /// given): each vector is stored as soon as it is computed, so what a cut-short run
+    /// did is kept for the next. The number computed.
+    pub fn encode_until(
+        &self,
+        model: &Model,
+        texts: &[&str],
+        deadline: Option<Instant>,
+    ) -> Result<usize, ModelError> {
         let dir = vectors::store_dir(model);
         let mut missing: Vec<([u8; 32], &str)> = Vec::new();
         for text in texts {
@@ -199,30 +241,77 @@ impl EmbeddingCache {
             .map_or(1, usize::from)
             .clamp(1, 4);
         let per = missing.len().div_ceil(threads);
+        let computed = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|scope| {
             for part in missing.chunks(per.max(1)) {
-                let (encoder, dir, encoded) = (&encoder, &dir, &self.encoded);
+                let (encoder, dir, encoded, computed) = (&encoder, &dir, &self.encoded, &computed);
                 scope.spawn(move || {
                     for (key, text) in part {
+                        if deadline.is_some_and(|d| Instant::now() >= d) {
+                            return;
+                        }
                         if let Some(v) = encoder.embed(text) {
                             vectors::write(dir, key, &v);
                             remember(encoded, *key, Arc::from(v));
                         }
+                        computed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }
                 });
             }
         });
-        Ok(missing.len())
+        vectors::prune_once(&dir);
+        Ok(computed.into_inner())
     }
 
-    /// Adds `missing` to the background queue and starts the thread when it is not running.
-    fn queue(
-        &self,
-        background: &Arc<Mutex<Background>>,
-        model: &Arc<Model>,
-        missing: Vec<([u8; 32], String)>,
-    ) {
-        let Ok(mut state) = background.lock() else {
+    /// How many times the background encoder loaded its weights (they stay loaded for
+    /// [`ENCODER_KEEP`] after its queue is empty); 0 in a cache without one.
+    pub fn encoder_loads(&self) -> usize {
+        self.background
+            .as_ref()
+            .and_then(|worker| worker.lock().map(|state| state.loads))
+            .unwrap_or(0)
+    }
+
+    /// How many texts wait for the background encoder (queued or being encoded); 0 in a
+    /// cache without one.
+    pub fn pending(&self) -> usize {
+        self.background
+            .as_ref()
+            .and_then(|worker| worker.lock().map(|state| state.queued.len()))
+            .unwrap_or(0)
+    }
+
+    /// Waits until the background encoder has stored every vector queued so far, at most
+    /// `timeout`; the number still waiting then (0: all stored, or nothing was queued, or
+    /// the encoder could not be loaded). A short-lived command that built an index calls
+    /// this before it exits, so the next one finds the vectors (decision 0047).
+    pub fn settle(&self, timeout: Duration) -> usize {
+        let Some(worker) = &self.background else {
+            return 0;
+        };
+        let deadline = Instant::now() + timeout;
+        let Some(mut state) = worker.lock() else {
+            return 0;
+        };
+        loop {
+            if state.queued.is_empty() || state.failed || !state.running {
+                return if state.failed { 0 } else { state.queued.len() };
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return state.queued.len();
+            }
+            state = match worker.done.wait_timeout(state, deadline - now) {
+                Ok((state, _)) => state,
+                Err(_) => return 0,
+            };
+        }
+    }
+
+    /// Adds `missing` to the background queue, waking the thread when it is idle and
+    /// starting it when it is not running.
+    fn queue(&self, worker: &Arc<Worker>, model: &Arc<Model>, missing: Vec<([u8; 32], String)>) {
+        let Some(mut state) = worker.lock() else {
             return;
         };
         if state.failed {
@@ -233,20 +322,26 @@ impl EmbeddingCache {
                 state.queue.push(text);
             }
         }
-        if state.running || state.queue.is_empty() {
+        if state.queue.is_empty() {
+            return;
+        }
+        if state.running {
+            worker.work.notify_one();
             return;
         }
         state.running = true;
-        let (background, model, encoded) = (
-            Arc::clone(background),
+        let (worker, model, encoded) = (
+            Arc::clone(worker),
             Arc::clone(model),
             Arc::clone(&self.encoded),
         );
         let spawned = std::thread::Builder::new()
             .name("warden-search-encoder".into())
-            .spawn(move || encode_in_background(&background, &model, &encoded));
+            .spawn(move || encode_in_background(&worker, &model, &encoded));
         if spawned.is_err() {
             state.running = false;
+            state.queue.clear();
+            state.queued.clear();
         }
     }
 
@@ -271,60 +366,81 @@ fn remember(map: &Encoded, key: [u8; 32], vector: Arc<[f32]>) {
     }
 }
 
-/// The background thread: loads the encoder, encodes the queue until it is empty, then
-/// stores every vector it computed (in memory and in the model directory) and ends,
-/// dropping the encoder's weights. Nothing is stored before the queue is empty: a
-/// short-lived process (one `warden tools --search`) that exits first leaves the stored
-/// state as it found it, so two such runs rank alike; a longer one stores the whole
-/// catalogue's vectors at once.
-fn encode_in_background(background: &Mutex<Background>, model: &Model, encoded: &Encoded) {
-    let encoder = match ContextualEncoder::load_pinned(model.dir(), model.pin()) {
+/// The background thread: loads the encoder once, then encodes the queue, storing each
+/// vector (in memory and in the model directory) as soon as it is computed. An index uses
+/// the encoder's vectors only when every one of its tools has one, so a catalogue's
+/// ranking still changes once, when its last vector is stored; storing as it goes keeps
+/// the work of a process that ends first. When the queue is empty it prunes the store
+/// (once per process), signals [`EmbeddingCache::settle`] and waits, the weights loaded,
+/// up to [`ENCODER_KEEP`] for more; then it ends and the weights are dropped.
+fn encode_in_background(worker: &Worker, model: &Model, encoded: &Encoded) {
+    let loaded = ContextualEncoder::load_pinned(model.dir(), model.pin());
+    if let Some(mut state) = worker.lock() {
+        state.loads += 1;
+    }
+    let encoder = match loaded {
         Ok(encoder) => encoder,
         Err(_) => {
-            if let Ok(mut state) = background.lock() {
+            if let Some(mut state) = worker.lock() {
                 state.failed = true;
                 state.running = false;
                 state.queue.clear();
+                state.queued.clear();
             }
+            worker.done.notify_all();
             return;
         }
     };
     let dir = vectors::store_dir(model);
-    let mut done: Vec<([u8; 32], Vec<f32>)> = Vec::new();
+    let mut stored_any = false;
     loop {
-        let next = background
-            .lock()
-            .ok()
-            .and_then(|mut state| state.queue.pop());
-        match next {
-            Some(text) => {
-                if let Some(v) = encoder.embed(&text) {
-                    done.push((vectors::key(model, &text), v));
-                }
+        let Some(mut state) = worker.lock() else {
+            return;
+        };
+        let mut idle_since: Option<Instant> = None;
+        let text = loop {
+            if let Some(text) = state.queue.pop() {
+                break text;
             }
-            None => {
-                let mut stored = Vec::with_capacity(done.len());
-                for (key, v) in done.drain(..) {
-                    vectors::write(&dir, &key, &v);
-                    remember(encoded, key, Arc::from(v));
-                    stored.push(key);
+            if idle_since.is_none() {
+                // The queue is worked off: prune once, then tell whoever waits.
+                if stored_any {
+                    drop(state);
+                    vectors::prune_once(&dir);
+                    stored_any = false;
+                    let Some(again) = worker.lock() else {
+                        return;
+                    };
+                    state = again;
+                    if !state.queue.is_empty() {
+                        continue;
+                    }
                 }
-                // Ends only if nothing was queued meanwhile (checked under the lock that
-                // the queueing side takes, so no text is left without a thread).
-                let Ok(mut state) = background.lock() else {
-                    return;
-                };
-                // No longer pending: `queued` holds only what waits, so it never fills up
-                // for the process's life, and a vector later dropped from memory (and not
-                // stored on disk) can be asked for again.
-                for key in &stored {
-                    state.queued.remove(key);
-                }
-                if state.queue.is_empty() {
-                    state.running = false;
-                    return;
-                }
+                worker.done.notify_all();
+                idle_since = Some(Instant::now());
             }
+            let waited = idle_since.map_or(Duration::ZERO, |since| since.elapsed());
+            if waited >= ENCODER_KEEP {
+                state.running = false;
+                return;
+            }
+            state = match worker.work.wait_timeout(state, ENCODER_KEEP - waited) {
+                Ok((state, _)) => state,
+                Err(_) => return,
+            };
+        };
+        drop(state);
+        let key = vectors::key(model, &text);
+        if let Some(v) = encoder.embed(&text) {
+            vectors::write(&dir, &key, &v);
+            remember(encoded, key, Arc::from(v));
+            stored_any = true;
+        }
+        // No longer pending: `queued` holds only what waits, so it never fills up for
+        // the process's life, and a vector later dropped from memory (and not stored on
+        // disk) can be asked for again.
+        if let Some(mut state) = worker.lock() {
+            state.queued.remove(&key);
         }
     }
 }
@@ -500,6 +616,62 @@ impl SemanticIndex {
                 })
             })
             .collect()
+    }
+
+    /// The centred cosines of every row with each of `feedback` (unit vectors already in
+    /// the rows' space and centred on their mean, as [`SemanticIndex::feedback_query`]
+    /// makes them), from one pass over the rows: `(row − mean) · e / |row − mean|`.
+    pub(crate) fn feedback_cosines(&self, feedback: &[&[f32]]) -> Vec<Vec<f32>> {
+        let raw = self.dots(&self.matrix, feedback);
+        raw.into_iter()
+            .zip(feedback)
+            .map(|(raw, e)| {
+                let shared = dot(&self.mean, e);
+                raw.iter()
+                    .zip(&self.centred_norm)
+                    .map(|(&r, &norm)| {
+                        if norm <= f32::EPSILON {
+                            0.0
+                        } else {
+                            (r - shared) / norm
+                        }
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// A query in the rows' own space from the rows of `seeds` (row, weight): the
+    /// weighted sum of the seeds' centred unit rows, itself scaled to length 1 (pseudo-
+    /// relevance feedback: the tools a first ranking put on top stand in for the request,
+    /// so the rest are compared with them in the encoder's space, tool with tool).
+    /// `None` when no seed has a vector.
+    pub(crate) fn feedback_query(&self, seeds: &[(usize, f32)]) -> Option<Vec<f32>> {
+        let dim = self.model.dim();
+        let mut sum = vec![0f32; dim];
+        let mut any = false;
+        for &(row, weight) in seeds {
+            let norm = self.centred_norm.get(row).copied().unwrap_or(0.0);
+            let Some(values) = self.matrix.get(row * dim..(row + 1) * dim) else {
+                continue;
+            };
+            if norm <= f32::EPSILON || weight <= 0.0 {
+                continue;
+            }
+            any = true;
+            let scale = weight / norm;
+            for ((s, x), m) in sum.iter_mut().zip(values).zip(&self.mean) {
+                *s += scale * (x - m);
+            }
+        }
+        let norm = dot(&sum, &sum).sqrt();
+        if !any || norm <= f32::EPSILON {
+            return None;
+        }
+        for s in &mut sum {
+            *s /= norm;
+        }
+        Some(sum)
     }
 
     /// The dot products of every query (of the model's dimension) with every row of

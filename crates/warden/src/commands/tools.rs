@@ -5,6 +5,8 @@
 //! `warden tools --search QUERY` prints instead the ranking of [`ToolSearch`], the one the
 //! agent loop's tool search returns to the model.
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 use warden_host::{CatalogueTool, DEFAULT_SEARCH_LIMIT, Hit, Host, ServerStatus, ToolSearch};
 use warden_policy::{Provenance, Trust, Verdict};
@@ -34,6 +36,12 @@ pub async fn run(global: &GlobalArgs, args: ToolsArgs, verbose: u8) -> Result<Co
     if let Some(query) = &args.search {
         let limit = args.limit.unwrap_or(DEFAULT_SEARCH_LIMIT);
         search(&host, query, limit, args.json);
+        let wait = if args.refresh {
+            REFRESH_VECTORS_WAIT
+        } else {
+            SEARCH_VECTORS_WAIT
+        };
+        settle_vectors(wait).await;
     } else if args.json {
         let mut value = listing(&host, &drift, &scans);
         if verbose > 0
@@ -51,6 +59,43 @@ pub async fn run(global: &GlobalArgs, args: ToolsArgs, verbose: u8) -> Result<Co
     }
     host.shutdown().await;
     Ok(Code::Ok)
+}
+
+/// How long a `warden tools --search` waits, after printing its answer, for the search
+/// encoder to compute the vectors of definitions it has not seen (decision 0047): each
+/// vector is stored as it is computed, so a catalogue too large for one wait is finished
+/// by the next searches.
+pub const SEARCH_VECTORS_WAIT: Duration = Duration::from_secs(30);
+
+/// The same wait with `--refresh`, which is asked for when the user expects work.
+pub const REFRESH_VECTORS_WAIT: Duration = Duration::from_secs(600);
+
+/// After a search: lets the search encoder compute and store the vectors of the
+/// definitions it has not seen, at most `wait` (a note on stderr says so; Ctrl-C stops
+/// the wait and keeps what was stored), so that the next search ranks with them.
+async fn settle_vectors(wait: Duration) {
+    let pending = warden_host::pending_search_vectors();
+    if pending == 0 {
+        return;
+    }
+    eprintln!(
+        "warden: computing the search model's vectors of {pending} tool definitions once          (about 0.1 s each; waiting at most {} s, Ctrl-C keeps what is done, the next          search goes on)",
+        wait.as_secs()
+    );
+    crate::signals::watch();
+    let settle = tokio::task::spawn_blocking(move || warden_host::settle_search_vectors(wait));
+    tokio::select! {
+        left = settle => {
+            if let Ok(left) = left && left > 0 {
+                eprintln!(
+                    "warden: {left} tool definitions still without vectors; the next                      `warden tools --search` goes on"
+                );
+            }
+        }
+        () = crate::signals::interrupted() => {
+            eprintln!("warden: interrupted; the vectors computed so far are kept");
+        }
+    }
 }
 
 /// How long ago, in one unit: `42s`, `5m`, `3h`, `2d`.
