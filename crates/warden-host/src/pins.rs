@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use warden_config::{Environment, Scope, ServerSpec, TransportSpec};
+use warden_config::{Environment, Scope, ServerSpec};
 use warden_mcp::{
     ConfinedLauncher, Fingerprint, LaunchError, LaunchRequest, Launched, Launcher, WriteGrant,
 };
@@ -47,52 +47,7 @@ pub fn key_in(name: &str, origin: &warden_config::Origin) -> String {
     warden_store::server_key(name, scope, &origin.path)
 }
 
-/// Every place a configured server may write: the write grants of each confined local
-/// server, and the base of their private scratch directories.
-pub fn write_grants(configured: &[ServerSpec], scratch_base: &Path) -> Vec<WriteGrant> {
-    let mut grants = vec![WriteGrant {
-        holder: "every confined server (its scratch directory)".to_owned(),
-        path: scratch_base.to_path_buf(),
-    }];
-    for spec in configured {
-        if !matches!(spec.transport, TransportSpec::Stdio { .. }) || !spec.sandbox.confine {
-            continue;
-        }
-        for path in &spec.sandbox.write {
-            grants.push(WriteGrant {
-                holder: format!("server `{}`", spec.name),
-                path: path.clone(),
-            });
-        }
-    }
-    grants
-}
-
-/// Each pinned file of `fingerprint` that someone other than the user could change, with
-/// why; empty when none.
-pub fn exposed(fingerprint: &Fingerprint, grants: &[WriteGrant]) -> Vec<String> {
-    fingerprint
-        .paths()
-        .filter_map(|path| {
-            warden_mcp::exposure(path, grants).map(|why| format!("{}: {why}", path.display()))
-        })
-        .collect()
-}
-
-/// The refusal for exposed pinned files.
-pub fn exposed_refusal(lines: &[String]) -> String {
-    format!(
-        "not started: what it runs can be changed by someone other than you, so its pin \
-         cannot vouch for it (the file could be swapped between the check and the start):\n{}\n  \
-         keep what a server runs out of every server's write grants (grant a data directory \
-         instead) and out of directories other users may write",
-        lines
-            .iter()
-            .map(|line| format!("  - {line}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    )
-}
+pub use warden_mcp::exposure::{exposed, exposed_refusal, write_grants};
 
 /// A fingerprint as the store keeps it.
 pub fn to_pin(fingerprint: &Fingerprint) -> Pin {
