@@ -133,8 +133,8 @@ pub const FORWARDED_METHODS: [&str; 6] = [
     "completion/complete",
 ];
 
-/// Whether the transport `spec` names forwards [`FORWARDED_METHODS`] (stdio and Streamable
-/// HTTP do; the deprecated HTTP+SSE transport and relayed servers do not): what
+/// Whether the transport `spec` names forwards [`FORWARDED_METHODS`] (stdio, Streamable
+/// HTTP and relays do; the deprecated HTTP+SSE transport does not): what
 /// [`Connection::forwards`] answers once connected, known before the server starts (a
 /// server answered from the catalogue cache is not started until it is used).
 pub fn transport_forwards(spec: &ServerSpec) -> bool {
@@ -143,7 +143,7 @@ pub fn transport_forwards(spec: &ServerSpec) -> bool {
         warden_config::TransportSpec::Http { settings, .. } => {
             settings.transport != warden_config::RemoteTransport::Sse
         }
-        warden_config::TransportSpec::Relay { .. } => false,
+        warden_config::TransportSpec::Relay { .. } => true,
     }
 }
 

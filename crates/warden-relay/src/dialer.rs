@@ -280,6 +280,46 @@ impl Connection for RelayConnection {
         })
     }
 
+    /// Resources, prompts and completion are read through the relay like tools: the
+    /// stream carries MCP unchanged, so the brain's client forwards them to the child.
+    fn forwards(&self) -> bool {
+        true
+    }
+
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: Map<String, Value>,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value, CallError>> {
+        Box::pin(async move {
+            if !warden_mcp::FORWARDED_METHODS.contains(&method) {
+                return Err(CallError::Rejected {
+                    code: -32601,
+                    message: format!("`{method}` is not forwarded to this server by Warden"),
+                });
+            }
+            let connection = self.session().await.map_err(|reason| self.gone(reason))?;
+            // The read's own timeout travels with it, as a tool call's does.
+            self.deadlines.call_ms.store(
+                u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                Ordering::Relaxed,
+            );
+            connection.request(method, params, timeout).await
+        })
+    }
+
+    /// The current session's notices (resource and prompt list changes): a session opened
+    /// again after the channel broke has new ones, as a restarted local server has.
+    fn notices(&self) -> Option<Arc<warden_mcp::ServerNotices>> {
+        match self.session.try_lock() {
+            Ok(session) => session
+                .as_ref()
+                .and_then(|session| session.connection.notices()),
+            Err(_) => None,
+        }
+    }
+
     fn take_tools_changed(&self) -> bool {
         match self.session.try_lock() {
             Ok(session) => session

@@ -1231,11 +1231,14 @@ impl ServerTask {
         self.given_up = false;
         self.starts.clear();
         self.next_start = Instant::now();
-        // What it offers may differ under the new definition: the brain reads its list
+        // What it offers may differ under the new definition: the brain reads its lists
         // again (its next request starts the new child, with the handshake replayed).
         if self.initialized {
-            self.send(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
-                .await;
+            for list in ["tools", "resources", "prompts"] {
+                let method = format!("notifications/{list}/list_changed");
+                self.send(&json!({"jsonrpc": "2.0", "method": method}))
+                    .await;
+            }
         }
     }
 

@@ -395,10 +395,17 @@ async fn a_changed_definition_applies_at_the_next_call_and_the_session_goes_on()
     .unwrap();
     // ...and without a word from the brain, the idle server's old child is stopped and
     // the brain told that its list may have changed (its next turn reads it again)...
-    let note = harness.next().await;
-    assert_eq!(note.kind, Kind::Data, "{note:?}");
-    let note: Value = serde_json::from_slice(&note.payload).unwrap();
-    assert_eq!(note["method"], "notifications/tools/list_changed", "{note}");
+    // (its tools, resources and prompts alike)...
+    for list in ["tools", "resources", "prompts"] {
+        let note = harness.next().await;
+        assert_eq!(note.kind, Kind::Data, "{note:?}");
+        let note: Value = serde_json::from_slice(&note.payload).unwrap();
+        assert_eq!(
+            note["method"],
+            format!("notifications/{list}/list_changed"),
+            "{note}"
+        );
+    }
     assert!(!alive(first), "the child of the old definition is stopped");
     // ...and the next call runs under the new definition, in a new child that was given
     // the brain's handshake (the server answers "not initialized" otherwise); the brain

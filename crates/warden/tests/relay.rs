@@ -1022,6 +1022,222 @@ fn a_server_binary_swapped_inside_the_sandbox_is_refused_until_pinned_again() {
     topology.scratch.assert_no_leftovers();
 }
 
+/// Replays a server binary inside the sandbox that another user could replace (it lies in
+/// a directory every user may write): the supervisor refuses the start before reporting
+/// it, naming the file and why, and the brain records no pin for it. Control: the same
+/// binary once the directory is private again is pinned and runs.
+#[test]
+fn a_server_binary_others_can_replace_inside_the_sandbox_is_refused_before_it_is_pinned() {
+    use std::os::unix::fs::PermissionsExt;
+    let topology = Topology::new(&stubs(&["open"], ""), "");
+    let bin_dir = topology.scratch.path().join("openbin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let bin = bin_dir.join("box-server");
+    std::fs::copy(testserver_bin(), &bin).unwrap();
+    let mut inner = std::fs::read_to_string(&topology.inner).unwrap();
+    inner.push_str(&server_toml("open", &bin, &["good"], ""));
+    std::fs::write(&topology.inner, inner).unwrap();
+    let chmod = |mode: u32| {
+        std::fs::set_permissions(&bin_dir, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    let call = |message: &str| {
+        topology.run(&[
+            "call",
+            "open/echo",
+            "--args",
+            &json!({ "message": message }).to_string(),
+            "--yes",
+        ])
+    };
+    chmod(0o777);
+    let output = call("exposed");
+    assert_exit(&output, 3);
+    assert!(!stdout(&output).contains("echo: exposed"));
+    let text = stderr(&output);
+    for part in [
+        "`open` is not started".to_owned(),
+        format!(
+            "{}: {} is writable by every user",
+            bin.display(),
+            bin_dir.display()
+        ),
+    ] {
+        assert!(text.contains(&part), "{part}: {}", describe(&output));
+    }
+    // Nothing was reported, so nothing was pinned.
+    let output = topology.run(&["pin", "open", "--show"]);
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("not pinned yet"),
+        "{}",
+        describe(&output)
+    );
+    // Control: the directory made private again, the same binary is pinned and runs.
+    chmod(0o755);
+    let output = call("private");
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("echo: private"),
+        "{}",
+        describe(&output)
+    );
+    topology.scratch.assert_no_leftovers();
+}
+
+/// Resources and prompts of a relayed server through `warden serve`: listed (prompts
+/// under the server's prefix), read and got through the relay, and a change of the
+/// server's lists inside the sandbox reaches the gateway's client as list changes.
+#[test]
+fn warden_serve_offers_a_relayed_servers_resources_and_prompts() {
+    use std::io::{BufRead, Write};
+    let topology = Topology::new(
+        &format!(
+            "{}[[policy.rules]]\ntools = \"live__*\"\neffect = \"allow\"\n",
+            stubs(&["live"], "")
+        ),
+        &server_toml("live", &testserver_bin(), &["live-resources"], ""),
+    );
+    let mut command =
+        topology
+            .scratch
+            .warden(&["--config", topology.brain.to_str().unwrap(), "serve"]);
+    command.stdin(std::process::Stdio::piped());
+    let mut served = command.spawn().unwrap();
+    let mut input = served.stdin.take().unwrap();
+    let output = served.stdout.take().unwrap();
+    let (lines, received) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(output).lines() {
+            let Ok(line) = line else { return };
+            if let Ok(value) = serde_json::from_str(&line)
+                && lines.send(value).is_err()
+            {
+                return;
+            }
+        }
+    });
+    let mut send = |value: Value| {
+        writeln!(input, "{value}").unwrap();
+        input.flush().unwrap();
+    };
+    let mut notes: Vec<String> = Vec::new();
+    let wait_for = |wanted: &dyn Fn(&Value) -> bool, notes: &mut Vec<String>| -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = received
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("nothing awaited from warden serve; saw {notes:?}"));
+            if let Some(method) = message["method"].as_str() {
+                notes.push(method.to_owned());
+            }
+            if wanted(&message) {
+                return message;
+            }
+        }
+    };
+    let ask = |send: &mut dyn FnMut(Value),
+               id: u64,
+               method: &str,
+               params: Value,
+               notes: &mut Vec<String>| {
+        send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        let answer = wait_for(&|message: &Value| message["id"] == id, notes);
+        assert!(answer["result"].is_object(), "{method}: {answer}");
+        answer["result"].clone()
+    };
+    let initialized = ask(
+        &mut send,
+        1,
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {},
+               "clientInfo": {"name": "relay-test", "version": "1"}}),
+        &mut notes,
+    );
+    for capability in ["resources", "prompts"] {
+        assert!(
+            initialized["capabilities"][capability].is_object(),
+            "{initialized}"
+        );
+    }
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let uris = |result: &Value| -> Vec<String> {
+        result["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["uri"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let names = |result: &Value| -> Vec<String> {
+        result["prompts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let listed = ask(&mut send, 2, "resources/list", json!({}), &mut notes);
+    assert_eq!(uris(&listed), ["live://a", "live://b"], "{listed}");
+    let prompts = ask(&mut send, 3, "prompts/list", json!({}), &mut notes);
+    assert_eq!(names(&prompts), ["live__live"], "{prompts}");
+    // The server's lists change inside the sandbox (called while the context is clean:
+    // what is read below is untrusted text, after which the brain's policy would ask): the
+    // client hears of both changes, and reads the new lists.
+    let called = ask(
+        &mut send,
+        4,
+        "tools/call",
+        json!({"name": "live__change_lists", "arguments": {}}),
+        &mut notes,
+    );
+    assert_ne!(called["isError"], true, "{called}");
+    for list in ["resources", "prompts"] {
+        let method = format!("notifications/{list}/list_changed");
+        if !notes.contains(&method) {
+            wait_for(
+                &|message: &Value| message["method"] == method.as_str(),
+                &mut notes,
+            );
+        }
+    }
+    let listed = ask(&mut send, 5, "resources/list", json!({}), &mut notes);
+    assert_eq!(
+        uris(&listed),
+        ["live://a", "live://b", "live://c"],
+        "{listed}"
+    );
+    let prompts = ask(&mut send, 6, "prompts/list", json!({}), &mut notes);
+    assert_eq!(names(&prompts), ["live__live", "live__extra"], "{prompts}");
+    // Read and got through the relay.
+    let read = ask(
+        &mut send,
+        7,
+        "resources/read",
+        json!({"uri": "live://c"}),
+        &mut notes,
+    );
+    assert_eq!(
+        read["contents"][0]["text"], "the live resource live://c",
+        "{read}"
+    );
+    let got = ask(
+        &mut send,
+        8,
+        "prompts/get",
+        json!({"name": "live__extra"}),
+        &mut notes,
+    );
+    assert_eq!(
+        got["messages"][0]["content"]["text"], "the live prompt extra",
+        "{got}"
+    );
+    drop(input);
+    let output = support::wait_with_limit(served, LIMIT);
+    assert!(output.status.success(), "{}", describe(&output));
+    topology.scratch.assert_no_leftovers();
+}
+
 /// Processes whose environment holds `needle`, waited for (at most 10 s) to be `present`.
 fn wait_holding(needle: &str, present: bool) -> Vec<u32> {
     let deadline = Instant::now() + Duration::from_secs(10);
