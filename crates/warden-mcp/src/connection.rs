@@ -168,7 +168,7 @@ pub fn transport_subscribes(spec: &ServerSpec, info: &ServerInfo) -> bool {
 }
 
 /// The error for a method [`Connection::request`] does not forward.
-pub(crate) fn not_forwarded(method: &str) -> CallError {
+pub fn not_forwarded(method: &str) -> CallError {
     CallError::Rejected {
         code: -32601,
         message: format!("`{method}` is not forwarded to this server by Warden"),

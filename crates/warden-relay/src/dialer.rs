@@ -294,10 +294,7 @@ impl Connection for RelayConnection {
     ) -> BoxFuture<'a, Result<Value, CallError>> {
         Box::pin(async move {
             if !warden_mcp::FORWARDED_METHODS.contains(&method) {
-                return Err(CallError::Rejected {
-                    code: -32601,
-                    message: format!("`{method}` is not forwarded to this server by Warden"),
-                });
+                return Err(warden_mcp::connection::not_forwarded(method));
             }
             let connection = self.session().await.map_err(|reason| self.gone(reason))?;
             // The read's own timeout travels with it, as a tool call's does.

@@ -253,13 +253,7 @@ impl Harness {
         .await;
         let answer = self.answer().await;
         assert_eq!(answer["id"], 1);
-        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        self.send(Frame::new(
-            Kind::Data,
-            "fake",
-            note.to_string().into_bytes(),
-        ))
-        .await;
+        initialized(self).await;
     }
 }
 
@@ -510,14 +504,7 @@ async fn a_start_runs_only_on_the_brains_verdict_and_a_refused_one_never_runs() 
         warden_mcp::fingerprint::sha256_file(&harness.script).unwrap()
     );
     assert_eq!(harness.answer().await["id"], 1);
-    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    harness
-        .send(Frame::new(
-            Kind::Data,
-            "fake",
-            note.to_string().into_bytes(),
-        ))
-        .await;
+    initialized(&mut harness).await;
     assert!(harness.call(2, "pid").await["result"].is_object());
 
     // The script is swapped inside the sandbox (by a task, say), and the child exits.
