@@ -22,7 +22,10 @@
 //!   the server they are for;
 //! - when the brain's stream asks for pins, every start is hashed and reported to the brain
 //!   first, and runs only on its verdict, exactly the files that were hashed
-//!   ([`crate::pins`]);
+//!   ([`crate::pins`]); a start whose files another user or a server could change is
+//!   refused before it is reported; a refused start is reported again without hashing
+//!   while its files are unchanged, and a changed one is hashed at most every
+//!   [`RestartPolicy::rehash`];
 //! - when the channel ends (or the brain says `Bye`), every child is stopped: stdin closed,
 //!   then SIGTERM, then SIGKILL.
 
