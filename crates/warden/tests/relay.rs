@@ -1221,6 +1221,35 @@ fn warden_serve_offers_a_relayed_servers_resources_and_prompts() {
     topology.scratch.assert_no_leftovers();
 }
 
+/// A relayed server that fails at its start inside the sandbox is reported like a local one:
+/// `warden tools` and `warden call` show the last lines it wrote to stderr inside, tagged
+/// with the sandbox and the server. Control: another server of the box is listed.
+#[test]
+fn a_relayed_server_failing_at_start_is_reported_with_its_stderr() {
+    let topology = Topology::new(
+        &stubs(&["broken", "good"], ""),
+        &server_toml("broken", &testserver_bin(), &["exit-at-start"], ""),
+    );
+    let line = "[box/broken] fatal: cannot open database /nonexistent";
+    let output = topology.run(&["tools"]);
+    assert_exit(&output, 0);
+    let text = stdout(&output);
+    assert!(
+        text.contains("broken: FAILED") && text.contains(&format!("  | {line}\n")),
+        "{}",
+        describe(&output)
+    );
+    assert!(text.contains("good__echo"), "{}", describe(&output));
+    let output = topology.run(&["call", "broken/echo", "--yes"]);
+    assert_exit(&output, 3);
+    assert!(
+        stderr(&output).contains(&format!("last lines on the server's stderr:\n  | {line}")),
+        "{}",
+        describe(&output)
+    );
+    topology.scratch.assert_no_leftovers();
+}
+
 /// Processes whose environment holds `needle`, waited for (at most 10 s) to be `present`.
 fn wait_holding(needle: &str, present: bool) -> Vec<u32> {
     let deadline = Instant::now() + Duration::from_secs(10);
