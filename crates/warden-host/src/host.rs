@@ -1191,7 +1191,7 @@ impl Host {
     /// The servers (running, or known from the catalogue cache) that declared `capability` (`resources`, `prompts`,
     /// `completions`: a key of the capabilities they sent), in name order, leaving out those
     /// whose transport does not forward ([`Connection::forwards`]: the deprecated HTTP+SSE
-    /// transport, relayed servers), whatever they declared. What they offer besides tools is
+    /// transport), whatever they declared. What they offer besides tools is
     /// read with [`Host::forward`].
     pub fn servers_offering(&self, capability: &str) -> Vec<&str> {
         self.entries
@@ -1257,7 +1257,7 @@ impl Host {
             return Err(not_forwarded(
                 server,
                 method,
-                "its transport (HTTP+SSE or a relay) does not forward them",
+                "its transport (HTTP+SSE) does not forward them",
             ));
         }
         // A server known from the catalogue cache but not started yet starts now, as on

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use warden_config::{Environment, Scope, ServerSpec, TransportSpec};
+use warden_config::{Environment, Scope, ServerSpec};
 use warden_mcp::{
     ConfinedLauncher, Fingerprint, LaunchError, LaunchRequest, Launched, Launcher, WriteGrant,
 };
@@ -47,65 +47,38 @@ pub fn key_in(name: &str, origin: &warden_config::Origin) -> String {
     warden_store::server_key(name, scope, &origin.path)
 }
 
-/// Every place a configured server may write: the write grants of each confined local
-/// server, and the base of their private scratch directories.
-pub fn write_grants(configured: &[ServerSpec], scratch_base: &Path) -> Vec<WriteGrant> {
-    let mut grants = vec![WriteGrant {
-        holder: "every confined server (its scratch directory)".to_owned(),
-        path: scratch_base.to_path_buf(),
-    }];
-    for spec in configured {
-        if !matches!(spec.transport, TransportSpec::Stdio { .. }) || !spec.sandbox.confine {
-            continue;
-        }
-        for path in &spec.sandbox.write {
-            grants.push(WriteGrant {
-                holder: format!("server `{}`", spec.name),
-                path: path.clone(),
-            });
-        }
-    }
-    grants
-}
-
-/// Each pinned file of `fingerprint` that someone other than the user could change, with
-/// why; empty when none.
-pub fn exposed(fingerprint: &Fingerprint, grants: &[WriteGrant]) -> Vec<String> {
-    fingerprint
-        .paths()
-        .filter_map(|path| {
-            warden_mcp::exposure(path, grants).map(|why| format!("{}: {why}", path.display()))
-        })
-        .collect()
-}
-
-/// The refusal for exposed pinned files.
-pub fn exposed_refusal(lines: &[String]) -> String {
-    format!(
-        "not started: what it runs can be changed by someone other than you, so its pin \
-         cannot vouch for it (the file could be swapped between the check and the start):\n{}\n  \
-         keep what a server runs out of every server's write grants (grant a data directory \
-         instead) and out of directories other users may write",
-        lines
-            .iter()
-            .map(|line| format!("  - {line}"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    )
-}
+pub use warden_mcp::exposure::{exposed, exposed_refusal, write_grants};
 
 /// A fingerprint as the store keeps it.
 pub fn to_pin(fingerprint: &Fingerprint) -> Pin {
-    Pin {
-        rule: PIN_RULE_EXECUTED,
-        program: fingerprint.program.clone(),
-        program_sha256: fingerprint.program_sha256.clone(),
-        files: fingerprint
+    pin_of(
+        &fingerprint.program,
+        &fingerprint.program_sha256,
+        fingerprint
             .files
             .iter()
-            .map(|file| (file.path.clone(), file.sha256.clone()))
+            .map(|file| (file.path.as_path(), file.sha256.as_str())),
+        fingerprint.package.as_deref(),
+    )
+}
+
+/// The pin of a start that runs `program` (hashed `program_sha256`), the other `files`
+/// with their hashes, and `package`: what the store keeps for a local server's
+/// fingerprint and for a relayed server's report alike.
+pub(crate) fn pin_of<'a>(
+    program: &Path,
+    program_sha256: &str,
+    files: impl Iterator<Item = (&'a Path, &'a str)>,
+    package: Option<&str>,
+) -> Pin {
+    Pin {
+        rule: PIN_RULE_EXECUTED,
+        program: program.to_path_buf(),
+        program_sha256: program_sha256.to_owned(),
+        files: files
+            .map(|(path, sha256)| (path.to_path_buf(), sha256.to_owned()))
             .collect(),
-        package: fingerprint.package.clone(),
+        package: package.map(str::to_owned),
     }
 }
 
@@ -207,26 +180,58 @@ pub fn dropped_by_rule(old: &Pin, new: &Fingerprint) -> Vec<PathBuf> {
 
 /// What a start executes, one line per hashed item, then what could not be pinned.
 pub fn describe(fingerprint: &Fingerprint) -> Vec<String> {
-    let mut out = vec![format!(
-        "program {}  sha256 {}",
-        fingerprint.program.display(),
-        fingerprint.program_sha256
-    )];
-    for file in &fingerprint.files {
-        out.push(format!(
+    let files = fingerprint.files.iter().map(|file| {
+        format!(
             "{} {}  sha256 {}  ({})",
             file.role.as_str(),
             file.path.display(),
             file.sha256,
             file.origin
-        ));
-    }
-    if let Some(package) = &fingerprint.package {
-        out.push(format!("package {package}"));
-    }
-    for note in &fingerprint.notes {
-        out.push(format!("not pinned: {note}"));
-    }
+        )
+    });
+    let mut out = lines_of(
+        &fingerprint.program,
+        &fingerprint.program_sha256,
+        files,
+        fingerprint.package.as_deref(),
+    );
+    out.extend(
+        fingerprint
+            .notes
+            .iter()
+            .map(|note| format!("not pinned: {note}")),
+    );
+    out
+}
+
+/// What a stored pin holds, one line per item (`warden pin` of a relayed server, whose
+/// files the brain knows only from the sandbox's report).
+pub fn describe_pin(pin: &Pin) -> Vec<String> {
+    let files = pin
+        .files
+        .iter()
+        .map(|(path, hash)| format!("file {}  sha256 {hash}", path.display()));
+    lines_of(
+        &pin.program,
+        &pin.program_sha256,
+        files,
+        pin.package.as_deref(),
+    )
+}
+
+/// The program's line, the `files` lines, the package's line.
+fn lines_of(
+    program: &Path,
+    program_sha256: &str,
+    files: impl Iterator<Item = String>,
+    package: Option<&str>,
+) -> Vec<String> {
+    let mut out = vec![format!(
+        "program {}  sha256 {program_sha256}",
+        program.display()
+    )];
+    out.extend(files);
+    out.extend(package.map(|package| format!("package {package}")));
     out
 }
 

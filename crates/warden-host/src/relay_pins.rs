@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use warden_config::{ServerSpec, TransportSpec};
 use warden_relay::pins::{PinCheck, Report};
-use warden_store::{PIN_RULE_EXECUTED, Pin, Store};
+use warden_store::{Pin, Store};
 
 /// The store key of the executable pin of relayed server `spec` behind relay `relay`.
 pub fn key(relay: &str, spec: &ServerSpec) -> String {
@@ -41,19 +41,17 @@ pub fn relay_of(spec: &ServerSpec) -> Option<&str> {
     }
 }
 
-/// A report as the store keeps it.
+/// A report as the store keeps it (as a local server's fingerprint is kept).
 pub fn to_pin(report: &Report) -> Pin {
-    Pin {
-        rule: PIN_RULE_EXECUTED,
-        program: report.program.clone(),
-        program_sha256: report.program_sha256.clone(),
-        files: report
+    crate::pins::pin_of(
+        &report.program,
+        &report.program_sha256,
+        report
             .files
             .iter()
-            .map(|file| (file.path.clone(), file.sha256.clone()))
-            .collect(),
-        package: report.package.clone(),
-    }
+            .map(|file| (file.path.as_path(), file.sha256.as_str())),
+        report.package.as_deref(),
+    )
 }
 
 /// What differs between the pin `old` and the reported state `new`, one line each; empty
@@ -94,22 +92,6 @@ pub fn changes(old: &Pin, new: &Pin) -> Vec<String> {
             old.package.as_deref().unwrap_or("(none)"),
             new.package.as_deref().unwrap_or("(none)")
         ));
-    }
-    out
-}
-
-/// What a pin holds, one line per item (for `warden pin`).
-pub fn describe(pin: &Pin) -> Vec<String> {
-    let mut out = vec![format!(
-        "program {}  sha256 {}",
-        pin.program.display(),
-        pin.program_sha256
-    )];
-    for (path, hash) in &pin.files {
-        out.push(format!("file {}  sha256 {hash}", path.display()));
-    }
-    if let Some(package) = &pin.package {
-        out.push(format!("package {package}"));
     }
     out
 }

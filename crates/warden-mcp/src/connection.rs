@@ -133,8 +133,8 @@ pub const FORWARDED_METHODS: [&str; 6] = [
     "completion/complete",
 ];
 
-/// Whether the transport `spec` names forwards [`FORWARDED_METHODS`] (stdio and Streamable
-/// HTTP do; the deprecated HTTP+SSE transport and relayed servers do not): what
+/// Whether the transport `spec` names forwards [`FORWARDED_METHODS`] (stdio, Streamable
+/// HTTP and relays do; the deprecated HTTP+SSE transport does not): what
 /// [`Connection::forwards`] answers once connected, known before the server starts (a
 /// server answered from the catalogue cache is not started until it is used).
 pub fn transport_forwards(spec: &ServerSpec) -> bool {
@@ -143,16 +143,17 @@ pub fn transport_forwards(spec: &ServerSpec) -> bool {
 
 /// Why the transport `spec` names forwards nothing but tool calls, when it does not (the
 /// end of a sentence naming the server: "is reached over ..."), for errors a client
-/// reads. Warden's clients of those two transports carry tool calls only: the deprecated
-/// HTTP+SSE client has no resource, prompt or subscription requests, and the relay's
-/// frames carry tool calls and their notices, not reads (issue 13).
+/// reads. Warden's client of the deprecated HTTP+SSE transport carries tool calls only
+/// (no resource, prompt or subscription requests); relays forward reads (decision 0030,
+/// revision 2).
 pub fn transport_withholds(spec: &ServerSpec) -> Option<&'static str> {
     match &spec.transport {
         warden_config::TransportSpec::Stdio { .. } => None,
         warden_config::TransportSpec::Http { settings, .. } => (settings.transport
             == warden_config::RemoteTransport::Sse)
             .then_some("is reached over the deprecated HTTP+SSE transport"),
-        warden_config::TransportSpec::Relay { .. } => Some("is relayed from a sandbox"),
+        // Relays forward reads (decision 0030, revision 2); not subscriptions.
+        warden_config::TransportSpec::Relay { .. } => None,
     }
 }
 
@@ -177,7 +178,7 @@ pub fn transport_subscribes(spec: &ServerSpec, info: &ServerInfo) -> bool {
 }
 
 /// The error for a method [`Connection::request`] does not forward.
-pub(crate) fn not_forwarded(method: &str) -> CallError {
+pub fn not_forwarded(method: &str) -> CallError {
     CallError::Rejected {
         code: -32601,
         message: format!("`{method}` is not forwarded to this server by Warden"),

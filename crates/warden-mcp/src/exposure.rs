@@ -16,12 +16,18 @@
 //!   sticky bit is safe: nobody else may rename what they do not own in it).
 //!
 //! The binary refuses to start a server with an exposed pinned file and says why;
-//! `warden pin --show` and `warden probe` report the same.
+//! `warden pin --show` and `warden probe` report the same. A relay's supervisor makes the
+//! same check inside its sandbox before it reports a start to the brain (decision 0030,
+//! revision 2), with the sandbox's own configuration for the write grants.
 
 use std::collections::HashSet;
 use std::ffi::CStr;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+
+use warden_config::{ServerSpec, TransportSpec};
+
+use crate::fingerprint::Fingerprint;
 
 /// A path some server may write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +73,53 @@ pub fn exposure(path: &Path, grants: &[WriteGrant]) -> Option<String> {
         }
     }
     None
+}
+
+/// Every place a configured server may write: the write grants of each confined local
+/// server in `configured`, and `scratch_base`, the base of their private scratch
+/// directories. The same for the host's local servers and for the servers a relay's
+/// supervisor starts inside a sandbox (from the sandbox's configuration).
+pub fn write_grants(configured: &[ServerSpec], scratch_base: &Path) -> Vec<WriteGrant> {
+    let mut grants = vec![WriteGrant {
+        holder: "every confined server (its scratch directory)".to_owned(),
+        path: scratch_base.to_path_buf(),
+    }];
+    for spec in configured {
+        if !matches!(spec.transport, TransportSpec::Stdio { .. }) || !spec.sandbox.confine {
+            continue;
+        }
+        for path in &spec.sandbox.write {
+            grants.push(WriteGrant {
+                holder: format!("server `{}`", spec.name),
+                path: path.clone(),
+            });
+        }
+    }
+    grants
+}
+
+/// Each pinned file of `fingerprint` that someone other than the user could change, with
+/// why (`PATH: reason`); empty when none.
+pub fn exposed(fingerprint: &Fingerprint, grants: &[WriteGrant]) -> Vec<String> {
+    fingerprint
+        .paths()
+        .filter_map(|path| exposure(path, grants).map(|why| format!("{}: {why}", path.display())))
+        .collect()
+}
+
+/// The refusal for exposed pinned files (the lines of [`exposed`]).
+pub fn exposed_refusal(lines: &[String]) -> String {
+    format!(
+        "not started: what it runs can be changed by someone other than you, so its pin \
+         cannot vouch for it (the file could be swapped between the check and the start):\n{}\n  \
+         keep what a server runs out of every server's write grants (grant a data directory \
+         instead) and out of directories other users may write",
+        lines
+            .iter()
+            .map(|line| format!("  - {line}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    )
 }
 
 /// Most symbolic links followed from a pinned path (the kernel's own limit is 40).

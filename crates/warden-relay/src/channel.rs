@@ -93,7 +93,8 @@ pub struct Stream {
 /// Deadline stamped on each request of a server's stream, in milliseconds.
 #[derive(Debug, Default)]
 pub struct Deadlines {
-    /// For `tools/call`: the timeout of the call being made.
+    /// For `tools/call` and the reads a gateway forwards (resources, prompts, completion:
+    /// [`warden_mcp::FORWARDED_METHODS`]): the timeout of the request being made.
     pub call_ms: AtomicU64,
     /// For everything else: the server's connect timeout.
     pub other_ms: AtomicU64,
@@ -685,7 +686,7 @@ fn deadline_of(payload: &[u8], deadlines: &Deadlines) -> u32 {
     let (Some(method), Some(_)) = (peek.method, peek.id) else {
         return 0;
     };
-    let ms = if method == "tools/call" {
+    let ms = if method == "tools/call" || warden_mcp::FORWARDED_METHODS.contains(&method) {
         deadlines.call_ms.load(Ordering::Relaxed)
     } else {
         deadlines.other_ms.load(Ordering::Relaxed)

@@ -115,9 +115,14 @@ impl Dialer {
                     let _ = connection.info.set(session.info().clone());
                     Ok(Box::new(connection) as Box<dyn Connection>)
                 }
-                Err(reason) => {
+                Err(unavailable) => {
                     connection.channel.release().await;
-                    Err(failure(reason))
+                    Err(ConnectFailure {
+                        error: ConnectError::Remote {
+                            reason: unavailable.reason,
+                        },
+                        stderr_tail: unavailable.stderr_tail,
+                    })
                 }
             }
         })
@@ -128,6 +133,22 @@ fn failure(reason: String) -> ConnectFailure {
     ConnectFailure {
         error: ConnectError::Remote { reason },
         stderr_tail: Vec::new(),
+    }
+}
+
+/// Why a relayed server's session could not be opened, with the last lines its process
+/// inside wrote to stderr (forwarded over the channel), as a local server's failure has.
+struct Unavailable {
+    reason: String,
+    stderr_tail: Vec<String>,
+}
+
+impl From<String> for Unavailable {
+    fn from(reason: String) -> Self {
+        Unavailable {
+            reason,
+            stderr_tail: Vec::new(),
+        }
     }
 }
 
@@ -150,7 +171,7 @@ pub struct RelayConnection {
 
 impl RelayConnection {
     /// The current session, or a new one when the channel changed under the last.
-    async fn session(&self) -> Result<Arc<Box<dyn Connection>>, String> {
+    async fn session(&self) -> Result<Arc<Box<dyn Connection>>, Unavailable> {
         let mut session = self.session.lock().await;
         let live = self.channel.live_epoch().await;
         if let Some(current) = session.as_ref()
@@ -205,11 +226,14 @@ impl RelayConnection {
                     spec.era = EraPreference::Modern;
                 }
                 Err(failure) => {
-                    return Err(format!(
-                        "through relay `{}`: {}",
-                        self.channel.name(),
-                        failure.failure.error
-                    ));
+                    return Err(Unavailable {
+                        reason: format!(
+                            "through relay `{}`: {}",
+                            self.channel.name(),
+                            failure.failure.error
+                        ),
+                        stderr_tail: failure.failure.stderr_tail,
+                    });
                 }
             }
         };
@@ -222,10 +246,10 @@ impl RelayConnection {
         Ok(connection)
     }
 
-    fn gone(&self, reason: String) -> CallError {
+    fn gone(&self, unavailable: Unavailable) -> CallError {
         CallError::ServerGone {
-            reason,
-            stderr_tail: Vec::new(),
+            reason: unavailable.reason,
+            stderr_tail: unavailable.stderr_tail,
         }
     }
 }
@@ -258,7 +282,10 @@ impl Connection for RelayConnection {
 
     fn list_tools(&self, timeout: Duration) -> BoxFuture<'_, Result<Vec<ToolDef>, CallError>> {
         Box::pin(async move {
-            let connection = self.session().await.map_err(|reason| self.gone(reason))?;
+            let connection = self
+                .session()
+                .await
+                .map_err(|unavailable| self.gone(unavailable))?;
             connection.list_tools(timeout).await
         })
     }
@@ -270,7 +297,10 @@ impl Connection for RelayConnection {
         timeout: Duration,
     ) -> BoxFuture<'a, Result<CallOutcome, CallError>> {
         Box::pin(async move {
-            let connection = self.session().await.map_err(|reason| self.gone(reason))?;
+            let connection = self
+                .session()
+                .await
+                .map_err(|unavailable| self.gone(unavailable))?;
             // The deadline travels with the request; the supervisor takes its margin off.
             self.deadlines.call_ms.store(
                 u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
@@ -278,6 +308,46 @@ impl Connection for RelayConnection {
             );
             connection.call_tool(name, arguments, timeout).await
         })
+    }
+
+    /// Resources, prompts and completion are read through the relay like tools: the
+    /// stream carries MCP unchanged, so the brain's client forwards them to the child.
+    fn forwards(&self) -> bool {
+        true
+    }
+
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: Map<String, Value>,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value, CallError>> {
+        Box::pin(async move {
+            if !warden_mcp::FORWARDED_METHODS.contains(&method) {
+                return Err(warden_mcp::connection::not_forwarded(method));
+            }
+            let connection = self
+                .session()
+                .await
+                .map_err(|unavailable| self.gone(unavailable))?;
+            // The read's own timeout travels with it, as a tool call's does.
+            self.deadlines.call_ms.store(
+                u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                Ordering::Relaxed,
+            );
+            connection.request(method, params, timeout).await
+        })
+    }
+
+    /// The current session's notices (resource and prompt list changes): a session opened
+    /// again after the channel broke has new ones, as a restarted local server has.
+    fn notices(&self) -> Option<Arc<warden_mcp::ServerNotices>> {
+        match self.session.try_lock() {
+            Ok(session) => session
+                .as_ref()
+                .and_then(|session| session.connection.notices()),
+            Err(_) => None,
+        }
     }
 
     fn take_tools_changed(&self) -> bool {

@@ -36,6 +36,13 @@ pub trait Executables: Send + Sync {
         request: &LaunchRequest,
         fingerprint: &Fingerprint,
     ) -> Result<Launched, LaunchError>;
+    /// Each file of `fingerprint` that someone other than the supervisor's user could
+    /// change, with why (`PATH: reason`): inside the write grant of a server of
+    /// `configured` (the sandbox's configuration) or of the scratch directories, or in a
+    /// place other users may write ([`warden_mcp::exposure`], the host's own check for
+    /// local servers). A start with such a file is refused before it is reported: no pin
+    /// can vouch for a file that may be swapped between the check and the exec.
+    fn exposed(&self, fingerprint: &Fingerprint, configured: &[ServerSpec]) -> Vec<String>;
 }
 
 impl Executables for ConfinedLauncher {
@@ -50,6 +57,26 @@ impl Executables for ConfinedLauncher {
     ) -> Result<Launched, LaunchError> {
         ConfinedLauncher::launch_pinned(self, request, fingerprint)
     }
+
+    fn exposed(&self, fingerprint: &Fingerprint, configured: &[ServerSpec]) -> Vec<String> {
+        let grants = warden_mcp::exposure::write_grants(configured, self.scratch_base());
+        warden_mcp::exposure::exposed(fingerprint, &grants)
+    }
+}
+
+/// Whether every file `fingerprint` hashed is still there and still the file that was
+/// hashed (device, inode, size, change time: a write moves the change time), looked at
+/// with `stat` only, never read. What the supervisor asks before it reports a refused
+/// start's fingerprint again instead of hashing anew.
+pub fn still_hashed(fingerprint: &Fingerprint) -> bool {
+    let pinned = fingerprint.pinned_files();
+    // A file that is gone counts as changed (the launcher's own check leaves a missing
+    // file to the exec, which fails).
+    let present = pinned
+        .iter()
+        .filter(|pin| !pin.search)
+        .all(|pin| pin.paths.iter().all(|path| path.is_file()));
+    present && warden_mcp::fingerprint::check_unchanged(&pinned).is_ok()
 }
 
 /// Supervisor to brain: what one start of a server would execute.

@@ -22,7 +22,10 @@
 //!   the server they are for;
 //! - when the brain's stream asks for pins, every start is hashed and reported to the brain
 //!   first, and runs only on its verdict, exactly the files that were hashed
-//!   ([`crate::pins`]);
+//!   ([`crate::pins`]); a start whose files another user or a server could change is
+//!   refused before it is reported; a refused start is reported again without hashing
+//!   while its files are unchanged, and a changed one is hashed at most every
+//!   [`RestartPolicy::rehash`];
 //! - when the channel ends (or the brain says `Bye`), every child is stopped: stdin closed,
 //!   then SIGTERM, then SIGKILL.
 
@@ -33,16 +36,16 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::process::ChildStdin;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use warden_config::ServerSpec;
 use warden_mcp::launcher::StopGrace;
 use warden_mcp::lines::{LineRead, read_capped_line};
-use warden_mcp::{LaunchRequest, Launcher, ProcessGroup};
+use warden_mcp::{Fingerprint, LaunchRequest, Launcher, ProcessGroup};
 
 use crate::correlate::{Correlator, Deadline, FromChild};
 use crate::frame::{Frame, FrameError, Kind, read_frame, write_frame};
 use crate::hello::{Hello, Ready, VERSION};
-use crate::pins::{Executables, OpenOptions, Report, Verdict};
+use crate::pins::{Executables, OpenOptions, Report, Verdict, still_hashed};
 
 /// Frames queued for the channel before senders wait (answers) or drop (log lines).
 const OUT_QUEUE: usize = 256;
@@ -60,6 +63,13 @@ const STOP_LIMIT: Duration = Duration::from_secs(10);
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
 /// Verdicts queued for one server (one is awaited at a time; more are stale or forged).
 const VERDICTS: usize = 4;
+/// The default of [`RestartPolicy::rehash`].
+pub const REHASH_EVERY: Duration = Duration::from_secs(2);
+/// How long a refused start's fingerprint is reported again (while its files are
+/// unchanged) before what the start would run is worked out afresh (a program found
+/// earlier in `PATH` since, say); files unchanged then are not read again either (the
+/// fingerprint code remembers their hashes by identity).
+pub const REUSE_FOR: Duration = Duration::from_secs(30);
 
 /// JSON-RPC error codes the supervisor answers with.
 pub mod codes {
@@ -84,6 +94,11 @@ pub struct RestartPolicy {
     pub burst: usize,
     /// The window of the burst limit.
     pub window: Duration,
+    /// After a refused pinned start, what it runs is hashed again at most this often when
+    /// one of its files changed (or could not be hashed): a task that keeps rewriting a
+    /// large binary, or a brain that keeps calling a refused server, cannot make the
+    /// supervisor hash per request. Unchanged files are never hashed again for a retry.
+    pub rehash: Duration,
 }
 
 impl Default for RestartPolicy {
@@ -93,6 +108,7 @@ impl Default for RestartPolicy {
             max_delay: Duration::from_secs(5),
             burst: 5,
             window: Duration::from_secs(60),
+            rehash: REHASH_EVERY,
         }
     }
 }
@@ -177,6 +193,9 @@ impl Supervisor {
         let mut secrets: HashMap<String, BTreeMap<String, String>> = HashMap::new();
         let mut tasks: HashMap<String, ServerHandle> = HashMap::new();
         let mut servers = self.servers.clone();
+        // Every server's definition, for the exposure check of pinned starts (another
+        // server's write grant can expose what this one runs).
+        let (configured_tx, configured) = watch::channel(servers.values().cloned().collect());
         let result = loop {
             let frame = tokio::select! {
                 read = frames.recv() => match read {
@@ -189,6 +208,7 @@ impl Supervisor {
                 // may have changed), a removed one is stopped and its stream closed.
                 _ = tick.tick(), if self.reload.is_some() => {
                     if self.reload_into(&mut servers) {
+                        configured_tx.send_replace(servers.values().cloned().collect());
                         redefine(&mut tasks, &servers, &out_tx).await;
                     }
                     continue;
@@ -200,6 +220,7 @@ impl Supervisor {
                     secrets = hello.secrets.into_iter().collect();
                     // A change seen here applies to what runs, as at every other check.
                     if self.reload_into(&mut servers) {
+                        configured_tx.send_replace(servers.values().cloned().collect());
                         redefine(&mut tasks, &servers, &out_tx).await;
                     }
                     let ready = Ready {
@@ -214,6 +235,7 @@ impl Supervisor {
                         old.stop().await;
                     }
                     if self.reload_into(&mut servers) {
+                        configured_tx.send_replace(servers.values().cloned().collect());
                         redefine(&mut tasks, &servers, &out_tx).await;
                     }
                     let Some(spec) = servers.get(&frame.server) else {
@@ -238,6 +260,7 @@ impl Supervisor {
                         Launchers {
                             plain: Arc::clone(&self.launcher),
                             pinned: open.pins.then(|| self.executables.clone()),
+                            configured: configured.clone(),
                         },
                         self.restart,
                         out_tx.clone(),
@@ -246,6 +269,7 @@ impl Supervisor {
                 }
                 Kind::Data => {
                     if self.reload_into(&mut servers) {
+                        configured_tx.send_replace(servers.values().cloned().collect());
                         redefine(&mut tasks, &servers, &out_tx).await;
                     }
                     match tasks.get(&frame.server) {
@@ -439,6 +463,23 @@ struct Launchers {
     /// When the stream asks for pins: what hashes and starts (`Some(None)`: the supervisor
     /// cannot pin, so every start is refused).
     pinned: Option<Option<Arc<dyn Executables>>>,
+    /// Every server's definition as last read (for the exposure check).
+    configured: watch::Receiver<Vec<ServerSpec>>,
+}
+
+/// A pinned start that was refused (by the brain, by the exposure check, or because what
+/// it runs could not be hashed): the next start reports the same fingerprint again
+/// without reading a file while nothing changed, and hashes anew at most every
+/// [`RestartPolicy::rehash`] when something did.
+struct Refused {
+    /// The start it was (a changed definition, or other secrets, is another start).
+    request: LaunchRequest,
+    /// What it hashed; `None` when hashing failed.
+    fingerprint: Option<Fingerprint>,
+    /// When it was hashed.
+    hashed_at: Instant,
+    /// Why it was refused.
+    reason: String,
 }
 
 /// The task that owns one server's child.
@@ -450,6 +491,8 @@ struct ServerTask {
     verdicts: mpsc::Receiver<Verdict>,
     /// Starts reported so far (each verdict names the one it answers).
     reported: u64,
+    /// The last pinned start, if it was refused.
+    refused: Option<Refused>,
     restart: RestartPolicy,
     out: mpsc::Sender<Frame>,
     corr: Correlator,
@@ -519,6 +562,7 @@ impl ServerTask {
             launcher,
             verdicts,
             reported: 0,
+            refused: None,
             restart,
             out,
             corr: Correlator::default(),
@@ -858,39 +902,123 @@ impl ServerTask {
         Ok(())
     }
 
-    /// Hashes what `request` would execute, reports it to the brain and waits (within the
-    /// server's connect timeout) for its verdict; on a yes, starts exactly the files that
-    /// were hashed (the start's own outcome, as a plain launch's). `Err` is the refusal: the
-    /// brain's reason, or why nothing could be reported.
+    /// Hashes what `request` would execute ([`ServerTask::fingerprint_for`]), refuses it
+    /// if someone other than the supervisor's user could change one of its files, reports
+    /// it to the brain and waits (within the server's connect timeout) for its verdict; on
+    /// a yes, starts exactly the files that were hashed (the start's own outcome, as a
+    /// plain launch's). `Err` is the refusal: the brain's reason, or why nothing could be
+    /// reported; it is remembered ([`Refused`]).
     async fn start_pinned(
         &mut self,
         executables: Option<Arc<dyn Executables>>,
         request: LaunchRequest,
     ) -> Result<Started, String> {
-        let name = self.spec.name.clone();
         let Some(executables) = executables else {
             return Err(format!(
-                "`{name}` is not started: the brain asks for executable pins and this \
-                 supervisor cannot hash what it starts"
+                "`{}` is not started: the brain asks for executable pins and this \
+                 supervisor cannot hash what it starts",
+                self.spec.name
             ));
         };
-        let hashing = Arc::clone(&executables);
-        let (request, fingerprint) = tokio::task::spawn_blocking(move || {
-            let fingerprint = hashing.fingerprint(&request);
-            (request, fingerprint)
-        })
-        .await
-        .map_err(|error| format!("hashing `{name}` ended without a result ({error})"))?;
-        let fingerprint = fingerprint.map_err(|error| {
-            format!(
+        let (fingerprint, hashed_at) = self.fingerprint_for(&executables, &request).await?;
+        match self.ask_brain(executables.as_ref(), &fingerprint).await {
+            Ok(()) => {
+                self.refused = None;
+                Ok(tokio::task::spawn_blocking(move || {
+                    executables.launch_pinned(&request, &fingerprint)
+                })
+                .await)
+            }
+            Err(reason) => {
+                self.refused = Some(Refused {
+                    request,
+                    fingerprint: Some(fingerprint),
+                    hashed_at,
+                    reason: reason.clone(),
+                });
+                Err(reason)
+            }
+        }
+    }
+
+    /// What `request` would execute, hashed, and when. After a refused start of the same
+    /// request, its fingerprint is used again without reading a file while every file is
+    /// unchanged ([`still_hashed`]; at most [`REUSE_FOR`]), so the brain is asked again at
+    /// once and a pin the user just accepted is honoured at the next request; when a file
+    /// changed (or could not be hashed), it is hashed again only once [`RestartPolicy::rehash`] has
+    /// passed since the last time, and until then the start is refused naming when.
+    async fn fingerprint_for(
+        &mut self,
+        executables: &Arc<dyn Executables>,
+        request: &LaunchRequest,
+    ) -> Result<(Fingerprint, Instant), String> {
+        let now = Instant::now();
+        if let Some(last) = self
+            .refused
+            .as_ref()
+            .filter(|last| last.request == *request)
+        {
+            let age = now.saturating_duration_since(last.hashed_at);
+            if let Some(fingerprint) = &last.fingerprint
+                && age < REUSE_FOR
+                && still_hashed(fingerprint)
+            {
+                return Ok((fingerprint.clone(), last.hashed_at));
+            }
+            let every = self.restart.rehash;
+            if age < every {
+                return Err(format!(
+                    "{}\n  (what it runs is hashed again in {} ms: after a refusal, a changed \
+                     or unreadable file is hashed at most once every {} ms)",
+                    last.reason,
+                    (every - age).as_millis().max(1),
+                    every.as_millis()
+                ));
+            }
+        }
+        let name = self.spec.name.clone();
+        let hashing = Arc::clone(executables);
+        let hashed = request.clone();
+        let fingerprint = tokio::task::spawn_blocking(move || hashing.fingerprint(&hashed))
+            .await
+            .map_err(|error| format!("hashing `{name}` ended without a result ({error})"))?;
+        let hashed_at = Instant::now();
+        fingerprint.map(|fingerprint| (fingerprint, hashed_at)).map_err(|error| {
+            let reason = format!(
                 "`{name}` is not started: what it runs cannot be hashed inside the sandbox: {error}"
-            )
-        })?;
+            );
+            self.refused = Some(Refused {
+                request: request.clone(),
+                fingerprint: None,
+                hashed_at,
+                reason: reason.clone(),
+            });
+            reason
+        })
+    }
+
+    /// Refuses `fingerprint` if one of its files is exposed, else reports it to the brain
+    /// and waits (within the server's connect timeout) for the verdict on it.
+    async fn ask_brain(
+        &mut self,
+        executables: &dyn Executables,
+        fingerprint: &Fingerprint,
+    ) -> Result<(), String> {
+        let name = self.spec.name.clone();
+        let exposed = executables.exposed(fingerprint, &self.launcher.configured.borrow());
+        if !exposed.is_empty() {
+            tracing::warn!(server = %name, exposed = ?exposed, "refused a start: what it runs can be changed by another user or a server");
+            return Err(format!(
+                "`{name}` is {}\n  (inside the sandbox, \"you\" is the user the relay's supervisor \
+                 runs as)",
+                warden_mcp::exposure::exposed_refusal(&exposed)
+            ));
+        }
         // A verdict queued before this report answers nothing: dropped unread.
         while self.verdicts.try_recv().is_ok() {}
         self.reported += 1;
         let start = self.reported;
-        let report = Report::of(start, &fingerprint);
+        let report = Report::of(start, fingerprint);
         let payload = serde_json::to_vec(&report).map_err(|error| error.to_string())?;
         let _ = self.out.send(Frame::new(Kind::Pin, &name, payload)).await;
         let limit = self.spec.timeouts.connect;
@@ -918,10 +1046,7 @@ impl ServerTask {
             tracing::warn!(server = %name, "the brain refused the start: {}", verdict.reason);
             return Err(verdict.reason);
         }
-        Ok(
-            tokio::task::spawn_blocking(move || executables.launch_pinned(&request, &fingerprint))
-                .await,
-        )
+        Ok(())
     }
 
     /// Sends the remembered `initialize` to a new child, waits for its answer (swallowed)
@@ -1105,14 +1230,18 @@ impl ServerTask {
         self.stop_child("its definition changed in the sandbox's configuration")
             .await;
         self.spec = spec;
+        self.refused = None;
         self.given_up = false;
         self.starts.clear();
         self.next_start = Instant::now();
-        // What it offers may differ under the new definition: the brain reads its list
+        // What it offers may differ under the new definition: the brain reads its lists
         // again (its next request starts the new child, with the handshake replayed).
         if self.initialized {
-            self.send(&json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}))
-                .await;
+            for list in ["tools", "resources", "prompts"] {
+                let method = format!("notifications/{list}/list_changed");
+                self.send(&json!({"jsonrpc": "2.0", "method": method}))
+                    .await;
+            }
         }
     }
 

@@ -5,13 +5,14 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncWriteExt, DuplexStream};
 use warden_mcp::{DirectLauncher, Launcher};
 use warden_relay::frame::{Frame, Kind, read_frame, write_frame};
-use warden_relay::pins::{Report, Verdict};
+use warden_relay::pins::{Executables, Report, Verdict};
 use warden_relay::supervisor::codes;
 use warden_relay::{RestartPolicy, Supervisor};
 
@@ -64,7 +65,43 @@ for line in sys.stdin:
     sys.stdout.flush()
 "#;
 
+/// The supervisor's hashing and starting (a `ConfinedLauncher`), counting its
+/// fingerprints: each one reads every file a start runs that the process has not hashed
+/// before.
+struct Counting {
+    inner: warden_mcp::ConfinedLauncher,
+    hashes: Arc<AtomicUsize>,
+}
+
+impl Executables for Counting {
+    fn fingerprint(
+        &self,
+        request: &warden_mcp::LaunchRequest,
+    ) -> Result<warden_mcp::Fingerprint, warden_mcp::FingerprintError> {
+        self.hashes.fetch_add(1, Ordering::SeqCst);
+        self.inner.fingerprint(request)
+    }
+
+    fn launch_pinned(
+        &self,
+        request: &warden_mcp::LaunchRequest,
+        fingerprint: &warden_mcp::Fingerprint,
+    ) -> Result<warden_mcp::Launched, warden_mcp::LaunchError> {
+        self.inner.launch_pinned(request, fingerprint)
+    }
+
+    fn exposed(
+        &self,
+        fingerprint: &warden_mcp::Fingerprint,
+        configured: &[warden_config::ServerSpec],
+    ) -> Vec<String> {
+        Executables::exposed(&self.inner, fingerprint, configured)
+    }
+}
+
 struct Harness {
+    /// Fingerprints taken by the supervisor (with pins).
+    hashes: Arc<AtomicUsize>,
     toml: std::path::PathBuf,
     script: std::path::PathBuf,
     input: DuplexStream,
@@ -115,10 +152,12 @@ async fn start_with(restart: RestartPolicy, pins: bool) -> Harness {
             ))
         })
     };
-    let executables: Option<Arc<dyn warden_relay::pins::Executables>> = pins.then(|| {
-        Arc::new(warden_mcp::ConfinedLauncher::from_env(
-            dir.path().join("scratch"),
-        )) as Arc<dyn warden_relay::pins::Executables>
+    let hashes = Arc::new(AtomicUsize::new(0));
+    let executables: Option<Arc<dyn Executables>> = pins.then(|| {
+        Arc::new(Counting {
+            inner: warden_mcp::ConfinedLauncher::from_env(dir.path().join("scratch")),
+            hashes: Arc::clone(&hashes),
+        }) as Arc<dyn Executables>
     });
     let supervisor = Supervisor {
         servers,
@@ -134,6 +173,7 @@ async fn start_with(restart: RestartPolicy, pins: bool) -> Harness {
         supervisor.run(their_input, their_output).await.unwrap();
     });
     let mut harness = Harness {
+        hashes,
         toml,
         script,
         input,
@@ -213,13 +253,7 @@ impl Harness {
         .await;
         let answer = self.answer().await;
         assert_eq!(answer["id"], 1);
-        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-        self.send(Frame::new(
-            Kind::Data,
-            "fake",
-            note.to_string().into_bytes(),
-        ))
-        .await;
+        initialized(self).await;
     }
 }
 
@@ -244,6 +278,7 @@ async fn a_crashed_child_is_replaced_with_the_handshake_replayed_until_the_burst
         max_delay: Duration::from_millis(50),
         burst: 3,
         window: Duration::from_secs(60),
+        ..RestartPolicy::default()
     })
     .await;
     harness.initialize().await;
@@ -354,10 +389,17 @@ async fn a_changed_definition_applies_at_the_next_call_and_the_session_goes_on()
     .unwrap();
     // ...and without a word from the brain, the idle server's old child is stopped and
     // the brain told that its list may have changed (its next turn reads it again)...
-    let note = harness.next().await;
-    assert_eq!(note.kind, Kind::Data, "{note:?}");
-    let note: Value = serde_json::from_slice(&note.payload).unwrap();
-    assert_eq!(note["method"], "notifications/tools/list_changed", "{note}");
+    // (its tools, resources and prompts alike)...
+    for list in ["tools", "resources", "prompts"] {
+        let note = harness.next().await;
+        assert_eq!(note.kind, Kind::Data, "{note:?}");
+        let note: Value = serde_json::from_slice(&note.payload).unwrap();
+        assert_eq!(
+            note["method"],
+            format!("notifications/{list}/list_changed"),
+            "{note}"
+        );
+    }
     assert!(!alive(first), "the child of the old definition is stopped");
     // ...and the next call runs under the new definition, in a new child that was given
     // the brain's handshake (the server answers "not initialized" otherwise); the brain
@@ -462,14 +504,7 @@ async fn a_start_runs_only_on_the_brains_verdict_and_a_refused_one_never_runs() 
         warden_mcp::fingerprint::sha256_file(&harness.script).unwrap()
     );
     assert_eq!(harness.answer().await["id"], 1);
-    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    harness
-        .send(Frame::new(
-            Kind::Data,
-            "fake",
-            note.to_string().into_bytes(),
-        ))
-        .await;
+    initialized(&mut harness).await;
     assert!(harness.call(2, "pid").await["result"].is_object());
 
     // The script is swapped inside the sandbox (by a task, say), and the child exits.
@@ -620,6 +655,227 @@ async fn progress_log_messages_and_resource_updates_reach_the_brain_within_a_bud
         f64::from(passed) <= allowed,
         "{passed} passed, budget {allowed}"
     );
+    drop(harness.input);
+    harness.session.await.unwrap();
+}
+
+/// The next frame is the answer to request `id`, sent without a report to the brain (a
+/// start refused inside); returns its error message.
+async fn refused_inside(harness: &mut Harness, id: u64) -> String {
+    let frame = harness.next().await;
+    assert_eq!(frame.kind, Kind::Data, "reported to the brain: {frame:?}");
+    let answer: Value = serde_json::from_slice(&frame.payload).unwrap();
+    assert_eq!(answer["id"], id, "{answer}");
+    assert_eq!(answer["error"]["code"], codes::REFUSED, "{answer}");
+    answer["error"]["message"].as_str().unwrap().to_owned()
+}
+
+async fn initialized(harness: &mut Harness) {
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    harness
+        .send(Frame::new(
+            Kind::Data,
+            "fake",
+            note.to_string().into_bytes(),
+        ))
+        .await;
+}
+
+/// Replays a brain that keeps calling a server whose start it refused, and a task inside
+/// the sandbox that keeps rewriting what that server runs: the supervisor hashes what the
+/// start runs once, not once per request. Control: a pin the user accepted meanwhile is
+/// honoured at the very next request (the brain is asked each time), without hashing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_start_is_not_hashed_again_per_request_and_an_accepted_pin_runs_at_once() {
+    let mut harness = start_with(
+        RestartPolicy {
+            delay: Duration::from_millis(10),
+            rehash: Duration::from_secs(120),
+            ..RestartPolicy::default()
+        },
+        true,
+    )
+    .await;
+    let hashes = Arc::clone(&harness.hashes);
+    let initialize = json!({"protocolVersion": "2025-11-25"});
+    harness
+        .request(1, "initialize", initialize.clone(), 5000)
+        .await;
+    let first = verdict(&mut harness, false, "drift: refused by the brain").await;
+    assert_eq!(harness.answer().await["error"]["code"], codes::REFUSED);
+    assert_eq!(hashes.load(Ordering::SeqCst), 1);
+    // Nothing changed inside: each request reports the same state again without reading a
+    // file, and the brain is asked each time.
+    for id in 2..=21 {
+        harness
+            .request(id, "initialize", initialize.clone(), 5000)
+            .await;
+        let again = verdict(&mut harness, false, "drift: refused by the brain").await;
+        assert!(again.start > first.start);
+        assert_eq!(
+            (&again.program_sha256, &again.files),
+            (&first.program_sha256, &first.files)
+        );
+        let answer = harness.answer().await;
+        assert_eq!(answer["id"], id);
+        assert_eq!(answer["error"]["code"], codes::REFUSED, "{answer}");
+    }
+    assert_eq!(
+        hashes.load(Ordering::SeqCst),
+        1,
+        "20 requests to a refused server hashed it again"
+    );
+    // The user accepted the state on the brain's side: the next request starts it.
+    harness
+        .request(22, "initialize", initialize.clone(), 5000)
+        .await;
+    verdict(&mut harness, true, "").await;
+    let answer = harness.answer().await;
+    assert!(answer["result"].is_object(), "{answer}");
+    initialized(&mut harness).await;
+    assert!(harness.call(23, "pid").await["result"].is_object());
+    assert_eq!(hashes.load(Ordering::SeqCst), 1);
+
+    // A task inside rewrites the script, and the child exits: the next start hashes the
+    // new state once, and the brain refuses it ...
+    let marker = harness.script.with_file_name("rewritten-ran");
+    let script = harness.script.clone();
+    let rewrite = |n: u32| {
+        std::fs::write(
+            &script,
+            format!(
+                "open({:?}, 'w').write('ran')\n{SERVER}\n# {n}\n",
+                marker.display().to_string()
+            ),
+        )
+        .unwrap();
+    };
+    rewrite(0);
+    assert_eq!(
+        harness.call(24, "crash").await["error"]["code"],
+        codes::SERVER_EXITED
+    );
+    harness
+        .request(25, "tools/call", json!({"name": "pid"}), 0)
+        .await;
+    verdict(&mut harness, false, "drift: the script changed").await;
+    assert_eq!(harness.answer().await["error"]["code"], codes::REFUSED);
+    assert_eq!(hashes.load(Ordering::SeqCst), 2);
+    // ... and while it keeps changing, every further request is refused at once with the
+    // refusal in force and when it is looked at again: nothing hashed, nothing reported.
+    for id in 26..=45 {
+        rewrite(u32::try_from(id).unwrap());
+        harness
+            .request(id, "tools/call", json!({"name": "pid"}), 0)
+            .await;
+        let why = refused_inside(&mut harness, id).await;
+        assert!(
+            why.contains("drift: the script changed") && why.contains("hashed again in"),
+            "{why}"
+        );
+    }
+    assert_eq!(
+        hashes.load(Ordering::SeqCst),
+        2,
+        "a file rewritten before each request was hashed per request"
+    );
+    assert!(!marker.exists(), "the refused script ran");
+    drop(harness.input);
+    harness.session.await.unwrap();
+}
+
+/// Replays a pinned file that someone other than the supervisor's user can change inside
+/// the sandbox (in a directory every user may write; owned by another user): the start is
+/// refused before it is reported, naming the file and why. Controls: once fixed, the same
+/// start is reported and runs; a file changed after a refusal is hashed again once the
+/// re-hash interval has passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_whose_files_others_can_change_is_refused_before_it_is_reported() {
+    use std::os::unix::fs::PermissionsExt;
+    let rehash = Duration::from_millis(300);
+    let mut harness = start_with(
+        RestartPolicy {
+            delay: Duration::from_millis(10),
+            rehash,
+            ..RestartPolicy::default()
+        },
+        true,
+    )
+    .await;
+    let hashes = Arc::clone(&harness.hashes);
+    let dir = harness.script.parent().unwrap().to_path_buf();
+    let chmod = |mode: u32| {
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    let initialize = json!({"protocolVersion": "2025-11-25"});
+    chmod(0o777);
+    harness
+        .request(1, "initialize", initialize.clone(), 5000)
+        .await;
+    let why = refused_inside(&mut harness, 1).await;
+    for part in [
+        "`fake` is not started",
+        &format!(
+            "{}: {} is writable by every user",
+            harness.script.display(),
+            dir.display()
+        ),
+    ] {
+        assert!(why.contains(part), "{part}: {why}");
+    }
+    // Control: the directory is made private again; the same start is reported and runs
+    // (its files did not change: not hashed again).
+    chmod(0o700);
+    harness
+        .request(2, "initialize", initialize.clone(), 5000)
+        .await;
+    verdict(&mut harness, true, "").await;
+    assert!(harness.answer().await["result"].is_object());
+    initialized(&mut harness).await;
+    assert_eq!(hashes.load(Ordering::SeqCst), 1);
+
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        drop(harness.input);
+        harness.session.await.unwrap();
+        return;
+    }
+    // The script now belongs to another user; the child exits and its next start is
+    // refused, naming the owner.
+    std::os::unix::fs::chown(&harness.script, Some(65534), None).unwrap();
+    assert_eq!(
+        harness.call(3, "crash").await["error"]["code"],
+        codes::SERVER_EXITED
+    );
+    harness
+        .request(4, "tools/call", json!({"name": "pid"}), 0)
+        .await;
+    let why = refused_inside(&mut harness, 4).await;
+    assert!(
+        why.contains(&format!("{} belongs to", harness.script.display())) && why.contains("65534"),
+        "{why}"
+    );
+    assert_eq!(hashes.load(Ordering::SeqCst), 2);
+    // Given back (which changes the file's identity): refused at once until the interval
+    // has passed, then hashed again, reported and started.
+    std::os::unix::fs::chown(&harness.script, Some(0), None).unwrap();
+    harness
+        .request(5, "tools/call", json!({"name": "pid"}), 0)
+        .await;
+    assert!(
+        refused_inside(&mut harness, 5)
+            .await
+            .contains("hashed again in")
+    );
+    assert_eq!(hashes.load(Ordering::SeqCst), 2);
+    tokio::time::sleep(rehash + Duration::from_millis(100)).await;
+    harness
+        .request(6, "tools/call", json!({"name": "pid"}), 0)
+        .await;
+    verdict(&mut harness, true, "").await;
+    let answer = harness.answer().await;
+    assert!(answer["result"].is_object(), "{answer}");
+    assert_eq!(hashes.load(Ordering::SeqCst), 3);
     drop(harness.input);
     harness.session.await.unwrap();
 }

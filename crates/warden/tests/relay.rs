@@ -848,9 +848,104 @@ async fn relay_overhead_per_call_is_measured() {
     scratch.assert_no_leftovers();
 }
 
+/// A client of `warden serve` (stdio) run with the topology's brain configuration.
+struct ServeClient {
+    served: std::process::Child,
+    input: std::process::ChildStdin,
+    received: std::sync::mpsc::Receiver<Value>,
+    /// The methods of the notifications heard so far.
+    notes: Vec<String>,
+}
+
+impl ServeClient {
+    fn start(topology: &Topology) -> Self {
+        use std::io::BufRead;
+        let mut command =
+            topology
+                .scratch
+                .warden(&["--config", topology.brain.to_str().unwrap(), "serve"]);
+        command.stdin(std::process::Stdio::piped());
+        let mut served = command.spawn().unwrap();
+        let input = served.stdin.take().unwrap();
+        let output = served.stdout.take().unwrap();
+        let (lines, received) = std::sync::mpsc::channel::<Value>();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(output).lines() {
+                let Ok(line) = line else { return };
+                if let Ok(value) = serde_json::from_str(&line)
+                    && lines.send(value).is_err()
+                {
+                    return;
+                }
+            }
+        });
+        ServeClient {
+            served,
+            input,
+            received,
+            notes: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, value: Value) {
+        use std::io::Write;
+        writeln!(self.input, "{value}").unwrap();
+        self.input.flush().unwrap();
+    }
+
+    /// The first message (within 60 s) that is `wanted`.
+    fn wait_for(&mut self, wanted: &dyn Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = self.received.recv_timeout(left).unwrap_or_else(|_| {
+                panic!("nothing awaited from warden serve; heard {:?}", self.notes)
+            });
+            if let Some(method) = message["method"].as_str() {
+                self.notes.push(method.to_owned());
+            }
+            if wanted(&message) {
+                return message;
+            }
+        }
+    }
+
+    /// Sends request `id` and returns its answer.
+    fn ask(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.wait_for(&|message: &Value| message["id"] == id)
+    }
+
+    /// Sends request `id` and returns its result (it must not be an error).
+    fn result(&mut self, id: u64, method: &str, params: Value) -> Value {
+        let answer = self.ask(id, method, params);
+        assert!(answer["result"].is_object(), "{method}: {answer}");
+        answer["result"].clone()
+    }
+
+    /// The MCP handshake; returns the gateway's `initialize` result.
+    fn initialize(&mut self) -> Value {
+        let answer = self.ask(
+            1,
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "relay-test", "version": "1"}}),
+        );
+        assert!(answer["result"].is_object(), "{answer}");
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        answer["result"].clone()
+    }
+
+    /// Closes the gateway's stdin and checks that it ends well.
+    fn finish(self) {
+        drop(self.input);
+        let output = support::wait_with_limit(self.served, LIMIT);
+        assert!(output.status.success(), "{}", describe(&output));
+    }
+}
+
 #[test]
 fn warden_serve_serves_relayed_servers_to_an_mcp_client_under_the_policy() {
-    use std::io::{BufRead, Write};
     let topology = Topology::new(
         &format!(
             "{}[[policy.rules]]\ntools = \"good__echo\"\neffect = \"allow\"\n\n\
@@ -859,62 +954,26 @@ fn warden_serve_serves_relayed_servers_to_an_mcp_client_under_the_policy() {
         ),
         "",
     );
-    let mut command =
-        topology
-            .scratch
-            .warden(&["--config", topology.brain.to_str().unwrap(), "serve"]);
-    command.stdin(std::process::Stdio::piped());
-    let mut served = command.spawn().unwrap();
-    let mut input = served.stdin.take().unwrap();
-    let output = served.stdout.take().unwrap();
-    let (lines, received) = std::sync::mpsc::channel::<Value>();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(output).lines() {
-            let Ok(line) = line else { return };
-            if let Ok(value) = serde_json::from_str(&line)
-                && lines.send(value).is_err()
-            {
-                return;
-            }
-        }
-    });
-    let mut send = |value: Value| {
-        writeln!(input, "{value}").unwrap();
-        input.flush().unwrap();
-    };
-    let answer = |id: u64| -> Value {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let message = received
-                .recv_timeout(left)
-                .expect("no answer from warden serve");
-            if message["id"] == id {
-                return message;
-            }
-        }
-    };
-    send(
-        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "relay-test", "version": "1"}}}),
+    let mut client = ServeClient::start(&topology);
+    client.initialize();
+    let echoed = client.ask(
+        2,
+        "tools/call",
+        json!({"name": "good__echo", "arguments": {"message": "served"}}),
     );
-    assert!(answer(1)["result"].is_object());
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "good__echo", "arguments": {"message": "served"}}}));
-    let echoed = answer(2);
     assert_eq!(
         echoed["result"]["content"][0]["text"], "echo: served",
         "{echoed}"
     );
-    send(json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-        "params": {"name": "good__add", "arguments": {"a": 1, "b": 2}}}));
-    let denied = answer(3).to_string();
+    let denied = client
+        .ask(
+            3,
+            "tools/call",
+            json!({"name": "good__add", "arguments": {"a": 1, "b": 2}}),
+        )
+        .to_string();
     assert!(denied.contains("served, denied"), "{denied}");
-    drop(input);
-    let output = support::wait_with_limit(served, LIMIT);
-    assert!(output.status.success(), "{}", describe(&output));
+    client.finish();
     topology.scratch.assert_no_leftovers();
 }
 
@@ -1016,6 +1075,175 @@ fn a_server_binary_swapped_inside_the_sandbox_is_refused_until_pinned_again() {
     assert_exit(&output, 0);
     assert!(
         stdout(&output).contains("echo: re-approved"),
+        "{}",
+        describe(&output)
+    );
+    topology.scratch.assert_no_leftovers();
+}
+
+/// Replays a server binary inside the sandbox that another user could replace (it lies in
+/// a directory every user may write): the supervisor refuses the start before reporting
+/// it, naming the file and why, and the brain records no pin for it. Control: the same
+/// binary once the directory is private again is pinned and runs.
+#[test]
+fn a_server_binary_others_can_replace_inside_the_sandbox_is_refused_before_it_is_pinned() {
+    use std::os::unix::fs::PermissionsExt;
+    let topology = Topology::new(&stubs(&["open"], ""), "");
+    let bin_dir = topology.scratch.path().join("openbin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let bin = bin_dir.join("box-server");
+    std::fs::copy(testserver_bin(), &bin).unwrap();
+    let mut inner = std::fs::read_to_string(&topology.inner).unwrap();
+    inner.push_str(&server_toml("open", &bin, &["good"], ""));
+    std::fs::write(&topology.inner, inner).unwrap();
+    let chmod = |mode: u32| {
+        std::fs::set_permissions(&bin_dir, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    let call = |message: &str| {
+        topology.run(&[
+            "call",
+            "open/echo",
+            "--args",
+            &json!({ "message": message }).to_string(),
+            "--yes",
+        ])
+    };
+    chmod(0o777);
+    let output = call("exposed");
+    assert_exit(&output, 3);
+    assert!(!stdout(&output).contains("echo: exposed"));
+    let text = stderr(&output);
+    for part in [
+        "`open` is not started".to_owned(),
+        format!(
+            "{}: {} is writable by every user",
+            bin.display(),
+            bin_dir.display()
+        ),
+    ] {
+        assert!(text.contains(&part), "{part}: {}", describe(&output));
+    }
+    // Nothing was reported, so nothing was pinned.
+    let output = topology.run(&["pin", "open", "--show"]);
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("not pinned yet"),
+        "{}",
+        describe(&output)
+    );
+    // Control: the directory made private again, the same binary is pinned and runs.
+    chmod(0o755);
+    let output = call("private");
+    assert_exit(&output, 0);
+    assert!(
+        stdout(&output).contains("echo: private"),
+        "{}",
+        describe(&output)
+    );
+    topology.scratch.assert_no_leftovers();
+}
+
+/// Resources and prompts of a relayed server through `warden serve`: listed (prompts
+/// under the server's prefix), read and got through the relay, and a change of the
+/// server's lists inside the sandbox reaches the gateway's client as list changes.
+#[test]
+fn warden_serve_offers_a_relayed_servers_resources_and_prompts() {
+    let topology = Topology::new(
+        &format!(
+            "{}[[policy.rules]]\ntools = \"live__*\"\neffect = \"allow\"\n",
+            stubs(&["live"], "")
+        ),
+        &server_toml("live", &testserver_bin(), &["live-resources"], ""),
+    );
+    let mut client = ServeClient::start(&topology);
+    let initialized = client.initialize();
+    for capability in ["resources", "prompts"] {
+        assert!(
+            initialized["capabilities"][capability].is_object(),
+            "{initialized}"
+        );
+    }
+    let uris = |result: &Value| -> Vec<String> {
+        result["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["uri"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let names = |result: &Value| -> Vec<String> {
+        result["prompts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let listed = client.result(2, "resources/list", json!({}));
+    assert_eq!(uris(&listed), ["live://a", "live://b"], "{listed}");
+    let prompts = client.result(3, "prompts/list", json!({}));
+    assert_eq!(names(&prompts), ["live__live"], "{prompts}");
+    // The server's lists change inside the sandbox (called while the context is clean:
+    // what is read below is untrusted text, after which the brain's policy would ask): the
+    // client hears of both changes, and reads the new lists.
+    let called = client.result(
+        4,
+        "tools/call",
+        json!({"name": "live__change_lists", "arguments": {}}),
+    );
+    assert_ne!(called["isError"], true, "{called}");
+    for list in ["resources", "prompts"] {
+        let method = format!("notifications/{list}/list_changed");
+        if !client.notes.contains(&method) {
+            client.wait_for(&|message: &Value| message["method"] == method.as_str());
+        }
+    }
+    let listed = client.result(5, "resources/list", json!({}));
+    assert_eq!(
+        uris(&listed),
+        ["live://a", "live://b", "live://c"],
+        "{listed}"
+    );
+    let prompts = client.result(6, "prompts/list", json!({}));
+    assert_eq!(names(&prompts), ["live__live", "live__extra"], "{prompts}");
+    // Read and got through the relay.
+    let read = client.result(7, "resources/read", json!({"uri": "live://c"}));
+    assert_eq!(
+        read["contents"][0]["text"], "the live resource live://c",
+        "{read}"
+    );
+    let got = client.result(8, "prompts/get", json!({"name": "live__extra"}));
+    assert_eq!(
+        got["messages"][0]["content"]["text"], "the live prompt extra",
+        "{got}"
+    );
+    client.finish();
+    topology.scratch.assert_no_leftovers();
+}
+
+/// A relayed server that fails at its start inside the sandbox is reported like a local one:
+/// `warden tools` and `warden call` show the last lines it wrote to stderr inside, tagged
+/// with the sandbox and the server. Control: another server of the box is listed.
+#[test]
+fn a_relayed_server_failing_at_start_is_reported_with_its_stderr() {
+    let topology = Topology::new(
+        &stubs(&["broken", "good"], ""),
+        &server_toml("broken", &testserver_bin(), &["exit-at-start"], ""),
+    );
+    let line = "[box/broken] fatal: cannot open database /nonexistent";
+    let output = topology.run(&["tools"]);
+    assert_exit(&output, 0);
+    let text = stdout(&output);
+    assert!(
+        text.contains("broken: FAILED") && text.contains(&format!("  | {line}\n")),
+        "{}",
+        describe(&output)
+    );
+    assert!(text.contains("good__echo"), "{}", describe(&output));
+    let output = topology.run(&["call", "broken/echo", "--yes"]);
+    assert_exit(&output, 3);
+    assert!(
+        stderr(&output).contains(&format!("last lines on the server's stderr:\n  | {line}")),
         "{}",
         describe(&output)
     );

@@ -124,7 +124,7 @@ fn relayed(
         .unwrap_or_default();
     if changed.is_empty() {
         println!("{name}: runs inside relay `{relay_name}`; pinned to:");
-        for line in relay_pins::describe(&stored) {
+        for line in pins::describe_pin(&stored) {
             println!("  {}", inert(&line, Shape::Line));
         }
         return Ok(Code::Ok);
@@ -138,7 +138,7 @@ fn relayed(
     }
     println!("it would run (as the sandbox's supervisor reports it):");
     let pending = pending.unwrap_or(stored);
-    for line in relay_pins::describe(&pending) {
+    for line in pins::describe_pin(&pending) {
         println!("  {}", inert(&line, Shape::Line));
     }
     if args.show {
