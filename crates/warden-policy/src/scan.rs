@@ -227,35 +227,29 @@ pub fn own_tool_names(server: &str, name: &str, catalogue: &[(&str, &str)]) -> V
 /// as whole tokens. A plain-word name ("fetch", "search") is left alone: it is also an
 /// ordinary word.
 fn own_tools_named(text: &str, own: &[String]) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
     if own.is_empty() {
-        return Vec::new();
+        return found;
     }
-    let lower = text.to_lowercase();
-    own.iter()
-        .filter(|name| {
-            name.len() >= 4 && (name.contains(['_', '-', '.']) || own_identifier_case(text, name))
-        })
-        .filter(|name| {
-            lower.match_indices(name.as_str()).any(|(at, _)| {
-                let before = lower[..at].chars().next_back();
-                let after = lower[at + name.len()..].chars().next();
-                !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
-                    && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
-            })
-        })
-        .cloned()
-        .collect()
-}
-
-/// Whether `text` writes `name` (lowercase) in camel case (`getTopPools`): an identifier.
-fn own_identifier_case(text: &str, name: &str) -> bool {
-    text.split(|c: char| !c.is_alphanumeric() && c != '_')
-        .any(|word| {
-            word.len() == name.len()
-                && word.to_lowercase() == name
-                && word.chars().skip(1).any(char::is_uppercase)
-                && word.chars().any(char::is_lowercase)
-        })
+    // Each identifier-like word, looked up in the sorted names: no search per name.
+    for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-')) {
+        let word = word.trim_matches('-');
+        if word.len() < 4 {
+            continue;
+        }
+        let camel = word
+            .as_bytes()
+            .windows(2)
+            .any(|pair| pair[0].is_ascii_lowercase() && pair[1].is_ascii_uppercase());
+        if !camel && !word.contains(['_', '-']) {
+            continue;
+        }
+        let lower = word.to_lowercase();
+        if own.binary_search(&lower).is_ok() && !found.contains(&lower) {
+            found.push(lower);
+        }
+    }
+    found
 }
 
 /// Whether `text` names a tool by its kind that is not one of this server's: "the email
@@ -264,7 +258,7 @@ fn own_identifier_case(text: &str, name: &str) -> bool {
 /// or of this tool's name or title, is the server's own ("the search tool" of a server
 /// with `search_code`); "this tool", "the same tool", "the following tools" name no
 /// other tool.
-fn names_other_tool(text: &str, own_words: &HashSet<String>) -> bool {
+fn names_other_tool<'w>(text: &str, own_words: impl FnOnce() -> &'w HashSet<String>) -> bool {
     static KIND: LazyLock<Regex> = LazyLock::new(|| {
         regex(
             r"(?i)\b(?:the|any|every|each|all|your|a|an|whichever|whatever)\s+([A-Za-z][\w.-]*)(?:\s+([A-Za-z][\w.-]*))?\s+(?:tools?|integrations?|plugins?|connectors?|extensions?|servers?|apps?)\b",
@@ -326,16 +320,30 @@ fn names_other_tool(text: &str, own_words: &HashSet<String>) -> bool {
         "or",
         "with",
     ];
+    // The pattern runs only on a sentence with a tool noun in it (a literal search, no
+    // allocation), and the server's own words are gathered only for a match.
+    static NOUN: LazyLock<Regex> =
+        LazyLock::new(|| regex(r"(?i)tool|integration|plugin|connector|extension|server|app"));
+    if !NOUN.is_match(text) {
+        return false;
+    }
+    let mut own_words = Some(own_words);
+    let mut words_of_own: Option<&HashSet<String>> = None;
     KIND.captures_iter(text).any(|found| {
         let words: Vec<String> = [found.get(1), found.get(2)]
             .into_iter()
             .flatten()
             .flat_map(|m| words_of(m.as_str()))
             .collect();
-        !words.is_empty()
-            && !words
-                .iter()
-                .any(|w| NOT_A_KIND.contains(&w.as_str()) || own_words.contains(w))
+        if words.is_empty() || words.iter().any(|w| NOT_A_KIND.contains(&w.as_str())) {
+            return false;
+        }
+        let own = match (words_of_own, own_words.take()) {
+            (Some(own), _) => own,
+            (None, Some(gather)) => *words_of_own.insert(gather()),
+            (None, None) => return false,
+        };
+        !words.iter().any(|w| own.contains(w))
     })
 }
 
@@ -718,7 +726,7 @@ fn units_of(found: &[Segment<'_>], previous: Option<&Value>, own: &[String]) -> 
                         .map(|(_, foreign)| foreign)
                 }),
                 own_tools: own_tools_named(text, own),
-                other_tool: names_other_tool(text, own_kind_words()),
+                other_tool: names_other_tool(text, own_kind_words),
             });
         }
         for (encoding, text) in decode::decoded(segment.text) {
@@ -730,7 +738,7 @@ fn units_of(found: &[Segment<'_>], previous: Option<&Value>, own: &[String]) -> 
                     added: is_added(&text[from..to]),
                     names_field: names_field(&text[from..to], &own_fields),
                     own_tools: own_tools_named(&text[from..to], own),
-                    other_tool: names_other_tool(&text[from..to], own_kind_words()),
+                    other_tool: names_other_tool(&text[from..to], own_kind_words),
                 });
             }
         }
@@ -2090,7 +2098,7 @@ mod tests {
             "Never use the GitHub tools for this.",
             "Do not call the send_email tool directly.",
         ] {
-            assert!(names_other_tool(other, &words), "{other}");
+            assert!(names_other_tool(other, || &words), "{other}");
         }
         for own_or_none in [
             "Use the search tool first.",
@@ -2099,7 +2107,7 @@ mod tests {
             "The following tools are available.",
             "Returns the issue.",
         ] {
-            assert!(!names_other_tool(own_or_none, &words), "{own_or_none}");
+            assert!(!names_other_tool(own_or_none, || &words), "{own_or_none}");
         }
     }
 
