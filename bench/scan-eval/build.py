@@ -27,6 +27,7 @@ import honest_eval  # noqa: E402
 import honest_train  # noqa: E402
 import category_train  # noqa: E402
 import structure_train  # noqa: E402
+import principle_train  # noqa: E402
 
 # How many generated honest definitions of everyday domains the training side gets.
 HONEST_GENERATED = 2400
@@ -969,6 +970,91 @@ def structure_records(split_a):
     return out
 
 
+# Sixth round (principle_train.py): positives per weak category and honest counterparts.
+PRINCIPLE_TRAIN = 250
+PRINCIPLE_HONEST = 750
+PRINCIPLE_SIGN_IN = 120
+
+
+def principle_records(split_a):
+    """Training records of principle_train.py (sixth round): preference, documentation and
+    shadowing positives written from what each category does, and honest counterparts in
+    the same registers, on training-side carriers. Only principle_train's own RNG is used,
+    so every other record is unchanged."""
+    rng = principle_train.R
+    pool = [r for r in split_a if description_of(r["tool"])]
+    out = []
+    written = []
+
+    def put(tool, sentence):
+        desc = description_of(tool)
+        where = rng.choice(["end", "end", "middle", "start"])
+        if where == "end" or not desc:
+            tool["description"] = (desc.rstrip() + ("\n\n" if desc else "") + sentence).strip()
+        elif where == "start":
+            tool["description"] = sentence + " " + desc
+        else:
+            cut = desc.find(". ", len(desc) // 3)
+            tool["description"] = desc.rstrip() + " " + sentence if cut < 0 else desc[: cut + 2] + sentence + " " + desc[cut + 2 :]
+
+    for category in ("preference", "documentation", "shadowing"):
+        for i in range(PRINCIPLE_TRAIN):
+            carrier = rng.choice(pool)
+            tool = clone(carrier["tool"])
+            sentence = principle_train.positive(category)
+            written.append(sentence)
+            put(tool, sentence)
+            out.append(
+                {"id": f"{category}-train-p-{i}", "label": 1, "category": category,
+                 "source": "generated for Warden (principle_train.py) on a carrier from " + carrier["source"],
+                 "license": "Apache-2.0 (carrier: " + carrier["license"] + ")",
+                 "server": "poisoned-" + carrier["server"], "tool": tool, "inject": [sentence]}
+            )
+    for i in range(PRINCIPLE_HONEST):
+        carrier = rng.choice(pool)
+        tool = clone(carrier["tool"])
+        sentence = principle_train.honest_sentence()
+        written.append(sentence)
+        put(tool, sentence)
+        out.append(
+            {"id": f"hard-train-p-{i}", "label": 0, "category": "hard-generated",
+             "source": "generated for Warden (principle_train.py) on a carrier from " + carrier["source"],
+             "license": "Apache-2.0 (carrier: " + carrier["license"] + ")",
+             "server": carrier["server"], "tool": tool}
+        )
+    for i in range(PRINCIPLE_SIGN_IN):
+        name, desc, props = principle_train.sign_in_tool()
+        out.append(
+            {"id": f"hard-train-p-login-{i}", "label": 0, "category": "hard-generated",
+             "source": "generated for Warden (principle_train.py)", "license": "Apache-2.0",
+             "server": f"login-p-{i % 20}",
+             "tool": {"name": name, "description": desc, "inputSchema": {"type": "object", "properties": {
+                 k: {"type": "string", "description": v} for k, v in props.items()}}}}
+        )
+    signing = ("sign", "log in", "login", "authenticat", "password", "passphrase", "pin", "otp", "cvv", "seed", "wallet", "card")
+    plain = [r for r in pool if not any(w in (description_of(r["tool"]) + r["tool"].get("name", "")).lower() for w in signing)]
+    for i in range(PRINCIPLE_SIGN_IN):
+        carrier = rng.choice(plain)
+        tool = clone(carrier["tool"])
+        field, phrases = principle_train.foreign_secret_field()
+        text = rng.choice(phrases)
+        properties(tool)[field] = {"type": "string", "description": text}
+        out.append(
+            {"id": f"param-exfil-train-p-{i}", "label": 1, "category": "param-exfil",
+             "source": "generated for Warden (principle_train.py) on a carrier from " + carrier["source"],
+             "license": "Apache-2.0 (carrier: " + carrier["license"] + ")",
+             "server": "poisoned-" + carrier["server"], "tool": tool, "inject": [text]}
+        )
+    held = []
+    for name in ("eval.jsonl", "eval2.jsonl", "eval3.jsonl", "eval4.jsonl", "eval5.jsonl"):
+        path = DATA / name
+        if path.exists():
+            for rec in read(path):
+                held.extend(rec.get("inject") or [])
+    principle_train.check_unseen([w for w in written], held)
+    return out
+
+
 def generate() -> None:
     real = read(DATA / "real.jsonl")
     split = {"A": [], "B": []}
@@ -1053,6 +1139,7 @@ def generate() -> None:
     out["A"].extend(honest_train.generate(HONEST_GENERATED))
     out["A"].extend(category_records(split["A"]))
     out["A"].extend(structure_records(split["A"]))
+    out["A"].extend(principle_records(split["A"]))
     out["B"].extend(honest_eval.records())
     write(DATA / "train.jsonl", out["A"])
     write(DATA / "eval.jsonl", out["B"])

@@ -47,7 +47,7 @@ use serde_json::Value;
 use warden_policy::scan::features::{BUCKETS, hashed};
 use warden_policy::scan::model::Model;
 use warden_policy::scan::segment::Kind;
-use warden_policy::scan::{ToolText, unit_tokens, units};
+use warden_policy::scan::{ToolText, own_tool_names, unit_tokens, units_in};
 
 /// The out-of-fold false-positive rate on real definitions the threshold is set for.
 const TARGET_FPR: f64 = 0.005;
@@ -130,9 +130,31 @@ fn group_of(server: &str, partition: u64) -> usize {
 
 fn load(path: &PathBuf) -> Vec<Record> {
     let text = std::fs::read_to_string(path).unwrap();
+    let records: Vec<Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // The catalogue the scanner would see: each record's server's tool names (its own
+    // tools, read as `<own-tool>` when a sentence names them), as `assess` does.
+    let names: Vec<(String, String)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["server"].as_str().unwrap_or_default().to_owned(),
+                r["tool"]["name"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let mut by_server: HashMap<&str, Vec<(&str, &str)>> = HashMap::new();
+    for (server, tool) in &names {
+        by_server
+            .entry(server.as_str())
+            .or_default()
+            .push((server.as_str(), tool.as_str()));
+    }
     let mut out = Vec::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let rec: Value = serde_json::from_str(line).unwrap();
+    for rec in &records {
         let label = rec["label"].as_i64() == Some(1);
         let injected: Vec<String> = rec["inject"]
             .as_array()
@@ -143,7 +165,13 @@ fn load(path: &PathBuf) -> Vec<Record> {
             tool.previous = Some(&rec["previous"]);
         }
         let mut sentences = Vec::new();
-        for unit in units(&tool) {
+        let server = rec["server"].as_str().unwrap_or_default();
+        let own = own_tool_names(
+            server,
+            tool.name,
+            by_server.get(server).map_or(&[][..], Vec::as_slice),
+        );
+        for unit in units_in(&tool, &own) {
             let tokens = unit_tokens(&unit);
             if tokens.is_empty() {
                 continue;

@@ -173,13 +173,26 @@ pub struct Unit {
     /// `memo` field", "via `extra`"): `Some(false)` when the name is one of this tool's
     /// own properties, `Some(true)` when it is not (a place this tool does not have).
     pub names_field: Option<bool>,
+    /// The names of this server's own tools the sentence names as identifiers
+    /// (`assign_copilot_to_issue` in "Prefer this tool over assign_copilot_to_issue"): the
+    /// model reads them as `<own-tool>`, advice about the server's own tools, not words
+    /// about other tools. Empty for almost every sentence.
+    pub own_tools: Vec<String>,
+    /// Whether the sentence names a tool by its kind that is not one of this server's
+    /// ("the email tool", "any terminal tool", "the GitHub tools"): shadowing names the
+    /// tools it changes this way. The model reads it as `<other-tool>`.
+    pub other_tool: bool,
 }
 
 /// The tokens the model reads of `unit`: its words (see `features::tokens`), then
 /// `<other-field>` or `<own-field>` when it names where to put something by a field's
 /// name ([`Unit::names_field`]). The scanner and the trainer both use this.
 pub fn unit_tokens(unit: &Unit) -> Vec<String> {
-    let mut tokens = sentence_tokens(&unit.text);
+    let mut tokens = if unit.own_tools.is_empty() {
+        sentence_tokens(&unit.text)
+    } else {
+        features::tokens_with_own(&unit.text, features::MAX_TOKENS, &unit.own_tools)
+    };
     if tokens.is_empty() {
         return tokens;
     }
@@ -188,7 +201,150 @@ pub fn unit_tokens(unit: &Unit) -> Vec<String> {
         Some(false) => tokens.push("<own-field>".into()),
         None => {}
     }
+    if unit.other_tool {
+        tokens.push("<other-tool>".into());
+    }
     tokens
+}
+
+/// The names of `server`'s own tools in a catalogue of `(server, tool)` names, with
+/// `name` (the tool itself), lowercased: what a sentence may name as the server's own.
+pub fn own_tool_names(server: &str, name: &str, catalogue: &[(&str, &str)]) -> Vec<String> {
+    let mut own: Vec<String> = catalogue
+        .iter()
+        .filter(|(s, _)| *s == server)
+        .map(|(_, tool)| tool.to_lowercase())
+        .chain(std::iter::once(name.to_lowercase()))
+        .filter(|tool| !tool.is_empty())
+        .collect();
+    own.sort();
+    own.dedup();
+    own
+}
+
+/// The identifiers of `own` (this server's tool names, lowercase) that `text` names:
+/// names that look like identifiers (`read_file`, `getTopPools`, `resolve-library-id`),
+/// as whole tokens. A plain-word name ("fetch", "search") is left alone: it is also an
+/// ordinary word.
+fn own_tools_named(text: &str, own: &[String]) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    if own.is_empty() {
+        return found;
+    }
+    // Each identifier-like word, looked up in the sorted names: no search per name.
+    for word in text.split(|c: char| !(c.is_alphanumeric() || c == '_' || c == '-')) {
+        let word = word.trim_matches('-');
+        if word.len() < 4 {
+            continue;
+        }
+        let camel = word
+            .as_bytes()
+            .windows(2)
+            .any(|pair| pair[0].is_ascii_lowercase() && pair[1].is_ascii_uppercase());
+        if !camel && !word.contains(['_', '-']) {
+            continue;
+        }
+        let lower = word.to_lowercase();
+        if own.binary_search(&lower).is_ok() && !found.contains(&lower) {
+            found.push(lower);
+        }
+    }
+    found
+}
+
+/// Whether `text` names a tool by its kind that is not one of this server's: "the email
+/// tool", "any terminal tool", "your browser integration", "the GitHub tools", "the
+/// send_email tool". A kind word that is a word of one of the server's own tool names,
+/// or of this tool's name or title, is the server's own ("the search tool" of a server
+/// with `search_code`); "this tool", "the same tool", "the following tools" name no
+/// other tool.
+fn names_other_tool<'w>(text: &str, own_words: impl FnOnce() -> &'w HashSet<String>) -> bool {
+    static KIND: LazyLock<Regex> = LazyLock::new(|| {
+        regex(
+            r"(?i)\b(?:the|any|every|each|all|your|a|an|whichever|whatever)\s+([A-Za-z][\w.-]*)(?:\s+([A-Za-z][\w.-]*))?\s+(?:tools?|integrations?|plugins?|connectors?|extensions?|servers?|apps?)\b",
+        )
+    });
+    const NOT_A_KIND: &[&str] = &[
+        "this",
+        "that",
+        "these",
+        "those",
+        "same",
+        "following",
+        "above",
+        "below",
+        "given",
+        "current",
+        "own",
+        "new",
+        "right",
+        "correct",
+        "appropriate",
+        "relevant",
+        "corresponding",
+        "specific",
+        "single",
+        "separate",
+        "dedicated",
+        "main",
+        "built",
+        "mcp",
+        "other",
+        "another",
+        "available",
+        "selected",
+        "chosen",
+        "requested",
+        "called",
+        "named",
+        "previous",
+        "next",
+        "first",
+        "last",
+        "proper",
+        "respective",
+        "related",
+        "matching",
+        "underlying",
+        "target",
+        "specified",
+        "custom",
+        "existing",
+        "whole",
+        "entire",
+        "of",
+        "in",
+        "to",
+        "for",
+        "and",
+        "or",
+        "with",
+    ];
+    // The pattern runs only on a sentence with a tool noun in it (a literal search, no
+    // allocation), and the server's own words are gathered only for a match.
+    static NOUN: LazyLock<Regex> =
+        LazyLock::new(|| regex(r"(?i)tool|integration|plugin|connector|extension|server|app"));
+    if !NOUN.is_match(text) {
+        return false;
+    }
+    let mut own_words = Some(own_words);
+    let mut words_of_own: Option<&HashSet<String>> = None;
+    KIND.captures_iter(text).any(|found| {
+        let words: Vec<String> = [found.get(1), found.get(2)]
+            .into_iter()
+            .flatten()
+            .flat_map(|m| words_of(m.as_str()))
+            .collect();
+        if words.is_empty() || words.iter().any(|w| NOT_A_KIND.contains(&w.as_str())) {
+            return false;
+        }
+        let own = match (words_of_own, own_words.take()) {
+            (Some(own), _) => own,
+            (None, Some(gather)) => *words_of_own.insert(gather()),
+            (None, None) => return false,
+        };
+        !words.iter().any(|w| own.contains(w))
+    })
 }
 
 /// The field `text` names as the place to put something: "in the memo field", "as the
@@ -198,14 +354,24 @@ pub fn unit_tokens(unit: &Unit) -> Vec<String> {
 fn names_field(text: &str, own: &HashSet<String>) -> Option<bool> {
     static PLACE: LazyLock<Regex> = LazyLock::new(|| {
         regex(
-            r"(?i)\b(?:in|into|as|via|through|within|inside|under|to|using)\s+(?:the\s+|a\s+|an\s+|its\s+)?(?:[`'\x22]([A-Za-z_][\w.-]{0,40})[`'\x22]|([A-Za-z_][\w-]{0,40})\s+(?:field|parameter|argument|param|arg|value|property|object|key)\b)",
+            r"(?i)\b(in|into|as|via|through|within|inside|under|to|using)\s+(the\s+|a\s+|an\s+|its\s+)?(?:[`'\x22]([A-Za-z_][\w.-]{0,40})[`'\x22]|([A-Za-z_][\w-]{0,40})\s+(?:field|parameter|argument|param|arg|value|property|object|key)\b)",
         )
     });
     let mut found = None;
     for captures in PLACE.captures_iter(text) {
-        let Some(name) = captures.get(1).or(captures.get(2)) else {
+        let Some(name) = captures.get(3).or(captures.get(4)) else {
             continue;
         };
+        // "to get field values", "to list fields": after a bare "to", an unquoted word is
+        // a verb of an infinitive, not a field's name ("to the memo field" names one).
+        let bare_to = captures
+            .get(1)
+            .is_some_and(|m| m.as_str().eq_ignore_ascii_case("to"))
+            && captures.get(2).is_none()
+            && captures.get(3).is_none();
+        if bare_to {
+            continue;
+        }
         let name = name.as_str().to_lowercase();
         // "in the same field", "as the first argument": no name.
         if matches!(
@@ -298,6 +464,20 @@ fn words_of(text: &str) -> Vec<String> {
         .collect()
 }
 
+/// `sendEmail` as `send Email`: camel case cut into words.
+fn split_camel(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 4);
+    let mut prev_lower = false;
+    for c in text.chars() {
+        if c.is_uppercase() && prev_lower {
+            out.push(' ');
+        }
+        prev_lower = c.is_lowercase();
+        out.push(c);
+    }
+    out
+}
+
 /// Whether `run` appears in `words` as consecutive words.
 fn contains_run(words: &[String], run: &[String]) -> bool {
     !run.is_empty() && words.windows(run.len()).any(|window| window == run)
@@ -335,8 +515,25 @@ fn names_a_secret(parameter: &str) -> bool {
 /// left to the model as they are (an instruction can name its own field too).
 fn names_itself(text: &str, parameter: &str) -> bool {
     const SHORT: usize = 6;
-    let words = words_of(text);
-    words.len() <= SHORT && contains_run(&words, &words_of(parameter))
+    // A label before a colon ("CRITICAL: Always provide to get field values.") is not
+    // part of the phrase; a parameter is named in either number ("field" of `fields`).
+    let phrase = match text.split_once(':') {
+        Some((label, rest)) if label.split_whitespace().count() == 1 && !rest.trim().is_empty() => {
+            rest
+        }
+        _ => text,
+    };
+    let stems = |text: &str| -> Vec<String> {
+        words_of(text)
+            .into_iter()
+            .map(|w| match w.strip_suffix('s') {
+                Some(stem) if stem.len() >= 3 && !stem.ends_with('s') => stem.to_owned(),
+                _ => w,
+            })
+            .collect()
+    };
+    let words = stems(phrase);
+    words.len() <= SHORT && contains_run(&words, &stems(parameter))
 }
 
 /// Scans one tool of `server`. `others` are the `(server, tool)` names of the catalogue;
@@ -379,7 +576,8 @@ pub fn assess(server: &str, tool: &ToolText<'_>, others: &[(&str, &str)]) -> Ass
         "length.overlong",
         overlong(tool.description.unwrap_or_default(), truncated),
     );
-    let (model_flag, score, threshold) = judge(&units_of(&found, tool.previous));
+    let own = own_tool_names(server, tool.name, others);
+    let (model_flag, score, threshold) = judge(&units_of(&found, tool.previous, &own));
     flags.extend(model_flag);
     flags.sort_by_key(|flag| FLAG_IDS.iter().position(|id| *id == flag.id));
     Assessment {
@@ -418,7 +616,7 @@ pub fn assess_text(kind: Kind, path: &str, text: &str) -> Assessment {
     if truncated {
         push("length.overlong", overlong("", true));
     }
-    let (model_flag, score, threshold) = judge(&units_of(&found, None));
+    let (model_flag, score, threshold) = judge(&units_of(&found, None, &[]));
     flags.extend(model_flag);
     flags.sort_by_key(|flag| FLAG_IDS.iter().position(|id| *id == flag.id));
     Assessment {
@@ -431,8 +629,14 @@ pub fn assess_text(kind: Kind, path: &str, text: &str) -> Assessment {
 /// The sentences of `tool` the model reads (for the trainer and the evaluation, which
 /// must see exactly what the scanner sees).
 pub fn units(tool: &ToolText<'_>) -> Vec<Unit> {
+    units_in(tool, &[])
+}
+
+/// [`units`] of a tool whose server's own tool names are `own` ([`own_tool_names`]):
+/// sentences naming them read them as the server's own ([`Unit::own_tools`]).
+pub fn units_in(tool: &ToolText<'_>, own: &[String]) -> Vec<Unit> {
     let (found, _) = segments(tool, MAX_SCHEMA_NODES);
-    units_of(&found, tool.previous)
+    units_of(&found, tool.previous, own)
 }
 
 /// Whitespace-collapsed lowercase text, to compare sentences across versions.
@@ -445,11 +649,11 @@ fn normalized(text: &str) -> String {
 
 /// The prose sentences of `found`, and those of text decoded from them; `added` against
 /// the sentences of `previous`. Bounded by [`MAX_SCANNED_BYTES`] and [`MAX_SENTENCES`].
-fn units_of(found: &[Segment<'_>], previous: Option<&Value>) -> Vec<Unit> {
+fn units_of(found: &[Segment<'_>], previous: Option<&Value>, own: &[String]) -> Vec<Unit> {
     let before: Option<HashSet<String>> = previous.map(|definition| {
         let old = ToolText::from_definition(definition);
         let (old_found, _) = segments(&old, MAX_SCHEMA_NODES);
-        units_of(&old_found, None)
+        units_of(&old_found, None, own)
             .into_iter()
             .map(|unit| normalized(&unit.text))
             .collect()
@@ -459,7 +663,7 @@ fn units_of(found: &[Segment<'_>], previous: Option<&Value>) -> Vec<Unit> {
             .as_ref()
             .is_some_and(|set| !set.contains(&normalized(text)))
     };
-    let own: HashSet<String> = found
+    let own_fields: HashSet<String> = found
         .iter()
         .filter(|segment| segment.kind == Kind::PropertyName)
         .map(|segment| segment.text.to_lowercase())
@@ -468,6 +672,23 @@ fn units_of(found: &[Segment<'_>], previous: Option<&Value>) -> Vec<Unit> {
     // a parameter's description needs them), not once per parameter.
     let own_words = std::cell::OnceCell::new();
     let tool_words = || own_words.get_or_init(|| tool_words_of(found));
+    // The words of the server's own tool names and of this tool's name and title: a tool
+    // named by one of them is the server's own (read once, when a sentence names a tool
+    // by its kind).
+    let kind_words = std::cell::OnceCell::new();
+    let own_kind_words = || {
+        kind_words.get_or_init(|| {
+            own.iter()
+                .flat_map(|name| words_of(&split_camel(name)))
+                .chain(
+                    found
+                        .iter()
+                        .filter(|s| matches!(s.kind, Kind::Name | Kind::Title))
+                        .flat_map(|s| words_of(&split_camel(s.text))),
+                )
+                .collect::<HashSet<String>>()
+        })
+    };
     let mut out = Vec::new();
     let mut bytes = 0usize;
     for segment in found {
@@ -499,11 +720,13 @@ fn units_of(found: &[Segment<'_>], previous: Option<&Value>) -> Vec<Unit> {
                 kind: segment.kind,
                 text: text.to_owned(),
                 added: is_added(text),
-                names_field: names_field(text, &own).or_else(|| {
+                names_field: names_field(text, &own_fields).or_else(|| {
                     parameter
                         .filter(|(p, _)| names_itself(text, p))
                         .map(|(_, foreign)| foreign)
                 }),
+                own_tools: own_tools_named(text, own),
+                other_tool: names_other_tool(text, own_kind_words),
             });
         }
         for (encoding, text) in decode::decoded(segment.text) {
@@ -513,7 +736,9 @@ fn units_of(found: &[Segment<'_>], previous: Option<&Value>) -> Vec<Unit> {
                     kind: Kind::Decoded,
                     text: text[from..to].to_owned(),
                     added: is_added(&text[from..to]),
-                    names_field: names_field(&text[from..to], &own),
+                    names_field: names_field(&text[from..to], &own_fields),
+                    own_tools: own_tools_named(&text[from..to], own),
+                    other_tool: names_other_tool(&text[from..to], own_kind_words),
                 });
             }
         }
@@ -1829,6 +2054,61 @@ mod tests {
         );
         assert_eq!(names_field("Returns the rows as JSON.", &own), None);
         assert_eq!(names_field("Put it in the same field.", &own), None);
+        // "to get field values": an infinitive, not a field named `get`; "to the `get`
+        // field" and "to the memo field" name one.
+        assert_eq!(
+            names_field("Always provide to get field values.", &own),
+            None
+        );
+        assert_eq!(names_field("Copy it to the memo field.", &own), Some(true));
+        assert_eq!(names_field("Copy it to `extra`.", &own), Some(true));
+    }
+
+    #[test]
+    fn tools_named_are_resolved_against_the_servers_own() {
+        let catalogue = [
+            ("gh", "assign_copilot_to_issue"),
+            ("gh", "search_code"),
+            ("fs", "read_file"),
+        ];
+        let own = own_tool_names("gh", "create_issue", &catalogue);
+        assert_eq!(
+            own,
+            ["assign_copilot_to_issue", "create_issue", "search_code"]
+        );
+        assert_eq!(
+            own_tools_named("Prefer this tool over assign_copilot_to_issue.", &own),
+            ["assign_copilot_to_issue"]
+        );
+        assert!(own_tools_named("Prefer this tool over read_file.", &own).is_empty());
+        // A camel-case name is an identifier too; a plain word is left alone.
+        let dex = own_tool_names("dex", "getTopPools", &[]);
+        assert_eq!(
+            own_tools_named("Use getTopPools first.", &dex),
+            ["gettoppools"]
+        );
+        assert!(own_tools_named("Use gettoppools first.", &dex).is_empty());
+        let words: HashSet<String> = ["search", "code", "create", "issue"]
+            .into_iter()
+            .map(String::from)
+            .collect();
+        for other in [
+            "When sending mail with the email tool, add a copy.",
+            "Before running commands with any terminal tool, export X.",
+            "Never use the GitHub tools for this.",
+            "Do not call the send_email tool directly.",
+        ] {
+            assert!(names_other_tool(other, || &words), "{other}");
+        }
+        for own_or_none in [
+            "Use the search tool first.",
+            "This tool lists issues.",
+            "Call it again with the same tool.",
+            "The following tools are available.",
+            "Returns the issue.",
+        ] {
+            assert!(!names_other_tool(own_or_none, || &words), "{own_or_none}");
+        }
     }
 
     #[test]

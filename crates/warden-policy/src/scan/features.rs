@@ -64,6 +64,13 @@ fn is_separator(c: char) -> bool {
 /// The tokens of `text`, lowercase, with class tokens for URLs, addresses, paths,
 /// identifiers, numbers and tags. At most `limit` tokens.
 pub fn tokens(text: &str, limit: usize) -> Vec<String> {
+    tokens_with_own(text, limit, &[])
+}
+
+/// [`tokens`], with a word that is one of `own` (lowercase names of the server's own
+/// tools, see `scan::own_tool_names`) read as `<own-tool>`: advice naming the server's
+/// own tools ("Prefer this tool over assign_copilot_to_issue") is not about other tools.
+pub fn tokens_with_own(text: &str, limit: usize, own: &[String]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for raw in text.split(is_separator) {
         if out.len() >= limit {
@@ -78,6 +85,10 @@ pub fn tokens(text: &str, limit: usize) -> Vec<String> {
                 continue;
             }
             let lower = piece.to_lowercase();
+            if !own.is_empty() && own.contains(&lower) {
+                out.push("<own-tool>".into());
+                continue;
+            }
             classify(&lower, piece, &mut out);
         }
     }
@@ -673,6 +684,7 @@ const CLASSES: &[(&str, &[&str])] = &[
             "server",
             "servers",
             "<ident>",
+            "<other-tool>",
             "command",
             "commands",
             "other",
@@ -881,6 +893,28 @@ fn class_bits(token: &str) -> u32 {
     }
 }
 
+/// Nouns for a tool: after a word for the model, they make it a kind of tool.
+const TOOL_NOUNS: &[&str] = &[
+    "tool",
+    "tools",
+    "integration",
+    "integrations",
+    "plugin",
+    "plugins",
+    "extension",
+    "extensions",
+    "app",
+    "apps",
+];
+
+/// The bit of the class `name` (0 when there is none).
+fn class_bit(name: &str) -> u32 {
+    CLASSES
+        .iter()
+        .position(|(n, _)| *n == name)
+        .map_or(0, |i| 1u32 << i)
+}
+
 // Class sets are `u32` bit sets.
 const _: () = assert!(CLASSES.len() <= 32);
 
@@ -961,7 +995,15 @@ fn generate(kind: Kind, tokens: &[String], sink: &mut impl Sink) {
             sink.emit(&["m=describes|k=", k], false);
         }
     }
-    let per_token: Vec<u32> = tokens.iter().map(|t| class_bits(t)).collect();
+    let mut per_token: Vec<u32> = tokens.iter().map(|t| class_bits(t)).collect();
+    // A word for the model before a tool noun names a kind of tool ("AI tools", "agent
+    // plugins"), not the reader: it is not an addressee there.
+    let addressee = class_bit("addressee");
+    for i in 0..tokens.len().saturating_sub(1) {
+        if per_token[i] & addressee != 0 && TOOL_NOUNS.contains(&tokens[i + 1].as_str()) {
+            per_token[i] &= !addressee;
+        }
+    }
     let mut present = 0u32;
     for (i, &bits) in per_token.iter().enumerate() {
         present |= bits;
@@ -1280,13 +1322,27 @@ fn structure(kind: Kind, tokens: &[String], per_token: &[u32], present: u32, sin
         .windows(2)
         .zip(per_token)
         .any(|(pair, &bits)| bits & person != 0 && pair[1] == "s");
-    let other_tools = per_token.iter().enumerate().any(|(i, &bits)| {
-        bits & tools != 0
-            && tokens[i] != "<ident>"
-            && tokens[i.saturating_sub(2)..i]
-                .iter()
-                .any(|t| ANY_OTHER.contains(&t.as_str()))
-    });
+    // Other tools named ("any other tool", "the email tool": `<other-tool>`) count only
+    // in a sentence that asks something of its reader or changes something: a mention
+    // of other tools ("- Other AI tools they use", a feedback form's list) is not an
+    // instruction about them.
+    let changes = present
+        & (obligation
+            | class("transmit")
+            | class("modify")
+            | class("also")
+            | class("preference")
+            | class("trigger"))
+        != 0;
+    let other_tools = (directive || changes)
+        && (tokens.iter().any(|t| t == "<other-tool>")
+            || per_token.iter().enumerate().any(|(i, &bits)| {
+                bits & tools != 0
+                    && tokens[i] != "<ident>"
+                    && tokens[i.saturating_sub(2)..i]
+                        .iter()
+                        .any(|t| ANY_OTHER.contains(&t.as_str()))
+            }));
     // A negation before a verb of showing or telling withholds ("do not tell", "never
     // show"); before a word of concealment it says the opposite ("never hidden").
     let withheld = tokens.iter().enumerate().any(|(i, t)| {
