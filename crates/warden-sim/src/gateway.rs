@@ -1,8 +1,11 @@
 //! The gateway under the simulator: many clients, a few upstream servers, faults on both
 //! sides (issue 18).
 //!
-//! What is real: `warden serve`'s stdio face ([`warden_gateway::stdio::serve`], one per
-//! client, over in-memory pipes), the protocol and backend above it, the host core (its
+//! What is real: `warden serve`'s two faces, stdio ([`warden_gateway::stdio::serve`], one
+//! per client, over in-memory pipes) and Streamable HTTP
+//! ([`warden_gateway::http::serve_connections`], hyper's server fed in-memory connections:
+//! see `http_face`; each client is a stdio one, a 2025-11-25 HTTP session or a 2026-07-28
+//! stateless HTTP client, drawn from the seed), the protocol and backend above them, the host core (its
 //! sessions, policy, catalogue refreshes and the audit log in a real state store), and the
 //! stdio MCP client underneath (rmcp, through [`warden_mcp::connect_pipes`]: request ids,
 //! timeouts, `notifications/cancelled` on timeout and on drop). The upstreams are reached
@@ -15,8 +18,10 @@
 //! twice, send an answer with a stale id first, drop the connection mid-call, or announce
 //! `tools/list_changed` (and change their tools) just before answering, besides storms of
 //! `list_changed` at random moments; some honour cancellations, some answer anyway. Clients
-//! that wait, cancel (`notifications/cancelled`), give up at their own timeout (a
-//! cancellation too), or disconnect with calls in flight.
+//! that wait, cancel (`notifications/cancelled`; a 2026-07-28 HTTP client closes the call's
+//! stream instead), give up at their own timeout (a cancellation too), or disconnect with
+//! calls in flight (stdio: the input ends; an HTTP session: `DELETE`; a stateless HTTP
+//! client: every stream closes).
 //!
 //! Properties checked in every run:
 //! 1. a client never gets an answer to a call of its own twice, nor any text of another
@@ -30,10 +35,15 @@
 //!    reached an upstream or was answered, none twice, none for a call never made, each
 //!    with the outcome the client saw (`ok`, `tool_error`, `failed`) and `executed` true
 //!    when the upstream got it;
-//! 5. nothing leaks: every client's session ends when its input ends, the gateway and the
-//!    host are released by everything that held them, every upstream connection is closed
-//!    at shutdown, and no task is left on the runtime;
-//! 6. the same seed gives the same trace.
+//! 5. nothing leaks: every client's session ends when its input ends, the HTTP face stops
+//!    within its drain bound once its clients are gone, the gateway and the host are
+//!    released by everything that held them, every upstream connection is closed at
+//!    shutdown, and no task is left on the runtime;
+//! 6. the same seed gives the same trace;
+//! 7. over HTTP: a session is opened by `initialize` and ended by `DELETE` (200), and a
+//!    request naming a session that never existed or was deleted is answered 404; every
+//!    other request of a client still connected is answered 200 (202 for a notification),
+//!    and a call's stream carries no answer to another id.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;

@@ -1,7 +1,9 @@
 //! Deterministic simulation of Warden (issue 18; decisions 0031 and 0041), in three worlds:
-//! the remote-connection state machine (this module), the gateway under many clients and
-//! faulty upstreams ([`gateway`]), and the agent loop over the host ([`host`]); the last two
-//! share the scripted upstreams of `upstream`.
+//! the remote-connection state machine (this module), the gateway under many clients (over
+//! its stdio and Streamable HTTP faces) and faulty upstreams ([`gateway`]), and the agent
+//! loop over the host ([`host`]); the last two share the scripted upstreams of `upstream`.
+//! What every world shares (the paused runtime, digests, the list of worlds, replay
+//! hints) is in [`driver`]: a new world is added there.
 //!
 //! The connection world:
 //!
@@ -34,7 +36,8 @@
 //! 7. the same seed gives the same trace (the run is replayed and the digests compared).
 //!
 //! The catalogue at turn boundaries, the audit log, cancellation and the gateway are the
-//! other worlds'; child processes and OAuth re-authorisation are not simulated.
+//! other worlds'. Not simulated (decision 0041's revision says why): remote (HTTP)
+//! upstreams under the gateway and host worlds, OAuth re-authorisation, child processes.
 
 pub mod driver;
 pub mod gateway;
@@ -991,6 +994,27 @@ mod tests {
         assert!(total(|r| r.list_changes) > 0, "no list_changed");
         assert!(total(|r| r.audit_rows) > 0, "no audit row");
         assert!(total(|r| r.dropped) > 0, "no connection dropped mid-call");
+        assert!(total(|r| r.http_sessions) > 0, "no 2025-11-25 HTTP client");
+        assert!(total(|r| r.http_stateless) > 0, "no 2026-07-28 HTTP client");
+        assert!(
+            total(|r| r.unknown_sessions) > 0,
+            "no request named an unknown session"
+        );
+    }
+
+    /// The gateway seeds whose HTTP clients found that closing a 2026-07-28 call's stream
+    /// was heard only at the next keep-alive (decision 0041's revision): each failed before
+    /// the fix (the call ran on, was audited `ok`, its cancellation late or never sent).
+    #[test]
+    fn the_gateway_seeds_that_found_bugs_keep_every_property() {
+        for seed in [4, 10, 13, 15, 18] {
+            let report = gateway::run(seed);
+            assert!(
+                report.violations.is_empty(),
+                "gateway seed {seed}: {:?}",
+                report.violations
+            );
+        }
     }
 
     #[test]
