@@ -36,9 +36,9 @@
 //!    with the outcome the client saw (`ok`, `tool_error`, `failed`) and `executed` true
 //!    when the upstream got it;
 //! 5. nothing leaks: every client's session ends when its input ends, the HTTP face stops
-//!    within its drain bound once its clients are gone, the gateway and the host are
-//!    released by everything that held them, every upstream connection is closed at
-//!    shutdown, and no task is left on the runtime;
+//!    within 30 s of being told once its clients are gone (its drain bound is 10 s), the
+//!    gateway and the host are released by everything that held them, every upstream
+//!    connection is closed at shutdown, and no task is left on the runtime;
 //! 6. the same seed gives the same trace;
 //! 7. over HTTP: a session is opened by `initialize` and ended by `DELETE` (200), and a
 //!    request naming a session that never existed or was deleted is answered 404; every
