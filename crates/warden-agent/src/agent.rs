@@ -100,7 +100,8 @@ pub struct Agent<'h> {
     session_approved: BTreeSet<String>,
     /// Where the prompt being worked on started, while [`Agent::ask`] runs.
     open_prompt: Option<usize>,
-    /// Calls moved to the background, oldest first.
+    /// Calls moved to the background, oldest first. Each task is aborted when dropped
+    /// (`CallTask`): with the agent, by `/clear`, or when its turn leaves it behind.
     background: Vec<Background>,
     input_tokens: u64,
     output_tokens: u64,
@@ -244,9 +245,8 @@ impl<'h> Agent<'h> {
 
     /// Forgets the conversation and its provenance (`/clear`).
     pub fn clear(&mut self) {
-        for call in self.background.drain(..) {
-            call.handle.abort();
-        }
+        // Dropping a background call's task aborts it (`CallTask`).
+        self.background.clear();
         self.messages.clear();
         self.session.clear();
     }
@@ -727,8 +727,9 @@ impl<'h> Agent<'h> {
                     (index, outcome, started_ms, elapsed)
                 }
                 Landed::Pending(index, tool, handle, started_ms, started) => {
+                    // Without its event the call has no place in the context: its task is
+                    // dropped here, which aborts it.
                     let Some(event) = events[index].as_mut() else {
-                        handle.abort();
                         continue;
                     };
                     event.executed = true;
@@ -1001,10 +1002,6 @@ impl CallTask {
     fn is_finished(&self) -> bool {
         self.0.is_finished()
     }
-
-    fn abort(&self) {
-        self.0.abort();
-    }
 }
 
 impl Drop for CallTask {
@@ -1047,14 +1044,5 @@ fn task_ended(server: &str, error: &tokio::task::JoinError) -> HostError {
         server: server.to_owned(),
         reason: format!("the call's task ended without a result ({error})"),
         stderr_tail: Vec::new(),
-    }
-}
-
-impl Drop for Agent<'_> {
-    fn drop(&mut self) {
-        // A background call never outlives its session.
-        for call in &self.background {
-            call.handle.abort();
-        }
     }
 }

@@ -360,3 +360,53 @@ async fn a_call_its_turn_leaves_behind_is_cancelled_not_left_running() {
     assert_eq!(seen["slow"].finished.load(Ordering::SeqCst), 1);
     assert_eq!(seen["slow"].dropped.load(Ordering::SeqCst), 0);
 }
+
+/// A call moved to the background is the agent's: `/clear` (forgetting the conversation
+/// its result was promised to) and the agent going away each cancel it, rather than leave
+/// it running with nobody to give its result to. Both rely on the call's task aborting
+/// when dropped. Control: left alone, the same call finishes in the background.
+#[tokio::test(start_paused = true)]
+async fn a_background_call_is_cancelled_by_clear_and_by_the_agent_going_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let settings = || {
+        let mut settings = AgentSettings::new(dir.path().to_path_buf());
+        settings.background_after = Some(Duration::from_secs(1));
+        settings.turn_timeout = Duration::from_secs(60);
+        settings
+    };
+    for ending in ["clear", "drop", "none"] {
+        let (mut host, seen) = start_host(&[("slow", Duration::from_secs(3))]).await;
+        let model = scripted(&["slow__work"]);
+        let session = host.session("run");
+        let mut agent = Agent::new(&mut host, session, &model, &AllowAll, settings());
+        assert_eq!(agent.ask("work", &mut Quiet).await.unwrap(), "done");
+        // The call is in the background now, still running.
+        assert_eq!(seen["slow"].finished.load(Ordering::SeqCst), 0);
+        match ending {
+            "clear" => agent.clear(),
+            "drop" => drop(agent),
+            _ => {}
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let slow = &seen["slow"];
+        if ending == "none" {
+            assert_eq!(
+                slow.finished.load(Ordering::SeqCst),
+                1,
+                "the control did not finish"
+            );
+            assert_eq!(slow.dropped.load(Ordering::SeqCst), 0);
+        } else {
+            assert_eq!(
+                slow.dropped.load(Ordering::SeqCst),
+                1,
+                "{ending}: the background call was not cancelled"
+            );
+            assert_eq!(
+                slow.finished.load(Ordering::SeqCst),
+                0,
+                "{ending}: it ran on"
+            );
+        }
+    }
+}

@@ -159,16 +159,7 @@ pub async fn serve(
     limits: HttpLimits,
     stop: impl std::future::Future<Output = ()>,
 ) {
-    let state = Arc::new(State {
-        gateway,
-        guard,
-        connections: Arc::new(Semaphore::new(limits.max_connections.max(1))),
-        sessions: Mutex::new(HashMap::new()),
-        modern: Mutex::new(HashMap::new()),
-        draining: tokio::sync::watch::channel(false).0,
-        rates: crate::rate::Limiter::new(limits.rate, limits.max_sessions.saturating_add(64)),
-        limits,
-    });
+    let state = new_state(gateway, guard, limits);
     let mut stop = std::pin::pin!(stop);
     loop {
         let accepted = tokio::select! {
@@ -189,43 +180,94 @@ pub async fn serve(
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%peer, "TCP_NODELAY could not be set: {error}");
         }
-        let Ok(permit) = Arc::clone(&state.connections).try_acquire_owned() else {
-            tracing::warn!(%peer, "connection refused: {} already open", state.limits.max_connections);
-            drop(stream);
-            continue;
-        };
-        let state = Arc::clone(&state);
-        tokio::spawn(async move {
-            let service_state = Arc::clone(&state);
-            let service = service_fn(move |request| {
-                let state = Arc::clone(&service_state);
-                async move { Ok::<_, Infallible>(handle(&state, request, peer).await) }
-            });
-            let mut builder = http1::Builder::new();
-            builder
-                .timer(TokioTimer::new())
-                .header_read_timeout(state.limits.header_timeout)
-                .max_headers(state.limits.max_headers)
-                .max_buf_size(64 * 1024);
-            let connection = builder.serve_connection(TokioIo::new(stream), service);
-            let mut connection = std::pin::pin!(connection);
-            let mut draining = state.draining.subscribe();
-            let ended = tokio::select! {
-                ended = connection.as_mut() => ended,
-                () = until_draining(&mut draining) => {
-                    // Finish the request being answered, then close.
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
-                }
-            };
-            if let Err(error) = ended {
-                tracing::debug!(%peer, "connection ended: {error}");
-            }
-            drop(permit);
-        });
+        serve_connection(&state, stream, peer);
     }
     drop(listener);
     drain(&state).await;
+}
+
+/// Serves `gateway` on the connections `incoming` yields (any byte stream: the simulator
+/// hands in in-memory pipes, so the HTTP face runs under its paused clock) until `stop`
+/// completes or `incoming` ends; then stops as [`serve`] does. Each connection is
+/// served exactly as an accepted TCP connection is.
+pub async fn serve_connections<I>(
+    gateway: Arc<Gateway>,
+    mut incoming: mpsc::Receiver<(I, SocketAddr)>,
+    guard: Guard,
+    limits: HttpLimits,
+    stop: impl std::future::Future<Output = ()>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let state = new_state(gateway, guard, limits);
+    let mut stop = std::pin::pin!(stop);
+    loop {
+        let (stream, peer) = tokio::select! {
+            accepted = incoming.recv() => match accepted {
+                Some(accepted) => accepted,
+                None => break,
+            },
+            () = &mut stop => break,
+        };
+        serve_connection(&state, stream, peer);
+    }
+    drop(incoming);
+    drain(&state).await;
+}
+
+fn new_state(gateway: Arc<Gateway>, guard: Guard, limits: HttpLimits) -> Arc<State> {
+    Arc::new(State {
+        gateway,
+        guard,
+        connections: Arc::new(Semaphore::new(limits.max_connections.max(1))),
+        sessions: Mutex::new(HashMap::new()),
+        modern: Mutex::new(HashMap::new()),
+        draining: tokio::sync::watch::channel(false).0,
+        rates: crate::rate::Limiter::new(limits.rate, limits.max_sessions.saturating_add(64)),
+        limits,
+    })
+}
+
+/// Serves one accepted connection on its own task, within the connection limit (over
+/// it, the connection is closed at once).
+fn serve_connection<I>(state: &Arc<State>, stream: I, peer: SocketAddr)
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let Ok(permit) = Arc::clone(&state.connections).try_acquire_owned() else {
+        tracing::warn!(%peer, "connection refused: {} already open", state.limits.max_connections);
+        drop(stream);
+        return;
+    };
+    let state = Arc::clone(state);
+    tokio::spawn(async move {
+        let service_state = Arc::clone(&state);
+        let service = service_fn(move |request| {
+            let state = Arc::clone(&service_state);
+            async move { Ok::<_, Infallible>(handle(&state, request, peer).await) }
+        });
+        let mut builder = http1::Builder::new();
+        builder
+            .timer(TokioTimer::new())
+            .header_read_timeout(state.limits.header_timeout)
+            .max_headers(state.limits.max_headers)
+            .max_buf_size(64 * 1024);
+        let connection = builder.serve_connection(TokioIo::new(stream), service);
+        let mut connection = std::pin::pin!(connection);
+        let mut draining = state.draining.subscribe();
+        let ended = tokio::select! {
+            ended = connection.as_mut() => ended,
+            () = until_draining(&mut draining) => {
+                // Finish the request being answered, then close.
+                connection.as_mut().graceful_shutdown();
+                connection.await
+            }
+        };
+        if let Err(error) = ended {
+            tracing::debug!(%peer, "connection ended: {error}");
+        }
+        drop(permit);
+    });
 }
 
 /// Returns once the server is stopping (at once if it already is).
@@ -849,7 +891,14 @@ fn sse_response<E: SseEvent>(mut events: mpsc::Receiver<E>, keepalive: Duration)
     let (frames, body_rx) = mpsc::channel::<Result<Frame<Bytes>, Infallible>>(16);
     tokio::spawn(async move {
         loop {
-            let next = tokio::time::timeout(keepalive, events.recv()).await;
+            // A client that closes the stream is noticed at once, not at the next
+            // keep-alive: for a 2026-07-28 call the close is its cancellation, and a call
+            // that ended within that gap ran on and was audited as answered (the
+            // simulator's gateway world, seed 4).
+            let next = tokio::select! {
+                next = tokio::time::timeout(keepalive, events.recv()) => next,
+                () = frames.closed() => break,
+            };
             let chunk = match next {
                 Ok(Some(message)) => message.render(),
                 Ok(None) => break,
@@ -1200,5 +1249,44 @@ async fn relay_until_closed(
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    /// A client that closes an SSE answer is noticed at once: the producer's channel
+    /// closes (for a 2026-07-28 call that aborts the call, the cancellation) without
+    /// waiting for the next keep-alive to fail to send. Found by the simulator's gateway
+    /// world (seed 4): the close reached the upstream up to the keep-alive gap late, and a
+    /// call that ended within that gap ran on and was audited `ok` although its client had
+    /// cancelled it. Control: while the stream is open, a message reaches the client.
+    #[tokio::test(start_paused = true)]
+    async fn a_closed_stream_is_noticed_at_once_not_at_the_next_keepalive() {
+        let keepalive = Duration::from_secs(2);
+        // Control: an open stream carries what is sent.
+        let (events, events_rx) = mpsc::channel::<Value>(4);
+        let response = sse_response(events_rx, keepalive);
+        events.send(serde_json::json!({"n": 1})).await.unwrap();
+        let mut body = response.into_body();
+        let frame = body.frame().await.unwrap().unwrap();
+        let data = frame.into_data().unwrap();
+        assert_eq!(&data[..], b"event: message\ndata: {\"n\":1}\n\n");
+        assert!(!events.is_closed());
+
+        // The client goes away: the producer hears it at once.
+        let started = tokio::time::Instant::now();
+        drop(body);
+        tokio::time::timeout(Duration::from_secs(10), events.closed())
+            .await
+            .expect("the closed stream was never noticed");
+        assert!(
+            started.elapsed() < Duration::from_millis(100),
+            "noticed after {:?}, not at once",
+            started.elapsed()
+        );
     }
 }

@@ -89,6 +89,14 @@ impl Limiter {
         bucket.at = now;
         if bucket.tokens >= 1.0 {
             bucket.tokens -= 1.0;
+            // A bucket is never overdrawn nor over its burst (the simulator's HTTP clients
+            // and the rate tests run with this checked).
+            debug_assert!(
+                (0.0..=self.rate.burst).contains(&bucket.tokens),
+                "a rate bucket at {} tokens (burst {})",
+                bucket.tokens,
+                self.rate.burst
+            );
             Ok(())
         } else {
             let missing = 1.0 - bucket.tokens;

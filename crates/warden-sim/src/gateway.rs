@@ -1,8 +1,11 @@
 //! The gateway under the simulator: many clients, a few upstream servers, faults on both
 //! sides (issue 18).
 //!
-//! What is real: `warden serve`'s stdio face ([`warden_gateway::stdio::serve`], one per
-//! client, over in-memory pipes), the protocol and backend above it, the host core (its
+//! What is real: `warden serve`'s two faces, stdio ([`warden_gateway::stdio::serve`], one
+//! per client, over in-memory pipes) and Streamable HTTP
+//! ([`warden_gateway::http::serve_connections`], hyper's server fed in-memory connections:
+//! see `http_face`; each client is a stdio one, a 2025-11-25 HTTP session or a 2026-07-28
+//! stateless HTTP client, drawn from the seed), the protocol and backend above them, the host core (its
 //! sessions, policy, catalogue refreshes and the audit log in a real state store), and the
 //! stdio MCP client underneath (rmcp, through [`warden_mcp::connect_pipes`]: request ids,
 //! timeouts, `notifications/cancelled` on timeout and on drop). The upstreams are reached
@@ -15,8 +18,10 @@
 //! twice, send an answer with a stale id first, drop the connection mid-call, or announce
 //! `tools/list_changed` (and change their tools) just before answering, besides storms of
 //! `list_changed` at random moments; some honour cancellations, some answer anyway. Clients
-//! that wait, cancel (`notifications/cancelled`), give up at their own timeout (a
-//! cancellation too), or disconnect with calls in flight.
+//! that wait, cancel (`notifications/cancelled`; a 2026-07-28 HTTP client closes the call's
+//! stream instead), give up at their own timeout (a cancellation too), or disconnect with
+//! calls in flight (stdio: the input ends; an HTTP session: `DELETE`; a stateless HTTP
+//! client: every stream closes).
 //!
 //! Properties checked in every run:
 //! 1. a client never gets an answer to a call of its own twice, nor any text of another
@@ -30,10 +35,15 @@
 //!    reached an upstream or was answered, none twice, none for a call never made, each
 //!    with the outcome the client saw (`ok`, `tool_error`, `failed`) and `executed` true
 //!    when the upstream got it;
-//! 5. nothing leaks: every client's session ends when its input ends, the gateway and the
-//!    host are released by everything that held them, every upstream connection is closed
-//!    at shutdown, and no task is left on the runtime;
-//! 6. the same seed gives the same trace.
+//! 5. nothing leaks: every client's session ends when its input ends, the HTTP face stops
+//!    within 30 s of being told once its clients are gone (its drain bound is 10 s), the
+//!    gateway and the host are released by everything that held them, every upstream
+//!    connection is closed at shutdown, and no task is left on the runtime;
+//! 6. the same seed gives the same trace;
+//! 7. over HTTP: a session is opened by `initialize` and ended by `DELETE` (200), and a
+//!    request naming a session that never existed or was deleted is answered 404; every
+//!    other request of a client still connected is answered 200 (202 for a notification),
+//!    and a call's stream carries no answer to another id.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -41,6 +51,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use http::{Method, StatusCode};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::{mpsc, oneshot};
@@ -48,11 +59,12 @@ use tokio::time::Instant;
 use warden_gateway::{Backend, Gateway, ProtocolOptions, StdioLimits};
 use warden_mcp::http::reconnect::SeededRng;
 
+use crate::http_face::{self, Dial, Events, Face};
 use crate::upstream::{
     Out, PIPE, Script, UpFault, UpPlan, Upstream, all_received, canonical, check_cancelled,
     check_no_leaks, lock, store_dir, token,
 };
-use crate::{Log, pick};
+use crate::{Log, driver, pick};
 
 /// What a waited-for call may take beyond its upstream's call timeout: the bound on
 /// writing the cancellation (rmcp_client's `CANCEL_WRITE_LIMIT`, 500 ms) and the rest.
@@ -89,6 +101,8 @@ struct Plan {
     upstreams: Vec<UpPlan>,
     /// When each client disconnects, if it does before it is done.
     disconnects: Vec<Option<Duration>>,
+    /// How each client reaches the gateway.
+    faces: Vec<Face>,
     calls: Vec<CallPlan>,
 }
 
@@ -150,9 +164,21 @@ fn plan(seed: u64) -> Plan {
             }
         })
         .collect();
+    // The faces from a stream of their own, so the rest of a seed's plan is what it was
+    // before the HTTP face joined the world.
+    let mut faces = SeededRng::new(seed ^ 0x6874_7470_6661_6365);
+    let faces = (0..clients)
+        .map(|_| {
+            pick(
+                &mut faces,
+                &[(1, Face::Stdio), (1, Face::Session), (1, Face::Stateless)],
+            )
+        })
+        .collect();
     Plan {
         upstreams,
         disconnects,
+        faces,
         calls,
     }
 }
@@ -164,6 +190,12 @@ pub struct Report {
     pub seed: u64,
     /// Upstream servers.
     pub upstreams: usize,
+    /// Clients over the HTTP face: 2025-11-25 sessions, 2026-07-28 stateless.
+    pub http_sessions: usize,
+    /// Clients over the HTTP face without a session (2026-07-28).
+    pub http_stateless: usize,
+    /// Requests naming an unknown or deleted session (each must get 404).
+    pub unknown_sessions: usize,
     /// Calls planned.
     pub calls: usize,
     /// Calls the upstreams received.
@@ -218,12 +250,13 @@ pub fn run(seed: u64) -> Report {
     let first = run_once(seed);
     let second = run_once(seed);
     let mut report = first;
-    if report.digest != second.digest {
-        report.violations.push(format!(
-            "gateway seed {seed} is not deterministic: digest {:x} then {:x}",
-            report.digest, second.digest
-        ));
-    }
+    driver::same_digest(
+        "gateway",
+        seed,
+        report.digest,
+        second.digest,
+        &mut report.violations,
+    );
     report
 }
 
@@ -235,54 +268,21 @@ pub fn trace(seed: u64) -> Vec<String> {
 }
 
 fn run_once(seed: u64) -> Report {
-    use std::hash::{DefaultHasher, Hash, Hasher};
     let log = Arc::new(Log::default());
     let mut report = simulate(seed, log.clone());
-    let mut hasher = DefaultHasher::new();
-    canonical(&lock(&log.trace)).hash(&mut hasher);
-    report.digest = hasher.finish();
+    report.digest = driver::digest(&canonical(&lock(&log.trace)));
     report
 }
 
 fn simulate(seed: u64, log: Arc<Log>) -> Report {
     let plan = plan(seed);
     let dir = store_dir(seed);
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            return Report {
-                seed,
-                violations: vec![format!("no runtime: {error}")],
-                ..Report::default()
-            };
-        }
-    };
-    let world_log = log.clone();
-    let world_dir = dir.clone();
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        runtime.block_on(world(seed, plan, world_log, world_dir))
-    }));
-    drop(runtime);
+    let outcome = driver::execute(&log, world(seed, plan, log.clone(), dir.clone()));
     let _ = std::fs::remove_dir_all(&dir);
-    let mut report = match outcome {
-        Ok(report) => report,
-        Err(panic) => {
-            let text = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                .unwrap_or_else(|| "a panic".into());
-            log.violation(format!("panicked: {text}"));
-            Report {
-                seed,
-                ..Report::default()
-            }
-        }
-    };
+    let mut report = outcome.unwrap_or(Report {
+        seed,
+        ..Report::default()
+    });
     report.violations = lock(&log.violations).clone();
     report
 }
@@ -299,9 +299,12 @@ async fn world(seed: u64, plan: Plan, log: Arc<Log>, dir: PathBuf) -> Report {
     let mut report = Report {
         seed,
         upstreams: plan.upstreams.len(),
+        http_sessions: plan.faces.iter().filter(|f| **f == Face::Session).count(),
+        http_stateless: plan.faces.iter().filter(|f| **f == Face::Stateless).count(),
         calls: plan.calls.len(),
         ..Report::default()
     };
+    log.event(format!("faces {:?}", plan.faces));
     let upstreams: Vec<Arc<Upstream>> = plan
         .upstreams
         .iter()
@@ -368,17 +371,40 @@ async fn world(seed: u64, plan: Plan, log: Arc<Log>, dir: PathBuf) -> Report {
             })
         })
         .collect();
+    // The HTTP face, as `warden serve --http` runs it, fed in-memory connections.
+    let (dial, incoming) = mpsc::channel(64);
+    let (stop_http, http_stopped) = oneshot::channel::<()>();
+    let http = {
+        let guard = warden_gateway::Guard::new(
+            std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 8420)),
+            &[],
+            &[],
+            Vec::new(),
+        );
+        let gateway = Arc::clone(&gateway);
+        tokio::spawn(async move {
+            match guard {
+                Ok(guard) => {
+                    warden_gateway::http::serve_connections(
+                        gateway,
+                        incoming,
+                        guard,
+                        warden_gateway::HttpLimits::default(),
+                        async {
+                            let _ = http_stopped.await;
+                        },
+                    )
+                    .await;
+                    true
+                }
+                Err(_) => false,
+            }
+        })
+    };
+    let unknown = Arc::new(AtomicUsize::new(0));
     let mut sessions = Vec::new();
     let mut drivers = Vec::new();
     for client in &clients {
-        let (to_gateway, gateway_in) = tokio::io::duplex(PIPE);
-        let (gateway_out, from_gateway) = tokio::io::duplex(PIPE);
-        sessions.push(tokio::spawn(warden_gateway::stdio::serve(
-            Arc::clone(&gateway),
-            BufReader::new(gateway_in),
-            gateway_out,
-            StdioLimits::default(),
-        )));
         let calls: Vec<CallPlan> = plan
             .calls
             .iter()
@@ -386,24 +412,52 @@ async fn world(seed: u64, plan: Plan, log: Arc<Log>, dir: PathBuf) -> Report {
             .cloned()
             .collect();
         let timeouts: Vec<Duration> = plan.upstreams.iter().map(|u| u.call_timeout).collect();
+        let disconnect = plan.disconnects[client.index];
+        let face = plan.faces[client.index];
+        if face != Face::Stdio {
+            drivers.push(tokio::spawn(drive_http(
+                Arc::clone(client),
+                face,
+                calls,
+                timeouts,
+                disconnect,
+                start,
+                dial.clone(),
+                Arc::clone(&unknown),
+                log.clone(),
+            )));
+            continue;
+        }
+        let (to_gateway, gateway_in) = tokio::io::duplex(PIPE);
+        let (gateway_out, from_gateway) = tokio::io::duplex(PIPE);
+        sessions.push((
+            client.index,
+            tokio::spawn(warden_gateway::stdio::serve(
+                Arc::clone(&gateway),
+                BufReader::new(gateway_in),
+                gateway_out,
+                StdioLimits::default(),
+            )),
+        ));
         drivers.push(tokio::spawn(drive(
             Arc::clone(client),
             calls,
             timeouts,
-            plan.disconnects[client.index],
+            disconnect,
             start,
             to_gateway,
             from_gateway,
             log.clone(),
         )));
     }
+    drop(dial);
     for driver in drivers {
         if driver.await.is_err() {
             log.violation("a client task panicked".into());
         }
     }
     // Every client's input has ended: its session must end, and with it every call.
-    for (index, session) in sessions.into_iter().enumerate() {
+    for (index, session) in sessions {
         match tokio::time::timeout(Duration::from_secs(30), session).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => log.violation(format!("client {index}'s session panicked")),
@@ -412,6 +466,15 @@ async fn world(seed: u64, plan: Plan, log: Arc<Log>, dir: PathBuf) -> Report {
             )),
         }
     }
+    // Every HTTP client is done: the face stops (it drains what is left within its bound).
+    let _ = stop_http.send(());
+    match tokio::time::timeout(Duration::from_secs(30), http).await {
+        Ok(Ok(true)) => {}
+        Ok(Ok(false)) => log.violation("the HTTP face's gate could not be built".into()),
+        Ok(Err(_)) => log.violation("the HTTP face panicked".into()),
+        Err(_) => log.violation("the HTTP face did not stop within 30 s".into()),
+    }
+    report.unknown_sessions = unknown.load(Ordering::SeqCst);
     follower.abort();
     let _ = follower.await;
     log.event("every client gone; shutting down".into());
@@ -593,6 +656,275 @@ async fn drive(
     drop(out);
     let _ = writer.await;
     let _ = reader.await;
+}
+
+/// One client over the HTTP face (`face` is [`Face::Session`] or [`Face::Stateless`]): a
+/// session opened with `initialize` when it has one (and a request naming an unknown
+/// session, which must get 404), its calls at their times, each on its own SSE stream
+/// (waited for, cancelled or given up on: a POSTed `notifications/cancelled` in a
+/// session, the stream closed without one), a disconnect if planned (`DELETE` of the
+/// session, after which the session must be unknown; every stream closed), and the end:
+/// `DELETE` of a session still open.
+#[allow(clippy::too_many_arguments)]
+async fn drive_http(
+    client: Arc<ClientState>,
+    face: Face,
+    calls: Vec<CallPlan>,
+    timeouts: Vec<Duration>,
+    disconnect: Option<Duration>,
+    start: Instant,
+    dial: Dial,
+    unknown: Arc<AtomicUsize>,
+    log: Arc<Log>,
+) {
+    let index = client.index;
+    let session = if face == Face::Session {
+        let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": format!("sim-client-{index}"), "version": "1"}}});
+        let opened = match http_face::send(&dial, index, Method::POST, &[], Some(&initialize)).await
+        {
+            Ok(response) => response,
+            Err(error) => {
+                log.violation(format!(
+                    "client {index}: initialize over HTTP failed: {error}"
+                ));
+                return;
+            }
+        };
+        let id = opened
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let (status, body) = http_face::json(opened).await;
+        let Some(id) = id.filter(|_| status == StatusCode::OK) else {
+            log.violation(format!(
+                "client {index}: initialize over HTTP got {status} without a session: {body:?}"
+            ));
+            return;
+        };
+        let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        let headers = session_headers(&id);
+        match http_face::send(&dial, index, Method::POST, &headers, Some(&initialized)).await {
+            Ok(response) if response.status() == StatusCode::ACCEPTED => {}
+            Ok(response) => log.violation(format!(
+                "client {index}: notifications/initialized got {}",
+                response.status()
+            )),
+            Err(error) => log.violation(format!("client {index}: initialized: {error}")),
+        }
+        // A session nobody opened is unknown: 404, so a client re-initialises.
+        expect_unknown(&dial, index, "sim-no-such-session", &unknown, &log).await;
+        log.event(format!("client {index} opened an HTTP session"));
+        Some(id)
+    } else {
+        None
+    };
+    let headers_for = |call: &CallPlan| -> Vec<(&'static str, String)> {
+        match &session {
+            Some(id) => session_headers(id),
+            None => vec![
+                ("mcp-protocol-version", MODERN.to_owned()),
+                ("mcp-method", "tools/call".to_owned()),
+                ("mcp-name", format!("up{}__echo", call.upstream)),
+            ],
+        }
+    };
+    let (gone_tx, gone) = tokio::sync::watch::channel(false);
+    let mut leaving = None;
+    if let Some(at) = disconnect {
+        let client = Arc::clone(&client);
+        let log = log.clone();
+        let dial = dial.clone();
+        let session = session.clone();
+        let unknown = Arc::clone(&unknown);
+        let gone_tx = gone_tx.clone();
+        leaving = Some(tokio::spawn(async move {
+            tokio::time::sleep_until(start + at).await;
+            *lock(&client.disconnected) = Some(start.elapsed());
+            log.event(format!("client {index} disconnects"));
+            if let Some(id) = &session {
+                end_session(&dial, index, id, &log).await;
+                expect_unknown(&dial, index, id, &unknown, &log).await;
+            }
+            gone_tx.send_replace(true);
+        }));
+    }
+    let mut tasks = Vec::new();
+    for call in calls {
+        let client = Arc::clone(&client);
+        let log = log.clone();
+        let dial = dial.clone();
+        let headers = headers_for(&call);
+        let modern = session.is_none();
+        let mut gone = gone.clone();
+        let timeout = timeouts[call.upstream];
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep_until(start + call.at).await;
+            if lock(&client.disconnected).is_some() {
+                return;
+            }
+            let id = call.number as u64 + 1;
+            let mut params = json!({"name": format!("up{}__echo", call.upstream),
+                                    "arguments": {"text": call.token()}});
+            if modern {
+                params["_meta"] = json!({
+                    warden_gateway::dispatch::META_VERSION: MODERN,
+                    warden_gateway::dispatch::META_CAPABILITIES: {},
+                    warden_gateway::dispatch::META_CLIENT_INFO:
+                        {"name": format!("sim-client-{}", client.index), "version": "1"},
+                });
+            }
+            let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                                 "params": params});
+            lock(&client.seen).entry(call.number).or_default().sent = Some(start.elapsed());
+            log.event(format!(
+                "client {} sends call {} to up{} over HTTP ({:?})",
+                client.index, call.number, call.upstream, call.act
+            ));
+            let response =
+                match http_face::send(&dial, client.index, Method::POST, &headers, Some(&request))
+                    .await
+                {
+                    Ok(response) => response,
+                    Err(error) => {
+                        log.violation(format!("call {}: {error}", call.number));
+                        return;
+                    }
+                };
+            if response.status() != StatusCode::OK {
+                let status = response.status();
+                let (_, body) = http_face::json(response).await;
+                // After a DELETE, the session is unknown: that is the right answer.
+                if lock(&client.disconnected).is_none() {
+                    log.violation(format!("call {}: HTTP {status}: {body:?}", call.number));
+                }
+                return;
+            }
+            let mut events = Events::new(response);
+            let reader_client = Arc::clone(&client);
+            let reader_log = log.clone();
+            // Owns the stream: dropping it closes the stream.
+            let answered = async move {
+                let (client, log) = (reader_client, reader_log);
+                while let Some(message) = events.next().await {
+                    if message.get("id").and_then(Value::as_u64) == Some(id) {
+                        log.event(format!(
+                            "client {} gets an answer for call {}: {}",
+                            client.index,
+                            call.number,
+                            summary(&message)
+                        ));
+                        lock(&client.seen)
+                            .entry(call.number)
+                            .or_default()
+                            .responses
+                            .push((start.elapsed(), message));
+                        // The stream carries one answer; a second would be read here.
+                    } else if message.get("id").is_some() {
+                        log.violation(format!(
+                            "call {}: an answer for another id on its stream: {message}",
+                            call.number
+                        ));
+                    }
+                }
+            };
+            let wait = match call.act {
+                Act::Wait => timeout + SLACK,
+                Act::Cancel(after) | Act::GiveUp(after) => after,
+            };
+            let mut answered = Box::pin(answered);
+            let ended = tokio::select! {
+                ended = tokio::time::timeout(wait, answered.as_mut()) => ended.is_ok(),
+                // Gone: every stream closes with the client.
+                _ = gone.wait_for(|gone| *gone) => return,
+            };
+            if ended || call.act == Act::Wait {
+                if !ended {
+                    // Property 2 is checked at the end; read what still comes, within bounds.
+                    let _ = tokio::time::timeout(Duration::from_secs(60), answered).await;
+                }
+                return;
+            }
+            lock(&client.seen).entry(call.number).or_default().cancelled = Some(start.elapsed());
+            log.event(format!(
+                "client {} cancels call {}",
+                client.index, call.number
+            ));
+            if !modern {
+                let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": id, "reason": "sim"}});
+                match http_face::send(&dial, client.index, Method::POST, &headers, Some(&cancel))
+                    .await
+                {
+                    Ok(response) if response.status() == StatusCode::ACCEPTED => {}
+                    Ok(response) if lock(&client.disconnected).is_some() => drop(response),
+                    Ok(response) => log.violation(format!(
+                        "call {}: its cancellation got HTTP {}",
+                        call.number,
+                        response.status()
+                    )),
+                    Err(error) => log.violation(format!("call {}: {error}", call.number)),
+                }
+            }
+            // 2026-07-28: closing the request's stream is the cancellation.
+            drop(answered);
+        }));
+    }
+    for task in tasks {
+        let _ = task.await;
+    }
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    // A disconnect planned for later than the end does not happen; one under way finishes.
+    if let Some(task) = leaving {
+        if disconnect.is_some_and(|at| start + at > Instant::now()) {
+            task.abort();
+        }
+        let _ = task.await;
+    }
+    if let Some(id) = &session
+        && lock(&client.disconnected).is_none()
+    {
+        end_session(&dial, index, id, &log).await;
+    }
+    drop(gone_tx);
+}
+
+/// The version a 2026-07-28 client names.
+const MODERN: &str = warden_gateway::dispatch::MODERN_VERSION;
+
+fn session_headers(id: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("mcp-session-id", id.to_owned()),
+        ("mcp-protocol-version", "2025-11-25".to_owned()),
+    ]
+}
+
+/// `DELETE` of a session: 200.
+async fn end_session(dial: &Dial, index: usize, id: &str, log: &Log) {
+    match http_face::send(dial, index, Method::DELETE, &session_headers(id), None).await {
+        Ok(response) if response.status() == StatusCode::OK => {}
+        Ok(response) => log.violation(format!(
+            "client {index}: DELETE of its session got {}",
+            response.status()
+        )),
+        Err(error) => log.violation(format!("client {index}: DELETE: {error}")),
+    }
+}
+
+/// A request naming session `id` must be answered 404 (it never existed, or was deleted).
+async fn expect_unknown(dial: &Dial, index: usize, id: &str, unknown: &AtomicUsize, log: &Log) {
+    unknown.fetch_add(1, Ordering::SeqCst);
+    let list = json!({"jsonrpc": "2.0", "id": 1_000_000, "method": "tools/list"});
+    match http_face::send(dial, index, Method::POST, &session_headers(id), Some(&list)).await {
+        Ok(response) if response.status() == StatusCode::NOT_FOUND => {}
+        Ok(response) => log.violation(format!(
+            "client {index}: a request naming an unknown session got {}, not 404",
+            response.status()
+        )),
+        Err(error) => log.violation(format!("client {index}: {error}")),
+    }
 }
 
 /// The part of an answer a trace shows.

@@ -53,7 +53,7 @@ use crate::upstream::{
     Script, UpFault, UpPlan, Upstream, all_received, canonical, check_cancelled, check_no_leaks,
     lock, store_dir, token,
 };
-use crate::{Log, pick};
+use crate::{Log, driver, pick};
 
 /// Calls the model makes at most in one run.
 const MAX_CALLS: usize = 24;
@@ -447,12 +447,13 @@ pub fn run(seed: u64) -> Report {
     let (second, _) = run_once(seed, 0);
     let (other, other_decided) = run_once(seed, 1);
     let mut report = first;
-    if report.digest != second.digest {
-        report.violations.push(format!(
-            "host seed {seed} is not deterministic: digest {:x} then {:x}",
-            report.digest, second.digest
-        ));
-    }
+    driver::same_digest(
+        "host",
+        seed,
+        report.digest,
+        second.digest,
+        &mut report.violations,
+    );
     for violation in &other.violations {
         report
             .violations
@@ -492,58 +493,24 @@ pub fn trace(seed: u64, variant: u64) -> Vec<String> {
 }
 
 fn run_once(seed: u64, variant: u64) -> (Report, Option<Decided>) {
-    use std::hash::{DefaultHasher, Hash, Hasher};
     let log = Arc::new(Log::default());
     let (mut report, decided) = simulate(seed, variant, log.clone());
-    let mut hasher = DefaultHasher::new();
-    canonical(&lock(&log.trace)).hash(&mut hasher);
-    report.digest = hasher.finish();
+    report.digest = driver::digest(&canonical(&lock(&log.trace)));
     (report, decided)
 }
 
 fn simulate(seed: u64, variant: u64, log: Arc<Log>) -> (Report, Option<Decided>) {
     let plan = plan(seed, variant);
     let dir = store_dir(seed);
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            let report = Report {
-                seed,
-                violations: vec![format!("no runtime: {error}")],
-                ..Report::default()
-            };
-            return (report, None);
-        }
-    };
-    let world_log = log.clone();
-    let world_dir = dir.clone();
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        runtime.block_on(world(seed, plan, world_log, world_dir))
-    }));
-    drop(runtime);
+    let outcome = driver::execute(&log, world(seed, plan, log.clone(), dir.clone()));
     let _ = std::fs::remove_dir_all(&dir);
-    let (mut report, decided) = match outcome {
-        Ok(outcome) => outcome,
-        Err(panic) => {
-            let text = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                .unwrap_or_else(|| "a panic".into());
-            log.violation(format!("panicked: {text}"));
-            (
-                Report {
-                    seed,
-                    ..Report::default()
-                },
-                None,
-            )
-        }
-    };
+    let (mut report, decided) = outcome.unwrap_or((
+        Report {
+            seed,
+            ..Report::default()
+        },
+        None,
+    ));
     report.violations = lock(&log.violations).clone();
     (report, decided)
 }

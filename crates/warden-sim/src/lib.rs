@@ -1,7 +1,9 @@
 //! Deterministic simulation of Warden (issue 18; decisions 0031 and 0041), in three worlds:
-//! the remote-connection state machine (this module), the gateway under many clients and
-//! faulty upstreams ([`gateway`]), and the agent loop over the host ([`host`]); the last two
-//! share the scripted upstreams of `upstream`.
+//! the remote-connection state machine (this module), the gateway under many clients (over
+//! its stdio and Streamable HTTP faces) and faulty upstreams ([`gateway`]), and the agent
+//! loop over the host ([`host`]); the last two share the scripted upstreams of `upstream`.
+//! What every world shares (the paused runtime, digests, the list of worlds, replay
+//! hints) is in [`driver`]: a new world is added there.
 //!
 //! The connection world:
 //!
@@ -34,15 +36,17 @@
 //! 7. the same seed gives the same trace (the run is replayed and the digests compared).
 //!
 //! The catalogue at turn boundaries, the audit log, cancellation and the gateway are the
-//! other worlds'; child processes and OAuth re-authorisation are not simulated.
+//! other worlds'. Not simulated (decision 0041's revision says why): remote (HTTP)
+//! upstreams under the gateway and host worlds, OAuth re-authorisation, child processes.
 
+pub mod driver;
 pub mod gateway;
 pub mod host;
+mod http_face;
 mod upstream;
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -612,12 +616,13 @@ pub fn run(seed: u64) -> Report {
     let first = run_once(seed);
     let second = run_once(seed);
     let mut report = first;
-    if report.digest != second.digest {
-        report.violations.push(format!(
-            "seed {seed} is not deterministic: digest {:x} then {:x}",
-            report.digest, second.digest
-        ));
-    }
+    driver::same_digest(
+        "connection",
+        seed,
+        report.digest,
+        second.digest,
+        &mut report.violations,
+    );
     report
 }
 
@@ -633,49 +638,16 @@ fn run_once(seed: u64) -> Report {
     let log = Arc::new(Log::default());
     let mut report = simulate(seed, log.clone());
     let trace = log.trace.lock().unwrap_or_else(PoisonError::into_inner);
-    let mut hasher = DefaultHasher::new();
-    trace.hash(&mut hasher);
-    report.digest = hasher.finish();
+    report.digest = driver::digest(&trace);
     report
 }
 
 fn simulate(seed: u64, log: Arc<Log>) -> Report {
     let plan = plan(seed);
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-    {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            return Report {
-                seed,
-                violations: vec![format!("no runtime: {error}")],
-                ..Report::default()
-            };
-        }
-    };
-    let world_log = log.clone();
-    // A panic inside the world (a `debug_assert!` of the policy) is a violation too.
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        runtime.block_on(world(seed, plan, world_log))
-    }));
-    drop(runtime);
-    let mut report = match outcome {
-        Ok(report) => report,
-        Err(panic) => {
-            let text = panic
-                .downcast_ref::<String>()
-                .cloned()
-                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
-                .unwrap_or_else(|| "a panic".into());
-            log.violation(format!("panicked: {text}"));
-            Report {
-                seed,
-                ..Report::default()
-            }
-        }
-    };
+    let mut report = driver::execute(&log, world(seed, plan, log.clone())).unwrap_or(Report {
+        seed,
+        ..Report::default()
+    });
     report.violations = log
         .violations
         .lock()
@@ -949,27 +921,20 @@ mod tests {
             .unwrap_or(100)
     }
 
+    /// Every world of `driver::WORLDS`, each seed with every check.
     #[test]
     fn every_seed_keeps_every_property() {
         for seed in 0..seed_count() {
-            let report = run(seed);
-            assert!(
-                report.violations.is_empty(),
-                "seed {seed}: {:?}",
-                report.violations
-            );
-            let report = gateway::run(seed);
-            assert!(
-                report.violations.is_empty(),
-                "gateway seed {seed} (replay: simulate --seed {seed} --world gateway): {:?}",
-                report.violations
-            );
-            let report = host::run(seed);
-            assert!(
-                report.violations.is_empty(),
-                "host seed {seed} (replay: simulate --seed {seed} --world host): {:?}",
-                report.violations
-            );
+            for world in driver::WORLDS {
+                let summary = (world.run)(seed);
+                assert!(
+                    summary.violations.is_empty(),
+                    "{} seed {seed} (replay: {}): {:?}",
+                    world.name,
+                    driver::replay(world.name, seed, &summary.violations),
+                    summary.violations
+                );
+            }
         }
     }
 
@@ -1029,6 +994,27 @@ mod tests {
         assert!(total(|r| r.list_changes) > 0, "no list_changed");
         assert!(total(|r| r.audit_rows) > 0, "no audit row");
         assert!(total(|r| r.dropped) > 0, "no connection dropped mid-call");
+        assert!(total(|r| r.http_sessions) > 0, "no 2025-11-25 HTTP client");
+        assert!(total(|r| r.http_stateless) > 0, "no 2026-07-28 HTTP client");
+        assert!(
+            total(|r| r.unknown_sessions) > 0,
+            "no request named an unknown session"
+        );
+    }
+
+    /// The gateway seeds whose HTTP clients found that closing a 2026-07-28 call's stream
+    /// was heard only at the next keep-alive (decision 0041's revision): each failed before
+    /// the fix (the call ran on, was audited `ok`, its cancellation late or never sent).
+    #[test]
+    fn the_gateway_seeds_that_found_bugs_keep_every_property() {
+        for seed in [4, 10, 13, 15, 18] {
+            let report = gateway::run(seed);
+            assert!(
+                report.violations.is_empty(),
+                "gateway seed {seed}: {:?}",
+                report.violations
+            );
+        }
     }
 
     #[test]

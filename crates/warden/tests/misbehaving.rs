@@ -419,6 +419,20 @@ fn a_crash_during_a_call_reports_the_exit_status_and_stderr() {
         describe(&output)
     );
     assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
+    // The child process the simulator cannot run (decision 0041): the attempt is audited
+    // once, as failed and as having reached the server (it crashed while running it).
+    let audit = scratch.run(&["--config", config, "audit", "--json"], LIMIT);
+    assert_exit(&audit, 0);
+    let rows = json(&audit);
+    let rows: Vec<&Value> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|row| row["tool"] == "crashy__echo")
+        .collect();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(rows[0]["outcome"], "failed", "{}", rows[0]);
+    assert_eq!(rows[0]["executed"], true, "{}", rows[0]);
     scratch.assert_no_leftovers();
 }
 
