@@ -79,7 +79,9 @@ async fn settle_vectors(wait: Duration) {
         return;
     }
     eprintln!(
-        "warden: computing the search model's vectors of {pending} tool definitions once          (about 0.1 s each; waiting at most {} s, Ctrl-C keeps what is done, the next          search goes on)",
+        "warden: computing the search model's vectors of {pending} tool definitions once \
+         (about 0.1 s each; waiting at most {} s, Ctrl-C keeps what is done, the next \
+         search goes on)",
         wait.as_secs()
     );
     crate::signals::watch();
@@ -88,7 +90,8 @@ async fn settle_vectors(wait: Duration) {
         left = settle => {
             if let Ok(left) = left && left > 0 {
                 eprintln!(
-                    "warden: {left} tool definitions still without vectors; the next                      `warden tools --search` goes on"
+                    "warden: {left} tool definitions still without vectors; the next \
+                     `warden tools --search` goes on"
                 );
             }
         }
