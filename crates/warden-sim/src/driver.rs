@@ -14,6 +14,38 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use crate::Log;
 
+/// A world's audit log after its run, each row given to the call whose token its
+/// arguments carry (`call_of`), with the number of rows; a row of no call is a violation.
+/// `None` (a violation too): the log cannot be read.
+pub(crate) fn audit_rows_by_call(
+    store_path: &std::path::Path,
+    call_of: impl Fn(&str) -> Option<usize>,
+    log: &Log,
+) -> Option<(
+    usize,
+    std::collections::BTreeMap<usize, Vec<warden_store::AuditEntry>>,
+)> {
+    let rows = match warden_store::Store::open(store_path)
+        .and_then(|store| store.audit(&warden_store::AuditFilter::default(), 100_000))
+    {
+        Ok(rows) => rows,
+        Err(error) => {
+            log.violation(format!("the audit log cannot be read: {error}"));
+            return None;
+        }
+    };
+    let count = rows.len();
+    let mut by_call: std::collections::BTreeMap<usize, Vec<warden_store::AuditEntry>> =
+        std::collections::BTreeMap::new();
+    for row in rows {
+        match call_of(&row.entry.arguments.to_string()) {
+            Some(number) => by_call.entry(number).or_default().push(row.entry),
+            None => log.violation(format!("an audit row of no call: {:?}", row.entry)),
+        }
+    }
+    Some((count, by_call))
+}
+
 /// Runs `world` on a fresh current-thread runtime whose clock is paused (time jumps to the
 /// next timer only when every task waits): a pure function of what the world drew from
 /// its seed. A panic inside (a `debug_assert!` of the code under test, or a world's own

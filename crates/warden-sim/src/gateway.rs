@@ -1071,24 +1071,14 @@ fn check(
     );
 
     // 4: the audit log.
-    let rows = match warden_store::Store::open(store_path)
-        .and_then(|store| store.audit(&warden_store::AuditFilter::default(), 100_000))
-    {
-        Ok(rows) => rows,
-        Err(error) => {
-            log.violation(format!("the audit log cannot be read: {error}"));
-            return;
-        }
+    let Some((count, mut by_token)) = crate::driver::audit_rows_by_call(
+        store_path,
+        |arguments| tokens.iter().position(|t| arguments.contains(t.as_str())),
+        log,
+    ) else {
+        return;
     };
-    report.audit_rows = rows.len();
-    let mut by_token: BTreeMap<usize, Vec<&warden_store::AuditEntry>> = BTreeMap::new();
-    for row in &rows {
-        let arguments = row.entry.arguments.to_string();
-        match tokens.iter().position(|t| arguments.contains(t.as_str())) {
-            Some(number) => by_token.entry(number).or_default().push(&row.entry),
-            None => log.violation(format!("an audit row of no call: {:?}", row.entry)),
-        }
-    }
+    report.audit_rows = count;
     let mut audit_trace = Vec::new();
     for call in &plan.calls {
         let token = call.token();

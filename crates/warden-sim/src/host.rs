@@ -751,24 +751,12 @@ fn check(
     );
 
     // 2: the audit log.
-    let rows = match warden_store::Store::open(store_path)
-        .and_then(|store| store.audit(&warden_store::AuditFilter::default(), 100_000))
-    {
-        Ok(rows) => rows,
-        Err(error) => {
-            log.violation(format!("the audit log cannot be read: {error}"));
-            return None;
-        }
-    };
-    report.audit_rows = rows.len();
-    let mut by_number: BTreeMap<usize, Vec<&warden_store::AuditEntry>> = BTreeMap::new();
-    for row in &rows {
-        let arguments = row.entry.arguments.to_string();
-        match (0..MAX_CALLS).find(|n| arguments.contains(&token(*n))) {
-            Some(number) => by_number.entry(number).or_default().push(&row.entry),
-            None => log.violation(format!("an audit row of no call: {:?}", row.entry)),
-        }
-    }
+    let (count, mut by_number) = crate::driver::audit_rows_by_call(
+        store_path,
+        |arguments| (0..MAX_CALLS).find(|n| arguments.contains(&token(*n))),
+        log,
+    )?;
+    report.audit_rows = count;
     let mut decided = Decided::new();
     for call in &state.made {
         let rows = by_number.remove(&call.number).unwrap_or_default();
