@@ -20,12 +20,18 @@ use std::time::{Duration, Instant};
 /// The longest a committed audit row waits for its disk sync.
 pub const SYNC_WINDOW: Duration = Duration::from_millis(100);
 
+/// The longest dropping the store waits for the last sync (a hung disk must not hang
+/// Warden's exit; the rows are committed either way).
+pub const FINAL_SYNC_WAIT: Duration = Duration::from_secs(10);
+
 /// The thread that syncs the WAL after audit commits.
 #[derive(Debug)]
 pub(crate) struct WalSyncer {
     /// One slot: a commit that finds it full is covered by the sync already due.
     due: Option<SyncSender<()>>,
     thread: Option<JoinHandle<()>>,
+    /// Disconnected when the thread has ended: what the drop waits for, by a deadline.
+    ended: mpsc::Receiver<()>,
     syncs: Arc<AtomicU64>,
 }
 
@@ -36,12 +42,17 @@ impl WalSyncer {
         let (due, waiting) = mpsc::sync_channel(1);
         let syncs = Arc::new(AtomicU64::new(0));
         let counted = syncs.clone();
+        let (ending, ended) = mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("warden-wal-sync".into())
-            .spawn(move || run(&wal, &waiting, &counted))?;
+            .spawn(move || {
+                run(&wal, &waiting, &counted);
+                drop(ending);
+            })?;
         Ok(WalSyncer {
             due: Some(due),
             thread: Some(thread),
+            ended,
             syncs,
         })
     }
@@ -66,12 +77,21 @@ impl WalSyncer {
 }
 
 impl Drop for WalSyncer {
-    /// Syncs what is still due and waits for it, so a store dropped at exit leaves every
-    /// audit row on disk.
+    /// Syncs what is still due and waits for it (at most [`FINAL_SYNC_WAIT`]), so a store
+    /// dropped at exit leaves every audit row on disk.
     fn drop(&mut self) {
         drop(self.due.take());
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+        match self.ended.recv_timeout(FINAL_SYNC_WAIT) {
+            Err(RecvTimeoutError::Timeout) => tracing::warn!(
+                "the audit log's last disk sync did not finish within {} s; its rows are \
+                 committed, not yet synced",
+                FINAL_SYNC_WAIT.as_secs()
+            ),
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => {
+                if let Some(thread) = self.thread.take() {
+                    let _ = thread.join();
+                }
+            }
         }
     }
 }
