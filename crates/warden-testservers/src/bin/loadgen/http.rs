@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 
 /// No answer in the bench is larger than this; a larger one is an error, not a read.
 const MAX_BODY: usize = 1 << 20;
+/// More header lines than this is an error, not a read.
+const MAX_HEADERS: usize = 100;
 /// A stalled gateway fails the call instead of hanging the run.
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -139,7 +141,10 @@ fn read_response(reader: &mut BufReader<TcpStream>) -> Result<Response, String> 
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| format!("bad status line: {status_line}"))?;
     let (mut length, mut chunked, mut session_id) = (None, false, None);
-    loop {
+    for headers in 0.. {
+        if headers == MAX_HEADERS {
+            return Err(format!("more than {MAX_HEADERS} header lines"));
+        }
         let line = read_line(reader)?;
         if line.is_empty() {
             break;
