@@ -1060,7 +1060,7 @@ pub(crate) fn insert_pin(
 
 /// One encoded audit row inserted in `tx` (not committed).
 fn insert_audit(tx: &rusqlite::Transaction<'_>, row: &EncodedAudit) -> rusqlite::Result<i64> {
-    // Cached: parsing the statement cost as much as running it, once per call.
+    // Cached: preparing it for every row was 4.7 % of `warden serve`'s CPU (decision 0050).
     tx.prepare_cached(
         "INSERT INTO audit (time_ms, front_end, server, tool, arguments, decision, reasons,
              approved_by, executed, outcome, error, latency_ms, result_bytes, client)
