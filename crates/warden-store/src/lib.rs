@@ -754,9 +754,8 @@ impl Store {
                 .map(Some)?;
         }
         // This transaction only: the connection's other writes keep their sync at commit.
-        self.conn
-            .pragma_update(None, "synchronous", "NORMAL")
-            .map_err(sqlite)?;
+        // Both switches are cached statements: they run at every call's commit.
+        set_synchronous(&self.conn, false).map_err(sqlite)?;
         let written = (|| {
             let tx = self.conn.transaction().map_err(sqlite)?;
             let ids = rows
@@ -766,7 +765,7 @@ impl Store {
             tx.commit().map_err(sqlite)?;
             Ok(ids)
         })();
-        let restored = self.conn.pragma_update(None, "synchronous", "FULL");
+        let restored = set_synchronous(&self.conn, true);
         if let Some(syncer) = &self.audit_sync
             && written.is_ok()
         {
@@ -1056,6 +1055,18 @@ pub(crate) fn insert_pin(
             pin.rule
         ],
     )
+}
+
+/// Sets the connection's `synchronous` to `FULL` (a commit syncs the WAL) or `NORMAL`
+/// (it does not), through a cached statement.
+fn set_synchronous(conn: &Connection, full: bool) -> rusqlite::Result<()> {
+    let sql = if full {
+        "PRAGMA synchronous = FULL"
+    } else {
+        "PRAGMA synchronous = NORMAL"
+    };
+    conn.prepare_cached(sql)?.execute([])?;
+    Ok(())
 }
 
 /// One encoded audit row inserted in `tx` (not committed).
