@@ -124,9 +124,6 @@ pub enum CallReply {
 pub struct UpstreamAsked {
     /// The server that asks.
     pub server: String,
-    /// Whether a person approved this call (the policy asked): its retry need not ask
-    /// again.
-    pub approved: bool,
     /// What it asks, and its state.
     pub asked: warden_mcp::InputRequired,
 }
@@ -414,7 +411,6 @@ impl Backend {
         };
         let tool = call.tool();
         let server = tool.server.clone();
-        let approved = call.verdict().decision == Decision::Ask;
         match call.verdict().decision {
             Decision::Allow => {}
             Decision::Deny => {
@@ -472,11 +468,7 @@ impl Backend {
                 input_required: Some(asked),
                 ..
             }) => {
-                return Ok(CallReply::Asked(UpstreamAsked {
-                    server,
-                    approved,
-                    asked,
-                }));
+                return Ok(CallReply::Asked(UpstreamAsked { server, asked }));
             }
             Ok(outcome) => {
                 let mut result = json!({"content": outcome.content});

@@ -734,9 +734,7 @@ impl Gateway {
             .await?
         {
             CallReply::Result(result) | CallReply::Input(result) => Ok(result),
-            CallReply::Asked(asked) => {
-                self.continuation(client, request, &name, &arguments, asked)
-            }
+            CallReply::Asked(asked) => self.continuation(client, request, &name, &arguments, asked),
         }
     }
 
@@ -784,11 +782,15 @@ impl Gateway {
         }
         let continuation = Issued::Continuation {
             upstream_state: asked.asked.state,
-            approved: asked.approved,
         };
         let state = self
             .signer
-            .issue_as(name, &state_arguments(arguments), client.name(), &continuation)
+            .issue_as(
+                name,
+                &state_arguments(arguments),
+                client.name(),
+                &continuation,
+            )
             .map_err(|error| RpcError::new(crate::jsonrpc::INTERNAL_ERROR, error.to_string()))?;
         let mut result = json!({"resultType": "input_required", "requestState": state});
         if !requests.is_empty() {
@@ -1045,13 +1047,16 @@ impl Asker for ModernAsker<'_> {
                     });
                     return elicitation_verdict(info, answer);
                 }
-                // Approved in an earlier round of this very call (the state is bound to it).
-                Some(Issued::Continuation { approved: true, .. }) => {
+                // The same call, let run in its first round (the state is bound to the very
+                // tool, arguments and client), continues: the server's own question, now in
+                // the context, does not make it a new call to ask about. A call the policy
+                // now denies is still denied (the asker is not consulted for a denial).
+                Some(Issued::Continuation { .. }) => {
                     return AskAnswer::Approved {
-                        by: "client-elicitation".into(),
+                        by: "continuation".into(),
                     };
                 }
-                Some(Issued::Continuation { approved: false, .. }) | None => {}
+                None => {}
             }
             if !self.request.elicitation {
                 return AskAnswer::Refused {
@@ -1061,11 +1066,11 @@ impl Asker for ModernAsker<'_> {
                     ),
                 };
             }
-            match self
-                .gateway
-                .signer
-                .issue(&info.tool, &state_arguments(&info.arguments), self.client)
-            {
+            match self.gateway.signer.issue(
+                &info.tool,
+                &state_arguments(&info.arguments),
+                self.client,
+            ) {
                 Ok(state) => AskAnswer::Input(json!({
                     "resultType": "input_required",
                     "inputRequests": {APPROVAL_KEY: {

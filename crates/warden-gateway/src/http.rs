@@ -884,7 +884,11 @@ impl Peer for RequestStream {
         _params: Value,
         _timeout: Duration,
     ) -> BoxFuture<'a, Result<Value, String>> {
-        Box::pin(async move { Err(format!("{method}: a 2026-07-28 client is not sent requests")) })
+        Box::pin(async move {
+            Err(format!(
+                "{method}: a 2026-07-28 client is not sent requests"
+            ))
+        })
     }
 
     fn notify(&self, message: Value) {
@@ -1223,7 +1227,13 @@ async fn modern_post(
     if method != "tools/call" {
         let answer = state
             .gateway
-            .modern(&client, &checked, &method, params, Arc::new(dispatch::NoPeer))
+            .modern(
+                &client,
+                &checked,
+                &method,
+                params,
+                Arc::new(dispatch::NoPeer),
+            )
             .await;
         drop(permit);
         return match answer {
@@ -1265,7 +1275,9 @@ async fn modern_post(
         let status = first
             .pointer("/error/code")
             .and_then(Value::as_i64)
-            .map_or(StatusCode::OK, |code| modern_status(&RpcError::new(code, "")));
+            .map_or(StatusCode::OK, |code| {
+                modern_status(&RpcError::new(code, ""))
+            });
         return json_response(status, &first);
     }
     let (watch_tx, watch_rx) = mpsc::channel::<Value>(4);

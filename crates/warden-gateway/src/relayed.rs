@@ -181,7 +181,10 @@ impl Downstream for ClientBehindCall {
                 params["progressToken"] = token.clone();
             }
             "notifications/message" => {
-                let level = params.get("level").and_then(Value::as_str).and_then(severity);
+                let level = params
+                    .get("level")
+                    .and_then(Value::as_str)
+                    .and_then(severity);
                 match (self.log_floor, level) {
                     (Some(floor), Some(level)) if level >= floor => {}
                     _ => return,
@@ -189,7 +192,8 @@ impl Downstream for ClientBehindCall {
             }
             _ => return,
         }
-        self.peer.notify(json!({"jsonrpc": "2.0", "method": method, "params": params}));
+        self.peer
+            .notify(json!({"jsonrpc": "2.0", "method": method, "params": params}));
     }
 }
 
@@ -214,10 +218,7 @@ mod tests {
             params: Value,
             _timeout: Duration,
         ) -> BoxFuture<'a, Result<Value, String>> {
-            self.asked
-                .lock()
-                .unwrap()
-                .push((method.to_owned(), params));
+            self.asked.lock().unwrap().push((method.to_owned(), params));
             Box::pin(async { Ok(json!({"action": "accept", "content": {"name": "A"}})) })
         }
 
@@ -226,7 +227,11 @@ mod tests {
         }
     }
 
-    fn client(peer: &Arc<Recording>, capabilities: Value, token: Option<Value>) -> ClientBehindCall {
+    fn client(
+        peer: &Arc<Recording>,
+        capabilities: Value,
+        token: Option<Value>,
+    ) -> ClientBehindCall {
         ClientBehindCall {
             peer: Arc::clone(peer) as Arc<dyn Peer>,
             capabilities: relayable(&capabilities),
@@ -249,11 +254,20 @@ mod tests {
         assert_eq!(answer["action"], "accept");
         let url = json!({"mode": "url", "message": "Sign in", "url": "https://x.example"});
         assert!(form_only.ask("elicitation/create", url).await.is_err());
-        assert!(form_only.ask("sampling/createMessage", json!({})).await.is_err());
+        assert!(
+            form_only
+                .ask("sampling/createMessage", json!({}))
+                .await
+                .is_err()
+        );
         assert!(form_only.ask("roots/list", json!({})).await.is_err());
         assert!(form_only.ask("ping", json!({})).await.is_err());
         let asked = peer.asked.lock().unwrap().clone();
-        assert_eq!(asked.len(), 1, "only the declared question reached the client");
+        assert_eq!(
+            asked.len(),
+            1,
+            "only the declared question reached the client"
+        );
         assert_eq!(asked[0].1["message"], "[files] Name?");
         let all = client(
             &peer,
@@ -263,7 +277,10 @@ mod tests {
         let url = json!({"mode": "url", "message": "Sign in", "url": "https://x.example"});
         assert!(all.ask("elicitation/create", url).await.is_ok());
         let form = json!({"message": "Name?", "requestedSchema": {"type": "object"}});
-        assert!(all.ask("elicitation/create", form).await.is_err(), "url only");
+        assert!(
+            all.ask("elicitation/create", form).await.is_err(),
+            "url only"
+        );
         assert!(all.ask("sampling/createMessage", json!({})).await.is_ok());
         assert!(all.ask("roots/list", json!({})).await.is_ok());
     }
@@ -278,13 +295,25 @@ mod tests {
             "notifications/progress",
             json!({"progressToken": 3, "progress": 50, "total": 100}),
         );
-        with.notify("notifications/message", json!({"level": "info", "data": "x"}));
-        with.notify("notifications/message", json!({"level": "debug", "data": "below"}));
+        with.notify(
+            "notifications/message",
+            json!({"level": "info", "data": "x"}),
+        );
+        with.notify(
+            "notifications/message",
+            json!({"level": "debug", "data": "below"}),
+        );
         with.notify("notifications/tools/list_changed", json!({}));
         let mut without = client(&peer, json!({}), None);
-        without.notify("notifications/progress", json!({"progressToken": 3, "progress": 1}));
+        without.notify(
+            "notifications/progress",
+            json!({"progressToken": 3, "progress": 1}),
+        );
         without.log_floor = None;
-        without.notify("notifications/message", json!({"level": "error", "data": "unasked"}));
+        without.notify(
+            "notifications/message",
+            json!({"level": "error", "data": "unasked"}),
+        );
         let sent = peer.notified.lock().unwrap().clone();
         assert_eq!(sent.len(), 2, "{sent:?}");
         assert_eq!(sent[0]["params"]["progressToken"], "client-7");

@@ -106,12 +106,11 @@ pub fn arguments_hash(value: &Value) -> String {
 pub enum Issued {
     /// Warden's own approval question about the call.
     Approval,
-    /// An upstream server asked the client for input; the retry continues the call.
+    /// An upstream server asked the client for input about a call Warden had let run; the
+    /// retry continues that call.
     Continuation {
         /// The server's own `requestState`, echoed to it unchanged.
         upstream_state: Option<String>,
-        /// Whether the client approved the call in an earlier round (the policy asked).
-        approved: bool,
     },
 }
 
@@ -215,14 +214,9 @@ impl StateSigner {
         let mut payload = json!({
             "t": tool, "a": arguments_hash(arguments), "c": client, "x": expiry, "n": nonce,
         });
-        if let Issued::Continuation {
-            upstream_state,
-            approved,
-        } = what
-        {
+        if let Issued::Continuation { upstream_state } = what {
             payload["k"] = json!("continue");
             payload["u"] = json!(upstream_state);
-            payload["p"] = json!(approved);
         }
         let payload = payload.to_string();
         let mac = hmac(&self.key, payload.as_bytes());
@@ -272,7 +266,6 @@ impl StateSigner {
             None => Issued::Approval,
             Some("continue") => Issued::Continuation {
                 upstream_state: payload["u"].as_str().map(str::to_owned),
-                approved: payload["p"].as_bool().unwrap_or(false),
             },
             Some(_) => return Err(StateError::Tampered),
         })
@@ -342,18 +335,20 @@ mod tests {
         );
     }
 
-    /// A continuation carries the server's state back unchanged, with whether the client
-    /// approved the call, once; the client cannot change either, nor add to the state.
+    /// A continuation carries the server's state back unchanged, once; the client cannot
+    /// change it, nor add to it.
     #[test]
     fn a_continuation_carries_the_servers_state_once_and_unchanged() {
         let signer = StateSigner::new().unwrap();
         let args = json!({});
         let what = Issued::Continuation {
             upstream_state: Some("server-opaque-7".into()),
-            approved: true,
         };
         let state = signer.issue_as("t", &args, "c1", &what).unwrap();
-        assert!(!state.contains("server-opaque-7"), "encoded, not shown: {state}");
+        assert!(
+            !state.contains("server-opaque-7"),
+            "encoded, not shown: {state}"
+        );
         let tampered = format!("{state}-TAMPERED");
         assert_eq!(
             signer.redeem(&tampered, "t", &args, "c1"),
@@ -366,7 +361,6 @@ mod tests {
         );
         let long = Issued::Continuation {
             upstream_state: Some("x".repeat(MAX_UPSTREAM_STATE_BYTES + 1)),
-            approved: false,
         };
         assert_eq!(
             signer.issue_as("t", &args, "c1", &long),

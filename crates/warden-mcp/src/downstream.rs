@@ -34,7 +34,8 @@ use futures::future::BoxFuture;
 use serde_json::{Map, Value};
 
 /// The methods a server may ask a downstream client through Warden, in either shape.
-pub const RELAYED_REQUESTS: [&str; 3] = ["elicitation/create", "sampling/createMessage", "roots/list"];
+pub const RELAYED_REQUESTS: [&str; 3] =
+    ["elicitation/create", "sampling/createMessage", "roots/list"];
 
 /// The client behind one call (a gateway's client).
 pub trait Downstream: Send + Sync {

@@ -7,18 +7,18 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 // Logging, sampling and roots are deprecated in 2026-07-28 and still sent by 2025-11-25
 // servers; a gateway relays them.
-#[allow(deprecated)]
-use rmcp::model::{
-    CreateMessageRequestParams, CreateMessageResult, ListRootsResult,
-    LoggingMessageNotificationParam,
-};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
     CancelledNotificationParam, ClientCapabilities, ClientNotification, ClientRequest,
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
     FormElicitationCapability, Implementation, InitializeRequestParams, InputRequest,
-    InputResponses, PaginatedRequestParams, ProgressToken, ProtocolVersion,
-    RequestId, ServerResult, UrlElicitationCapability,
+    InputResponses, PaginatedRequestParams, ProgressToken, ProtocolVersion, RequestId,
+    ServerResult, UrlElicitationCapability,
+};
+#[allow(deprecated)]
+use rmcp::model::{
+    CreateMessageRequestParams, CreateMessageResult, ListRootsResult,
+    LoggingMessageNotificationParam,
 };
 use rmcp::service::{
     ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer,
@@ -166,7 +166,10 @@ fn progress_token_text(token: &ProgressToken) -> String {
 
 /// Relays a 2025-11-25 server's `elicitation/create` to the client behind the call; an
 /// answer that cannot be had or read is a decline (the server goes on without the input).
-async fn relay_elicitation(downstream: &dyn Downstream, request: &ElicitRequestParams) -> ElicitResult {
+async fn relay_elicitation(
+    downstream: &dyn Downstream,
+    request: &ElicitRequestParams,
+) -> ElicitResult {
     let Ok(params) = serde_json::to_value(request) else {
         return ElicitResult::new(ElicitationAction::Decline);
     };
@@ -914,11 +917,10 @@ impl RmcpConnection {
             if downstream.is_some_and(|downstream| downstream.passes_input_through()) {
                 let mut passed = Map::new();
                 for (key, request) in requests {
-                    let value = serde_json::to_value(request).map_err(|error| {
-                        CallError::Protocol {
+                    let value =
+                        serde_json::to_value(request).map_err(|error| CallError::Protocol {
                             reason: format!("an input request could not be read: {error}"),
-                        }
-                    })?;
+                        })?;
                     passed.insert(key, value);
                 }
                 return Ok(Answered::Input(InputRequired {
@@ -990,7 +992,8 @@ impl RmcpConnection {
             }
         }
         let route = self.client.routes.enter(downstream.cloned());
-        self.send_with(request, options, Some(&route), timeout).await
+        self.send_with(request, options, Some(&route), timeout)
+            .await
     }
 
     /// Sends one request and waits up to `timeout` for its answer; dropped first, the
@@ -1000,8 +1003,13 @@ impl RmcpConnection {
         request: ClientRequest,
         timeout: Duration,
     ) -> Result<ServerResult, CallError> {
-        self.send_with(request, PeerRequestOptions::with_timeout(timeout), None, timeout)
-            .await
+        self.send_with(
+            request,
+            PeerRequestOptions::with_timeout(timeout),
+            None,
+            timeout,
+        )
+        .await
     }
 
     /// [`RmcpConnection::send_request`] with `options`; a call's `route` learns the

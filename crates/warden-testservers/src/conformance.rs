@@ -36,7 +36,10 @@ pub(crate) fn definitions() -> Vec<Value> {
             "test_multiple_content_types",
         ),
         no_arguments("Always fails with a tool error.", "test_error_handling"),
-        no_arguments("Logs three messages while running.", "test_tool_with_logging"),
+        no_arguments(
+            "Logs three messages while running.",
+            "test_tool_with_logging",
+        ),
         no_arguments(
             "Reports progress three times while running.",
             "test_tool_with_progress",
@@ -66,9 +69,18 @@ pub(crate) fn definitions() -> Vec<Value> {
         no_arguments("Needs the sampling capability.", "test_missing_capability"),
         no_arguments("Asks through its result.", "test_streaming_elicitation"),
         no_arguments("Logs whether asked to or not.", "test_logging_tool"),
-        no_arguments("Asks the user's name.", "test_input_required_result_elicitation"),
-        no_arguments("Asks the client's model.", "test_input_required_result_sampling"),
-        no_arguments("Asks the client's roots.", "test_input_required_result_list_roots"),
+        no_arguments(
+            "Asks the user's name.",
+            "test_input_required_result_elicitation",
+        ),
+        no_arguments(
+            "Asks the client's model.",
+            "test_input_required_result_sampling",
+        ),
+        no_arguments(
+            "Asks the client's roots.",
+            "test_input_required_result_list_roots",
+        ),
         no_arguments(
             "Asks for a confirmation, with a state of its own.",
             "test_input_required_result_request_state",
@@ -77,7 +89,10 @@ pub(crate) fn definitions() -> Vec<Value> {
             "Asks three things at once.",
             "test_input_required_result_multiple_inputs",
         ),
-        no_arguments("Asks twice in turn.", "test_input_required_result_multi_round"),
+        no_arguments(
+            "Asks twice in turn.",
+            "test_input_required_result_multi_round",
+        ),
         no_arguments(
             "Asks with a state it checks.",
             "test_input_required_result_tampered_state",
@@ -134,9 +149,8 @@ pub(crate) fn listen_acknowledgement(id: &Value, params: &Value) -> Value {
 /// The notifications `name` sends before its answer, with the pause before each.
 pub(crate) fn notifications(name: &str, params: &Value) -> Vec<(std::time::Duration, Value)> {
     let pause = std::time::Duration::from_millis(50);
-    let notification = |method: &str, params: Value| {
-        json!({"jsonrpc": "2.0", "method": method, "params": params})
-    };
+    let notification =
+        |method: &str, params: Value| json!({"jsonrpc": "2.0", "method": method, "params": params});
     match name {
         "test_tool_with_logging" => [
             "Tool execution started",
@@ -146,7 +160,11 @@ pub(crate) fn notifications(name: &str, params: &Value) -> Vec<(std::time::Durat
         .iter()
         .enumerate()
         .map(|(n, text)| {
-            let wait = if n == 0 { std::time::Duration::ZERO } else { pause };
+            let wait = if n == 0 {
+                std::time::Duration::ZERO
+            } else {
+                pause
+            };
             let message = json!({"level": "info", "logger": "conformance", "data": text});
             (wait, notification("notifications/message", message))
         })
@@ -166,7 +184,11 @@ pub(crate) fn notifications(name: &str, params: &Value) -> Vec<(std::time::Durat
                 .iter()
                 .enumerate()
                 .map(|(n, progress)| {
-                    let wait = if n == 0 { std::time::Duration::ZERO } else { pause };
+                    let wait = if n == 0 {
+                        std::time::Duration::ZERO
+                    } else {
+                        pause
+                    };
                     let message =
                         json!({"progressToken": token, "progress": progress, "total": 100});
                     (wait, notification("notifications/progress", message))
@@ -232,7 +254,9 @@ impl Changes {
     /// Runs a hook; `None` for another tool.
     pub(crate) fn trigger(&mut self, name: &str) -> Option<Value> {
         let (added, method) = match name {
-            "test_trigger_tool_change" => (&mut self.tool_added, "notifications/tools/list_changed"),
+            "test_trigger_tool_change" => {
+                (&mut self.tool_added, "notifications/tools/list_changed")
+            }
             "test_trigger_prompt_change" => {
                 (&mut self.prompt_added, "notifications/prompts/list_changed")
             }

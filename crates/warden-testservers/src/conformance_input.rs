@@ -212,7 +212,11 @@ pub(crate) fn call(name: &str, params: &Value) -> Option<Result<Value, (i64, Str
             }
         }
         "test_input_required_result_multi_round" => {
-            match (state(params), answer(params, "step1"), answer(params, "step2")) {
+            match (
+                state(params),
+                answer(params, "step1"),
+                answer(params, "step2"),
+            ) {
                 (Some(s), Some(_), _) if s == ROUND_STATES[0] => Some(Ok(asking(
                     json!({"step2": form("Step 2: What is your favorite color?",
                         json!({"color": {"type": "string"}}), &["color"])}),

@@ -96,8 +96,7 @@ impl Server {
                 let mut response = jsonrpc::error_response(id, code, &message);
                 // Only the conformance fixture refuses for a missing capability: sampling.
                 if code == MISSING_CAPABILITY {
-                    response["error"]["data"] =
-                        json!({"requiredCapabilities": {"sampling": {}}});
+                    response["error"]["data"] = json!({"requiredCapabilities": {"sampling": {}}});
                 }
                 response
             }
