@@ -705,7 +705,7 @@ impl Gateway {
             Some(Issued::Continuation { upstream_state, .. }) => upstream_state.clone(),
             _ => None,
         };
-        let retry = (responses.is_some() || upstream_state.is_some()).then(|| InputRetry {
+        let retry = (responses.is_some() || upstream_state.is_some()).then_some(InputRetry {
             responses,
             state: upstream_state,
         });
