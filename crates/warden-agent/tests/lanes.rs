@@ -102,6 +102,7 @@ impl Connection for Slow {
                 structured: None,
                 is_error: false,
                 raw: json!({"content": [{"type": "text", "text": text}]}),
+                input_required: None,
             })
         })
     }

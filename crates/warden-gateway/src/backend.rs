@@ -34,6 +34,7 @@ use crate::generations::{Generations, REUSE_FOR};
 use crate::jsonrpc::{INTERNAL_ERROR, INVALID_PARAMS, RpcError};
 use crate::listener::{Listener, Want};
 use crate::metrics::{CallOutcome, Metrics, Refusal};
+use crate::relayed::RelayTo;
 use crate::subscriptions::{Registry, Subscriber};
 
 /// The front end named in audit rows.
@@ -111,8 +112,20 @@ pub trait Asker: Send + Sync {
 pub enum CallReply {
     /// A `CallToolResult` (`content`, `structuredContent`, `isError`).
     Result(Value),
-    /// An `InputRequiredResult` (2026-07-28).
+    /// An `InputRequiredResult` of Warden's own (2026-07-28: an approval question).
     Input(Value),
+    /// The upstream server asked the client for input (2026-07-28): the caller returns it
+    /// as an `InputRequiredResult` whose state continues the call.
+    Asked(UpstreamAsked),
+}
+
+/// An upstream server's questions to the client behind a call, as [`CallReply::Asked`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamAsked {
+    /// The server that asks.
+    pub server: String,
+    /// What it asks, and its state.
+    pub asked: warden_mcp::InputRequired,
 }
 
 /// Why a backend could not be made.
@@ -381,6 +394,7 @@ impl Backend {
         name: &str,
         arguments: Value,
         asker: &dyn Asker,
+        relay: Option<RelayTo>,
     ) -> Result<CallReply, RpcError> {
         let target = self.target(name);
         let session = &client.session;
@@ -437,6 +451,10 @@ impl Backend {
                 }
             }
         }
+        let modern = relay.as_ref().is_some_and(|relay| relay.modern);
+        if let Some(relay) = relay {
+            call.relay_to(relay.to_server(&server));
+        }
         let started = std::time::Instant::now();
         let sent = session.send(&self.host, call).await;
         let outcome = match &sent {
@@ -446,6 +464,12 @@ impl Backend {
         };
         self.metrics.upstream(&server, outcome, started.elapsed());
         let reply = match sent {
+            Ok(warden_mcp::CallOutcome {
+                input_required: Some(asked),
+                ..
+            }) => {
+                return Ok(CallReply::Asked(UpstreamAsked { server, asked }));
+            }
             Ok(outcome) => {
                 let mut result = json!({"content": outcome.content});
                 if let Some(structured) = outcome.structured {
@@ -455,6 +479,15 @@ impl Backend {
                     result["isError"] = Value::Bool(true);
                 }
                 result
+            }
+            // The server needs a capability this 2026-07-28 client did not declare: the
+            // client is told which, as the server would have told it.
+            Err(HostError::Call {
+                source: warden_mcp::CallError::MissingCapability { required, message },
+                ..
+            }) if modern => {
+                return Err(RpcError::new(crate::jsonrpc::MISSING_CAPABILITY, message)
+                    .with_data(json!({"requiredCapabilities": required})));
             }
             Err(error) => error_result(&format!("The call failed: {error}")),
         };
@@ -766,6 +799,7 @@ impl Backend {
         };
         let mut forwarded = Map::new();
         forwarded.insert("uri".into(), Value::String(uri.to_owned()));
+        pass_input_round(params, &mut forwarded);
         let result = self
             .forward(&server, "resources/read", forwarded)
             .await
@@ -813,6 +847,7 @@ impl Backend {
         if let Some(arguments) = arguments {
             forwarded.insert("arguments".into(), arguments.clone());
         }
+        pass_input_round(params, &mut forwarded);
         let result = self
             .forward(&server, "prompts/get", forwarded)
             .await
@@ -1159,6 +1194,18 @@ fn reason_list(verdict: &Verdict) -> String {
         .map(|reason| format!("  - {}", reason.text))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// A 2026-07-28 retry of a read or a prompt after its server asked for input: the client's
+/// answers and the server's own state go back to it as sent (decision 0051: not wrapped,
+/// unlike a tool call's; the server checks its own state).
+fn pass_input_round(params: &Value, forwarded: &mut Map<String, Value>) {
+    if let Some(responses) = params.get("inputResponses").filter(|r| r.is_object()) {
+        forwarded.insert("inputResponses".into(), responses.clone());
+    }
+    if let Some(state) = params.get("requestState").filter(|s| s.is_string()) {
+        forwarded.insert("requestState".into(), state.clone());
+    }
 }
 
 /// A tool result with `isError` and one text block.

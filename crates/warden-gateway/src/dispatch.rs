@@ -12,6 +12,7 @@
 //! A client's era is set by its first message and never changes; a message of the other era
 //! is refused, never quietly served ([`era_of`]).
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -20,15 +21,16 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use crate::aggregate::Kind;
-use crate::backend::{AskAnswer, AskInfo, Asker, Backend, CallReply, ClientContext};
+use crate::backend::{AskAnswer, AskInfo, Asker, Backend, CallReply, ClientContext, UpstreamAsked};
 use crate::jsonrpc::{
     INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND, MISSING_CAPABILITY, RpcError,
     UNSUPPORTED_VERSION,
 };
 use crate::listener::Want;
-use crate::secret::StateSigner;
+use crate::relayed::RelayTo;
+use crate::secret::{Issued, StateSigner};
 use crate::subscriptions::Subscriber;
-use warden_mcp::ListenFilter;
+use warden_mcp::{InputRetry, ListenFilter};
 
 /// The revisions served through `initialize`, newest first.
 pub const LEGACY_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
@@ -163,7 +165,8 @@ pub fn era_of(method: &str, params: &Value) -> Option<Era> {
 }
 
 /// Lets the protocol send a request to the client and wait for its answer (legacy
-/// elicitation); the transport routes the client's response back.
+/// elicitation), and send it notifications about a request (progress, log messages); the
+/// transport routes the client's response back.
 pub trait Peer: Send + Sync {
     /// Sends `method` with `params` and waits at most `timeout` for the answer.
     fn request<'a>(
@@ -172,6 +175,12 @@ pub trait Peer: Send + Sync {
         params: Value,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Value, String>>;
+    /// Sends a notification (a whole JSON-RPC message) about the request this peer serves,
+    /// without waiting: dropped when the way to the client is full or gone. A transport
+    /// without a way back keeps the default: dropped.
+    fn notify(&self, message: Value) {
+        let _ = message;
+    }
 }
 
 /// A peer that cannot send requests (a transport without a way back).
@@ -194,6 +203,11 @@ pub struct LegacySession {
     pub version: String,
     /// Whether the client declared form elicitation.
     pub elicitation: bool,
+    /// What the client declared that a server may ask through Warden
+    /// ([`crate::relayed::relayable`]).
+    pub relayable: Value,
+    /// The least severe server log message relayed (`logging/setLevel`; all until set).
+    log_floor: std::sync::atomic::AtomicU8,
     /// The client's policy context.
     pub client: ClientContext,
     /// The session's resource subscriptions: they end with it.
@@ -215,6 +229,9 @@ pub struct ModernRequest {
     pub version: String,
     /// Whether the client declared form elicitation on this request.
     pub elicitation: bool,
+    /// What the client declared on this request that a server may ask through Warden
+    /// ([`crate::relayed::relayable`]).
+    pub relayable: Value,
 }
 
 /// The gateway's protocol state shared by every client: the backend, who it says it is,
@@ -403,6 +420,8 @@ impl Gateway {
         let session = LegacySession {
             version: version.to_owned(),
             elicitation: has_form_elicitation(&capabilities),
+            relayable: crate::relayed::relayable(&capabilities),
+            log_floor: std::sync::atomic::AtomicU8::new(0),
             client: self
                 .backend
                 .client(audit_name(params.get("clientInfo"), tag)),
@@ -437,7 +456,7 @@ impl Gateway {
         session: &LegacySession,
         method: &str,
         params: Value,
-        peer: &dyn Peer,
+        peer: Arc<dyn Peer>,
     ) -> Result<Value, RpcError> {
         let started = std::time::Instant::now();
         let answer = self.legacy_answer(session, method, params, peer).await;
@@ -452,7 +471,7 @@ impl Gateway {
         session: &LegacySession,
         method: &str,
         params: Value,
-        peer: &dyn Peer,
+        peer: Arc<dyn Peer>,
     ) -> Result<Value, RpcError> {
         match method {
             "initialize" => Err(RpcError::new(
@@ -465,21 +484,39 @@ impl Gateway {
                 let (name, arguments) = call_params(&params)?;
                 let asker = LegacyAsker {
                     elicitation: session.elicitation,
-                    peer,
+                    peer: &*peer,
+                };
+                let relay = RelayTo {
+                    peer: Arc::clone(&peer),
+                    capabilities: session.relayable.clone(),
+                    progress_token: progress_token(&params),
+                    modern: false,
+                    log_floor: Some(session.log_floor.load(Ordering::Relaxed)),
+                    retry: None,
                 };
                 match self
                     .backend
-                    .call(&session.client, &name, arguments, &asker)
+                    .call(&session.client, &name, arguments, &asker, Some(relay))
                     .await?
                 {
                     CallReply::Result(result) => Ok(result),
-                    CallReply::Input(_) => Err(RpcError::new(
+                    CallReply::Input(_) | CallReply::Asked(_) => Err(RpcError::new(
                         crate::jsonrpc::INTERNAL_ERROR,
                         "an input-required result cannot reach a 2025-11-25 client",
                     )),
                 }
             }
-            "logging/setLevel" => Ok(json!({})),
+            "logging/setLevel" => {
+                let level = params
+                    .get("level")
+                    .and_then(Value::as_str)
+                    .and_then(crate::relayed::severity)
+                    .ok_or_else(|| {
+                        RpcError::new(INVALID_PARAMS, "logging/setLevel needs a known `level`")
+                    })?;
+                session.log_floor.store(level, Ordering::Relaxed);
+                Ok(json!({}))
+            }
             "resources/subscribe" => {
                 let uri = subscription_uri(method, &params)?;
                 self.backend
@@ -534,6 +571,7 @@ impl Gateway {
         Ok(ModernRequest {
             version: version.to_owned(),
             elicitation: has_form_elicitation(capabilities),
+            relayable: crate::relayed::relayable(capabilities),
         })
     }
 
@@ -546,9 +584,12 @@ impl Gateway {
         request: &ModernRequest,
         method: &str,
         params: Value,
+        peer: Arc<dyn Peer>,
     ) -> Result<Value, RpcError> {
         let started = std::time::Instant::now();
-        let answer = self.modern_answer(client, request, method, params).await;
+        let answer = self
+            .modern_answer(client, request, method, params, peer)
+            .await;
         self.backend
             .metrics()
             .request(method, answer.is_ok(), started.elapsed());
@@ -561,6 +602,7 @@ impl Gateway {
         request: &ModernRequest,
         method: &str,
         params: Value,
+        peer: Arc<dyn Peer>,
     ) -> Result<Value, RpcError> {
         let mut result = match method {
             "server/discover" => {
@@ -577,19 +619,7 @@ impl Gateway {
                 cacheable(&mut result);
                 result
             }
-            "tools/call" => {
-                let (name, arguments) = call_params(&params)?;
-                let asker = ModernAsker {
-                    gateway: self,
-                    request,
-                    params: &params,
-                    client: client.name(),
-                };
-                match self.backend.call(client, &name, arguments, &asker).await? {
-                    CallReply::Result(result) => result,
-                    CallReply::Input(result) => result,
-                }
-            }
+            "tools/call" => self.modern_call(client, request, &params, peer).await?,
             _ => match self.offered(client, method, &params).await {
                 Some(result) => {
                     let mut result = result?;
@@ -625,6 +655,146 @@ impl Gateway {
         result["_meta"] = json!({META_SERVER_INFO: server_info()});
         if let Some(left_out) = left_out {
             result["_meta"][META_LEFT_OUT] = left_out;
+        }
+        Ok(result)
+    }
+
+    /// A 2026-07-28 `tools/call`: a retry's `requestState` is checked first (one Warden
+    /// issued, for this very call and client, unused and in time; anything else is an
+    /// error, never a call), then the call is decided and sent as any other, with the
+    /// answers of an earlier round for the server; a server's questions come back as an
+    /// `InputRequiredResult` whose state continues the call.
+    async fn modern_call(
+        &self,
+        client: &ClientContext,
+        request: &ModernRequest,
+        params: &Value,
+        peer: Arc<dyn Peer>,
+    ) -> Result<Value, RpcError> {
+        let (name, arguments) = call_params(params)?;
+        let earlier = match params.get("requestState") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(state)) => Some(
+                self.signer
+                    .redeem(state, &name, &state_arguments(&arguments), client.name())
+                    .map_err(|error| RpcError::new(INVALID_PARAMS, error.to_string()))?,
+            ),
+            Some(_) => {
+                return Err(RpcError::new(
+                    INVALID_PARAMS,
+                    "`requestState` must be the string Warden sent",
+                ));
+            }
+        };
+        // The client's answers for the server (never Warden's own approval answer).
+        let mut responses = match params.get("inputResponses") {
+            None | Some(Value::Null) => None,
+            Some(Value::Object(responses)) => Some(responses.clone()),
+            Some(_) => {
+                return Err(RpcError::new(
+                    INVALID_PARAMS,
+                    "`inputResponses` must be an object of answers by key",
+                ));
+            }
+        };
+        let approval = responses
+            .as_mut()
+            .and_then(|responses| responses.remove(APPROVAL_KEY));
+        let responses = responses.filter(|responses| !responses.is_empty());
+        let upstream_state = match &earlier {
+            Some(Issued::Continuation { upstream_state, .. }) => upstream_state.clone(),
+            _ => None,
+        };
+        let retry = (responses.is_some() || upstream_state.is_some()).then_some(InputRetry {
+            responses,
+            state: upstream_state,
+        });
+        let asker = ModernAsker {
+            gateway: self,
+            request,
+            earlier: earlier.as_ref(),
+            approval,
+            client: client.name(),
+        };
+        let relay = RelayTo {
+            peer,
+            capabilities: request.relayable.clone(),
+            progress_token: progress_token(params),
+            modern: true,
+            log_floor: params
+                .get("_meta")
+                .and_then(|meta| meta.get(crate::relayed::META_LOG_LEVEL))
+                .and_then(Value::as_str)
+                .and_then(crate::relayed::severity),
+            retry,
+        };
+        match self
+            .backend
+            .call(client, &name, arguments.clone(), &asker, Some(relay))
+            .await?
+        {
+            CallReply::Result(result) | CallReply::Input(result) => Ok(result),
+            CallReply::Asked(asked) => self.continuation(client, request, &name, &arguments, asked),
+        }
+    }
+
+    /// The `InputRequiredResult` a 2026-07-28 client gets when a server asks it for input:
+    /// the questions the client can answer (each naming the server), and a state of
+    /// Warden's that carries the server's own.
+    fn continuation(
+        &self,
+        client: &ClientContext,
+        request: &ModernRequest,
+        name: &str,
+        arguments: &Value,
+        asked: UpstreamAsked,
+    ) -> Result<Value, RpcError> {
+        let mut requests = serde_json::Map::new();
+        for (key, question) in asked.asked.requests {
+            let method = question
+                .get("method")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            // A request without parameters (`roots/list`) still carries an object.
+            let params = question
+                .get("params")
+                .filter(|params| params.is_object())
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            if !crate::relayed::declares(&request.relayable, &method, &params) {
+                tracing::info!(
+                    server = %asked.server,
+                    "input request `{key}` ({method}) left out: the client did not declare it"
+                );
+                continue;
+            }
+            let params = crate::relayed::attributed(&asked.server, &method, params);
+            requests.insert(key, json!({"method": method, "params": params}));
+        }
+        if requests.is_empty() && asked.asked.state.is_none() {
+            return Ok(json!({
+                "content": [{"type": "text", "text": format!(
+                    "The server `{}` asked for input this client did not declare it can give; \
+                     the call did not finish.", asked.server)}],
+                "isError": true,
+            }));
+        }
+        let continuation = Issued::Continuation {
+            upstream_state: asked.asked.state,
+        };
+        let state = self
+            .signer
+            .issue_as(
+                name,
+                &state_arguments(arguments),
+                client.name(),
+                &continuation,
+            )
+            .map_err(|error| RpcError::new(crate::jsonrpc::INTERNAL_ERROR, error.to_string()))?;
+        let mut result = json!({"resultType": "input_required", "requestState": state});
+        if !requests.is_empty() {
+            result["inputRequests"] = Value::Object(requests);
         }
         Ok(result)
     }
@@ -725,6 +895,24 @@ fn call_params(params: &Value) -> Result<(String, Value), RpcError> {
         .ok_or_else(|| RpcError::new(INVALID_PARAMS, "tools/call needs a string `name`"))?;
     let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
     Ok((name.to_owned(), arguments))
+}
+
+/// The arguments a `requestState` is bound to: `null` (none sent) counts as `{}`, as it
+/// does for the call itself.
+fn state_arguments(arguments: &Value) -> Value {
+    match arguments {
+        Value::Null => json!({}),
+        other => other.clone(),
+    }
+}
+
+/// The progress token the client gave its request, if any.
+fn progress_token(params: &Value) -> Option<Value> {
+    params
+        .get("_meta")
+        .and_then(|meta| meta.get("progressToken"))
+        .filter(|token| token.is_string() || token.is_number())
+        .cloned()
 }
 
 fn shown_arguments(arguments: &Value) -> String {
@@ -836,11 +1024,14 @@ fn elicitation_verdict(info: &AskInfo, answer: Result<Value, String>) -> AskAnsw
 }
 
 /// Modern: an `InputRequiredResult` with a signed `requestState`; the retry carries the
-/// answer and the state back.
+/// answer and the state back (the state was checked before the call was decided).
 struct ModernAsker<'g> {
     gateway: &'g Gateway,
     request: &'g ModernRequest,
-    params: &'g Value,
+    /// What the retry's `requestState` stood for, if it had one.
+    earlier: Option<&'g Issued>,
+    /// The answer to Warden's approval question, if the retry carries one.
+    approval: Option<Value>,
     client: &'g str,
 }
 
@@ -849,31 +1040,23 @@ const APPROVAL_KEY: &str = "warden-approval";
 impl Asker for ModernAsker<'_> {
     fn ask<'a>(&'a self, info: &'a AskInfo) -> BoxFuture<'a, AskAnswer> {
         Box::pin(async move {
-            let signer = &self.gateway.signer;
-            if let Some(state) = self.params.get("requestState") {
-                let checked = match state.as_str() {
-                    Some(state) => {
-                        signer.redeem(state, &info.qualified, &info.arguments, self.client)
-                    }
-                    None => Err(crate::secret::StateError::Tampered),
-                };
-                if let Err(error) = checked {
-                    return AskAnswer::Refused {
-                        text: format!(
-                            "Warden did not run `{}` (server `{}`): {error}; nothing was sent.",
-                            info.tool, info.server
-                        ),
-                    };
-                }
-                let answer = self
-                    .params
-                    .get("inputResponses")
-                    .and_then(|responses| responses.get(APPROVAL_KEY))
-                    .cloned()
-                    .ok_or_else(|| {
+            match self.earlier {
+                Some(Issued::Approval) => {
+                    let answer = self.approval.clone().ok_or_else(|| {
                         "the retry carries no answer to the approval question".to_owned()
                     });
-                return elicitation_verdict(info, answer);
+                    return elicitation_verdict(info, answer);
+                }
+                // The same call, let run in its first round (the state is bound to the very
+                // tool, arguments and client), continues: the server's own question, now in
+                // the context, does not make it a new call to ask about. A call the policy
+                // now denies is still denied (the asker is not consulted for a denial).
+                Some(Issued::Continuation { .. }) => {
+                    return AskAnswer::Approved {
+                        by: "continuation".into(),
+                    };
+                }
+                None => {}
             }
             if !self.request.elicitation {
                 return AskAnswer::Refused {
@@ -883,7 +1066,11 @@ impl Asker for ModernAsker<'_> {
                     ),
                 };
             }
-            match signer.issue(&info.qualified, &info.arguments, self.client) {
+            match self.gateway.signer.issue(
+                &info.tool,
+                &state_arguments(&info.arguments),
+                self.client,
+            ) {
                 Ok(state) => AskAnswer::Input(json!({
                     "resultType": "input_required",
                     "inputRequests": {APPROVAL_KEY: {

@@ -688,7 +688,7 @@ async fn legacy_post(
             } else {
                 let answer = state
                     .gateway
-                    .legacy(&session.legacy, &method, params, &dispatch::NoPeer)
+                    .legacy(&session.legacy, &method, params, Arc::new(dispatch::NoPeer))
                     .await;
                 drop(permit);
                 answer_json(&id, answer)
@@ -865,6 +865,35 @@ impl Peer for StreamPeer {
             move |message| async move { self.events.send(message).await.is_ok() },
         ))
     }
+
+    fn notify(&self, message: Value) {
+        let _ = self.events.try_send(message);
+    }
+}
+
+/// A 2026-07-28 call's own stream: notifications about the call go there before its
+/// answer; the client is never sent a request (it is asked through its retry).
+struct RequestStream {
+    events: mpsc::Sender<Value>,
+}
+
+impl Peer for RequestStream {
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        _params: Value,
+        _timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value, String>> {
+        Box::pin(async move {
+            Err(format!(
+                "{method}: a 2026-07-28 client is not sent requests"
+            ))
+        })
+    }
+
+    fn notify(&self, message: Value) {
+        let _ = self.events.try_send(message);
+    }
 }
 
 /// One SSE event's text.
@@ -1014,14 +1043,14 @@ fn legacy_stream(
         return text(StatusCode::INTERNAL_SERVER_ERROR, "state lost");
     };
     let task = tokio::spawn(async move {
-        let peer = StreamPeer {
+        let peer = Arc::new(StreamPeer {
             session: Arc::clone(&task_session),
             events: events.clone(),
             max_outbound: 4,
-        };
+        });
         // 2025-11-25: a closed stream is not a cancellation; the call runs to its end.
         let answer = gateway
-            .legacy(&task_session.legacy, &method, params, &peer)
+            .legacy(&task_session.legacy, &method, params, peer)
             .await;
         if let Ok(mut running) = task_session.running.lock() {
             running.remove(&task_key);
@@ -1198,7 +1227,13 @@ async fn modern_post(
     if method != "tools/call" {
         let answer = state
             .gateway
-            .modern(&client, &checked, &method, params)
+            .modern(
+                &client,
+                &checked,
+                &method,
+                params,
+                Arc::new(dispatch::NoPeer),
+            )
             .await;
         drop(permit);
         return match answer {
@@ -1207,11 +1242,20 @@ async fn modern_post(
         };
     }
     // A request-scoped stream: closing it cancels the call (the task is aborted, which
-    // sends the cancellation upstream).
-    let (events, events_rx) = mpsc::channel::<Value>(4);
+    // sends the cancellation upstream). The answer's form waits for the call's first
+    // message: the answer itself (nothing was said before it) goes as JSON with the status
+    // its error calls for (a server's -32021 is 400); anything else (progress, log
+    // messages) opens the stream, and the answer follows on it. Until then, a client that
+    // hangs up drops this handler, which aborts the call.
+    let (events, mut events_rx) = mpsc::channel::<Value>(4);
     let gateway = Arc::clone(&state.gateway);
+    let stream = Arc::new(RequestStream {
+        events: events.clone(),
+    });
     let task = tokio::spawn(async move {
-        let answer = gateway.modern(&client, &checked, &method, params).await;
+        let answer = gateway
+            .modern(&client, &checked, &method, params, stream)
+            .await;
         let message = match answer {
             Ok(result) => jsonrpc::response(&id, result),
             Err(error) => jsonrpc::error_response(&id, &error),
@@ -1219,10 +1263,47 @@ async fn modern_post(
         let _ = events.send(message).await;
         drop(permit);
     });
+    let call = AbortOnDrop(Some(task.abort_handle()));
+    let Some(first) = events_rx.recv().await else {
+        return text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the call ended without an answer",
+        );
+    };
+    if first.get("id").is_some() {
+        call.disarm();
+        let status = first
+            .pointer("/error/code")
+            .and_then(Value::as_i64)
+            .map_or(StatusCode::OK, |code| {
+                modern_status(&RpcError::new(code, ""))
+            });
+        return json_response(status, &first);
+    }
     let (watch_tx, watch_rx) = mpsc::channel::<Value>(4);
-    let abort = task.abort_handle();
-    tokio::spawn(relay_until_closed(events_rx, watch_tx, abort));
+    let _ = watch_tx.try_send(first);
+    if let Some(abort) = call.disarm() {
+        tokio::spawn(relay_until_closed(events_rx, watch_tx, abort));
+    }
     sse_response(watch_rx, state.limits.keepalive)
+}
+
+/// Aborts a task when dropped, unless disarmed first.
+struct AbortOnDrop(Option<AbortHandle>);
+
+impl AbortOnDrop {
+    /// Lets the task run on; returns its handle.
+    fn disarm(mut self) -> Option<AbortHandle> {
+        self.0.take()
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            handle.abort();
+        }
+    }
 }
 
 /// Passes messages from `from` to `to`; if `to` closes first (the client hung up), aborts

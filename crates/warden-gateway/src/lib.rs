@@ -35,6 +35,7 @@ pub mod metrics;
 pub mod oauth;
 mod outstanding;
 pub mod rate;
+pub mod relayed;
 pub mod secret;
 pub mod stdio;
 pub mod subscriptions;

@@ -2,10 +2,13 @@
 //! a constant-time comparison for bearer tokens, and the signed `requestState` a
 //! 2026-07-28 client echoes back after answering an approval question.
 //!
-//! The `requestState` binds the approval to the exact call (qualified tool and a hash of
-//! its arguments), to the client it was issued to, and to a deadline; it is signed with
-//! HMAC-SHA256 under a key drawn at start, and each one is accepted once. A tampered,
-//! expired, replayed or foreign state is refused.
+//! The `requestState` binds the approval to the exact call (the tool as the client names
+//! it and a hash of its arguments), to the client it was issued to, and to a deadline; it
+//! is signed with HMAC-SHA256 under a key drawn at start, and each one is accepted once. A
+//! tampered, expired, replayed or foreign state is refused. The same envelope carries an
+//! upstream server's own `requestState` back to it when the server asked the client for
+//! input ([`Issued::Continuation`]): the client never sees or changes the server's state,
+//! and a continuation cannot be moved to another call or client, or replayed.
 
 use std::collections::HashMap;
 use std::io::Read;
@@ -98,6 +101,22 @@ pub fn arguments_hash(value: &Value) -> String {
     hex(&Sha256::digest(text.as_bytes()))
 }
 
+/// What a `requestState` Warden issued stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Issued {
+    /// Warden's own approval question about the call.
+    Approval,
+    /// An upstream server asked the client for input about a call Warden had let run; the
+    /// retry continues that call.
+    Continuation {
+        /// The server's own `requestState`, echoed to it unchanged.
+        upstream_state: Option<String>,
+    },
+}
+
+/// Longest upstream `requestState` carried in a continuation.
+pub const MAX_UPSTREAM_STATE_BYTES: usize = 64 * 1024;
+
 /// Most approval states outstanding at once; past it new questions are refused.
 pub const MAX_OUTSTANDING_STATES: usize = 4096;
 
@@ -119,6 +138,9 @@ pub enum StateError {
     /// Already used once.
     #[error("the requestState was already used; call the tool again")]
     Replayed,
+    /// An upstream server's state too long to carry.
+    #[error("the server's requestState is longer than {MAX_UPSTREAM_STATE_BYTES} bytes")]
+    TooLong,
     /// Too many questions outstanding.
     #[error(
         "too many approval questions are outstanding ({MAX_OUTSTANDING_STATES}); answer or drop some first"
@@ -155,6 +177,25 @@ impl StateSigner {
 
     /// A state for approving `tool` with `arguments`, for `client`.
     pub fn issue(&self, tool: &str, arguments: &Value, client: &str) -> Result<String, StateError> {
+        self.issue_as(tool, arguments, client, &Issued::Approval)
+    }
+
+    /// A state standing for `what`, about `tool` with `arguments`, for `client`.
+    pub fn issue_as(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        client: &str,
+        what: &Issued,
+    ) -> Result<String, StateError> {
+        if let Issued::Continuation {
+            upstream_state: Some(state),
+            ..
+        } = what
+            && state.len() > MAX_UPSTREAM_STATE_BYTES
+        {
+            return Err(StateError::TooLong);
+        }
         let mut nonce = [0u8; 16];
         random_bytes(&mut nonce).map_err(|e| StateError::Random(e.to_string()))?;
         let nonce = hex(&nonce);
@@ -170,10 +211,14 @@ impl StateSigner {
             }
             outstanding.insert(nonce.clone(), expiry);
         }
-        let payload = json!({
+        let mut payload = json!({
             "t": tool, "a": arguments_hash(arguments), "c": client, "x": expiry, "n": nonce,
-        })
-        .to_string();
+        });
+        if let Issued::Continuation { upstream_state } = what {
+            payload["k"] = json!("continue");
+            payload["u"] = json!(upstream_state);
+        }
+        let payload = payload.to_string();
         let mac = hmac(&self.key, payload.as_bytes());
         Ok(format!(
             "{}.{}",
@@ -182,14 +227,15 @@ impl StateSigner {
         ))
     }
 
-    /// Checks `state` for approving `tool` with `arguments` for `client`, and uses it up.
+    /// Checks `state` for `tool` with `arguments` for `client`, uses it up, and says what it
+    /// stands for.
     pub fn redeem(
         &self,
         state: &str,
         tool: &str,
         arguments: &Value,
         client: &str,
-    ) -> Result<(), StateError> {
+    ) -> Result<Issued, StateError> {
         let (payload, mac) = state.split_once('.').ok_or(StateError::Tampered)?;
         let payload = URL_SAFE_NO_PAD
             .decode(payload)
@@ -216,7 +262,13 @@ impl StateSigner {
         if expiry <= now_ms() {
             return Err(StateError::Expired);
         }
-        Ok(())
+        Ok(match payload["k"].as_str() {
+            None => Issued::Approval,
+            Some("continue") => Issued::Continuation {
+                upstream_state: payload["u"].as_str().map(str::to_owned),
+            },
+            Some(_) => return Err(StateError::Tampered),
+        })
     }
 }
 
@@ -231,7 +283,10 @@ mod tests {
         let state = signer.issue("s__t", &args, "c1").unwrap();
         // Same arguments in another key order: the same call.
         let reordered = json!({"a": [true, null], "b": 1});
-        assert_eq!(signer.redeem(&state, "s__t", &reordered, "c1"), Ok(()));
+        assert_eq!(
+            signer.redeem(&state, "s__t", &reordered, "c1"),
+            Ok(Issued::Approval)
+        );
         assert_eq!(
             signer.redeem(&state, "s__t", &args, "c1"),
             Err(StateError::Replayed)
@@ -274,7 +329,43 @@ mod tests {
             Err(StateError::Tampered)
         );
         // The honest state still works after all that.
-        assert_eq!(signer.redeem(&state, "s__t", &args, "c1"), Ok(()));
+        assert_eq!(
+            signer.redeem(&state, "s__t", &args, "c1"),
+            Ok(Issued::Approval)
+        );
+    }
+
+    /// A continuation carries the server's state back unchanged, once; the client cannot
+    /// change it, nor add to it.
+    #[test]
+    fn a_continuation_carries_the_servers_state_once_and_unchanged() {
+        let signer = StateSigner::new().unwrap();
+        let args = json!({});
+        let what = Issued::Continuation {
+            upstream_state: Some("server-opaque-7".into()),
+        };
+        let state = signer.issue_as("t", &args, "c1", &what).unwrap();
+        assert!(
+            !state.contains("server-opaque-7"),
+            "encoded, not shown: {state}"
+        );
+        let tampered = format!("{state}-TAMPERED");
+        assert_eq!(
+            signer.redeem(&tampered, "t", &args, "c1"),
+            Err(StateError::Tampered)
+        );
+        assert_eq!(signer.redeem(&state, "t", &args, "c1"), Ok(what));
+        assert_eq!(
+            signer.redeem(&state, "t", &args, "c1"),
+            Err(StateError::Replayed)
+        );
+        let long = Issued::Continuation {
+            upstream_state: Some("x".repeat(MAX_UPSTREAM_STATE_BYTES + 1)),
+        };
+        assert_eq!(
+            signer.issue_as("t", &args, "c1", &long),
+            Err(StateError::TooLong)
+        );
     }
 
     #[test]

@@ -91,6 +91,11 @@ impl Peer for Shared {
             },
         ))
     }
+
+    fn notify(&self, message: Value) {
+        // A full queue drops the notification, never the call.
+        let _ = self.out.try_send(message);
+    }
 }
 
 /// Serves one client on `input` and `output` until `input` ends.
@@ -328,7 +333,7 @@ async fn request(
             };
             shared
                 .gateway
-                .legacy(session, method, params, &**shared)
+                .legacy(session, method, params, Arc::clone(shared) as Arc<dyn Peer>)
                 .await
         }
         Era::Modern => {
@@ -360,7 +365,13 @@ async fn request(
             }
             shared
                 .gateway
-                .modern(&shared.modern_client, &checked, method, params)
+                .modern(
+                    &shared.modern_client,
+                    &checked,
+                    method,
+                    params,
+                    Arc::clone(shared) as Arc<dyn Peer>,
+                )
                 .await
         }
     }

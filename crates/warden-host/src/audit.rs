@@ -24,6 +24,9 @@ pub enum Outcome {
     Ok,
     /// Sent, and the server answered with a result that reports an error.
     ToolError,
+    /// Sent, and a 2026-07-28 server asked the client behind the call for input before it
+    /// would answer; the client's retry with its answers is an attempt of its own.
+    InputRequired,
     /// Permitted, but it failed on the way, at the server, or was cut short (the error
     /// says which; `executed` says whether it was sent).
     Failed,
@@ -42,6 +45,7 @@ impl Outcome {
         match self {
             Outcome::Ok => "ok",
             Outcome::ToolError => "tool_error",
+            Outcome::InputRequired => "input_required",
             Outcome::Failed => "failed",
             Outcome::Denied => "denied",
             Outcome::NotApproved => "not_approved",

@@ -77,6 +77,7 @@ impl Connection for Changing {
                 structured: None,
                 is_error: false,
                 raw: json!({"content": [{"type": "text", "text": name}]}),
+                input_required: None,
             })
         })
     }

@@ -50,6 +50,10 @@ pub fn result_text(outcome: &CallOutcome) -> String {
     {
         parts.push(structured.to_string());
     }
+    // A server's questions reach the client as they are: their text is the server's.
+    if let Some(asked) = &outcome.input_required {
+        parts.push(Value::Object(asked.requests.clone()).to_string());
+    }
     parts.join("\n")
 }
 
@@ -64,6 +68,7 @@ mod tests {
             structured,
             is_error: false,
             raw: Value::Null,
+            input_required: None,
         }
     }
 

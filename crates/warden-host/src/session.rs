@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use warden_mcp::{CallOutcome, Connection};
+use warden_mcp::{CallContext, CallOutcome, Connection};
 use warden_policy::{Decision, Label, Provenance, ToolFacts, Verdict};
 
 use crate::audit::{ApprovedBy, Attempt, AuditLog, Outcome, Recorder, lock};
@@ -183,6 +183,7 @@ impl Session {
                     arguments,
                     verdict,
                     recorder: Recorder::new(attempt, self.audit.clone()),
+                    relay: CallContext::default(),
                 })
             }
             Err(error) => {
@@ -223,6 +224,7 @@ impl Session {
             arguments,
             verdict,
             recorder,
+            relay,
         } = call;
         let approved = recorder
             .attempt_ref()
@@ -267,6 +269,7 @@ impl Session {
             facts: tool.facts.clone(),
             context: Arc::clone(&self.context),
             recorder,
+            relay,
             _in_use: in_use,
         })
     }
@@ -304,6 +307,7 @@ pub struct PreparedCall {
     arguments: Value,
     verdict: Verdict,
     recorder: Recorder,
+    relay: CallContext,
 }
 
 impl std::fmt::Debug for PreparedCall {
@@ -359,6 +363,13 @@ impl PreparedCall {
             .and_then(|attempt| attempt.approved_by.as_ref())
     }
 
+    /// Sends the call on behalf of a client of Warden's (a gateway's): the server's
+    /// requests, progress and log messages during the call go to `context`'s downstream,
+    /// and an earlier round's answers go with it (see [`warden_mcp::downstream`]).
+    pub fn relay_to(&mut self, context: CallContext) {
+        self.relay = context;
+    }
+
     /// The error recorded if the call is cut short after it was permitted (dropped before
     /// or while it runs); `interrupted` unless set.
     pub fn set_cancel_reason(&mut self, reason: &'static str) {
@@ -376,6 +387,7 @@ pub struct DetachedCall {
     facts: ToolFacts,
     context: Arc<Mutex<Context>>,
     recorder: Recorder,
+    relay: CallContext,
     /// Marks the server used when the call ends (or is dropped), for `idle_stop`.
     _in_use: crate::host::InUse,
 }
@@ -391,10 +403,11 @@ impl DetachedCall {
         let started = Instant::now();
         let result = self
             .connection
-            .call_tool(
+            .call_tool_in(
                 &self.name,
                 Some(std::mem::take(&mut self.arguments)),
                 self.timeout,
+                std::mem::take(&mut self.relay),
             )
             .await
             .map_err(|source| HostError::Call {
@@ -407,7 +420,9 @@ impl DetachedCall {
             attempt.latency = Some(latency);
             match &result {
                 Ok(outcome) => {
-                    attempt.outcome = if outcome.is_error {
+                    attempt.outcome = if outcome.input_required.is_some() {
+                        Outcome::InputRequired
+                    } else if outcome.is_error {
                         Outcome::ToolError
                     } else {
                         Outcome::Ok
@@ -548,6 +563,7 @@ mod tests {
                     structured: None,
                     is_error,
                     raw: json!({"content": [{"type": "text", "text": text}], "isError": is_error}),
+                    input_required: None,
                 };
                 let arguments = Value::Object(arguments.unwrap_or_default());
                 match name {

@@ -73,6 +73,10 @@ pub struct CallOutcome {
     pub is_error: bool,
     /// The whole result as received, for `--json` output.
     pub raw: Value,
+    /// A 2026-07-28 server asked for input instead of answering, and the call's
+    /// [`Downstream`](crate::downstream::Downstream) answers such requests itself: nothing
+    /// ran to its end yet (`content` is empty), the client retries with its answers.
+    pub input_required: Option<crate::downstream::InputRequired>,
 }
 
 /// Limits and places a connection needs beyond the server's own definition.
@@ -302,6 +306,30 @@ pub trait Connection: Send + Sync {
         arguments: Option<Map<String, Value>>,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<CallOutcome, CallError>>;
+    /// Calls one tool on behalf of the client `context` names, which gets the server's
+    /// requests, progress and log messages during the call (see [`crate::downstream`]), or
+    /// with the answers of an earlier round. A transport that cannot relay keeps the
+    /// default: an ordinary [`Connection::call_tool`], refusing a retry it could not carry
+    /// (its answers would be lost without a word).
+    fn call_tool_in<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: Option<Map<String, Value>>,
+        timeout: Duration,
+        context: crate::downstream::CallContext,
+    ) -> BoxFuture<'a, Result<CallOutcome, CallError>> {
+        if context.retry.is_some() {
+            return Box::pin(async move {
+                Err(CallError::Protocol {
+                    reason: format!(
+                        "`{name}` was retried with answers to a server's questions, and this \
+                         server's transport does not carry them"
+                    ),
+                })
+            });
+        }
+        self.call_tool(name, arguments, timeout)
+    }
     /// True once after the server said its tool list changed
     /// (`notifications/tools/list_changed`), clearing the mark. The host re-lists the tools
     /// of a marked server at the next turn boundary. A transport that cannot receive the

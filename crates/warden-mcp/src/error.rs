@@ -199,6 +199,15 @@ pub enum CallError {
         /// The server's message.
         message: String,
     },
+    /// The server refused the request because the client behind it did not declare a
+    /// capability it needs (2026-07-28, -32021).
+    #[error("the server needs the client to declare {required}: {message}")]
+    MissingCapability {
+        /// The capabilities it needs (`requiredCapabilities`, a capabilities object).
+        required: serde_json::Value,
+        /// The server's message.
+        message: String,
+    },
     /// The connection is gone: the process exited, crashed or broke the protocol.
     #[error("the server is gone: {reason}")]
     ServerGone {

@@ -20,6 +20,7 @@
 
 pub mod confined;
 pub mod connection;
+pub mod downstream;
 pub mod elicit;
 pub mod error;
 pub mod executed;
@@ -44,6 +45,7 @@ pub use connection::{
     RelayDialer, ServerInfo, ToolDef, connect, transport_forwards, transport_subscribes,
     transport_withholds,
 };
+pub use downstream::{CallContext, Downstream, InputRequired, InputRetry};
 pub use elicit::{
     DeclineAll, ElicitationAnswer, ElicitationRequest, Elicitor, client_capabilities,
 };

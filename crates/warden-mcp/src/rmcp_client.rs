@@ -5,15 +5,20 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-#[allow(deprecated)]
-use rmcp::model::LoggingMessageNotificationParam;
+// Logging, sampling and roots are deprecated in 2026-07-28 and still sent by 2025-11-25
+// servers; a gateway relays them.
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
     CancelledNotificationParam, ClientCapabilities, ClientNotification, ClientRequest,
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
     FormElicitationCapability, Implementation, InitializeRequestParams, InputRequest,
-    InputResponses, PaginatedRequestParams, ProtocolVersion, RequestId, ServerResult,
-    UrlElicitationCapability,
+    InputResponses, PaginatedRequestParams, ProgressToken, ProtocolVersion, RequestId,
+    ServerResult, UrlElicitationCapability,
+};
+#[allow(deprecated)]
+use rmcp::model::{
+    CreateMessageRequestParams, CreateMessageResult, ListRootsResult,
+    LoggingMessageNotificationParam,
 };
 use rmcp::service::{
     ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext, Peer,
@@ -27,6 +32,7 @@ use crate::connection::{
     CallOutcome, ConnectOptions, Connection, DEFAULT_MAX_PAGES, DEFAULT_MAX_TOOLS, Era, ServerInfo,
     ToolDef,
 };
+use crate::downstream::{CallContext, Downstream, InputRequired, Routes};
 use crate::elicit::{ElicitationAnswer, ElicitationRequest, Elicitor};
 use crate::error::{CallError, ConnectError, ConnectFailure, LaunchError};
 use crate::launcher::{LaunchRequest, Launcher, ProcessGroup, StopGrace, StopReport};
@@ -35,6 +41,8 @@ use crate::probe::{Verdict, probe, probe_limit};
 use crate::stderr_log::StderrLog;
 use crate::stdio::{StdinCloser, StdioLimits, StdioTransport, TransportHealth};
 
+/// The 2026-07-28 error for a request whose client did not declare a capability it needs.
+const MISSING_CAPABILITY: i32 = -32021;
 /// Lines of stderr attached to an error.
 const STDERR_TAIL_LINES: usize = 20;
 /// How long to wait for a failing server's last stderr lines to arrive.
@@ -58,6 +66,8 @@ struct WardenClient {
     /// Set when the server says its tool list changed; taken by
     /// [`Connection::take_tools_changed`].
     tools_changed: Arc<AtomicBool>,
+    /// The calls running, with the clients behind them ([`crate::downstream`]).
+    routes: Arc<Routes>,
 }
 
 impl ClientHandler for WardenClient {
@@ -75,7 +85,57 @@ impl ClientHandler for WardenClient {
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, rmcp::ErrorData> {
+        if let Some(downstream) = self.routes.sole() {
+            return Ok(relay_elicitation(downstream.as_ref(), &request).await);
+        }
         Ok(self.elicit(request).await)
+    }
+
+    #[allow(deprecated)]
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, rmcp::ErrorData> {
+        // Never declared by Warden itself; relayed to the one client behind the one call
+        // running, when it declared sampling.
+        let Some(downstream) = self.routes.sole() else {
+            return Err(rmcp::ErrorData::method_not_found::<
+                rmcp::model::CreateMessageRequestMethod,
+            >());
+        };
+        let params = serde_json::to_value(&params).unwrap_or(Value::Null);
+        let answer = downstream
+            .ask("sampling/createMessage", params)
+            .await
+            .map_err(|reason| rmcp::ErrorData::internal_error(reason, None))?;
+        serde_json::from_value(answer).map_err(|error| {
+            rmcp::ErrorData::internal_error(
+                format!("the client's sampling answer could not be read: {error}"),
+                None,
+            )
+        })
+    }
+
+    #[allow(deprecated)]
+    async fn list_roots(
+        &self,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, rmcp::ErrorData> {
+        // Warden has no roots of its own to give (none declared): an empty list, unless the
+        // one client behind the one call running declared roots and answers.
+        let Some(downstream) = self.routes.sole() else {
+            return Ok(ListRootsResult::default());
+        };
+        match downstream.ask("roots/list", serde_json::json!({})).await {
+            Ok(answer) => serde_json::from_value(answer).map_err(|error| {
+                rmcp::ErrorData::internal_error(
+                    format!("the client's roots could not be read: {error}"),
+                    None,
+                )
+            }),
+            Err(_) => Ok(ListRootsResult::default()),
+        }
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -90,7 +150,82 @@ impl ClientHandler for WardenClient {
         params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
+        // Relayed to the client of the call running by [`Watched`], in order.
         tracing::debug!(server = %self.server, level = ?params.level, "server log: {}", params.data);
+    }
+}
+
+/// A progress token as text (a string as it is, a number in decimal), the key the calls'
+/// routes are kept under.
+fn progress_token_text(token: &ProgressToken) -> String {
+    match &token.0 {
+        rmcp::model::NumberOrString::String(text) => text.to_string(),
+        rmcp::model::NumberOrString::Number(number) => number.to_string(),
+    }
+}
+
+/// Relays a 2025-11-25 server's `elicitation/create` to the client behind the call; an
+/// answer that cannot be had or read is a decline (the server goes on without the input).
+async fn relay_elicitation(
+    downstream: &dyn Downstream,
+    request: &ElicitRequestParams,
+) -> ElicitResult {
+    let Ok(params) = serde_json::to_value(request) else {
+        return ElicitResult::new(ElicitationAction::Decline);
+    };
+    match downstream.ask("elicitation/create", params).await {
+        Ok(answer) => serde_json::from_value(answer)
+            .unwrap_or_else(|_| ElicitResult::new(ElicitationAction::Decline)),
+        Err(reason) => {
+            tracing::info!("a server's elicitation was declined: {reason}");
+            ElicitResult::new(ElicitationAction::Decline)
+        }
+    }
+}
+
+/// How a call ended on the wire.
+enum Answered {
+    /// The tool's result.
+    Complete(CallToolResult),
+    /// A 2026-07-28 server's questions, for the client behind the call to answer.
+    Input(InputRequired),
+}
+
+/// Puts one of a 2026-07-28 server's input requests to the client behind the call (a
+/// 2025-11-25 client, asked as a request of its own) and returns its answer for
+/// `inputResponses`. An elicitation that cannot be put is declined (the server goes on
+/// without the input); a request of another kind that cannot be put fails the call.
+async fn ask_downstream(
+    downstream: &dyn Downstream,
+    key: &str,
+    request: InputRequest,
+) -> Result<Value, CallError> {
+    let request = serde_json::to_value(&request).map_err(|error| CallError::Protocol {
+        reason: format!("input request `{key}` could not be read: {error}"),
+    })?;
+    let method = request
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    // A request without parameters (`roots/list`) still carries an object.
+    let params = request
+        .get("params")
+        .filter(|params| params.is_object())
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({}));
+    match downstream.ask(&method, params).await {
+        Ok(answer) => Ok(answer),
+        Err(reason) if method == "elicitation/create" => {
+            tracing::info!("a server's input request `{key}` was declined: {reason}");
+            Ok(serde_json::json!({"action": "decline"}))
+        }
+        Err(reason) => Err(CallError::Protocol {
+            reason: format!(
+                "the server asked for `{method}` (input request `{key}`) and the client \
+                 could not answer: {reason}"
+            ),
+        }),
     }
 }
 
@@ -177,6 +312,9 @@ struct Watched<T> {
     tools_changed: Arc<AtomicBool>,
     /// Resource and prompt list changes and resource updates, for a gateway to relay.
     notices: Arc<ServerNotices>,
+    /// The calls running: their clients get the progress and log messages sent during
+    /// them, relayed here, before the answer that follows them on the wire.
+    routes: Arc<Routes>,
 }
 
 impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleClient>
@@ -209,6 +347,24 @@ impl<T: rmcp::transport::Transport<RoleClient>> rmcp::transport::Transport<RoleC
                 }
                 Notice::ResourceUpdatedNotification(updated) => {
                     self.notices.updated(&updated.params.uri);
+                }
+                Notice::ProgressNotification(progress) => {
+                    let token = progress_token_text(&progress.params.progress_token);
+                    if let Some(downstream) = self.routes.by_progress_token(&token) {
+                        downstream.notify(
+                            "notifications/progress",
+                            serde_json::to_value(&progress.params).unwrap_or(Value::Null),
+                        );
+                    }
+                }
+                #[allow(deprecated)]
+                Notice::LoggingMessageNotification(logged) => {
+                    if let Some(downstream) = self.routes.sole() {
+                        downstream.notify(
+                            "notifications/message",
+                            serde_json::to_value(&logged.params).unwrap_or(Value::Null),
+                        );
+                    }
                 }
                 _ => {}
             }
@@ -486,6 +642,7 @@ async fn handshake(
         server: spec.name.clone(),
         elicitor: options.elicitor.clone(),
         tools_changed: Arc::clone(&tools_changed),
+        routes: Arc::default(),
     };
     let handler = client.clone();
     let mut transport = transport;
@@ -508,6 +665,7 @@ async fn handshake(
         inner: transport,
         tools_changed: Arc::clone(&tools_changed),
         notices: Arc::clone(&notices),
+        routes: Arc::clone(&client.routes),
     };
     let handshake = client.serve_with_lifecycle(transport, mode);
     let running = match tokio::time::timeout_at(deadline, handshake).await {
@@ -676,10 +834,25 @@ fn tool_def(tool: &rmcp::model::Tool) -> Result<ToolDef, CallError> {
 impl RmcpConnection {
     async fn map_error(&self, error: ServiceError, timeout: Duration) -> CallError {
         match error {
-            ServiceError::McpError(data) => CallError::Rejected {
-                code: data.code.0,
-                message: data.message.to_string(),
-            },
+            ServiceError::McpError(data) => {
+                let required = data
+                    .data
+                    .as_ref()
+                    .and_then(|data| data.get("requiredCapabilities"))
+                    .filter(|required| required.is_object());
+                match required {
+                    Some(required) if data.code.0 == MISSING_CAPABILITY => {
+                        CallError::MissingCapability {
+                            required: required.clone(),
+                            message: data.message.to_string(),
+                        }
+                    }
+                    _ => CallError::Rejected {
+                        code: data.code.0,
+                        message: data.message.to_string(),
+                    },
+                }
+            }
             ServiceError::Timeout { .. } => CallError::Timeout { after: timeout },
             ServiceError::UnexpectedResponse => CallError::Protocol {
                 reason: "the answer did not match the request".into(),
@@ -705,15 +878,24 @@ impl RmcpConnection {
         &self,
         mut params: CallToolRequestParams,
         timeout: Duration,
-    ) -> Result<CallToolResult, CallError> {
+        context: &CallContext,
+    ) -> Result<Answered, CallError> {
+        if let Some(retry) = &context.retry {
+            params.input_responses = retry
+                .responses
+                .as_ref()
+                .map(|responses| responses.clone().into_iter().collect());
+            params.request_state = retry.state.clone();
+        }
+        let downstream = context.downstream.as_ref();
         for _round in 0..MAX_INPUT_ROUNDS {
-            let asked = match self.send_once(params.clone(), timeout).await? {
-                ServerResult::CallToolResult(result) => return Ok(result),
+            let asked = match self.send_once(params.clone(), timeout, downstream).await? {
+                ServerResult::CallToolResult(result) => return Ok(Answered::Complete(result)),
                 // Accepted by rmcp's own `call_tool` too: a result without content.
                 ServerResult::EmptyResult(_) => {
                     let mut result = CallToolResult::default();
                     result.result_type = None;
-                    return Ok(result);
+                    return Ok(Answered::Complete(result));
                 }
                 ServerResult::InputRequiredResult(asked) => asked,
                 _ => {
@@ -732,25 +914,26 @@ impl RmcpConnection {
                         .into(),
                 });
             }
+            if downstream.is_some_and(|downstream| downstream.passes_input_through()) {
+                let mut passed = Map::new();
+                for (key, request) in requests {
+                    let value =
+                        serde_json::to_value(request).map_err(|error| CallError::Protocol {
+                            reason: format!("an input request could not be read: {error}"),
+                        })?;
+                    passed.insert(key, value);
+                }
+                return Ok(Answered::Input(InputRequired {
+                    requests: passed,
+                    state: asked.request_state,
+                }));
+            }
             let mut responses = InputResponses::new();
             for (key, request) in requests {
-                let answer = match request {
-                    InputRequest::Elicitation(request) if self.client.elicitor.is_some() => {
-                        self.client.elicit(request.params).await
-                    }
-                    _ => {
-                        return Err(CallError::Protocol {
-                            reason: format!(
-                                "the server asked for input Warden did not offer (input request \
-                                 `{key}`: only elicitation is offered, and only when a front \
-                                 end can answer it)"
-                            ),
-                        });
-                    }
+                let value = match downstream {
+                    Some(downstream) => ask_downstream(downstream.as_ref(), &key, request).await?,
+                    None => self.answer_here(&key, request).await?,
                 };
-                let value = serde_json::to_value(answer).map_err(|error| CallError::Protocol {
-                    reason: format!("an elicitation answer could not be written: {error}"),
-                })?;
                 responses.insert(key, value);
             }
             params.input_responses = (!responses.is_empty()).then_some(responses);
@@ -758,6 +941,28 @@ impl RmcpConnection {
         }
         Err(CallError::Protocol {
             reason: format!("the server kept asking for input after {MAX_INPUT_ROUNDS} rounds"),
+        })
+    }
+
+    /// Answers one input request with Warden's own front end: only elicitation, and only
+    /// when a front end can answer it.
+    async fn answer_here(&self, key: &str, request: InputRequest) -> Result<Value, CallError> {
+        let answer = match request {
+            InputRequest::Elicitation(request) if self.client.elicitor.is_some() => {
+                self.client.elicit(request.params).await
+            }
+            _ => {
+                return Err(CallError::Protocol {
+                    reason: format!(
+                        "the server asked for input Warden did not offer (input request \
+                         `{key}`: only elicitation is offered, and only when a front \
+                         end can answer it)"
+                    ),
+                });
+            }
+        };
+        serde_json::to_value(answer).map_err(|error| CallError::Protocol {
+            reason: format!("an elicitation answer could not be written: {error}"),
         })
     }
 
@@ -772,9 +977,23 @@ impl RmcpConnection {
         &self,
         params: CallToolRequestParams,
         timeout: Duration,
+        downstream: Option<&Arc<dyn Downstream>>,
     ) -> Result<ServerResult, CallError> {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        self.send_request(request, timeout).await
+        let mut options = PeerRequestOptions::with_timeout(timeout);
+        // A 2026-07-28 server asks only for what the client behind the call declared.
+        if let Some(downstream) = downstream
+            && self.info.era == Era::Modern
+        {
+            let mut meta = rmcp::model::RequestMetaObject::default();
+            if let Ok(capabilities) = serde_json::from_value(downstream.capabilities()) {
+                meta.set_client_capabilities(capabilities);
+                options.meta = Some(meta);
+            }
+        }
+        let route = self.client.routes.enter(downstream.cloned());
+        self.send_with(request, options, Some(&route), timeout)
+            .await
     }
 
     /// Sends one request and waits up to `timeout` for its answer; dropped first, the
@@ -784,11 +1003,25 @@ impl RmcpConnection {
         request: ClientRequest,
         timeout: Duration,
     ) -> Result<ServerResult, CallError> {
-        let handle = match self
-            .peer
-            .send_cancellable_request(request, PeerRequestOptions::with_timeout(timeout))
-            .await
-        {
+        self.send_with(
+            request,
+            PeerRequestOptions::with_timeout(timeout),
+            None,
+            timeout,
+        )
+        .await
+    }
+
+    /// [`RmcpConnection::send_request`] with `options`; a call's `route` learns the
+    /// progress token the request went out with.
+    async fn send_with(
+        &self,
+        request: ClientRequest,
+        options: PeerRequestOptions,
+        route: Option<&crate::downstream::RouteGuard<'_>>,
+        timeout: Duration,
+    ) -> Result<ServerResult, CallError> {
+        let handle = match self.peer.send_cancellable_request(request, options).await {
             Ok(handle) => handle,
             // rmcp did not take the request: its connection had ended, so nothing was
             // written (the server never got it; the audit log must not say it ran).
@@ -805,6 +1038,11 @@ impl RmcpConnection {
                 });
             }
         };
+        if let Some(route) = route {
+            self.client
+                .routes
+                .set_progress_token(route, progress_token_text(&handle.progress_token));
+        }
         let mut guard = CancelOnDrop {
             peer: self.peer.clone(),
             id: Some(handle.id.clone()),
@@ -954,12 +1192,37 @@ impl Connection for RmcpConnection {
         arguments: Option<Map<String, Value>>,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<CallOutcome, CallError>> {
+        self.call_tool_in(name, arguments, timeout, CallContext::default())
+    }
+
+    fn call_tool_in<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: Option<Map<String, Value>>,
+        timeout: Duration,
+        context: CallContext,
+    ) -> BoxFuture<'a, Result<CallOutcome, CallError>> {
         Box::pin(async move {
             let mut params = CallToolRequestParams::new(name.to_owned());
             params.arguments = arguments;
             let limit = timeout + CANCEL_WRITE_LIMIT;
-            let result = match tokio::time::timeout(limit, self.send_call(params, timeout)).await {
-                Ok(Ok(result)) => result,
+            let sent = self.send_call(params, timeout, &context);
+            let result = match tokio::time::timeout(limit, sent).await {
+                Ok(Ok(Answered::Complete(result))) => result,
+                Ok(Ok(Answered::Input(asked))) => {
+                    let raw = serde_json::json!({
+                        "resultType": "input_required",
+                        "inputRequests": asked.requests,
+                        "requestState": asked.state,
+                    });
+                    return Ok(CallOutcome {
+                        content: Vec::new(),
+                        structured: None,
+                        is_error: false,
+                        raw,
+                        input_required: Some(asked),
+                    });
+                }
                 Ok(Err(error)) => return Err(error),
                 Err(_) => return Err(CallError::Timeout { after: timeout }),
             };
@@ -975,6 +1238,7 @@ impl Connection for RmcpConnection {
                 structured: raw.get("structuredContent").cloned(),
                 is_error: raw.get("isError").and_then(Value::as_bool).unwrap_or(false),
                 raw,
+                input_required: None,
             })
         })
     }
@@ -1198,6 +1462,7 @@ mod tests {
             server: "s".into(),
             elicitor,
             tools_changed: Arc::new(AtomicBool::new(false)),
+            routes: Arc::default(),
         };
         serde_json::to_value(client.get_info().capabilities).unwrap()
     }
@@ -1220,6 +1485,7 @@ mod tests {
             server: "srv".into(),
             elicitor: None,
             tools_changed: Arc::new(AtomicBool::new(false)),
+            routes: Arc::default(),
         };
         let form: ElicitRequestParams = serde_json::from_value(json!({
             "mode": "form", "message": "Who?",
@@ -1256,6 +1522,7 @@ mod tests {
             server: "srv".into(),
             elicitor: Some(Arc::new(Fill)),
             tools_changed: Arc::new(AtomicBool::new(false)),
+            routes: Arc::default(),
         };
         let form: ElicitRequestParams = serde_json::from_value(json!({
             "mode": "form", "message": "Who?",

@@ -783,9 +783,23 @@ async fn drive_http(
                 "client {} sends call {} to up{} over HTTP ({:?})",
                 client.index, call.number, call.upstream, call.act
             ));
-            let response =
-                match http_face::send(&dial, client.index, Method::POST, &headers, Some(&request))
-                    .await
+            let reader_client = Arc::clone(&client);
+            let reader_log = log.clone();
+            let reader_dial = dial.clone();
+            let reader_headers = headers.clone();
+            // Owns the exchange: dropping it closes the connection (2026-07-28: the
+            // cancellation), whether the answer had begun or not.
+            let answered = async move {
+                let (client, log, dial, headers) =
+                    (reader_client, reader_log, reader_dial, reader_headers);
+                let response = match http_face::send(
+                    &dial,
+                    client.index,
+                    Method::POST,
+                    &headers,
+                    Some(&request),
+                )
+                .await
                 {
                     Ok(response) => response,
                     Err(error) => {
@@ -793,21 +807,16 @@ async fn drive_http(
                         return;
                     }
                 };
-            if response.status() != StatusCode::OK {
-                let status = response.status();
-                let (_, body) = http_face::json(response).await;
-                // After a DELETE, the session is unknown: that is the right answer.
-                if lock(&client.disconnected).is_none() {
-                    log.violation(format!("call {}: HTTP {status}: {body:?}", call.number));
+                if response.status() != StatusCode::OK {
+                    let status = response.status();
+                    let (_, body) = http_face::json(response).await;
+                    // After a DELETE, the session is unknown: that is the right answer.
+                    if lock(&client.disconnected).is_none() {
+                        log.violation(format!("call {}: HTTP {status}: {body:?}", call.number));
+                    }
+                    return;
                 }
-                return;
-            }
-            let mut events = Events::new(response);
-            let reader_client = Arc::clone(&client);
-            let reader_log = log.clone();
-            // Owns the stream: dropping it closes the stream.
-            let answered = async move {
-                let (client, log) = (reader_client, reader_log);
+                let mut events = Events::new(response);
                 while let Some(message) = events.next().await {
                     if message.get("id").and_then(Value::as_u64) == Some(id) {
                         log.event(format!(

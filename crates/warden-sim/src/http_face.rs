@@ -101,19 +101,39 @@ pub(crate) struct Events {
     body: Incoming,
     buffer: String,
     ready: std::collections::VecDeque<Value>,
+    /// A JSON answer (not yet read): its body is the one message.
+    json: bool,
 }
 
 impl Events {
+    /// The messages of an answer: an SSE stream's, or a JSON answer's one.
     pub(crate) fn new(response: Response<Incoming>) -> Events {
+        let json = response
+            .headers()
+            .get("content-type")
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.starts_with("application/json"));
         Events {
             body: response.into_body(),
             buffer: String::new(),
             ready: std::collections::VecDeque::new(),
+            json,
         }
     }
 
     /// The next message, or `None` when the stream ended (or broke).
     pub(crate) async fn next(&mut self) -> Option<Value> {
+        if self.json {
+            // One message, the whole body.
+            self.json = false;
+            let mut bytes = Vec::new();
+            while let Some(frame) = self.body.frame().await {
+                if let Ok(data) = frame.ok()?.into_data() {
+                    bytes.extend_from_slice(&data);
+                }
+            }
+            return serde_json::from_slice(&bytes).ok();
+        }
         loop {
             if let Some(message) = self.ready.pop_front() {
                 return Some(message);

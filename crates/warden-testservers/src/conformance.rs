@@ -2,11 +2,15 @@
 //! conformance suite's server scenarios (scripts/conformance-server). It offers the tools
 //! those scenarios call, under the names they use, each answering with the content the
 //! scenario checks, and the resources, resource template, prompts and completion the
-//! resource and prompt scenarios read (decision 0035). Tools that need a server-to-client
-//! request (sampling, elicitation) or notifications (logging, progress) answer plainly: the
-//! gateway does not relay those yet, and the scenarios that need them are expected failures
-//! with that reason. Subscriptions are accepted (answered `{}`; no updates are sent), so the
-//! suite's subscribe and unsubscribe scenarios go through the gateway (decision 0039).
+//! resource and prompt scenarios read (decision 0035). Subscriptions are accepted (answered
+//! `{}`; no updates are sent), so the suite's subscribe and unsubscribe scenarios go through
+//! the gateway (decision 0039).
+//!
+//! Tools that need the client (elicitation, sampling, roots) ask in the 2026-07-28 way, with
+//! an `InputRequiredResult` and the keys the suite's scenarios name, and answer when called
+//! again with `inputResponses` (decision 0051): the gateway relays the questions to its own
+//! client in either era. `test_tool_with_logging` and `test_tool_with_progress` send their
+//! notifications before answering ([`notifications`]).
 
 use serde_json::{Value, json};
 
@@ -32,10 +36,70 @@ pub(crate) fn definitions() -> Vec<Value> {
             "test_multiple_content_types",
         ),
         no_arguments("Always fails with a tool error.", "test_error_handling"),
-        no_arguments("Would log while running.", "test_tool_with_logging"),
         no_arguments(
-            "Would report progress while running.",
+            "Logs three messages while running.",
+            "test_tool_with_logging",
+        ),
+        no_arguments(
+            "Reports progress three times while running.",
             "test_tool_with_progress",
+        ),
+        json!({"name": "test_elicitation", "description": "Asks the user for their details.",
+               "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}},
+                               "required": ["message"]}}),
+        json!({"name": "test_sampling", "description": "Asks the client's model a question.",
+               "inputSchema": {"type": "object", "properties": {"prompt": {"type": "string"}},
+                               "required": ["prompt"]}}),
+        no_arguments(
+            "Asks for values whose fields have defaults.",
+            "test_elicitation_sep1034_defaults",
+        ),
+        no_arguments(
+            "Asks to choose among enumerated values.",
+            "test_elicitation_sep1330_enums",
+        ),
+        no_arguments(
+            "Takes itself off this server's tool list.",
+            "test_trigger_tool_change",
+        ),
+        no_arguments(
+            "Adds a prompt to this server's list.",
+            "test_trigger_prompt_change",
+        ),
+        no_arguments("Needs the sampling capability.", "test_missing_capability"),
+        no_arguments("Asks through its result.", "test_streaming_elicitation"),
+        no_arguments("Logs whether asked to or not.", "test_logging_tool"),
+        no_arguments(
+            "Asks the user's name.",
+            "test_input_required_result_elicitation",
+        ),
+        no_arguments(
+            "Asks the client's model.",
+            "test_input_required_result_sampling",
+        ),
+        no_arguments(
+            "Asks the client's roots.",
+            "test_input_required_result_list_roots",
+        ),
+        no_arguments(
+            "Asks for a confirmation, with a state of its own.",
+            "test_input_required_result_request_state",
+        ),
+        no_arguments(
+            "Asks three things at once.",
+            "test_input_required_result_multiple_inputs",
+        ),
+        no_arguments(
+            "Asks twice in turn.",
+            "test_input_required_result_multi_round",
+        ),
+        no_arguments(
+            "Asks with a state it checks.",
+            "test_input_required_result_tampered_state",
+        ),
+        no_arguments(
+            "Asks only what the client declared.",
+            "test_input_required_result_capabilities",
         ),
         json!({"name": "json_schema_2020_12_tool",
                "description": "Has a JSON Schema 2020-12 input schema with $defs.",
@@ -64,8 +128,79 @@ fn resource() -> Value {
         "text": "This is an embedded resource content."}})
 }
 
-/// Runs one tool; `None` for an unknown name.
-pub(crate) fn call(name: &str) -> Option<Value> {
+/// Runs one tool called with `params`; `None` for an unknown name.
+pub(crate) fn call(name: &str, params: &Value) -> Option<Result<Value, (i64, String)>> {
+    if let Some(answer) = crate::conformance_input::call(name, params) {
+        return Some(answer);
+    }
+    plain_call(name).map(Ok)
+}
+
+/// The acknowledgement of a 2026-07-28 `subscriptions/listen` (request `id`): everything
+/// asked for is honoured. The listen itself is never answered (it stays open until the
+/// client cancels it); no update is ever sent, as with the 2025-11-25 subscriptions.
+pub(crate) fn listen_acknowledgement(id: &Value, params: &Value) -> Value {
+    let asked = params.get("notifications").cloned().unwrap_or(json!({}));
+    json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+           "params": {"notifications": asked,
+                      "_meta": {"io.modelcontextprotocol/subscriptionId": id}}})
+}
+
+/// The notifications `name` sends before its answer, with the pause before each.
+pub(crate) fn notifications(name: &str, params: &Value) -> Vec<(std::time::Duration, Value)> {
+    let pause = std::time::Duration::from_millis(50);
+    let notification =
+        |method: &str, params: Value| json!({"jsonrpc": "2.0", "method": method, "params": params});
+    match name {
+        "test_tool_with_logging" => [
+            "Tool execution started",
+            "Tool processing data",
+            "Tool execution completed",
+        ]
+        .iter()
+        .enumerate()
+        .map(|(n, text)| {
+            let wait = if n == 0 {
+                std::time::Duration::ZERO
+            } else {
+                pause
+            };
+            let message = json!({"level": "info", "logger": "conformance", "data": text});
+            (wait, notification("notifications/message", message))
+        })
+        .collect(),
+        "test_logging_tool" => vec![(
+            std::time::Duration::ZERO,
+            notification(
+                "notifications/message",
+                json!({"level": "error", "logger": "conformance", "data": "unasked log line"}),
+            ),
+        )],
+        "test_tool_with_progress" => {
+            let Some(token) = params.pointer("/_meta/progressToken") else {
+                return Vec::new();
+            };
+            [0, 50, 100]
+                .iter()
+                .enumerate()
+                .map(|(n, progress)| {
+                    let wait = if n == 0 {
+                        std::time::Duration::ZERO
+                    } else {
+                        pause
+                    };
+                    let message =
+                        json!({"progressToken": token, "progress": progress, "total": 100});
+                    (wait, notification("notifications/progress", message))
+                })
+                .collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The tools that need nothing from the client.
+fn plain_call(name: &str) -> Option<Value> {
     let text = |text: &str| json!({"type": "text", "text": text});
     let content = match name {
         "test_simple_text" => vec![text("This is a simple text response for testing.")],
@@ -97,7 +232,66 @@ pub(crate) fn call(name: &str) -> Option<Value> {
 
 /// The capabilities the fixture declares.
 pub(crate) fn capabilities() -> Value {
-    json!({"tools": {}, "resources": {"subscribe": true}, "prompts": {}, "completions": {}})
+    json!({"tools": {"listChanged": true}, "resources": {"subscribe": true},
+           "prompts": {"listChanged": true}, "completions": {}})
+}
+
+/// The suite's hooks that change the fixture's lists (`test_trigger_tool_change`,
+/// `test_trigger_prompt_change`), once each, said with a `list_changed` notification sent
+/// before the hook's answer. The tool hook takes itself off the list (a tool that appears
+/// later is held back by the gateway until a person reviews it, so it would change nothing
+/// a client sees); the prompt hook adds a prompt.
+#[derive(Debug, Default)]
+pub(crate) struct Changes {
+    /// The tool hook ran (and is gone from the list).
+    tool_added: bool,
+    /// The prompt hook ran (`test_added_prompt` is listed).
+    prompt_added: bool,
+    outbox: Vec<Value>,
+}
+
+impl Changes {
+    /// Runs a hook; `None` for another tool.
+    pub(crate) fn trigger(&mut self, name: &str) -> Option<Value> {
+        let (added, method) = match name {
+            "test_trigger_tool_change" => {
+                (&mut self.tool_added, "notifications/tools/list_changed")
+            }
+            "test_trigger_prompt_change" => {
+                (&mut self.prompt_added, "notifications/prompts/list_changed")
+            }
+            _ => return None,
+        };
+        *added = true;
+        self.outbox
+            .push(json!({"jsonrpc": "2.0", "method": method}));
+        Some(crate::tools::text_result("changed", false))
+    }
+
+    /// The notifications to send now.
+    pub(crate) fn take_outbox(&mut self) -> Vec<Value> {
+        std::mem::take(&mut self.outbox)
+    }
+
+    /// The tool definitions, without the tool hook once it ran.
+    pub(crate) fn applied_tools(&self, mut tools: Vec<Value>) -> Vec<Value> {
+        if self.tool_added {
+            tools.retain(|tool| tool["name"] != "test_trigger_tool_change");
+        }
+        tools
+    }
+
+    /// An answer to `method`, with the added prompt in `prompts/list`.
+    pub(crate) fn applied(&self, method: &str, mut result: Value) -> Value {
+        if method == "prompts/list"
+            && self.prompt_added
+            && let Some(prompts) = result.get_mut("prompts").and_then(Value::as_array_mut)
+        {
+            prompts.push(json!({"name": "test_added_prompt",
+                                "description": "Added by the suite's hook."}));
+        }
+        result
+    }
 }
 
 const TEXT_URI: &str = "test://static-text";
@@ -151,7 +345,10 @@ pub(crate) fn answer(method: &str, params: &Value) -> Option<Result<Value, (i64,
              "arguments": [{"name": "resourceUri", "description": "The resource to embed",
                             "required": true}]},
             {"name": "test_prompt_with_image", "description": "A prompt with an image."},
+            {"name": "test_input_required_result_prompt",
+             "description": "A prompt that asks for its context first."},
         ]})),
+        "prompts/get" if let Some(answer) = crate::conformance_input::prompt(params) => answer,
         "prompts/get" => {
             let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
             let argument = |key: &str| {

@@ -32,6 +32,7 @@
 
 mod claimant;
 mod conformance;
+mod conformance_input;
 mod framing;
 mod hogs;
 mod hostile;

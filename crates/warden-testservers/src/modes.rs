@@ -140,7 +140,7 @@ impl Config {
         Settings {
             discover: matches!(
                 self.mode,
-                Mode::Modern | Mode::InputRequired | Mode::SlowModern
+                Mode::Modern | Mode::InputRequired | Mode::SlowModern | Mode::Conformance
             ),
             modern_stays_modern: self.mode == Mode::SlowModern,
             page_size: self.page_size,

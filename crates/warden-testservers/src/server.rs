@@ -13,6 +13,9 @@ use crate::tools;
 /// Handshake versions this server accepts in `initialize`, newest first.
 pub(crate) const HANDSHAKE_VERSIONS: [&str; 4] =
     ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// The 2026-07-28 error for a request whose client did not declare a capability it needs.
+const MISSING_CAPABILITY: i64 = -32021;
+
 /// The handshake-free version offered through `server/discover`.
 pub(crate) const MODERN_VERSION: &str = "2026-07-28";
 /// `serverInfo.name`.
@@ -66,6 +69,9 @@ pub(crate) struct Server {
     tools_changed: bool,
     /// In `live-resources` mode: its resources, prompts and subscriptions.
     live: crate::live::Live,
+    /// In `conformance` mode: the suite's hooks changed the tool or prompt list (each
+    /// gains one item), and the notifications to send with the hook's answer.
+    conformance_changes: crate::conformance::Changes,
 }
 
 impl Server {
@@ -86,7 +92,14 @@ impl Server {
     pub(crate) fn handle_request(&mut self, id: &Value, method: &str, params: &Value) -> Value {
         match self.result_for(method, params) {
             Ok(result) => jsonrpc::result_response(id, self.shape_result(method, result)),
-            Err((code, message)) => jsonrpc::error_response(id, code, &message),
+            Err((code, message)) => {
+                let mut response = jsonrpc::error_response(id, code, &message);
+                // Only the conformance fixture refuses for a missing capability: sampling.
+                if code == MISSING_CAPABILITY {
+                    response["error"]["data"] = json!({"requiredCapabilities": {"sampling": {}}});
+                }
+                response
+            }
         }
     }
 
@@ -108,6 +121,9 @@ impl Server {
     pub(crate) fn after_call(&mut self) -> Vec<Value> {
         if self.settings.live {
             return self.live.take_outbox();
+        }
+        if self.settings.conformance {
+            return self.conformance_changes.take_outbox();
         }
         if !(self.settings.list_change || self.settings.redefine) || self.tools_changed {
             return Vec::new();
@@ -169,7 +185,7 @@ impl Server {
             _ if self.settings.conformance
                 && let Some(answer) = crate::conformance::answer(method, params) =>
             {
-                answer
+                answer.map(|result| self.conformance_changes.applied(method, result))
             }
             _ if self.settings.uri_claimant
                 && let Some(answer) = crate::claimant::answer(method, params) =>
@@ -207,7 +223,9 @@ impl Server {
             return crate::hostile::definitions();
         }
         if self.settings.conformance {
-            return crate::conformance::definitions();
+            return self
+                .conformance_changes
+                .applied_tools(crate::conformance::definitions());
         }
         let mut all = tools::definitions();
         if self.settings.live {
@@ -269,9 +287,14 @@ impl Server {
         {
             return Ok(result);
         }
+        if self.settings.conformance
+            && let Some(result) = self.conformance_changes.trigger(name)
+        {
+            return Ok(result);
+        }
         if self.settings.conformance {
-            return crate::conformance::call(name)
-                .ok_or((INVALID_PARAMS, format!("unknown tool: {name}")));
+            return crate::conformance::call(name, params)
+                .unwrap_or_else(|| Err((INVALID_PARAMS, format!("unknown tool: {name}"))));
         }
         if self.settings.hostile {
             return crate::hostile::call(name)

@@ -181,6 +181,17 @@ impl<W: Write> Session<'_, W> {
                 _ => {}
             }
         }
+        if method == "subscriptions/listen" && self.mode() == Mode::Conformance {
+            let acknowledged = crate::conformance::listen_acknowledgement(id, params);
+            return self.out.send(&acknowledged);
+        }
+        if method == "tools/call" && self.mode() == Mode::Conformance {
+            let name = params.get("name").and_then(Value::as_str).unwrap_or("");
+            for (pause, message) in crate::conformance::notifications(name, params) {
+                thread::sleep(pause);
+                self.out.send(&message)?;
+            }
+        }
         let response = self.server.handle_request(id, method, params);
         if method == "tools/call" && self.mode() == Mode::NotifyFlood {
             for n in 0..self.config.count {

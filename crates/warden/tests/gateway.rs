@@ -699,11 +699,15 @@ fn closing_a_modern_request_stream_cancels_the_call_upstream() {
         body.len()
     );
     stream.write_all(request.as_bytes()).unwrap();
-    // The stream is open (its headers arrived), the call is in flight upstream.
-    let mut first = [0u8; 12];
-    stream.read_exact(&mut first).unwrap();
-    assert_eq!(&first, b"HTTP/1.1 200");
+    // The call is in flight upstream; nothing was said yet, so no answer has begun (its
+    // form waits for the call's first message).
     std::thread::sleep(Duration::from_millis(1000));
+    stream.set_nonblocking(true).unwrap();
+    let mut nothing = [0u8; 1];
+    assert!(
+        stream.read(&mut nothing).is_err(),
+        "no answer may begin before the call says something"
+    );
     assert!(!std::fs::read_to_string(&cancel_log).is_ok_and(|t| t.contains("cancelled")));
     drop(stream);
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -2517,6 +2521,140 @@ fn the_typescript_sdk_client_gets_the_catalogue_and_the_policy_on_both_faces() {
     let served = Served::start(&scratch, &config, &[], &[]);
     let http = run_ts_client(json!({"url": served.url, "steps": the_steps()}));
     assert_policy_without_asking(&http);
+    drop(served);
+    scratch.assert_no_leftovers();
+}
+
+/// The conformance fixture (which asks its client for input the 2026-07-28 way), every tool
+/// allowed even in a context its own results made untrusted.
+fn asking_config(scratch: &Scratch) -> PathBuf {
+    let fixture = server_toml("c", &testserver_bin(), &["conformance"], "");
+    scratch.config(&format!(
+        "{fixture}\n[[policy.rules]]\ntools = \"c__*\"\neffect = \"allow\"\n\
+         even_if_tainted = true\neven_if_private = true\n"
+    ))
+}
+
+/// A server's question reaches the real SDK client that made the call, in both eras (a
+/// 2025-11-25 client is sent `elicitation/create`, a 2026-07-28 client gets the
+/// input-required result and retries), naming the server that asks; the answer goes back to
+/// the server, whose result the client reads. A client that declared no elicitation is not
+/// asked: the server gets a decline.
+#[test]
+fn a_servers_question_reaches_the_client_that_made_the_call_in_both_eras() {
+    let scratch = Scratch::new();
+    let config = asking_config(&scratch);
+    let steps = json!([{"call": "c__test_elicitation", "args": {"message": "Your details?"}}]);
+    for mode in ["legacy", "2026-07-28"] {
+        let out = run_client(stdio_plan(
+            &scratch,
+            &config,
+            mode,
+            "approve",
+            steps.clone(),
+        ));
+        assert_eq!(out["asked"], json!(["[c] Your details?"]), "{mode}: {out}");
+        let text = call(&out, 0)["text"].as_str().unwrap_or_default();
+        assert!(
+            text.contains("User response: action=accept"),
+            "{mode}: {out}"
+        );
+        let out = run_client(stdio_plan(&scratch, &config, mode, "none", steps.clone()));
+        assert_eq!(out["asked"], json!([]), "{mode}: {out}");
+        let text = call(&out, 0)["text"].as_str().unwrap_or_default();
+        assert!(
+            text.contains("action=decline") || call(&out, 0)["isError"] == true,
+            "{mode}: the server must not get an answer nobody gave: {out}"
+        );
+    }
+    scratch.assert_no_leftovers();
+}
+
+/// A 2026-07-28 client's retry carries Warden's `requestState`, which holds the server's
+/// own: a tampered state, one moved to other arguments, and one used twice are JSON-RPC
+/// errors and reach no server; the honest retry reaches the server with its state
+/// unchanged (the fixture says `state-ok` only for its own state). The client is asked only
+/// what it declared.
+#[test]
+fn a_continuation_state_cannot_be_forged_moved_or_replayed() {
+    let scratch = Scratch::new();
+    let config = asking_config(&scratch);
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let tool = "c__test_input_required_result_request_state";
+    let send = |name: &str, params: Value| {
+        let mut body = modern_call(name, json!({}));
+        body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+            json!({"elicitation": {}});
+        for (key, value) in params.as_object().unwrap() {
+            body["params"][key] = value.clone();
+        }
+        Post::to(&served)
+            .with("MCP-Protocol-Version", "2026-07-28")
+            .with("Mcp-Method", "tools/call")
+            .with("Mcp-Name", name.to_owned())
+            .send(&served, &body)
+    };
+    let first = send(tool, json!({}));
+    let asked = &first.message()["result"];
+    assert_eq!(asked["resultType"], "input_required", "{}", first.body);
+    assert_eq!(
+        asked["inputRequests"]["confirm"]["params"]["message"],
+        "[c] Please confirm"
+    );
+    let state = asked["requestState"].as_str().unwrap().to_owned();
+    assert!(
+        !state.contains("fixture-confirm"),
+        "the server's state is Warden's to carry, not shown: {state}"
+    );
+    let yes = json!({"confirm": {"action": "accept", "content": {"ok": true}}});
+    for (what, params) in [
+        (
+            "tampered",
+            json!({"requestState": format!("{state}-TAMPERED"), "inputResponses": yes}),
+        ),
+        (
+            "moved to other arguments",
+            json!({"requestState": state, "inputResponses": yes, "arguments": {"x": 1}}),
+        ),
+        (
+            "not a string",
+            json!({"requestState": 7, "inputResponses": yes}),
+        ),
+    ] {
+        let refused = send(tool, params);
+        assert_eq!(refused.status, 400, "{what}: {}", refused.body);
+        assert_eq!(
+            refused.message()["error"]["code"],
+            -32602,
+            "{what}: {}",
+            refused.body
+        );
+    }
+    let honest = send(tool, json!({"requestState": state, "inputResponses": yes}));
+    let result = &honest.message()["result"];
+    assert_eq!(result["resultType"], "complete", "{}", honest.body);
+    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("state-ok"), "{}", honest.body);
+    let replayed = send(tool, json!({"requestState": state, "inputResponses": yes}));
+    assert_eq!(
+        replayed.message()["error"]["code"],
+        -32602,
+        "{}",
+        replayed.body
+    );
+    // Declared sampling only: the server asks only for that, and the question survives.
+    let mut body = modern_call("c__test_input_required_result_capabilities", json!({}));
+    body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({"sampling": {}});
+    let reply = Post::to(&served)
+        .with("MCP-Protocol-Version", "2026-07-28")
+        .with("Mcp-Method", "tools/call")
+        .with("Mcp-Name", "c__test_input_required_result_capabilities")
+        .send(&served, &body);
+    let keys: Vec<String> = reply.message()["result"]["inputRequests"]
+        .as_object()
+        .map(|requests| requests.keys().cloned().collect())
+        .unwrap_or_default();
+    assert_eq!(keys, ["greeting"], "{}", reply.body);
     drop(served);
     scratch.assert_no_leftovers();
 }

@@ -411,6 +411,7 @@ impl Connection for HttpConnection {
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
                 raw: result,
+                input_required: None,
             })
         })
     }

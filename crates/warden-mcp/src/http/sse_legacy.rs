@@ -484,6 +484,7 @@ impl Connection for SseConnection {
                     .and_then(Value::as_bool)
                     .unwrap_or(false),
                 raw: result,
+                input_required: None,
             })
         })
     }
