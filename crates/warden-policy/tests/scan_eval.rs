@@ -66,6 +66,15 @@ const MAX_REAL_FPR_FIFTH: f64 = 3.0 / 190.0;
 /// Most false positives on its hard-but-honest definitions (3 / 30 flagged).
 const MAX_HARD_FPR_FIFTH: f64 = 0.15;
 
+/// Least recall on every poisoned definition of the sixth held-out set.
+const MIN_RECALL_SIXTH: f64 = 0.0;
+/// Least recall of any one of its categories.
+const MIN_CATEGORY_RECALL_SIXTH: f64 = 0.0;
+/// Most false positives on its real definitions (28 servers no other set has).
+const MAX_REAL_FPR_SIXTH: f64 = 1.0;
+/// Most false positives on its hard-but-honest definitions.
+const MAX_HARD_FPR_SIXTH: f64 = 1.0;
+
 /// The honest categories: real public definitions, hard-but-honest ones, and honest
 /// definitions of everyday domains (mail, calendar, banking, travel, chat, files, code
 /// hosting, databases, shells, ...) written by hand for the held-out side only
@@ -559,6 +568,45 @@ fn fifth_held_out_set_on_unseen_servers_stays_above_its_floors() {
     assert!(
         rate(&tallies["hard"]) <= MAX_HARD_FPR_FIFTH,
         "fifth set: hard-but-honest flagged {:.3} > {MAX_HARD_FPR_FIFTH}",
+        rate(&tallies["hard"])
+    );
+}
+
+/// The sixth held-out set (`data/scanner/eval6.jsonl`, bench/scan-eval/sixth_eval.py):
+/// written before the seventh round's changes, because the fifth set was read when the
+/// sixth round was measured. Poisoned definitions per issue 17's categories, in new
+/// words, injected into the tool definitions Docker's MCP catalogue captured for its
+/// servers (docker/mcp-registry, MIT), whose 395 real definitions (28 servers no other
+/// set or training has) measure false positives afresh, with 30 hard-but-honest ones.
+#[test]
+fn sixth_held_out_set_on_catalogue_captures_stays_above_its_floors() {
+    let measured = measure("eval6.jsonl");
+    let tallies = &measured.tallies;
+    let recall = report(
+        "eval6.jsonl (sixth held-out set, Docker catalogue captures)",
+        &measured,
+    );
+    assert!(tallies["real"].total >= 350, "real: too few");
+    assert!(tallies["hard"].total >= 30, "hard: too few");
+    assert!(
+        recall >= MIN_RECALL_SIXTH,
+        "sixth set: recall {recall:.3} < {MIN_RECALL_SIXTH}"
+    );
+    for (category, tally) in tallies.iter().filter(|(c, _)| !honest(c)) {
+        assert!(
+            rate(tally) >= MIN_CATEGORY_RECALL_SIXTH,
+            "sixth set, {category}: recall {:.3} < {MIN_CATEGORY_RECALL_SIXTH}",
+            rate(tally)
+        );
+    }
+    assert!(
+        rate(&tallies["real"]) <= MAX_REAL_FPR_SIXTH,
+        "sixth set: real definitions flagged {:.3} > {MAX_REAL_FPR_SIXTH}",
+        rate(&tallies["real"])
+    );
+    assert!(
+        rate(&tallies["hard"]) <= MAX_HARD_FPR_SIXTH,
+        "sixth set: hard-but-honest flagged {:.3} > {MAX_HARD_FPR_SIXTH}",
         rate(&tallies["hard"])
     );
 }
