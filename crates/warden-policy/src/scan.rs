@@ -26,8 +26,9 @@
 //! and the features that weighed most, so a user can judge a quarantine.
 //!
 //! Work is bounded: at most [`MAX_SCANNED_BYTES`] of text, [`MAX_SCHEMA_NODES`] schema nodes
-//! and [`MAX_SENTENCES`] sentences per definition; text beyond is not read (and the tool is
-//! flagged `length.overlong`). The measured quality and speed are in docs/benchmarks.md.
+//! and [`MAX_SENTENCES`] sentences per definition; text beyond is not read, and the tool is
+//! flagged `length.overlong` for that reason alone (a long text that was read whole is
+//! judged by what it says, sentence by sentence, not by its length). The measured quality and speed are in docs/benchmarks.md.
 
 pub mod decode;
 pub mod features;
@@ -50,8 +51,6 @@ pub const MAX_SCANNED_BYTES: usize = 64 * 1024;
 pub const MAX_SCHEMA_NODES: usize = 4096;
 /// Most sentences the model scores per tool.
 pub const MAX_SENTENCES: usize = 1024;
-/// A description longer than this (in characters) is flagged `length.overlong`.
-pub const MAX_DESCRIPTION_CHARS: usize = 4096;
 /// Shortest run of base64/hex characters flagged `encoded.blob`.
 pub const MIN_BLOB_CHARS: usize = 120;
 /// How many features a model flag lists.
@@ -572,12 +571,13 @@ pub fn assess(server: &str, tool: &ToolText<'_>, others: &[(&str, &str)]) -> Ass
     push("markup.comment", markup_comment(&text));
     push("encoded.text", encoded_text(&found));
     push("encoded.blob", encoded_blob(&text));
+    let own = own_tool_names(server, tool.name, others);
+    let units = units_of(&found, tool.previous, &own);
     push(
         "length.overlong",
-        overlong(tool.description.unwrap_or_default(), truncated),
+        overlong(truncated, units.len() >= MAX_SENTENCES),
     );
-    let own = own_tool_names(server, tool.name, others);
-    let (model_flag, score, threshold) = judge(&units_of(&found, tool.previous, &own));
+    let (model_flag, score, threshold) = judge(&units);
     flags.extend(model_flag);
     flags.sort_by_key(|flag| FLAG_IDS.iter().position(|id| *id == flag.id));
     Assessment {
@@ -613,10 +613,12 @@ pub fn assess_text(kind: Kind, path: &str, text: &str) -> Assessment {
     push("markup.comment", markup_comment(&gathered));
     push("encoded.text", encoded_text(&found));
     push("encoded.blob", encoded_blob(&gathered));
-    if truncated {
-        push("length.overlong", overlong("", true));
-    }
-    let (model_flag, score, threshold) = judge(&units_of(&found, None, &[]));
+    let units = units_of(&found, None, &[]);
+    push(
+        "length.overlong",
+        overlong(truncated, units.len() >= MAX_SENTENCES),
+    );
+    let (model_flag, score, threshold) = judge(&units);
     flags.extend(model_flag);
     flags.sort_by_key(|flag| FLAG_IDS.iter().position(|id| *id == flag.id));
     Assessment {
@@ -1460,19 +1462,22 @@ fn encoded_blob(text: &str) -> Option<String> {
     None
 }
 
-/// `length.overlong`: a description over [`MAX_DESCRIPTION_CHARS`] characters, or a
-/// definition with more text than is scanned ([`MAX_SCANNED_BYTES`]): room to hide
-/// instructions in, and more than a reviewer reads.
-fn overlong(description: &str, truncated: bool) -> Option<String> {
-    let chars = description.chars().count();
-    if chars > MAX_DESCRIPTION_CHARS {
-        Some(format!(
-            "the description is {chars} characters long (more than {MAX_DESCRIPTION_CHARS})"
-        ))
-    } else if truncated {
+/// `length.overlong`: text the scanner did not read, because the definition holds more
+/// than [`MAX_SCANNED_BYTES`] of text (`truncated`) or more than [`MAX_SENTENCES`]
+/// sentences (`sentences_cut`, counted conservatively: a definition at the cap is taken
+/// to have more). An unread rest is room to hide instructions in, so such a tool is asked
+/// about. Length alone is not flagged: every sentence of a long description that was read
+/// is scored on its own, so an instruction buried in it is found by what it says.
+fn overlong(truncated: bool, sentences_cut: bool) -> Option<String> {
+    if truncated {
         Some(format!(
             "the definition holds more text than is scanned ({MAX_SCANNED_BYTES} bytes); the \
              rest was not checked"
+        ))
+    } else if sentences_cut {
+        Some(format!(
+            "the definition holds more sentences than are scored ({MAX_SENTENCES}); the rest \
+             was not checked"
         ))
     } else {
         None
@@ -2201,9 +2206,14 @@ mod tests {
         assert_eq!(flagged(&hex), ["encoded.blob"]);
         assert!(flagged(&"-".repeat(200)).is_empty());
         assert!(flagged(&format!("https://example.com/{}", "a.b/".repeat(50))).is_empty());
-        let long = "Adds numbers. ".repeat(300);
-        assert_eq!(flagged(&long), ["length.overlong"]);
-        assert!(flagged(&"Adds numbers. ".repeat(200)).is_empty());
+        // Length alone is not flagged: a long description read whole is judged by what
+        // it says (see `long_descriptions_read_whole_are_judged_by_their_sentences`).
+        assert!(flagged(&"Adds numbers. ".repeat(300)).is_empty());
+        // More sentences than are scored: the rest was not read.
+        assert_eq!(
+            flagged(&"Adds. ".repeat(MAX_SENTENCES + 10)),
+            ["length.overlong"]
+        );
     }
 
     #[test]
