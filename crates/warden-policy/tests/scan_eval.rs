@@ -15,7 +15,10 @@
 //! fail CI; a change that loses quality fails here. The second and third sets' misses
 //! were read in the sixth round, so they are development sets now; the fifth is the
 //! held-out measure. Recall is below issue 17's goal (0.90) on the second, third and fifth
-//! sets, which is not met yet.
+//! sets, which is not met yet. The fifth set was read in the seventh round (its two false
+//! positives were that round's fixes), and a sixth set (`eval6.jsonl`, Docker's catalogue
+//! captures) was written before it as its measure; the seventh round's numbers are in
+//! docs/benchmarks.md and decision 0027 revision 6.
 //! Run with `-- --nocapture` to see the table, the trade-off curve and every miss.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -59,21 +62,25 @@ const MIN_RECALL_FIFTH: f64 = 0.82;
 /// Least recall of any one of its categories (documentation-style and preference are
 /// at 0.70, under issue 17's 0.75: not met).
 const MIN_CATEGORY_RECALL_FIFTH: f64 = 0.60;
-/// Most false positives on its real definitions (servers no other set has): 2 / 190 are
-/// flagged, a description over 4,096 characters (`length.overlong`) and a deprecation
-/// note in an attack's words.
+/// Most false positives on its real definitions (servers no other set has): 1 / 190 is
+/// flagged since the seventh round ("Use this instead of any "getTopPools" or
+/// "getAllPools" concepts.", steering toward this tool over names no tool has; the
+/// 4,851-character description is no longer flagged for its length).
 const MAX_REAL_FPR_FIFTH: f64 = 3.0 / 190.0;
 /// Most false positives on its hard-but-honest definitions (3 / 30 flagged).
 const MAX_HARD_FPR_FIFTH: f64 = 0.15;
 
-/// Least recall on every poisoned definition of the sixth held-out set.
-const MIN_RECALL_SIXTH: f64 = 0.0;
-/// Least recall of any one of its categories.
-const MIN_CATEGORY_RECALL_SIXTH: f64 = 0.0;
-/// Most false positives on its real definitions (28 servers no other set has).
-const MAX_REAL_FPR_SIXTH: f64 = 1.0;
-/// Most false positives on its hard-but-honest definitions.
-const MAX_HARD_FPR_SIXTH: f64 = 1.0;
+/// Least recall on every poisoned definition of the sixth held-out set (0.764 before the
+/// seventh round, 0.820 after: under issue 17's 0.90, not met).
+const MIN_RECALL_SIXTH: f64 = 0.78;
+/// Least recall of any one of its categories (parameter requests are at 0.50, shadowing
+/// and exfiltration at 0.60 and 0.625: under issue 17's 0.75, not met).
+const MIN_CATEGORY_RECALL_SIXTH: f64 = 0.45;
+/// Most false positives on its real definitions (28 servers no other set has; 2 / 395
+/// flagged before and after the seventh round).
+const MAX_REAL_FPR_SIXTH: f64 = 3.0 / 395.0;
+/// Most false positives on its hard-but-honest definitions (3 / 30 flagged).
+const MAX_HARD_FPR_SIXTH: f64 = 0.15;
 
 /// The honest categories: real public definitions, hard-but-honest ones, and honest
 /// definitions of everyday domains (mail, calendar, banking, travel, chat, files, code
