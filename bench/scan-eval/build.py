@@ -28,6 +28,7 @@ import honest_train  # noqa: E402
 import category_train  # noqa: E402
 import structure_train  # noqa: E402
 import principle_train  # noqa: E402
+import direction_train  # noqa: E402
 
 # How many generated honest definitions of everyday domains the training side gets.
 HONEST_GENERATED = 2400
@@ -1055,6 +1056,66 @@ def principle_records(split_a):
     return out
 
 
+# Seventh round (direction_train.py): which way a preference steers, and requests written
+# as examples.
+DIRECTION_TRAIN = 200
+DIRECTION_HONEST = 500
+
+
+def direction_records(split_a):
+    """Training records of direction_train.py (seventh round): preference by retiring other
+    tools and documentation-style requests written as examples or parameter lists, with
+    honest deprecation and migration notes and example layouts holding ordinary values,
+    on training-side carriers. Only direction_train's own RNG is used, so every other
+    record is unchanged."""
+    rng = direction_train.R
+    pool = [r for r in split_a if description_of(r["tool"])]
+    out = []
+    written = []
+
+    def put(tool, sentence):
+        desc = description_of(tool)
+        where = rng.choice(["end", "end", "start"])
+        if where == "end" or not desc:
+            tool["description"] = (desc.rstrip() + ("\n\n" if desc else "") + sentence).strip()
+        else:
+            tool["description"] = sentence + "\n\n" + desc
+
+    for category in ("preference", "documentation"):
+        for i in range(DIRECTION_TRAIN):
+            carrier = rng.choice(pool)
+            tool = clone(carrier["tool"])
+            sentence = direction_train.positive(category)
+            written.append(sentence)
+            put(tool, sentence)
+            out.append(
+                {"id": f"{category}-train-d-{i}", "label": 1, "category": category,
+                 "source": "generated for Warden (direction_train.py) on a carrier from " + carrier["source"],
+                 "license": "Apache-2.0 (carrier: " + carrier["license"] + ")",
+                 "server": "poisoned-" + carrier["server"], "tool": tool, "inject": [sentence]}
+            )
+    for i in range(DIRECTION_HONEST):
+        carrier = rng.choice(pool)
+        tool = clone(carrier["tool"])
+        sentence = direction_train.honest_sentence()
+        written.append(sentence)
+        put(tool, sentence)
+        out.append(
+            {"id": f"hard-train-d-{i}", "label": 0, "category": "hard-generated",
+             "source": "generated for Warden (direction_train.py) on a carrier from " + carrier["source"],
+             "license": "Apache-2.0 (carrier: " + carrier["license"] + ")",
+             "server": carrier["server"], "tool": tool}
+        )
+    held = []
+    for name in ("eval.jsonl", "eval2.jsonl", "eval3.jsonl", "eval4.jsonl", "eval5.jsonl", "eval6.jsonl"):
+        path = DATA / name
+        if path.exists():
+            for rec in read(path):
+                held.extend(rec.get("inject") or [])
+    principle_train.check_unseen(written, held)
+    return out
+
+
 def generate() -> None:
     real = read(DATA / "real.jsonl")
     split = {"A": [], "B": []}
@@ -1140,6 +1201,7 @@ def generate() -> None:
     out["A"].extend(category_records(split["A"]))
     out["A"].extend(structure_records(split["A"]))
     out["A"].extend(principle_records(split["A"]))
+    out["A"].extend(direction_records(split["A"]))
     out["B"].extend(honest_eval.records())
     write(DATA / "train.jsonl", out["A"])
     write(DATA / "eval.jsonl", out["B"])
