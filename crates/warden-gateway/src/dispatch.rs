@@ -27,6 +27,7 @@ use crate::jsonrpc::{
     UNSUPPORTED_VERSION,
 };
 use crate::listener::Want;
+use crate::parked::{AnswerSlot, CallTask, PARK_LIFETIME, ParkedCall, Parking, QUESTION_MARK};
 use crate::relayed::RelayTo;
 use crate::secret::{Issued, StateSigner};
 use crate::subscriptions::Subscriber;
@@ -181,6 +182,23 @@ pub trait Peer: Send + Sync {
     fn notify(&self, message: Value) {
         let _ = message;
     }
+    /// Asks a 2026-07-28 client a 2025-11-25 server's question: the request this peer
+    /// serves ends with the question as an input-required result, and the answer comes with
+    /// the client's retry ([`crate::parked`]), within `timeout`. A transport that cannot
+    /// keeps the default: refused (the server gets a decline).
+    fn park<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value, String>> {
+        let _ = (params, timeout);
+        Box::pin(async move {
+            Err(format!(
+                "{method}: this 2026-07-28 client cannot be asked during a call on this transport"
+            ))
+        })
+    }
 }
 
 /// A peer that cannot send requests (a transport without a way back).
@@ -240,6 +258,8 @@ pub struct Gateway {
     backend: Backend,
     page_size: usize,
     signer: StateSigner,
+    /// Calls waiting for a 2026-07-28 client's answer to a server's question.
+    parking: Parking,
 }
 
 /// Options of the protocol layer.
@@ -294,6 +314,7 @@ impl Gateway {
             backend,
             page_size: options.page_size.max(1),
             signer: StateSigner::new()?,
+            parking: Parking::default(),
         })
     }
 
@@ -686,6 +707,11 @@ impl Gateway {
                 ));
             }
         };
+        if let Some(Issued::Parked { id }) = &earlier {
+            return self
+                .resume(id, &name, &arguments, client.name(), params, &peer)
+                .await;
+        }
         // The client's answers for the server (never Warden's own approval answer).
         let mut responses = match params.get("inputResponses") {
             None | Some(Value::Null) => None,
@@ -736,6 +762,142 @@ impl Gateway {
             CallReply::Result(result) | CallReply::Input(result) => Ok(result),
             CallReply::Asked(asked) => self.continuation(client, request, &name, &arguments, asked),
         }
+    }
+
+    /// A retry that answers a parked call's question: the answer goes to the waiting call,
+    /// and this request carries the rest of the call ([`Gateway::follow`]).
+    async fn resume(
+        &self,
+        id: &str,
+        name: &str,
+        arguments: &Value,
+        client: &str,
+        params: &Value,
+        peer: &Arc<dyn Peer>,
+    ) -> Result<Value, RpcError> {
+        let Some(call) = self.parking.take(id) else {
+            return Err(RpcError::new(
+                INVALID_PARAMS,
+                "the call this requestState continues is no longer waiting (it was answered, \
+                 or its time ran out); call the tool again",
+            ));
+        };
+        // No answer under the key asked: the server hears a decline.
+        let answer = params
+            .get("inputResponses")
+            .and_then(|responses| responses.get(&call.key))
+            .filter(|answer| answer.is_object())
+            .cloned()
+            .unwrap_or_else(|| json!({"action": "decline"}));
+        let ParkedCall {
+            answer: to_call,
+            rest,
+            slot,
+            task,
+            ..
+        } = call;
+        let _ = to_call.send(answer);
+        self.follow(rest, slot, task, name, arguments, client, peer)
+            .await
+    }
+
+    /// Reads a resumed call's messages: notifications pass to this request's `peer`, a
+    /// further question parks the call again, the answer ends it.
+    #[allow(clippy::too_many_arguments)]
+    async fn follow(
+        &self,
+        mut rest: tokio::sync::mpsc::Receiver<Value>,
+        slot: AnswerSlot,
+        task: CallTask,
+        name: &str,
+        arguments: &Value,
+        client: &str,
+        peer: &Arc<dyn Peer>,
+    ) -> Result<Value, RpcError> {
+        loop {
+            let Some(message) = rest.recv().await else {
+                return Err(RpcError::new(
+                    crate::jsonrpc::INTERNAL_ERROR,
+                    "the call ended without an answer",
+                ));
+            };
+            if message.get("method").and_then(Value::as_str) == Some(QUESTION_MARK) {
+                return self.park_question(&message, rest, slot, task, name, arguments, client);
+            }
+            if message.get("id").is_none() {
+                peer.notify(message);
+                continue;
+            }
+            let _ = task.disarm();
+            if let Some(error) = message.get("error") {
+                let code = error.get("code").and_then(Value::as_i64).unwrap_or(-32603);
+                let text = error.get("message").and_then(Value::as_str).unwrap_or("");
+                let mut failure = RpcError::new(code, text);
+                if let Some(data) = error.get("data") {
+                    failure = failure.with_data(data.clone());
+                }
+                return Err(failure);
+            }
+            return Ok(message.get("result").cloned().unwrap_or(Value::Null));
+        }
+    }
+
+    /// Turns a server's question during a call (its [`QUESTION_MARK`] message) into the
+    /// input-required result this request ends with, and parks the call, its messages
+    /// after the question, and its task, under a signed state for the client's retry.
+    #[allow(clippy::too_many_arguments)]
+    pub fn park_question(
+        &self,
+        question: &Value,
+        rest: tokio::sync::mpsc::Receiver<Value>,
+        slot: AnswerSlot,
+        task: CallTask,
+        name: &str,
+        arguments: &Value,
+        client: &str,
+    ) -> Result<Value, RpcError> {
+        let internal = |text: String| RpcError::new(crate::jsonrpc::INTERNAL_ERROR, text);
+        let answer = slot
+            .lock()
+            .map_err(|_| internal("a question's answer slot was lost".into()))?
+            .take()
+            .ok_or_else(|| internal("a question came without a way to answer it".into()))?;
+        let params = question.get("params").cloned().unwrap_or(Value::Null);
+        let method = params
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let asked = params.get("params").cloned().unwrap_or_else(|| json!({}));
+        let key = method.split('/').next().unwrap_or("input").to_owned();
+        let id = crate::secret::session_id().map_err(|error| internal(error.to_string()))?;
+        let state = self
+            .signer
+            .issue_as(
+                name,
+                &state_arguments(arguments),
+                client,
+                &Issued::Parked { id: id.clone() },
+            )
+            .map_err(|error| internal(error.to_string()))?;
+        let call = ParkedCall {
+            key: key.clone(),
+            answer,
+            rest,
+            slot,
+            task,
+            until: std::time::Instant::now() + PARK_LIFETIME,
+        };
+        // Full: the call is dropped here, which aborts it.
+        self.parking
+            .park(id, call)
+            .map_err(|error| RpcError::new(crate::jsonrpc::INTERNAL_ERROR, error.to_string()))?;
+        Ok(json!({
+            "resultType": "input_required",
+            "inputRequests": {key: {"method": method, "params": asked}},
+            "requestState": state,
+            "_meta": {META_SERVER_INFO: server_info()},
+        }))
     }
 
     /// The `InputRequiredResult` a 2026-07-28 client gets when a server asks it for input:
@@ -1051,7 +1213,8 @@ impl Asker for ModernAsker<'_> {
                 // tool, arguments and client), continues: the server's own question, now in
                 // the context, does not make it a new call to ask about. A call the policy
                 // now denies is still denied (the asker is not consulted for a denial).
-                Some(Issued::Continuation { .. }) => {
+                // (A parked call's retry resumes the call before anything is decided.)
+                Some(Issued::Continuation { .. } | Issued::Parked { .. }) => {
                     return AskAnswer::Approved {
                         by: "continuation".into(),
                     };

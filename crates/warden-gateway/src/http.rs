@@ -53,6 +53,7 @@ use crate::jsonrpc::{
 use crate::listener::{Generations, Want};
 use crate::metrics::Refusal;
 use crate::outstanding::Outstanding;
+use crate::parked::{self, AnswerSlot, CallTask};
 use warden_mcp::http::headers::{check_modern_headers, check_param_headers};
 
 /// The endpoint's path.
@@ -875,6 +876,8 @@ impl Peer for StreamPeer {
 /// answer; the client is never sent a request (it is asked through its retry).
 struct RequestStream {
     events: mpsc::Sender<Value>,
+    /// Where a parked question's answer will be sent (see [`crate::parked`]).
+    slot: AnswerSlot,
 }
 
 impl Peer for RequestStream {
@@ -893,6 +896,33 @@ impl Peer for RequestStream {
 
     fn notify(&self, message: Value) {
         let _ = self.events.try_send(message);
+    }
+
+    fn park<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value, String>> {
+        Box::pin(async move {
+            let (answer, answered) = tokio::sync::oneshot::channel();
+            match self.slot.lock() {
+                Ok(mut slot) => *slot = Some(answer),
+                Err(_) => return Err("the question's answer slot was lost".to_owned()),
+            }
+            let question = jsonrpc::notification(
+                parked::QUESTION_MARK,
+                serde_json::json!({"method": method, "params": params}),
+            );
+            if self.events.send(question).await.is_err() {
+                return Err("the client's request is gone".to_owned());
+            }
+            match tokio::time::timeout(timeout, answered).await {
+                Ok(Ok(answer)) => Ok(answer),
+                Ok(Err(_)) => Err("the client did not come back with an answer".to_owned()),
+                Err(_) => Err("the client did not answer in time".to_owned()),
+            }
+        })
     }
 }
 
@@ -1221,7 +1251,12 @@ async fn modern_post(
             drop(permit);
         });
         let (watch_tx, watch_rx) = mpsc::channel::<Value>(4);
-        tokio::spawn(relay_until_closed(events_rx, watch_tx, task.abort_handle()));
+        tokio::spawn(relay_until_closed(
+            events_rx,
+            watch_tx,
+            CallTask::new(task.abort_handle()),
+            None,
+        ));
         return sse_response(watch_rx, state.limits.keepalive);
     }
     if method != "tools/call" {
@@ -1249,9 +1284,22 @@ async fn modern_post(
     // hangs up drops this handler, which aborts the call.
     let (events, mut events_rx) = mpsc::channel::<Value>(4);
     let gateway = Arc::clone(&state.gateway);
+    let slot = AnswerSlot::default();
     let stream = Arc::new(RequestStream {
         events: events.clone(),
+        slot: Arc::clone(&slot),
     });
+    let parking = Parked {
+        id: id.clone(),
+        name: params
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        arguments: params.get("arguments").cloned().unwrap_or(Value::Null),
+        client: client.name().to_owned(),
+        slot,
+    };
     let task = tokio::spawn(async move {
         let answer = gateway
             .modern(&client, &checked, &method, params, stream)
@@ -1263,70 +1311,115 @@ async fn modern_post(
         let _ = events.send(message).await;
         drop(permit);
     });
-    let call = AbortOnDrop(Some(task.abort_handle()));
+    let call = CallTask::new(task.abort_handle());
     let Some(first) = events_rx.recv().await else {
         return text(
             StatusCode::INTERNAL_SERVER_ERROR,
             "the call ended without an answer",
         );
     };
+    if is_question(&first) {
+        let message = parking.park(&state.gateway, &first, events_rx, call);
+        return json_response(answer_status(&message), &message);
+    }
     if first.get("id").is_some() {
-        call.disarm();
-        let status = first
-            .pointer("/error/code")
-            .and_then(Value::as_i64)
-            .map_or(StatusCode::OK, |code| {
-                modern_status(&RpcError::new(code, ""))
-            });
-        return json_response(status, &first);
+        let _ = call.disarm();
+        return json_response(answer_status(&first), &first);
     }
     let (watch_tx, watch_rx) = mpsc::channel::<Value>(4);
     let _ = watch_tx.try_send(first);
-    if let Some(abort) = call.disarm() {
-        tokio::spawn(relay_until_closed(events_rx, watch_tx, abort));
-    }
+    let gateway = Arc::clone(&state.gateway);
+    tokio::spawn(relay_until_closed(
+        events_rx,
+        watch_tx,
+        call,
+        Some((gateway, parking)),
+    ));
     sse_response(watch_rx, state.limits.keepalive)
 }
 
-/// Aborts a task when dropped, unless disarmed first.
-struct AbortOnDrop(Option<AbortHandle>);
-
-impl AbortOnDrop {
-    /// Lets the task run on; returns its handle.
-    fn disarm(mut self) -> Option<AbortHandle> {
-        self.0.take()
-    }
+/// The HTTP status of a 2026-07-28 answer: its error's, or 200.
+fn answer_status(message: &Value) -> StatusCode {
+    message
+        .pointer("/error/code")
+        .and_then(Value::as_i64)
+        .map_or(StatusCode::OK, |code| {
+            modern_status(&RpcError::new(code, ""))
+        })
 }
 
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        if let Some(handle) = self.0.take() {
-            handle.abort();
+/// Whether a call's message is a server's question to park ([`crate::parked`]).
+fn is_question(message: &Value) -> bool {
+    message.get("method").and_then(Value::as_str) == Some(parked::QUESTION_MARK)
+}
+
+/// What a 2026-07-28 call's request needs to park its call on a server's question.
+struct Parked {
+    id: Value,
+    name: String,
+    arguments: Value,
+    client: String,
+    slot: AnswerSlot,
+}
+
+impl Parked {
+    /// The message that ends this request: the question as an input-required result (the
+    /// call parked), or why it could not be asked.
+    fn park(
+        self,
+        gateway: &Gateway,
+        question: &Value,
+        rest: mpsc::Receiver<Value>,
+        call: CallTask,
+    ) -> Value {
+        match gateway.park_question(
+            question,
+            rest,
+            self.slot,
+            call,
+            &self.name,
+            &self.arguments,
+            &self.client,
+        ) {
+            Ok(result) => jsonrpc::response(&self.id, result),
+            Err(error) => jsonrpc::error_response(&self.id, &error),
         }
     }
 }
 
 /// Passes messages from `from` to `to`; if `to` closes first (the client hung up), aborts
-/// the call.
+/// the call. A server's question on a 2026-07-28 call's stream ends the stream with the
+/// question as an input-required result, the call parked (`parking`).
 async fn relay_until_closed(
     mut from: mpsc::Receiver<Value>,
     to: mpsc::Sender<Value>,
-    call: AbortHandle,
+    call: CallTask,
+    parking: Option<(Arc<Gateway>, Parked)>,
 ) {
+    let mut parking = parking;
     loop {
         tokio::select! {
             message = from.recv() => match message {
+                Some(message) if is_question(&message) => {
+                    let Some((gateway, parked)) = parking.take() else {
+                        return;
+                    };
+                    let answer = parked.park(&gateway, &message, from, call);
+                    let _ = to.send(answer).await;
+                    return;
+                }
                 Some(message) => {
                     if to.send(message).await.is_err() {
-                        call.abort();
                         return;
                     }
                 }
-                None => return,
+                None => {
+                    let _ = call.disarm();
+                    return;
+                }
             },
             () = to.closed() => {
                 tracing::info!("the client closed a request's stream: the call is cancelled");
-                call.abort();
                 return;
             }
         }

@@ -34,6 +34,7 @@ pub use warden_mcp::jsonrpc;
 pub mod metrics;
 pub mod oauth;
 mod outstanding;
+pub mod parked;
 pub mod rate;
 pub mod relayed;
 pub mod secret;

@@ -155,19 +155,15 @@ impl Downstream for ClientBehindCall {
 
     fn ask<'a>(&'a self, method: &'a str, params: Value) -> BoxFuture<'a, Result<Value, String>> {
         Box::pin(async move {
-            if self.modern {
-                // A 2025-11-25 server's own request during a call: a 2026-07-28 client has
-                // no way to receive it (decision 0051: not relayed yet).
-                return Err(format!(
-                    "`{}` asked `{method}` during the call, and a 2026-07-28 client can only \
-                     be asked through an input-required result",
-                    self.server
-                ));
-            }
             if !declares(&self.capabilities, method, &params) {
                 return Err(format!("the client did not declare what `{method}` needs"));
             }
             let params = attributed(&self.server, method, params);
+            if self.modern {
+                // A 2025-11-25 server's request during the call: a 2026-07-28 client is
+                // asked through a result, and the call waits for its retry (parked).
+                return self.peer.park(method, params, ASK_TIMEOUT).await;
+            }
             self.peer.request(method, params, ASK_TIMEOUT).await
         })
     }

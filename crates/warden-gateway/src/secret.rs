@@ -112,6 +112,12 @@ pub enum Issued {
         /// The server's own `requestState`, echoed to it unchanged.
         upstream_state: Option<String>,
     },
+    /// A 2025-11-25 server asked the client during a call, which waits, parked under `id`
+    /// ([`crate::parked`]); the retry carries the answer to it.
+    Parked {
+        /// The parked call's id.
+        id: String,
+    },
 }
 
 /// Longest upstream `requestState` carried in a continuation.
@@ -214,9 +220,16 @@ impl StateSigner {
         let mut payload = json!({
             "t": tool, "a": arguments_hash(arguments), "c": client, "x": expiry, "n": nonce,
         });
-        if let Issued::Continuation { upstream_state } = what {
-            payload["k"] = json!("continue");
-            payload["u"] = json!(upstream_state);
+        match what {
+            Issued::Approval => {}
+            Issued::Continuation { upstream_state } => {
+                payload["k"] = json!("continue");
+                payload["u"] = json!(upstream_state);
+            }
+            Issued::Parked { id } => {
+                payload["k"] = json!("parked");
+                payload["i"] = json!(id);
+            }
         }
         let payload = payload.to_string();
         let mac = hmac(&self.key, payload.as_bytes());
@@ -266,6 +279,12 @@ impl StateSigner {
             None => Issued::Approval,
             Some("continue") => Issued::Continuation {
                 upstream_state: payload["u"].as_str().map(str::to_owned),
+            },
+            Some("parked") => Issued::Parked {
+                id: payload["i"]
+                    .as_str()
+                    .ok_or(StateError::Tampered)?
+                    .to_owned(),
             },
             Some(_) => return Err(StateError::Tampered),
         })

@@ -48,6 +48,8 @@ pub(crate) fn run(config: &Config) -> io::Result<ExitStatus> {
         server: Server::new(config.settings()),
         out: LineWriter::new(io::stdout().lock()),
         deferred: None,
+        asking: None,
+        asked: 0,
     };
     session.serve(LineReader::new(io::stdin().lock(), MAX_LINE_BYTES))?;
     if config.mode == Mode::Grandchild {
@@ -65,6 +67,25 @@ struct Session<'a, W: Write> {
     /// both requests this server sent: the client answers them concurrently with its own
     /// requests, so the call may arrive first.
     deferred: Option<(Value, Value)>,
+    /// In `conformance` mode over 2025-11-25: a `tools/call` waiting for the client's
+    /// answer to the question this server sent it (the tool asked the 2026-07-28 way; here
+    /// the question goes as a request of its own, and the tool is called again with the
+    /// answer).
+    asking: Option<Asking>,
+    /// Questions sent so far (their ids).
+    asked: u64,
+}
+
+/// A call waiting for the client's answer to a question.
+struct Asking {
+    /// The call's id and parameters.
+    id: Value,
+    params: Value,
+    /// The key the tool gave its question, and the id of the request that carries it.
+    key: String,
+    request: String,
+    /// The tool's state, echoed back to it with the answer.
+    state: Option<Value>,
 }
 
 impl<W: Write> Session<'_, W> {
@@ -105,6 +126,12 @@ impl<W: Write> Session<'_, W> {
                 Ok(())
             }
             Ok(Incoming::Response { id, outcome }) => {
+                if let Some(asking) = self.asking.take() {
+                    if id.as_str() == Some(asking.request.as_str()) {
+                        return self.answered(asking, outcome);
+                    }
+                    self.asking = Some(asking);
+                }
                 self.server.handle_response(&id, outcome);
                 if self.server.client_answered()
                     && let Some((id, params)) = self.deferred.take()
@@ -193,6 +220,13 @@ impl<W: Write> Session<'_, W> {
             }
         }
         let response = self.server.handle_request(id, method, params);
+        if method == "tools/call"
+            && self.mode() == Mode::Conformance
+            && !self.server.is_modern()
+            && response.pointer("/result/resultType") == Some(&json!("input_required"))
+        {
+            return self.ask(id, params, &response);
+        }
         if method == "tools/call" && self.mode() == Mode::NotifyFlood {
             for n in 0..self.config.count {
                 self.out.send(&json!({
@@ -216,6 +250,57 @@ impl<W: Write> Session<'_, W> {
             }
         }
         Ok(())
+    }
+
+    /// Sends a tool's first question (of its `InputRequiredResult`) to the client as a
+    /// request of its own, and keeps the call waiting for the answer.
+    fn ask(&mut self, id: &Value, params: &Value, response: &Value) -> io::Result<()> {
+        let result = response.get("result").unwrap_or(&Value::Null);
+        let Some((key, question)) = result
+            .get("inputRequests")
+            .and_then(Value::as_object)
+            .and_then(|requests| requests.iter().next())
+        else {
+            return self.reply("tools/call", response);
+        };
+        self.asked += 1;
+        let request = format!("ask-{}", self.asked);
+        self.out.send(&json!({
+            "jsonrpc": "2.0", "id": request,
+            "method": question.get("method").cloned().unwrap_or(Value::Null),
+            "params": question.get("params").cloned().unwrap_or(json!({})),
+        }))?;
+        self.asking = Some(Asking {
+            id: id.clone(),
+            params: params.clone(),
+            key: key.clone(),
+            request,
+            state: result.get("requestState").cloned(),
+        });
+        Ok(())
+    }
+
+    /// Calls the waiting tool again with the client's answer (an error answer counts as a
+    /// cancel), and answers the call or asks again.
+    fn answered(&mut self, asking: Asking, outcome: Result<Value, Value>) -> io::Result<()> {
+        let answer = outcome.unwrap_or_else(|_| json!({"action": "cancel"}));
+        let mut params = asking.params;
+        params["inputResponses"] = json!({asking.key: answer});
+        match asking.state {
+            Some(state) => params["requestState"] = state,
+            None => {
+                if let Some(fields) = params.as_object_mut() {
+                    fields.remove("requestState");
+                }
+            }
+        }
+        let response = self
+            .server
+            .handle_request(&asking.id, "tools/call", &params);
+        if response.pointer("/result/resultType") == Some(&json!("input_required")) {
+            return self.ask(&asking.id, &params, &response);
+        }
+        self.reply("tools/call", &response)
     }
 
     /// Sends a response, preceded by a stray log line in `stdout-logs` mode.

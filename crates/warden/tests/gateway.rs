@@ -2525,27 +2525,50 @@ fn the_typescript_sdk_client_gets_the_catalogue_and_the_policy_on_both_faces() {
     scratch.assert_no_leftovers();
 }
 
-/// The conformance fixture (which asks its client for input the 2026-07-28 way), every tool
-/// allowed even in a context its own results made untrusted.
-fn asking_config(scratch: &Scratch) -> PathBuf {
-    let fixture = server_toml("c", &testserver_bin(), &["conformance"], "");
+/// The conformance fixture, every tool allowed even in a context its own results made
+/// untrusted. Spoken to in `era` ("" for the probe's choice, 2026-07-28: its tools ask with
+/// an input-required result; "legacy": they ask with requests of their own during the
+/// call).
+fn asking_config(scratch: &Scratch, era: &str) -> PathBuf {
+    let fixture = server_toml("c", &testserver_bin(), &["conformance"], era);
     scratch.config(&format!(
         "{fixture}\n[[policy.rules]]\ntools = \"c__*\"\neffect = \"allow\"\n\
          even_if_tainted = true\neven_if_private = true\n"
     ))
 }
 
-/// A server's question reaches the real SDK client that made the call, in both eras (a
-/// 2025-11-25 client is sent `elicitation/create`, a 2026-07-28 client gets the
-/// input-required result and retries), naming the server that asks; the answer goes back to
-/// the server, whose result the client reads. A client that declared no elicitation is not
-/// asked: the server gets a decline.
+/// A server's question reaches the real SDK client (over stdio) that made the call: a
+/// 2025-11-25 client is sent `elicitation/create`, whichever era the server speaks; a
+/// 2026-07-28 client gets a 2026-07-28 server's input-required result and retries. The
+/// question names the server that asks; the answer goes back to the server, whose result
+/// the client reads. A client that declared no elicitation is not asked: the server gets a
+/// decline. (A 2025-11-25 server's question during the call reaches a 2026-07-28 client
+/// over HTTP, the call parked: `a_legacy_servers_question_parks_the_call_for_a_modern_client`;
+/// over stdio it is declined, below.)
 #[test]
 fn a_servers_question_reaches_the_client_that_made_the_call_in_both_eras() {
     let scratch = Scratch::new();
-    let config = asking_config(&scratch);
     let steps = json!([{"call": "c__test_elicitation", "args": {"message": "Your details?"}}]);
-    for mode in ["legacy", "2026-07-28"] {
+    // Not parked over stdio yet: the server hears a decline, the client is not asked.
+    let config = asking_config(&scratch, "era = \"legacy\"");
+    let out = run_client(stdio_plan(
+        &scratch,
+        &config,
+        "2026-07-28",
+        "approve",
+        steps.clone(),
+    ));
+    assert_eq!(out["asked"], json!([]), "{out}");
+    let text = call(&out, 0)["text"].as_str().unwrap_or_default();
+    assert!(text.contains("action=decline"), "{out}");
+    for (server_era, mode) in [
+        ("", "legacy"),
+        ("", "2026-07-28"),
+        ("era = \"legacy\"", "legacy"),
+    ] {
+        let config = asking_config(&scratch, server_era);
+        let mode_name = format!("{mode} client, server {server_era:?}");
+        let mode_name = mode_name.as_str();
         let out = run_client(stdio_plan(
             &scratch,
             &config,
@@ -2553,18 +2576,22 @@ fn a_servers_question_reaches_the_client_that_made_the_call_in_both_eras() {
             "approve",
             steps.clone(),
         ));
-        assert_eq!(out["asked"], json!(["[c] Your details?"]), "{mode}: {out}");
+        assert_eq!(
+            out["asked"],
+            json!(["[c] Your details?"]),
+            "{mode_name}: {out}"
+        );
         let text = call(&out, 0)["text"].as_str().unwrap_or_default();
         assert!(
             text.contains("User response: action=accept"),
-            "{mode}: {out}"
+            "{mode_name}: {out}"
         );
         let out = run_client(stdio_plan(&scratch, &config, mode, "none", steps.clone()));
-        assert_eq!(out["asked"], json!([]), "{mode}: {out}");
+        assert_eq!(out["asked"], json!([]), "{mode_name}: {out}");
         let text = call(&out, 0)["text"].as_str().unwrap_or_default();
         assert!(
             text.contains("action=decline") || call(&out, 0)["isError"] == true,
-            "{mode}: the server must not get an answer nobody gave: {out}"
+            "{mode_name}: the server must not get an answer nobody gave: {out}"
         );
     }
     scratch.assert_no_leftovers();
@@ -2578,7 +2605,7 @@ fn a_servers_question_reaches_the_client_that_made_the_call_in_both_eras() {
 #[test]
 fn a_continuation_state_cannot_be_forged_moved_or_replayed() {
     let scratch = Scratch::new();
-    let config = asking_config(&scratch);
+    let config = asking_config(&scratch, "");
     let served = Served::start(&scratch, &config, &[], &[]);
     let tool = "c__test_input_required_result_request_state";
     let send = |name: &str, params: Value| {
@@ -2656,5 +2683,94 @@ fn a_continuation_state_cannot_be_forged_moved_or_replayed() {
         .unwrap_or_default();
     assert_eq!(keys, ["greeting"], "{}", reply.body);
     drop(served);
+    scratch.assert_no_leftovers();
+}
+
+/// A 2025-11-25 server's question during a call reaches a 2026-07-28 client as an
+/// input-required result, the call parked: the state naming the parked call cannot be
+/// tampered with, moved to other arguments or used twice (each a -32602 error, and the
+/// call still waits); the honest retry hands the answer to the waiting server and gets the
+/// call's result. The parked call is one call: one audit row.
+#[test]
+fn a_legacy_servers_question_parks_the_call_for_a_modern_client() {
+    let scratch = Scratch::new();
+    let config = asking_config(&scratch, "era = \"legacy\"");
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let tool = "c__test_elicitation";
+    let send = |params: Value| {
+        let mut body = modern_call(tool, json!({"message": "Who?"}));
+        body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+            json!({"elicitation": {}});
+        for (key, value) in params.as_object().unwrap() {
+            body["params"][key] = value.clone();
+        }
+        Post::to(&served)
+            .with("MCP-Protocol-Version", "2026-07-28")
+            .with("Mcp-Method", "tools/call")
+            .with("Mcp-Name", tool)
+            .send(&served, &body)
+    };
+    let first = send(json!({}));
+    let asked = &first.message()["result"];
+    assert_eq!(asked["resultType"], "input_required", "{}", first.body);
+    let (key, question) = asked["inputRequests"]
+        .as_object()
+        .and_then(|requests| requests.iter().next())
+        .map(|(key, question)| (key.clone(), question.clone()))
+        .unwrap();
+    assert_eq!(question["method"], "elicitation/create");
+    assert_eq!(question["params"]["message"], "[c] Who?");
+    let state = asked["requestState"].as_str().unwrap().to_owned();
+    let yes = json!({key.clone(): {"action": "accept",
+                     "content": {"username": "u", "email": "e@example.com"}}});
+    for (what, params) in [
+        (
+            "tampered",
+            json!({"requestState": format!("{state}x"), "inputResponses": yes}),
+        ),
+        (
+            "moved to other arguments",
+            json!({"requestState": state, "inputResponses": yes,
+                   "arguments": {"message": "Other?"}}),
+        ),
+    ] {
+        let refused = send(params);
+        assert_eq!(
+            refused.message()["error"]["code"],
+            -32602,
+            "{what}: {}",
+            refused.body
+        );
+    }
+    let honest = send(json!({"requestState": state, "inputResponses": yes}));
+    let result = &honest.message()["result"];
+    assert_eq!(result["resultType"], "complete", "{}", honest.body);
+    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(
+        text.contains("action=accept") && text.contains("e@example.com"),
+        "{}",
+        honest.body
+    );
+    let replayed = send(json!({"requestState": state, "inputResponses": yes}));
+    assert_eq!(
+        replayed.message()["error"]["code"],
+        -32602,
+        "{}",
+        replayed.body
+    );
+    drop(served);
+    let audit = scratch.run(
+        &["audit", "--json", "--config", config.to_str().unwrap()],
+        Duration::from_secs(30),
+    );
+    let rows = support::json(&audit);
+    let calls: Vec<&Value> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|row| row["tool"] == "c__test_elicitation")
+        .collect();
+    assert_eq!(calls.len(), 1, "one call, one row: {rows}");
+    assert_eq!(calls[0]["outcome"], "ok", "{rows}");
     scratch.assert_no_leftovers();
 }
