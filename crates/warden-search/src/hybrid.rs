@@ -349,6 +349,7 @@ impl SearchIndex {
     /// text, then each distinct server instructions' text, cut as the index cuts them):
     /// what to give [`EmbeddingCache::encode`] so that [`SearchIndex::with_model`] uses
     /// the encoder's vectors.
+    #[cfg(feature = "semantic")]
     pub fn encoder_texts(docs: &[ToolDoc]) -> Vec<String> {
         let mut texts: Vec<String> = docs.iter().map(ToolDoc::embedding_text).collect();
         for doc in docs {
