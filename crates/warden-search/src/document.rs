@@ -202,7 +202,7 @@ impl ToolDoc {
     /// The text the semantic model embeds for this tool: its qualified name, title,
     /// description and parameter names, within the same [`DEFINITION_CHAR_CAP`] as the
     /// words index (read in that order, so names always count). A description mostly in
-    /// another script than Latin is left out ([`mostly_latin`]; decision 0052): the model
+    /// another script than Latin is left out (`mostly_latin`; decision 0052): the model
     /// was trained on English, and its vector of such text is noise that drowns the
     /// tool's name.
     #[cfg(feature = "semantic")]
