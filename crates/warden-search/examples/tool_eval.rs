@@ -203,7 +203,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         );
     }
     let start = Instant::now();
-    let index = match &model {
+    let mut index = match &model {
         Some(m) if table => SearchIndex::with_table_vectors(docs, Arc::clone(m), &cache),
         Some(m) => SearchIndex::with_model(docs, Arc::clone(m), &cache),
         None => SearchIndex::lexical(docs),
@@ -218,6 +218,21 @@ fn main() -> Result<(), Box<dyn Error>> {
         }
     );
 
+    // TOOL_EVAL_MAP=RIDGE (QUERY_MAP_RIDGE is 1): fit the request map
+    // (`SearchIndex::fit_query_map`, decision 0052) and measure it (`request map` variant;
+    // `map=1,mlexical=W` in TOOL_EVAL_CUSTOM).
+    let map_ridge: Option<f32> = std::env::var("TOOL_EVAL_MAP")
+        .ok()
+        .map(|v| v.parse())
+        .transpose()?;
+    if let Some(ridge) = map_ridge {
+        let start = Instant::now();
+        index.fit_query_map(ridge);
+        println!(
+            "request map fitted (ridge {ridge}) in {:.1} ms",
+            start.elapsed().as_secs_f64() * 1e3
+        );
+    }
     let splits: Vec<&str> = match std::env::var("TOOL_EVAL_SPLIT") {
         Ok(only) => ["dev", "test", "all"]
             .into_iter()
@@ -282,6 +297,15 @@ fn main() -> Result<(), Box<dyn Error>> {
             ..Tuning::BASELINE
         },
     ));
+    if map_ridge.is_some() {
+        tunings.push((
+            "request map (decision 0052, not adopted)".into(),
+            Tuning {
+                query_map: true,
+                ..Tuning::default()
+            },
+        ));
+    }
     // TOOL_EVAL_CUSTOM="steps=max,server=0.3,centre=1" adds one more combination.
     if let Ok(custom) = std::env::var("TOOL_EVAL_CUSTOM") {
         let mut tuning = Tuning::BASELINE;
@@ -296,6 +320,8 @@ fn main() -> Result<(), Box<dyn Error>> {
                 Some(("idf", c)) => tuning.query_idf = c == "1",
                 Some(("feedback", w)) => tuning.feedback = w.parse()?,
                 Some(("depth", d)) => tuning.feedback_depth = d.parse()?,
+                Some(("mlexical", w)) => tuning.mapped_lexical_weight = w.parse()?,
+                Some(("map", c)) => tuning.query_map = c == "1",
                 _ => return Err(format!("TOOL_EVAL_CUSTOM: cannot read {pair:?}").into()),
             }
         }

@@ -201,7 +201,10 @@ pub(crate) fn server_field_texts(server: &str, tools: &[&ToolDoc]) -> FieldTexts
 impl ToolDoc {
     /// The text the semantic model embeds for this tool: its qualified name, title,
     /// description and parameter names, within the same [`DEFINITION_CHAR_CAP`] as the
-    /// words index (read in that order, so names always count).
+    /// words index (read in that order, so names always count). A description mostly in
+    /// another script than Latin is left out (`mostly_latin`; decision 0052): the model
+    /// was trained on English, and its vector of such text is noise that drowns the
+    /// tool's name.
     #[cfg(feature = "semantic")]
     pub fn embedding_text(&self) -> String {
         let texts = self.field_texts();
@@ -213,6 +216,11 @@ impl ToolDoc {
             Field::ParamName,
         ] {
             for piece in &texts.pieces[field.index()] {
+                // The model reads English: a description in another script gives it
+                // noise, not meaning (decision 0052); the words index still reads it.
+                if field == Field::Description && !mostly_latin(piece) {
+                    continue;
+                }
                 out.push_str(piece);
                 out.push('\n');
             }
@@ -267,6 +275,21 @@ fn walk_schema<'a>(schema: &'a Value, depth: usize, nodes: &mut usize, out: &mut
             }
         }
     }
+}
+
+/// Whether at least half the letters of `text` are Latin (up to Latin Extended-B), the
+/// script the search model (trained on English) reads; text with no letters counts as
+/// Latin. A description that is not is left out of the tool's vectors (decision 0052).
+#[cfg(feature = "semantic")]
+pub(crate) fn mostly_latin(text: &str) -> bool {
+    let (mut letters, mut latin) = (0usize, 0usize);
+    for c in text.chars().filter(|c| c.is_alphabetic()) {
+        letters += 1;
+        if (c as u32) <= 0x024F {
+            latin += 1;
+        }
+    }
+    letters == 0 || latin * 2 >= letters
 }
 
 #[cfg(test)]
@@ -332,6 +355,33 @@ mod tests {
         let names = &texts.pieces[Field::ParamName.index()];
         // The root schema is one node, each property another.
         assert_eq!(names.len(), SCHEMA_NODE_CAP - 1);
+    }
+
+    #[cfg(feature = "semantic")]
+    #[test]
+    fn a_description_in_a_script_the_model_does_not_read_is_left_out_of_its_vector() {
+        let chinese = doc(
+            "获取 BBC 新闻，提供全球新闻、英国新闻、商业、政治等资讯",
+            json!({}),
+        );
+        let text = chinese.embedding_text();
+        assert!(
+            text.contains("tool_name") && !text.contains("新闻"),
+            "{text}"
+        );
+        // The words index still reads it.
+        let fields = chinese.field_texts();
+        assert!(fields.pieces[Field::Description.index()][0].contains("新闻"));
+        // Control: Latin descriptions, accents and all, are embedded.
+        for description in [
+            "Get the BBC news of the day.",
+            "Résumé des actualités, période",
+        ] {
+            let text = doc(description, json!({})).embedding_text();
+            assert!(text.contains(description), "{text}");
+        }
+        assert!(mostly_latin("12345 — !?"));
+        assert!(!mostly_latin("Новости дня"));
     }
 
     #[test]

@@ -74,6 +74,16 @@ pub const FEEDBACK_DEPTH: usize = 5;
 /// 0047; chosen on LiveMCPBench's dev half only).
 pub const FEEDBACK_WEIGHT: f64 = 0.3;
 
+/// The weight of the normalised BM25F score when requests are mapped into the encoder's
+/// space ([`Tuning::query_map`], not adopted): the semantic half is then better and gets
+/// more (decision 0052; chosen on LiveMCPBench's dev half only).
+pub const MAPPED_LEXICAL_WEIGHT: f64 = 0.4;
+
+/// The ridge penalty of the request map ([`Tuning::query_map`]), as a share of the mean
+/// variance of the tools' centred static vectors: `λ = QUERY_MAP_RIDGE · trace(XᵀX) / dim`
+/// (decision 0052; chosen on LiveMCPBench's dev half only).
+pub const QUERY_MAP_RIDGE: f32 = 1.0;
+
 /// The least cosine at which a tool that shares no word with the query is found by
 /// meaning alone. It is a guard against noise, not a relevance bar: a request of words
 /// that mean nothing to any tool (`zebra quasar`) stays below it and finds nothing, while
@@ -130,6 +140,15 @@ pub struct Tuning {
     pub feedback: f64,
     /// How many of a text's best tools seed the feedback query.
     pub feedback_depth: usize,
+    /// Whether a request's static vector is mapped into the encoder's space by the
+    /// linear map fitted on the catalogue's own tools ([`SearchIndex::fit_query_map`])
+    /// before its cosines with the encoder's tool (and server) vectors are taken. When it
+    /// applies (the index has the encoder's vectors and a fitted map),
+    /// [`Tuning::mapped_lexical_weight`] replaces [`Tuning::lexical_weight`] and there is
+    /// no feedback. Measured and not adopted (decision 0052): off by default.
+    pub query_map: bool,
+    /// The weight of the normalised BM25F score when the request map applies.
+    pub mapped_lexical_weight: f64,
 }
 
 impl Tuning {
@@ -142,6 +161,8 @@ impl Tuning {
         query_idf: false,
         feedback: 0.0,
         feedback_depth: FEEDBACK_DEPTH,
+        query_map: false,
+        mapped_lexical_weight: MAPPED_LEXICAL_WEIGHT,
     };
 }
 
@@ -306,10 +327,29 @@ impl SearchIndex {
         }
     }
 
+    /// Fits the linear map from the static table's space to the encoder's that
+    /// [`Tuning::query_map`] applies to requests: a ridge regression of the tools' encoder
+    /// vectors on their static ones (no request takes part; `ridge` scales the penalty,
+    /// [`QUERY_MAP_RIDGE`] is the one measured). For measuring only: the map was measured
+    /// and not adopted (decision 0052), so no index is built with it and
+    /// [`Tuning::default`] does not use it. Does nothing for an index without the
+    /// encoder's vectors. Costs about 0.1 s for 527 tools (at most
+    /// [`crate::semantic::QUERY_MAP_FIT_CAP`] tools are read).
+    pub fn fit_query_map(&mut self, ridge: f32) {
+        #[cfg(feature = "semantic")]
+        if let Some(vectors) = self.semantic.as_mut().filter(|v| v.encoder) {
+            vectors.tools.fit_query_map(ridge);
+            vectors.servers.fit_query_map(ridge);
+        }
+        #[cfg(not(feature = "semantic"))]
+        let _ = ridge;
+    }
+
     /// The texts whose encoder vectors an index of `docs` needs (each tool's embedded
     /// text, then each distinct server instructions' text, cut as the index cuts them):
     /// what to give [`EmbeddingCache::encode`] so that [`SearchIndex::with_model`] uses
     /// the encoder's vectors.
+    #[cfg(feature = "semantic")]
     pub fn encoder_texts(docs: &[ToolDoc]) -> Vec<String> {
         let mut texts: Vec<String> = docs.iter().map(ToolDoc::embedding_text).collect();
         for doc in docs {
@@ -423,6 +463,20 @@ impl SearchIndex {
     /// For each of `texts`, every tool's score (0 to 1): its own, and its server's share.
     fn text_scores(&self, texts: &[&str], ranking: Ranking, tuning: &Tuning) -> Vec<Vec<f64>> {
         let servers = tuning.server_weight > 0.0 && self.servers.len() > 1;
+        // Whether requests are mapped into the encoder's space (decision 0052): then the
+        // mapped lexical weight, and no feedback.
+        #[cfg(feature = "semantic")]
+        let mapped = tuning.query_map
+            && self
+                .semantic
+                .as_ref()
+                .is_some_and(|v| v.encoder && v.tools.has_map());
+        #[cfg(feature = "semantic")]
+        let lexical_weight = if mapped {
+            tuning.mapped_lexical_weight
+        } else {
+            tuning.lexical_weight
+        };
         // The cosines of every text with every tool (and server), from one pass over the
         // vectors for all the texts together.
         #[cfg(feature = "semantic")]
@@ -436,9 +490,9 @@ impl SearchIndex {
                     .iter()
                     .map(|text| vectors.tools.embed(text, idf))
                     .collect();
-                let tools = vectors.tools.cosines(&queries, tuning.centre);
+                let tools = vectors.tools.cosines(&queries, tuning.centre, mapped);
                 let servers = if servers {
-                    vectors.servers.cosines(&queries, tuning.centre)
+                    vectors.servers.cosines(&queries, tuning.centre, mapped)
                 } else {
                     texts.iter().map(|_| None).collect()
                 };
@@ -457,7 +511,7 @@ impl SearchIndex {
                 text,
                 tool_cosines[i].take(),
                 ranking,
-                tuning.lexical_weight,
+                lexical_weight,
             );
             #[cfg(not(feature = "semantic"))]
             let mut scores = {
@@ -471,7 +525,7 @@ impl SearchIndex {
                     text,
                     server_cosines[i].take(),
                     ranking,
-                    tuning.lexical_weight,
+                    lexical_weight,
                 );
                 #[cfg(not(feature = "semantic"))]
                 let server = lexical_scores(&self.servers.index, text);
@@ -486,9 +540,11 @@ impl SearchIndex {
         if let (Some(vectors), Ranking::Semantic | Ranking::Hybrid) = (&self.semantic, ranking)
             && tuning.feedback > 0.0
             && vectors.encoder
+            && !mapped
         {
             // Only with the encoder's tool vectors: the static table's average a
             // definition's tokens, and their neighbours lost on the dev half (decision 0047).
+            // Not with the request map: together they lost on the dev half (decision 0052).
             feedback(&vectors.tools, &mut out, tuning);
         }
         out

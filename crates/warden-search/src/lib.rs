@@ -69,8 +69,9 @@ pub use document::{
     ToolDoc,
 };
 pub use hybrid::{
-    FEEDBACK_DEPTH, FEEDBACK_WEIGHT, INSTRUCTIONS_WEIGHT, LEXICAL_WEIGHT, Ranking,
-    SEMANTIC_ONLY_MIN_COSINE, SERVER_WEIGHT, SearchIndex, StepFusion, Tuning,
+    FEEDBACK_DEPTH, FEEDBACK_WEIGHT, INSTRUCTIONS_WEIGHT, LEXICAL_WEIGHT, MAPPED_LEXICAL_WEIGHT,
+    QUERY_MAP_RIDGE, Ranking, SEMANTIC_ONLY_MIN_COSINE, SERVER_WEIGHT, SearchIndex, StepFusion,
+    Tuning,
 };
 pub use index::{B, FIELD_WEIGHTS, Hit, K1, QUERY_CHAR_CAP, QUERY_TERM_CAP, TF_CAP, ToolIndex};
 pub use tokenize::{MAX_TERM_CHARS, is_stopword, stem, tokenize};

@@ -15,7 +15,7 @@ use warden_search::semantic::{
     ATTENTION_HEADS, DISTILLED_PREFIX, EmbeddingCache, MODEL_DIR_ENV, Model, ModelError, ModelPin,
     TOOL_VECTORS_PREFIX, UNUSED_FOR, VOCAB_FILE, WEIGHTS_FILE, prune_store, write_tensors,
 };
-use warden_search::{Ranking, SearchIndex, ToolDoc, ToolIndex, Tuning};
+use warden_search::{QUERY_MAP_RIDGE, Ranking, SearchIndex, ToolDoc, ToolIndex, Tuning};
 
 fn tool(server: &str, name: &str, description: &str, params: &[&str]) -> ToolDoc {
     let properties: serde_json::Map<String, serde_json::Value> = params
@@ -800,9 +800,14 @@ fn feedback_from_the_tools_found_first_raises_their_neighbours() {
     encode_all(&cache, &model, &slides());
     let index = SearchIndex::with_model(slides(), model, &cache);
     assert!(index.encoder_vectors());
+    // The shipped ranking (decision 0047): feedback, no request map (decision 0052).
+    let with_feedback = Tuning {
+        query_map: false,
+        ..Tuning::default()
+    };
     let without = Tuning {
         feedback: 0.0,
-        ..Tuning::default()
+        ..with_feedback
     };
     let request = "make a presentation about cats";
     // Feedback alone: the tools nearest to the best tools found, in the encoder's space,
@@ -810,7 +815,7 @@ fn feedback_from_the_tools_found_first_raises_their_neighbours() {
     // word with the request.
     let only = Tuning {
         feedback: 1.0,
-        ..Tuning::default()
+        ..with_feedback
     };
     let hits = index.search_tuned(request, 3, Ranking::Hybrid, &only);
     assert!(
@@ -820,7 +825,7 @@ fn feedback_from_the_tools_found_first_raises_their_neighbours() {
     // Control: without feedback, the request's own words and vector rank add_slide below
     // the tools that say "presentation", and the shipped mix keeps those first.
     let control = index.search_tuned(request, 30, Ranking::Hybrid, &without);
-    let shipped = index.search(request, 30);
+    let shipped = index.search_tuned(request, 30, Ranking::Hybrid, &with_feedback);
     for hits in [&control, &shipped] {
         assert!(
             rank_of(hits, "slides__add_slide") > rank_of(hits, "slides__create_presentation"),
@@ -840,12 +845,107 @@ fn feedback_from_the_tools_found_first_raises_their_neighbours() {
     );
     // A request that finds nothing gets no feedback: still nothing.
     for noise in ["zebra quasar", "zebra. quasar, and xylophone then nebula"] {
-        assert!(index.search(noise, 10).is_empty(), "{noise}");
+        assert!(
+            index
+                .search_tuned(noise, 10, Ranking::Hybrid, &with_feedback)
+                .is_empty(),
+            "{noise}"
+        );
     }
 }
 
 #[test]
-fn a_padded_server_gains_nothing_from_feedback() {
+fn the_request_map_applies_only_with_the_encoders_tool_vectors() {
+    let (_dir, model) = fresh_model();
+    let cache = EmbeddingCache::default();
+    // Measured and not adopted (decision 0052): off unless asked for.
+    assert!(!Tuning::default().query_map);
+    let unmapped = Tuning::default();
+    let mapped = Tuning {
+        query_map: true,
+        ..unmapped
+    };
+    let requests = [
+        "will it be stormy in Lisbon this weekend",
+        "book a plane ticket to Tokyo",
+        "make a presentation about cats",
+    ];
+    // The static table's tool vectors (no encoder vectors yet): the same ranking either
+    // way, scores included.
+    let mut table = SearchIndex::with_model(slides(), Arc::clone(&model), &cache);
+    assert!(!table.encoder_vectors());
+    table.fit_query_map(QUERY_MAP_RIDGE);
+    for request in requests {
+        assert_eq!(
+            table.search_tuned(request, 10, Ranking::Hybrid, &mapped),
+            table.search_tuned(request, 10, Ranking::Hybrid, &unmapped),
+            "{request}"
+        );
+    }
+    // The encoder's: the map changes the semantic half (control: it does something).
+    encode_all(&cache, &model, &slides());
+    let mut encoder = SearchIndex::with_model(slides(), model, &cache);
+    assert!(encoder.encoder_vectors());
+    // Not fitted yet: asking for the map changes nothing.
+    for request in requests {
+        assert_eq!(
+            encoder.search_tuned(request, 10, Ranking::Semantic, &mapped),
+            encoder.search_tuned(request, 10, Ranking::Semantic, &unmapped),
+            "{request}"
+        );
+    }
+    encoder.fit_query_map(QUERY_MAP_RIDGE);
+    assert!(requests.iter().any(|request| {
+        encoder.search_tuned(request, 10, Ranking::Semantic, &mapped)
+            != encoder.search_tuned(request, 10, Ranking::Semantic, &unmapped)
+    }));
+}
+
+#[test]
+fn mapped_requests_still_find_their_tools_and_noise_still_finds_nothing() {
+    let (_dir, model) = fresh_model();
+    let cache = EmbeddingCache::default();
+    encode_all(&cache, &model, &slides());
+    let mut index = SearchIndex::with_model(slides(), model, &cache);
+    assert!(index.encoder_vectors());
+    index.fit_query_map(QUERY_MAP_RIDGE);
+    let mapped = Tuning {
+        query_map: true,
+        ..Tuning::default()
+    };
+    for (request, wanted) in [
+        (
+            "will it be stormy in Lisbon this weekend",
+            "meteo__get_forecast",
+        ),
+        ("book a plane ticket to Tokyo", "travel__search_flights"),
+        ("read a file", "fs__read_file"),
+    ] {
+        for ranking in [Ranking::Hybrid, Ranking::Semantic] {
+            let hits = index.search_tuned(request, 3, ranking, &mapped);
+            assert_eq!(first(&hits), wanted, "{request} ({ranking:?}): {hits:?}");
+        }
+    }
+    // The map sends every request somewhere in the tools' space; the guard still reads
+    // the request's own (static) cosines, so noise is not pulled to the nearest tool.
+    for noise in ["zebra quasar", "zebra. quasar, and xylophone then nebula"] {
+        assert!(
+            index
+                .search_tuned(noise, 10, Ranking::Hybrid, &mapped)
+                .is_empty(),
+            "{noise}"
+        );
+    }
+    // Deterministic: the same index and request give the same hits.
+    let request = "make a presentation about cats";
+    assert_eq!(
+        index.search_tuned(request, 10, Ranking::Hybrid, &mapped),
+        index.search_tuned(request, 10, Ranking::Hybrid, &mapped)
+    );
+}
+
+#[test]
+fn a_padded_server_gains_nothing_from_feedback_or_the_request_map() {
     let (_dir, model) = fresh_model();
     // Forty tools whose descriptions list the catalogue's words: near every tool, so a
     // feedback query built from any request's best tools is near them too.
@@ -864,13 +964,24 @@ fn a_padded_server_gains_nothing_from_feedback() {
     encode_all(&cache, &model, &docs);
     let index = SearchIndex::with_model(docs, model, &cache);
     assert!(index.encoder_vectors());
-    for (query, want) in [
+    // The shipped ranking has feedback; the request map (measured, not adopted; decision
+    // 0052) is fitted on every tool, the forty padded ones included.
+    let mut index = index;
+    index.fit_query_map(QUERY_MAP_RIDGE);
+    let mapped = Tuning {
+        query_map: true,
+        ..Tuning::default()
+    };
+    for (query, want, tuning) in [
         ("read a file", "fs__read_file"),
         ("commit my work", "git__git_commit"),
         ("send a note to my boss", "mail__send_email"),
         ("will it rain tomorrow", "meteo__get_forecast"),
-    ] {
-        let hits = index.search(query, 3);
+    ]
+    .into_iter()
+    .flat_map(|(q, w)| [(q, w, Tuning::default()), (q, w, mapped)])
+    {
+        let hits = index.search_tuned(query, 3, Ranking::Hybrid, &tuning);
         assert!(
             rank_of(&hits, want).is_some(),
             "{query}: {want} not in {hits:?}"

@@ -37,6 +37,10 @@ pub use vectors::{
 };
 pub use wordpiece::MAX_WORD_CHARS;
 
+/// The most tools a request map is fitted on ([`crate::Tuning::query_map`]); a larger
+/// catalogue is sampled evenly.
+pub const QUERY_MAP_FIT_CAP: usize = 2048;
+
 /// The environment variable naming the model directory.
 pub const MODEL_DIR_ENV: &str = "WARDEN_SEARCH_MODEL";
 
@@ -507,6 +511,9 @@ pub(crate) struct SemanticIndex {
     /// row, whose plain cosines the hybrid's guard against noise reads
     /// ([`crate::SEMANTIC_ONLY_MIN_COSINE`] was set on those).
     guard: Option<Vec<f32>>,
+    /// When fitted ([`SemanticIndex::fit_query_map`]): a `dim × dim` linear map, row-major,
+    /// from a centred query in the queries' space to the rows' space.
+    map: Option<Vec<f32>>,
 }
 
 /// `vectors` as one `len × dim` block, row-major (a zero row for a missing vector).
@@ -574,7 +581,53 @@ impl SemanticIndex {
             query_mean,
             row_query_mean,
             centred_norm,
+            map: None,
         }
+    }
+
+    /// Fits a linear map from the queries' space to the rows' space on the tools
+    /// themselves (when the rows are in another space than the queries: the encoder's
+    /// against the static table's): ridge regression of each tool's centred row on its
+    /// centred vector in the queries' space, `W = (XᵀX + λI)⁻¹ XᵀY` with
+    /// `λ = ridge · trace(XᵀX) / dim`. No request takes part. Nothing is fitted for rows
+    /// in the queries' space or with fewer than two tools.
+    pub(crate) fn fit_query_map(&mut self, ridge: f32) {
+        let dim = self.model.dim();
+        let Some(guard) = self.guard.as_deref() else {
+            return;
+        };
+        let rows = self.centred_norm.len();
+        let present: Vec<usize> = (0..rows)
+            .filter(|&r| self.centred_norm[r] > f32::EPSILON)
+            .collect();
+        if present.len() < 2 {
+            return;
+        }
+        // A large catalogue is fitted on an even sample of its tools: the cost of the
+        // products is bounded, and 384 × 384 values need no more.
+        let present: Vec<usize> = if present.len() > QUERY_MAP_FIT_CAP {
+            (0..QUERY_MAP_FIT_CAP)
+                .map(|i| present[i * present.len() / QUERY_MAP_FIT_CAP])
+                .collect()
+        } else {
+            present
+        };
+        let mut x = Vec::with_capacity(present.len() * dim);
+        let mut y = Vec::with_capacity(present.len() * dim);
+        for &r in &present {
+            let (g, m) = (
+                &guard[r * dim..(r + 1) * dim],
+                &self.matrix[r * dim..(r + 1) * dim],
+            );
+            x.extend(g.iter().zip(&self.query_mean).map(|(a, b)| a - b));
+            y.extend(m.iter().zip(&self.mean).map(|(a, b)| a - b));
+        }
+        let n = present.len();
+        let xx = transposed_product(&x, &x, n, dim);
+        let xy = transposed_product(&x, &y, n, dim);
+        let trace: f64 = (0..dim).map(|i| f64::from(xx[i * dim + i])).sum();
+        let lambda = f64::from(ridge) * trace / dim as f64;
+        self.map = solve_ridge(&xx, &xy, dim, lambda.max(1e-6));
     }
 
     /// The model's unit vector of `text`, its tokens weighted by `idf` when given; `None`
@@ -597,7 +650,11 @@ impl SemanticIndex {
         &self,
         queries: &[Option<Vec<f32>>],
         centre: bool,
+        map: bool,
     ) -> Vec<Option<Cosines<'_>>> {
+        if map && let Some(w) = self.map.as_deref() {
+            return self.mapped_cosines(queries, w);
+        }
         let present: Vec<&[f32]> = queries.iter().flatten().map(Vec::as_slice).collect();
         let mut raw = self.dots(&self.matrix, &present).into_iter();
         let centre = centre || self.guard.is_some();
@@ -613,6 +670,62 @@ impl SemanticIndex {
                     rank,
                     guard,
                     dim: self.model.dim(),
+                })
+            })
+            .collect()
+    }
+
+    /// Whether a request map was fitted ([`SemanticIndex::fit_query_map`]).
+    pub(crate) fn has_map(&self) -> bool {
+        self.map.is_some()
+    }
+
+    /// As [`SemanticIndex::cosines`] through the fitted map `w`: each query, centred on
+    /// the queries' mean, is mapped into the rows' space and compared with the centred
+    /// rows.
+    fn mapped_cosines(&self, queries: &[Option<Vec<f32>>], w: &[f32]) -> Vec<Option<Cosines<'_>>> {
+        let dim = self.model.dim();
+        let mapped: Vec<Option<Vec<f32>>> = queries
+            .iter()
+            .map(|q| {
+                let q = q.as_deref()?;
+                let mut out = vec![0f32; dim];
+                for ((x, m), row) in q.iter().zip(&self.query_mean).zip(w.chunks_exact(dim)) {
+                    let x = x - m;
+                    for (o, v) in out.iter_mut().zip(row) {
+                        *o += x * v;
+                    }
+                }
+                let norm = dot(&out, &out).sqrt();
+                (norm > f32::EPSILON).then(|| out.iter().map(|v| v / norm).collect())
+            })
+            .collect();
+        let present: Vec<&[f32]> = mapped.iter().flatten().map(Vec::as_slice).collect();
+        let mut raw = self.dots(&self.matrix, &present).into_iter();
+        queries
+            .iter()
+            .zip(&mapped)
+            .map(|(q, e)| {
+                let (q, e) = (q.as_deref()?, e.as_deref()?);
+                let raw = raw.next()?;
+                let shared = dot(&self.mean, e);
+                let rank = raw
+                    .iter()
+                    .zip(&self.centred_norm)
+                    .map(|(&r, &norm)| {
+                        if norm <= f32::EPSILON {
+                            0.0
+                        } else {
+                            (r - shared) / norm
+                        }
+                    })
+                    .collect();
+                let guard = self.guard.as_deref().map(|rows| (rows, q.to_vec()));
+                Some(Cosines {
+                    raw,
+                    rank: Some(rank),
+                    guard,
+                    dim,
                 })
             })
             .collect()
@@ -742,6 +855,91 @@ impl Cosines<'_> {
     }
 }
 
+/// `aᵀ b` for two `n × dim` row-major matrices: a `dim × dim` row-major matrix.
+fn transposed_product(a: &[f32], b: &[f32], n: usize, dim: usize) -> Vec<f32> {
+    let mut out = vec![0f32; dim * dim];
+    if a.len() != n * dim || b.len() != n * dim {
+        return out;
+    }
+    // SAFETY: `a` and `b` hold `n × dim` floats each (checked above); `a` is read as its
+    // transpose (`dim × n`: row stride 1, column stride dim), `b` as it is (`n × dim`),
+    // and `out` holds `dim × dim` floats; all live for the whole call.
+    unsafe {
+        matrixmultiply::sgemm(
+            dim,
+            n,
+            dim,
+            1.0,
+            a.as_ptr(),
+            1,
+            dim as isize,
+            b.as_ptr(),
+            dim as isize,
+            1,
+            0.0,
+            out.as_mut_ptr(),
+            dim as isize,
+            1,
+        );
+    }
+    out
+}
+
+/// Solves `(g + λI) w = c` for `w` (`g` symmetric positive semi-definite, all `dim × dim`
+/// row-major) by a Cholesky factorisation in f64; `None` when it fails.
+fn solve_ridge(g: &[f32], c: &[f32], dim: usize, lambda: f64) -> Option<Vec<f32>> {
+    let mut l = vec![0f64; dim * dim];
+    for i in 0..dim {
+        for j in 0..=i {
+            let mut sum = f64::from(g[i * dim + j]) + if i == j { lambda } else { 0.0 };
+            for k in 0..j {
+                sum -= l[i * dim + k] * l[j * dim + k];
+            }
+            if i == j {
+                if sum <= 0.0 {
+                    return None;
+                }
+                l[i * dim + i] = sum.sqrt();
+            } else {
+                l[i * dim + j] = sum / l[j * dim + j];
+            }
+        }
+    }
+    // L Z = C, then Lᵀ W = Z, all columns at once, row by row (each step adds a multiple
+    // of a whole row, so the rows are read in order).
+    let mut z: Vec<f64> = c.iter().map(|&v| f64::from(v)).collect();
+    for i in 0..dim {
+        let (done, rest) = z.split_at_mut(i * dim);
+        let row = &mut rest[..dim];
+        for k in 0..i {
+            let factor = l[i * dim + k];
+            for (r, &v) in row.iter_mut().zip(&done[k * dim..(k + 1) * dim]) {
+                *r -= factor * v;
+            }
+        }
+        let pivot = l[i * dim + i];
+        for r in row.iter_mut() {
+            *r /= pivot;
+        }
+    }
+    for i in (0..dim).rev() {
+        let (head, later) = z.split_at_mut((i + 1) * dim);
+        let row = &mut head[i * dim..];
+        for k in i + 1..dim {
+            let factor = l[k * dim + i];
+            for (r, &v) in row.iter_mut().zip(&later[(k - i - 1) * dim..(k - i) * dim]) {
+                *r -= factor * v;
+            }
+        }
+        let pivot = l[i * dim + i];
+        for r in row.iter_mut() {
+            *r /= pivot;
+        }
+    }
+    let w: Vec<f32> = z.iter().map(|&v| v as f32).collect();
+    Some(w)
+}
+
 /// Appends to `out[j]` the dot product of each `dim`-wide row of `matrix` with
 /// `queries[j]`, row by row.
 #[inline(always)]
@@ -786,6 +984,40 @@ pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ridge_solution_satisfies_its_equations() {
+        // g = aᵀa for a 6 × 4 matrix a (symmetric, positive semi-definite), c = aᵀb.
+        let (n, dim) = (6, 4);
+        let a: Vec<f32> = (0..n * dim)
+            .map(|i| ((i * 7 + 3) % 11) as f32 / 11.0 - 0.4)
+            .collect();
+        let b: Vec<f32> = (0..n * dim)
+            .map(|i| ((i * 5 + 1) % 13) as f32 / 13.0 - 0.5)
+            .collect();
+        let g = transposed_product(&a, &a, n, dim);
+        let c = transposed_product(&a, &b, n, dim);
+        // The product is aᵀb: check one entry by hand.
+        let by_hand: f32 = (0..n).map(|r| a[r * dim + 1] * b[r * dim + 2]).sum();
+        assert!((c[dim + 2] - by_hand).abs() < 1e-5);
+        let lambda = 0.25;
+        let w = solve_ridge(&g, &c, dim, lambda).unwrap();
+        // (g + λI) w = c.
+        for i in 0..dim {
+            for j in 0..dim {
+                let lhs: f64 = (0..dim)
+                    .map(|k| {
+                        let gik = f64::from(g[i * dim + k]) + if i == k { lambda } else { 0.0 };
+                        gik * f64::from(w[k * dim + j])
+                    })
+                    .sum();
+                assert!((lhs - f64::from(c[i * dim + j])).abs() < 1e-4, "{i} {j}");
+            }
+        }
+        // A matrix that is not positive definite is refused, not solved wrongly.
+        let singular = vec![0f32; dim * dim];
+        assert!(solve_ridge(&singular, &c, dim, -1.0).is_none());
+    }
 
     #[test]
     fn a_token_in_every_text_weighs_one_and_a_rarer_one_more() {
