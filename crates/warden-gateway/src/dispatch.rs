@@ -829,16 +829,7 @@ impl Gateway {
                 continue;
             }
             let _ = task.disarm();
-            if let Some(error) = message.get("error") {
-                let code = error.get("code").and_then(Value::as_i64).unwrap_or(-32603);
-                let text = error.get("message").and_then(Value::as_str).unwrap_or("");
-                let mut failure = RpcError::new(code, text);
-                if let Some(data) = error.get("data") {
-                    failure = failure.with_data(data.clone());
-                }
-                return Err(failure);
-            }
-            return Ok(message.get("result").cloned().unwrap_or(Value::Null));
+            return answer_of(&message);
         }
     }
 
@@ -1057,6 +1048,23 @@ fn call_params(params: &Value) -> Result<(String, Value), RpcError> {
         .ok_or_else(|| RpcError::new(INVALID_PARAMS, "tools/call needs a string `name`"))?;
     let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
     Ok((name.to_owned(), arguments))
+}
+
+/// The outcome a JSON-RPC response message carries: its result, or its error.
+pub(crate) fn answer_of(message: &Value) -> Result<Value, RpcError> {
+    let Some(error) = message.get("error") else {
+        return Ok(message.get("result").cloned().unwrap_or(Value::Null));
+    };
+    let code = error
+        .get("code")
+        .and_then(Value::as_i64)
+        .unwrap_or(crate::jsonrpc::INTERNAL_ERROR);
+    let text = error.get("message").and_then(Value::as_str).unwrap_or("");
+    let mut failure = RpcError::new(code, text);
+    if let Some(data) = error.get("data") {
+        failure = failure.with_data(data.clone());
+    }
+    Err(failure)
 }
 
 /// The arguments a `requestState` is bound to: `null` (none sent) counts as `{}`, as it

@@ -904,25 +904,13 @@ impl Peer for RequestStream {
         params: Value,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<Value, String>> {
-        Box::pin(async move {
-            let (answer, answered) = tokio::sync::oneshot::channel();
-            match self.slot.lock() {
-                Ok(mut slot) => *slot = Some(answer),
-                Err(_) => return Err("the question's answer slot was lost".to_owned()),
-            }
-            let question = jsonrpc::notification(
-                parked::QUESTION_MARK,
-                serde_json::json!({"method": method, "params": params}),
-            );
-            if self.events.send(question).await.is_err() {
-                return Err("the client's request is gone".to_owned());
-            }
-            match tokio::time::timeout(timeout, answered).await {
-                Ok(Ok(answer)) => Ok(answer),
-                Ok(Err(_)) => Err("the client did not come back with an answer".to_owned()),
-                Err(_) => Err("the client did not answer in time".to_owned()),
-            }
-        })
+        Box::pin(parked::ask_through(
+            &self.events,
+            &self.slot,
+            method,
+            params,
+            timeout,
+        ))
     }
 }
 

@@ -34,6 +34,33 @@ pub const QUESTION_MARK: &str = "dev.warden/question";
 /// whoever turns the question into a result.
 pub type AnswerSlot = Arc<Mutex<Option<oneshot::Sender<Value>>>>;
 
+/// Puts a server's question to the request whose call it is: a [`QUESTION_MARK`] message on
+/// the call's channel `events` (its handler turns it into an input-required result and
+/// parks the call), and waits at most `timeout` for the answer the client's retry brings.
+pub async fn ask_through(
+    events: &mpsc::Sender<Value>,
+    slot: &AnswerSlot,
+    method: &str,
+    params: Value,
+    timeout: Duration,
+) -> Result<Value, String> {
+    let (answer, answered) = oneshot::channel();
+    match slot.lock() {
+        Ok(mut slot) => *slot = Some(answer),
+        Err(_) => return Err("the question's answer slot was lost".to_owned()),
+    }
+    let question = serde_json::json!({"jsonrpc": "2.0", "method": QUESTION_MARK,
+                                      "params": {"method": method, "params": params}});
+    if events.send(question).await.is_err() {
+        return Err("the client's request is gone".to_owned());
+    }
+    match tokio::time::timeout(timeout, answered).await {
+        Ok(Ok(answer)) => Ok(answer),
+        Ok(Err(_)) => Err("the client did not come back with an answer".to_owned()),
+        Err(_) => Err("the client did not answer in time".to_owned()),
+    }
+}
+
 /// Aborts a call's task when dropped, unless disarmed.
 pub struct CallTask(Option<AbortHandle>);
 

@@ -20,9 +20,10 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::task::AbortHandle;
 
 use crate::backend::ClientContext;
-use crate::dispatch::{Era, Gateway, LegacySession, Peer, era_of};
+use crate::dispatch::{Era, Gateway, LegacySession, ModernRequest, Peer, era_of};
 use crate::jsonrpc::{self, INVALID_REQUEST, Incoming, PARSE_ERROR, RpcError};
 use crate::outstanding::Outstanding;
+use crate::parked::{self, AnswerSlot, CallTask};
 
 /// Bounds of a stdio session.
 #[derive(Debug, Clone)]
@@ -363,6 +364,9 @@ async fn request(
                     "_meta": {crate::dispatch::META_SUBSCRIPTION_ID: id},
                 }));
             }
+            if method == "tools/call" {
+                return modern_call(shared, &checked, params).await;
+            }
             shared
                 .gateway
                 .modern(
@@ -374,6 +378,111 @@ async fn request(
                 )
                 .await
         }
+    }
+}
+
+/// A 2026-07-28 `tools/call`: run as a task of its own, so a 2025-11-25 server's question
+/// during it can end this request with an input-required result while the call waits for
+/// the retry (parked: [`crate::parked`], decision 0051). Dropping this (the client
+/// cancelled the request, or went away) aborts the call.
+async fn modern_call(
+    shared: &Arc<Shared>,
+    checked: &ModernRequest,
+    params: Value,
+) -> Result<Value, RpcError> {
+    let (events, mut events_rx) = mpsc::channel::<Value>(4);
+    let slot = AnswerSlot::default();
+    let name = params
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
+    let stream = Arc::new(CallStream {
+        shared: Arc::clone(shared),
+        events: events.clone(),
+        slot: Arc::clone(&slot),
+    });
+    let task_shared = Arc::clone(shared);
+    let checked = checked.clone();
+    let task = tokio::spawn(async move {
+        let answer = task_shared
+            .gateway
+            .modern(
+                &task_shared.modern_client,
+                &checked,
+                "tools/call",
+                params,
+                stream,
+            )
+            .await;
+        let message = match answer {
+            Ok(result) => jsonrpc::response(&Value::Null, result),
+            Err(error) => jsonrpc::error_response(&Value::Null, &error),
+        };
+        let _ = events.send(message).await;
+    });
+    let call = CallTask::new(task.abort_handle());
+    let Some(first) = events_rx.recv().await else {
+        return Err(RpcError::new(
+            jsonrpc::INTERNAL_ERROR,
+            "the call ended without an answer",
+        ));
+    };
+    if first.get("method").and_then(Value::as_str) == Some(parked::QUESTION_MARK) {
+        return shared.gateway.park_question(
+            &first,
+            events_rx,
+            slot,
+            call,
+            &name,
+            &arguments,
+            shared.modern_client.name(),
+        );
+    }
+    let _ = call.disarm();
+    crate::dispatch::answer_of(&first)
+}
+
+/// A 2026-07-28 call's way back over stdio: its notifications go out at once, a server's
+/// question goes to [`modern_call`], which parks the call.
+struct CallStream {
+    shared: Arc<Shared>,
+    events: mpsc::Sender<Value>,
+    slot: AnswerSlot,
+}
+
+impl Peer for CallStream {
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        _params: Value,
+        _timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value, String>> {
+        Box::pin(async move {
+            Err(format!(
+                "{method}: a 2026-07-28 client is not sent requests"
+            ))
+        })
+    }
+
+    fn notify(&self, message: Value) {
+        self.shared.notify(message);
+    }
+
+    fn park<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<Value, String>> {
+        Box::pin(crate::parked::ask_through(
+            &self.events,
+            &self.slot,
+            method,
+            params,
+            timeout,
+        ))
     }
 }
 
