@@ -53,7 +53,7 @@ use crate::jsonrpc::{
 use crate::listener::{Generations, Want};
 use crate::metrics::Refusal;
 use crate::outstanding::Outstanding;
-use crate::parked::{self, AnswerSlot, CallTask};
+use crate::parked::{self, AnswerSlot, CallStream, CallTask};
 use warden_mcp::http::headers::{check_modern_headers, check_param_headers};
 
 /// The endpoint's path.
@@ -872,48 +872,6 @@ impl Peer for StreamPeer {
     }
 }
 
-/// A 2026-07-28 call's own stream: notifications about the call go there before its
-/// answer; the client is never sent a request (it is asked through its retry).
-struct RequestStream {
-    events: mpsc::Sender<Value>,
-    /// Where a parked question's answer will be sent (see [`crate::parked`]).
-    slot: AnswerSlot,
-}
-
-impl Peer for RequestStream {
-    fn request<'a>(
-        &'a self,
-        method: &'a str,
-        _params: Value,
-        _timeout: Duration,
-    ) -> BoxFuture<'a, Result<Value, String>> {
-        Box::pin(async move {
-            Err(format!(
-                "{method}: a 2026-07-28 client is not sent requests"
-            ))
-        })
-    }
-
-    fn notify(&self, message: Value) {
-        let _ = self.events.try_send(message);
-    }
-
-    fn park<'a>(
-        &'a self,
-        method: &'a str,
-        params: Value,
-        timeout: Duration,
-    ) -> BoxFuture<'a, Result<Value, String>> {
-        Box::pin(parked::ask_through(
-            &self.events,
-            &self.slot,
-            method,
-            params,
-            timeout,
-        ))
-    }
-}
-
 /// One SSE event's text.
 trait SseEvent: Send + 'static {
     fn render(&self) -> String;
@@ -1273,8 +1231,9 @@ async fn modern_post(
     let (events, mut events_rx) = mpsc::channel::<Value>(4);
     let gateway = Arc::clone(&state.gateway);
     let slot = AnswerSlot::default();
-    let stream = Arc::new(RequestStream {
+    let stream = Arc::new(CallStream {
         events: events.clone(),
+        notifications: events.clone(),
         slot: Arc::clone(&slot),
     });
     let parking = Parked {

@@ -61,6 +61,53 @@ pub async fn ask_through(
     }
 }
 
+/// A 2026-07-28 call's way back to its client, on either transport: notifications go to
+/// `notifications` (the call's SSE stream over HTTP, stdout over stdio) without waiting; a
+/// server's question goes to the call's channel `events`, whose reader parks the call; the
+/// client is never sent a request.
+pub struct CallStream {
+    /// The call's own channel (its answer, and questions to park).
+    pub events: mpsc::Sender<Value>,
+    /// Where notifications about the call go.
+    pub notifications: mpsc::Sender<Value>,
+    /// Where a parked question's answer will be sent.
+    pub slot: AnswerSlot,
+}
+
+impl crate::dispatch::Peer for CallStream {
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        _params: Value,
+        _timeout: Duration,
+    ) -> futures::future::BoxFuture<'a, Result<Value, String>> {
+        Box::pin(async move {
+            Err(format!(
+                "{method}: a 2026-07-28 client is not sent requests"
+            ))
+        })
+    }
+
+    fn notify(&self, message: Value) {
+        let _ = self.notifications.try_send(message);
+    }
+
+    fn park<'a>(
+        &'a self,
+        method: &'a str,
+        params: Value,
+        timeout: Duration,
+    ) -> futures::future::BoxFuture<'a, Result<Value, String>> {
+        Box::pin(ask_through(
+            &self.events,
+            &self.slot,
+            method,
+            params,
+            timeout,
+        ))
+    }
+}
+
 /// Aborts a call's task when dropped, unless disarmed.
 pub struct CallTask(Option<AbortHandle>);
 

@@ -23,7 +23,7 @@ use crate::backend::ClientContext;
 use crate::dispatch::{Era, Gateway, LegacySession, ModernRequest, Peer, era_of};
 use crate::jsonrpc::{self, INVALID_REQUEST, Incoming, PARSE_ERROR, RpcError};
 use crate::outstanding::Outstanding;
-use crate::parked::{self, AnswerSlot, CallTask};
+use crate::parked::{self, AnswerSlot, CallStream, CallTask};
 
 /// Bounds of a stdio session.
 #[derive(Debug, Clone)]
@@ -399,8 +399,8 @@ async fn modern_call(
         .to_owned();
     let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
     let stream = Arc::new(CallStream {
-        shared: Arc::clone(shared),
         events: events.clone(),
+        notifications: shared.out.clone(),
         slot: Arc::clone(&slot),
     });
     let task_shared = Arc::clone(shared);
@@ -442,48 +442,6 @@ async fn modern_call(
     }
     let _ = call.disarm();
     crate::dispatch::answer_of(&first)
-}
-
-/// A 2026-07-28 call's way back over stdio: its notifications go out at once, a server's
-/// question goes to [`modern_call`], which parks the call.
-struct CallStream {
-    shared: Arc<Shared>,
-    events: mpsc::Sender<Value>,
-    slot: AnswerSlot,
-}
-
-impl Peer for CallStream {
-    fn request<'a>(
-        &'a self,
-        method: &'a str,
-        _params: Value,
-        _timeout: Duration,
-    ) -> BoxFuture<'a, Result<Value, String>> {
-        Box::pin(async move {
-            Err(format!(
-                "{method}: a 2026-07-28 client is not sent requests"
-            ))
-        })
-    }
-
-    fn notify(&self, message: Value) {
-        self.shared.notify(message);
-    }
-
-    fn park<'a>(
-        &'a self,
-        method: &'a str,
-        params: Value,
-        timeout: Duration,
-    ) -> BoxFuture<'a, Result<Value, String>> {
-        Box::pin(crate::parked::ask_through(
-            &self.events,
-            &self.slot,
-            method,
-            params,
-            timeout,
-        ))
-    }
 }
 
 enum Line {

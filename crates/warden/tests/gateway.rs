@@ -2585,6 +2585,28 @@ fn a_servers_question_reaches_the_client_that_made_the_call_in_both_eras() {
     scratch.assert_no_leftovers();
 }
 
+/// Posts a 2026-07-28 `tools/call` of `name` with `arguments`, declaring `capabilities`,
+/// with `extra` parameters (`requestState`, `inputResponses`, other `arguments`) set over
+/// the body's.
+fn send_modern(
+    served: &Served,
+    name: &str,
+    arguments: Value,
+    capabilities: Value,
+    extra: &Value,
+) -> Reply {
+    let mut body = modern_call(name, arguments);
+    body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = capabilities;
+    for (key, value) in extra.as_object().into_iter().flatten() {
+        body["params"][key] = value.clone();
+    }
+    Post::to(served)
+        .with("MCP-Protocol-Version", "2026-07-28")
+        .with("Mcp-Method", "tools/call")
+        .with("Mcp-Name", name.to_owned())
+        .send(served, &body)
+}
+
 /// A 2026-07-28 client's retry carries Warden's `requestState`, which holds the server's
 /// own: a tampered state, one moved to other arguments, and one used twice are JSON-RPC
 /// errors and reach no server; the honest retry reaches the server with its state
@@ -2597,17 +2619,13 @@ fn a_continuation_state_cannot_be_forged_moved_or_replayed() {
     let served = Served::start(&scratch, &config, &[], &[]);
     let tool = "c__test_input_required_result_request_state";
     let send = |name: &str, params: Value| {
-        let mut body = modern_call(name, json!({}));
-        body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
-            json!({"elicitation": {}});
-        for (key, value) in params.as_object().unwrap() {
-            body["params"][key] = value.clone();
-        }
-        Post::to(&served)
-            .with("MCP-Protocol-Version", "2026-07-28")
-            .with("Mcp-Method", "tools/call")
-            .with("Mcp-Name", name.to_owned())
-            .send(&served, &body)
+        send_modern(
+            &served,
+            name,
+            json!({}),
+            json!({"elicitation": {}}),
+            &params,
+        )
     };
     let first = send(tool, json!({}));
     let asked = &first.message()["result"];
@@ -2658,13 +2676,13 @@ fn a_continuation_state_cannot_be_forged_moved_or_replayed() {
         replayed.body
     );
     // Declared sampling only: the server asks only for that, and the question survives.
-    let mut body = modern_call("c__test_input_required_result_capabilities", json!({}));
-    body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({"sampling": {}});
-    let reply = Post::to(&served)
-        .with("MCP-Protocol-Version", "2026-07-28")
-        .with("Mcp-Method", "tools/call")
-        .with("Mcp-Name", "c__test_input_required_result_capabilities")
-        .send(&served, &body);
+    let reply = send_modern(
+        &served,
+        "c__test_input_required_result_capabilities",
+        json!({}),
+        json!({"sampling": {}}),
+        &json!({}),
+    );
     let keys: Vec<String> = reply.message()["result"]["inputRequests"]
         .as_object()
         .map(|requests| requests.keys().cloned().collect())
@@ -2686,17 +2704,13 @@ fn a_legacy_servers_question_parks_the_call_for_a_modern_client() {
     let served = Served::start(&scratch, &config, &[], &[]);
     let tool = "c__test_elicitation";
     let send = |params: Value| {
-        let mut body = modern_call(tool, json!({"message": "Who?"}));
-        body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
-            json!({"elicitation": {}});
-        for (key, value) in params.as_object().unwrap() {
-            body["params"][key] = value.clone();
-        }
-        Post::to(&served)
-            .with("MCP-Protocol-Version", "2026-07-28")
-            .with("Mcp-Method", "tools/call")
-            .with("Mcp-Name", tool)
-            .send(&served, &body)
+        send_modern(
+            &served,
+            tool,
+            json!({"message": "Who?"}),
+            json!({"elicitation": {}}),
+            &params,
+        )
     };
     let first = send(json!({}));
     let asked = &first.message()["result"];
