@@ -3,7 +3,7 @@
 server and each idle client session costs Warden itself.
 
 Usage: bench/memory.py WARDEN TESTSERVER [--servers 1,10,100] [--sessions 100,1000]
-                       [--rounds 3] [--settle 1.0]
+                       [--rounds 3] [--settle 11]
 
 WARDEN is the `warden` binary (release), TESTSERVER `warden-testserver` from the same build.
 For every server count N, each round starts a fresh `warden serve --http` (its own state
@@ -13,9 +13,11 @@ host, decision 0036), then:
 
 1. opens one 2025-11-25 session, lists the whole catalogue and calls every server's `echo`
    once (so every connection has carried a call, not only a handshake), ends the session;
-2. waits `--settle` seconds and reads Warden's own memory from /proc/PID/smaps_rollup (only
-   Warden's process: the servers and the sandbox's helper processes are separate processes
-   and not counted): Rss, Pss, Pss_Anon, Anonymous, Private_Dirty;
+2. waits `--settle` seconds (11 by default: tokio's blocking threads that launched the
+   servers exit after 10 s idle, so what is read is the steady state, not the start's) and
+   reads Warden's own memory from /proc/PID/smaps_rollup (only Warden's process: the
+   servers and the sandbox's helper processes are separate processes and not counted):
+   Rss, Pss, Pss_Anon, Anonymous, Private_Dirty, and its thread count;
 3. in the run of the smallest N only: opens idle sessions over HTTP (2025-11-25
    `initialize` + `notifications/initialized`, each on its own connection, closed after;
    no GET stream, no call) up to each count of `--sessions`, reading the memory again
@@ -243,7 +245,7 @@ def main():
     parser.add_argument("--servers", default="1,10,100")
     parser.add_argument("--sessions", default="100,1000")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--settle", type=float, default=1.0)
+    parser.add_argument("--settle", type=float, default=11.0)
     args = parser.parse_args()
     counts = [int(n) for n in args.servers.split(",")]
     sessions = [int(k) for k in args.sessions.split(",")]
