@@ -53,19 +53,34 @@ fn inspector_bin() -> PathBuf {
     bin
 }
 
-/// Runs the inspector with `target` (a URL, or a command and its arguments) and `method`
-/// arguments, with Warden's state in the scratch (the inspector passes its environment on
-/// to a command it starts).
-fn inspector(scratch: &Scratch, target: &[&str], method: &[&str]) -> Output {
+/// How the inspector reaches Warden.
+enum Face<'a> {
+    /// It starts `warden serve` with these arguments and speaks stdio to it.
+    Stdio(&'a [&'a str]),
+    /// Streamable HTTP at this URL.
+    Http(&'a str),
+}
+
+/// Runs the inspector against `face` with `method` arguments, with Warden's state in the
+/// scratch (the inspector passes its environment on to a command it starts).
+fn inspector(scratch: &Scratch, face: &Face, method: &[&str]) -> Output {
     let parent = scratch.path().join("inspector");
     let cwd = parent.join("run");
     std::fs::create_dir_all(&cwd).unwrap();
     std::fs::write(parent.join("package.json"), "{}\n").unwrap();
     let mut command = Command::new(inspector_bin());
+    command.arg("--cli");
+    match face {
+        // The command goes after `--`: the launcher has options of its own (`--config`
+        // among them) that would take Warden's.
+        Face::Stdio(args) => {
+            command.args(method).arg("--").arg(warden_bin()).args(*args);
+        }
+        Face::Http(url) => {
+            command.args([url, "--transport", "http"]).args(method);
+        }
+    }
     command
-        .arg("--cli")
-        .args(target)
-        .args(method)
         .current_dir(&cwd)
         .env(support::TAG_VAR, &scratch.tag)
         .env("XDG_STATE_HOME", scratch.path().join("state"))
@@ -96,8 +111,8 @@ fn calls_sent(scratch: &Scratch, server: &str) -> String {
     std::fs::read_to_string(scratch.path().join("calls").join(server)).unwrap_or_default()
 }
 
-/// One face (`target`): list, an allowed call, a denied call.
-fn check_face(scratch: &Scratch, target: &[&str]) {
+/// One face: list, an allowed call, a denied call.
+fn check_face(scratch: &Scratch, target: &Face) {
     let listed = result(&inspector(scratch, target, &["--method", "tools/list"]));
     let mut names: Vec<&str> = listed["tools"]
         .as_array()
@@ -110,7 +125,9 @@ fn check_face(scratch: &Scratch, target: &[&str]) {
         assert!(names.contains(&name), "{name} not listed: {names:?}");
     }
     assert!(
-        names.iter().all(|name| name.starts_with("t__") || name.starts_with("u__")),
+        names
+            .iter()
+            .all(|name| name.starts_with("t__") || name.starts_with("u__")),
         "a tool without its server's prefix: {names:?}"
     );
 
@@ -118,13 +135,15 @@ fn check_face(scratch: &Scratch, target: &[&str]) {
     let allowed = result(&inspector(
         scratch,
         target,
+        // `--tool-arg` takes every value up to the next option (the launcher's `--` does not
+        // end it), so another option follows it.
         &[
             "--method",
             "tools/call",
-            "--tool-name",
-            "t__echo",
             "--tool-arg",
             "message=from the inspector",
+            "--tool-name",
+            "t__echo",
         ],
     ));
     assert_ne!(allowed["isError"], true, "{allowed}");
@@ -141,7 +160,10 @@ fn check_face(scratch: &Scratch, target: &[&str]) {
     // denied one did not.
     let sent = calls_sent(scratch, "t");
     let new = &sent[before.len()..];
-    assert!(new.contains("echo"), "the allowed call was not sent: {sent:?}");
+    assert!(
+        new.contains("echo"),
+        "the allowed call was not sent: {sent:?}"
+    );
     assert!(!new.contains("fail"), "the denied call was sent: {sent:?}");
 }
 
@@ -200,15 +222,9 @@ impl Drop for Served {
 fn the_inspector_cli_lists_the_prefixed_catalogue_and_meets_the_policy_over_stdio() {
     let scratch = Scratch::new();
     let config = config(&scratch);
-    let warden = warden_bin();
     check_face(
         &scratch,
-        &[
-            warden.to_str().unwrap(),
-            "serve",
-            "--config",
-            config.to_str().unwrap(),
-        ],
+        &Face::Stdio(&["serve", "--config", config.to_str().unwrap()]),
     );
     scratch.assert_no_leftovers();
 }
@@ -218,7 +234,7 @@ fn the_inspector_cli_lists_the_prefixed_catalogue_and_meets_the_policy_over_http
     let scratch = Scratch::new();
     let config = config(&scratch);
     let served = Served::start(&scratch, &config);
-    check_face(&scratch, &[&served.url, "--transport", "http"]);
+    check_face(&scratch, &Face::Http(&served.url));
     drop(served);
     scratch.assert_no_leftovers();
 }
