@@ -17,11 +17,17 @@ host, decision 0036), then:
    servers exit after 10 s idle, so what is read is the steady state, not the start's) and
    reads Warden's own memory from /proc/PID/smaps_rollup (only Warden's process: the
    servers and the sandbox's helper processes are separate processes and not counted):
-   Rss, Pss, Pss_Anon, Anonymous, Private_Dirty, and its thread count;
-3. in the run of the smallest N only: opens idle sessions over HTTP (2025-11-25
+   Rss, Pss, Pss_Anon, Anonymous, Private_Dirty, its page tables and thread count; and
+   beside it, Warden's helper processes (forks of Warden: each confined server's waiter
+   and init) with their private memory and page tables, and `host_Pss`, the Pss of Warden
+   and its helpers together (they share pages copy-on-write, which Pss splits between
+   them: Warden's Pss alone understates it, the sum does not; servers excluded);
+3. in the runs of the smallest and the largest N: opens idle sessions over HTTP (2025-11-25
    `initialize` + `notifications/initialized`, each on its own connection, closed after;
    no GET stream, no call) up to each count of `--sessions`, reading the memory again
-   after each step.
+   after each step. With many servers this also shows the helpers' share growing while
+   Warden works: each helper keeps the pages Warden had when it forked, and every page
+   Warden writes afterwards becomes a copy of its own (copy-on-write).
 
 Prints one JSON object: the machine, the date, the load average before and after, every
 sample, and the fitted costs: bytes per connected server (least squares over the servers'
@@ -44,6 +50,8 @@ import threading
 import time
 
 FIELDS = ("Rss", "Pss", "Pss_Anon", "Anonymous", "Private_Dirty")
+# What the fits are made of: Warden's own process, and the host with its helpers.
+FITTED = FIELDS + ("helpers_Private", "host_Pss")
 
 
 def smaps(pid):
@@ -58,6 +66,68 @@ def smaps(pid):
         for line in f:
             if line.startswith("Threads:"):
                 out["threads"] = int(line.split()[1])
+    return out
+
+
+def descendants(pid):
+    """Every live process below `pid` (from each process's parent in /proc/*/stat)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rpartition(")")[2].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo += children.get(child, [])
+    return found
+
+
+def kib_fields(path, names):
+    out = {}
+    with open(path) as f:
+        for line in f:
+            name, _, rest = line.partition(":")
+            if name in names:
+                out[name] = out.get(name, 0) + int(rest.split()[0]) * 1024
+    return out
+
+
+def helpers(pid):
+    """Warden's own helper processes below it (forks of Warden: the sandbox's waiter and
+    init of each confined server), told from the servers by their executable. Each shares
+    most of its pages with Warden copy-on-write, which lowers Warden's Pss; what they cost
+    beyond that is their private memory and their page tables."""
+    exe = os.readlink(f"/proc/{pid}/exe")
+    out = {"helpers": 0, "helpers_Pss": 0, "helpers_Private": 0, "helpers_PageTables": 0}
+    for child in descendants(pid):
+        try:
+            if os.readlink(f"/proc/{child}/exe") != exe:
+                continue
+            rollup = kib_fields(f"/proc/{child}/smaps_rollup", ("Pss", "Private_Clean", "Private_Dirty"))
+            status = kib_fields(f"/proc/{child}/status", ("VmPTE",))
+        except OSError:
+            continue
+        out["helpers"] += 1
+        out["helpers_Pss"] += rollup.get("Pss", 0)
+        out["helpers_Private"] += rollup.get("Private_Clean", 0) + rollup.get("Private_Dirty", 0)
+        out["helpers_PageTables"] += status.get("VmPTE", 0)
+    return out
+
+
+def measure(pid):
+    """Warden's own memory, its helpers', and the host's whole: Warden's Pss plus its
+    helpers' (shared pages counted once over the family, servers excluded)."""
+    out = smaps(pid)
+    out.update(kib_fields(f"/proc/{pid}/status", ("VmPTE",)))
+    out.update(helpers(pid))
+    out["host_Pss"] = out["Pss"] + out["helpers_Pss"]
     return out
 
 
@@ -81,7 +151,11 @@ def config(dir, testserver, count, sessions):
             f'env = {{ WARDEN_TEST_START_LOG = "{records}/starts" }}\n'
             f'sandbox = {{ write = ["{records}"] }}\nstart = "eager"\n'
         )
-    lines.append('[policy]\nrules = [{ tools = "*", effect = "allow" }]\n')
+    # Every echo allowed, also in a context the earlier servers' results made untrusted.
+    lines.append(
+        '[[policy.rules]]\ntools = "*"\neffect = "allow"\n'
+        "even_if_tainted = true\neven_if_private = true\n"
+    )
     path = os.path.join(dir, "warden.toml")
     with open(path, "w") as f:
         f.write("\n".join(lines))
@@ -267,7 +341,7 @@ def main():
             for count in counts:
                 dir = tempfile.mkdtemp(dir=base)
                 os.chmod(dir, 0o755)
-                with_sessions = count == min(counts)
+                with_sessions = count in (min(counts), max(counts))
                 cfg = config(dir, testserver, count, sessions if with_sessions else [])
                 began = time.perf_counter()
                 served = Served(args.warden, dir, cfg)
@@ -277,19 +351,19 @@ def main():
                         raise RuntimeError(f"{calls} of {count} servers answered")
                     ready_s = time.perf_counter() - began
                     time.sleep(args.settle)
-                    sample = smaps(served.proc.pid)
+                    sample = measure(served.proc.pid)
                     sample.update(round=r, tools=tools, ready_s=round(ready_s, 3))
                     report["servers"].setdefault(str(count), []).append(sample)
                     print(f"memory: round {r} servers {count}: {sample}", file=sys.stderr)
                     if with_sessions:
-                        steps = [dict(smaps(served.proc.pid), sessions=0, servers=count, round=r)]
+                        steps = [dict(measure(served.proc.pid), sessions=0, servers=count, round=r)]
                         opened = 0
                         for target in sessions:
                             while opened < target:
                                 served.open_session()
                                 opened += 1
                             time.sleep(args.settle)
-                            steps.append(dict(smaps(served.proc.pid), sessions=opened, servers=count, round=r))
+                            steps.append(dict(measure(served.proc.pid), sessions=opened, servers=count, round=r))
                             print(f"memory: round {r} sessions {opened}: {steps[-1]}", file=sys.stderr)
                         report["sessions"].append(steps)
                 finally:
@@ -297,7 +371,7 @@ def main():
     report["load_after"] = load()
 
     per_server = {}
-    for field in FIELDS:
+    for field in FITTED:
         fits = []
         for r in range(args.rounds):
             points = [(int(n), s[field]) for n, samples in report["servers"].items() for s in samples if s["round"] == r]
@@ -310,16 +384,21 @@ def main():
     report["per_server"] = per_server
     if len(sessions) >= 1:
         per_session = {}
-        for field in FIELDS:
-            slopes = []
-            for steps in report["sessions"]:
-                first = steps[1] if len(steps) > 2 else steps[0]
-                last = steps[-1]
-                slopes.append((last[field] - first[field]) / (last["sessions"] - first["sessions"]))
-            per_session[field] = {
-                "bytes_per_session": int(statistics.median(slopes)),
-                "per_round": [int(s) for s in slopes],
-            }
+        for servers in sorted({steps[0]["servers"] for steps in report["sessions"]}):
+            fields = {}
+            for field in FITTED:
+                slopes = []
+                for steps in report["sessions"]:
+                    if steps[0]["servers"] != servers:
+                        continue
+                    first = steps[1] if len(steps) > 2 else steps[0]
+                    last = steps[-1]
+                    slopes.append((last[field] - first[field]) / (last["sessions"] - first["sessions"]))
+                fields[field] = {
+                    "bytes_per_session": int(statistics.median(slopes)),
+                    "per_round": [int(s) for s in slopes],
+                }
+            per_session[f"{servers} servers"] = fields
         report["per_session"] = per_session
     json.dump(report, sys.stdout, indent=1)
     print()
