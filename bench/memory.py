@@ -3,7 +3,7 @@
 server and each idle client session costs Warden itself.
 
 Usage: bench/memory.py WARDEN TESTSERVER [--servers 1,10,100] [--sessions 100,1000]
-                       [--rounds 3] [--settle 11]
+                       [--rounds 3] [--settle 11] [--unconfined]
 
 WARDEN is the `warden` binary (release), TESTSERVER `warden-testserver` from the same build.
 For every server count N, each round starts a fresh `warden serve --http` (its own state
@@ -131,7 +131,7 @@ def measure(pid):
     return out
 
 
-def config(dir, testserver, count, sessions):
+def config(dir, testserver, count, sessions, confine=True):
     records = os.path.join(dir, "records")
     os.makedirs(records, exist_ok=True)
     os.chmod(records, 0o1777)
@@ -149,7 +149,8 @@ def config(dir, testserver, count, sessions):
         lines.append(
             f'[servers.s{i:03}]\ncommand = "{testserver}"\nargs = ["good"]\n'
             f'env = {{ WARDEN_TEST_START_LOG = "{records}/starts" }}\n'
-            f'sandbox = {{ write = ["{records}"] }}\nstart = "eager"\n'
+            + (f'sandbox = {{ write = ["{records}"] }}\n' if confine else "confine = false\n")
+            + 'start = "eager"\n'
         )
     # Every echo allowed, also in a context the earlier servers' results made untrusted.
     lines.append(
@@ -320,6 +321,11 @@ def main():
     parser.add_argument("--sessions", default="100,1000")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--settle", type=float, default=11.0)
+    parser.add_argument(
+        "--unconfined",
+        action="store_true",
+        help="start the servers with `confine = false` (no sandbox, so no helper processes)",
+    )
     args = parser.parse_args()
     counts = [int(n) for n in args.servers.split(",")]
     sessions = [int(k) for k in args.sessions.split(",")]
@@ -328,6 +334,7 @@ def main():
         "machine": machine(),
         "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
         "load_before": load(),
+        "confined": not args.unconfined,
         "servers": {},
         "sessions": [],
     }
@@ -342,7 +349,9 @@ def main():
                 dir = tempfile.mkdtemp(dir=base)
                 os.chmod(dir, 0o755)
                 with_sessions = count in (min(counts), max(counts))
-                cfg = config(dir, testserver, count, sessions if with_sessions else [])
+                cfg = config(
+                    dir, testserver, count, sessions if with_sessions else [], not args.unconfined
+                )
                 began = time.perf_counter()
                 served = Served(args.warden, dir, cfg)
                 try:
