@@ -3,14 +3,15 @@
 //! generator takes most of a core and flattens every ratio).
 //!
 //! ```text
-//! warden-loadgen [NAME=URL ...] [--direct NAME=COMMAND] --clients 1,8,32 --seconds S
+//! warden-loadgen [NAME=URL ...] [--direct NAME=COMMAND] --clients 1,8,32 --seconds S [--expect TEXT]
 //! ```
 //!
 //! Each `NAME=URL` is a Streamable HTTP endpoint. Each client is a thread with its own
 //! keep-alive connection and its own 2025-11-25 session (`initialize`, then
 //! `notifications/initialized`), 20 warm-up calls, then `tools/call` of
 //! `echo {message: "hi"}` back to back for S seconds, every call timed from the request's
-//! first byte to its parsed result and checked (`echo: hi`). `--direct NAME=COMMAND` is the
+//! first byte to its parsed result and checked (`echo: hi`, or the text given with
+//! `--expect`: server-everything answers `Echo: hi`). `--direct NAME=COMMAND` is the
 //! baseline without a gateway: each client starts its own COMMAND (split on spaces) and
 //! speaks newline-delimited JSON-RPC to it over stdio, the same calls.
 //!
@@ -31,6 +32,8 @@ use serde_json::{Value, json};
 const WARM_UP_CALLS: usize = 20;
 /// A session that fails this many times in a row ends its client (the target is down).
 const MAX_CONSECUTIVE_FAILURES: usize = 50;
+/// The answer of the Rust test server's `echo`, checked unless `--expect` says otherwise.
+const DEFAULT_EXPECT: &str = "echo: hi";
 
 /// One way to reach the echo tool.
 #[derive(Clone, Debug)]
@@ -52,13 +55,13 @@ fn open(target: &Target) -> Result<Box<dyn Session>, String> {
     }
 }
 
-fn echo(session: &mut dyn Session) -> Result<(), String> {
+fn echo(session: &mut dyn Session, expect: &str) -> Result<(), String> {
     let answer = session.request(
         "tools/call",
         json!({"name": "echo", "arguments": {"message": "hi"}}),
     )?;
     match answer["result"]["content"][0]["text"].as_str() {
-        Some("echo: hi") => Ok(()),
+        Some(text) if text == expect => Ok(()),
         _ => Err(format!("unexpected answer: {answer}")),
     }
 }
@@ -69,18 +72,18 @@ struct Tally {
     errors: usize,
 }
 
-fn client(target: &Target, seconds: f64, start: &Barrier, tally: &Mutex<Tally>) {
+fn client(target: &Target, run: &Run, start: &Barrier, tally: &Mutex<Tally>) {
     let mut mine = Tally::default();
     let mut session = open(target).ok();
     for _ in 0..WARM_UP_CALLS {
         if let Some(s) = session.as_mut()
-            && echo(s.as_mut()).is_err()
+            && echo(s.as_mut(), &run.expect).is_err()
         {
             mine.errors += 1;
         }
     }
     start.wait();
-    let stop_at = Instant::now() + Duration::from_secs_f64(seconds);
+    let stop_at = Instant::now() + Duration::from_secs_f64(run.seconds);
     let mut failures_in_a_row = 0;
     while Instant::now() < stop_at && failures_in_a_row < MAX_CONSECUTIVE_FAILURES {
         let Some(s) = session.as_mut() else {
@@ -90,7 +93,7 @@ fn client(target: &Target, seconds: f64, start: &Barrier, tally: &Mutex<Tally>) 
             continue;
         };
         let began = Instant::now();
-        match echo(s.as_mut()) {
+        match echo(s.as_mut(), &run.expect) {
             Ok(()) => {
                 failures_in_a_row = 0;
                 mine.samples_us
@@ -112,13 +115,14 @@ fn client(target: &Target, seconds: f64, start: &Barrier, tally: &Mutex<Tally>) 
     }
 }
 
-fn load(name: &str, target: &Target, clients: usize, seconds: f64) -> Value {
+fn load(name: &str, target: &Target, clients: usize, run: &Arc<Run>) -> Value {
     let tally = Arc::new(Mutex::new(Tally::default()));
     let start = Arc::new(Barrier::new(clients + 1));
     let threads: Vec<_> = (0..clients)
         .map(|_| {
             let (target, start, tally) = (target.clone(), start.clone(), tally.clone());
-            std::thread::spawn(move || client(&target, seconds, &start, &tally))
+            let run = Arc::clone(run);
+            std::thread::spawn(move || client(&target, &run, &start, &tally))
         })
         .collect();
     start.wait();
@@ -145,17 +149,26 @@ fn load(name: &str, target: &Target, clients: usize, seconds: f64) -> Value {
     })
 }
 
+/// What every client of a run does: how long, and which answer counts.
+struct Run {
+    seconds: f64,
+    expect: String,
+}
+
 struct Args {
     targets: Vec<(String, Target)>,
     clients: Vec<usize>,
-    seconds: f64,
+    run: Run,
 }
 
 fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut parsed = Args {
         targets: Vec::new(),
         clients: vec![1],
-        seconds: 10.0,
+        run: Run {
+            seconds: 10.0,
+            expect: DEFAULT_EXPECT.into(),
+        },
     };
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
@@ -172,9 +185,12 @@ fn parse(args: impl Iterator<Item = String>) -> Result<Args, String> {
             }
             "--seconds" => {
                 let s = args.next().ok_or("--seconds needs a number")?;
-                parsed.seconds = s
+                parsed.run.seconds = s
                     .parse()
                     .map_err(|_| format!("--seconds: not a number: {s}"))?;
+            }
+            "--expect" => {
+                parsed.run.expect = args.next().ok_or("--expect needs the answer's text")?;
             }
             "--direct" => {
                 let spec = args.next().ok_or("--direct needs NAME=COMMAND")?;
@@ -211,14 +227,15 @@ fn main() -> ExitCode {
         Err(problem) => {
             eprintln!(
                 "warden-loadgen: {problem}\nusage: warden-loadgen [NAME=URL ...] \
-                 [--direct NAME=COMMAND] --clients 1,8,32 --seconds S"
+                 [--direct NAME=COMMAND] --clients 1,8,32 --seconds S [--expect TEXT]"
             );
             return ExitCode::from(2);
         }
     };
+    let run = Arc::new(args.run);
     for &clients in &args.clients {
         for (name, target) in &args.targets {
-            println!("{}", load(name, target, clients, args.seconds));
+            println!("{}", load(name, target, clients, &run));
         }
     }
     ExitCode::SUCCESS
