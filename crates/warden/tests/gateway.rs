@@ -2776,3 +2776,53 @@ fn a_legacy_servers_question_parks_the_call_for_a_modern_client() {
     assert_eq!(calls[0]["outcome"], "ok", "{rows}");
     scratch.assert_no_leftovers();
 }
+
+/// A remote 2026-07-28 server's question reaches a 2026-07-28 client of the gateway, and
+/// the client's retry reaches the server with its answer and the server's own state
+/// (`remote state-ok`), through Warden's signed state.
+#[test]
+fn a_remote_servers_question_reaches_a_modern_client_and_its_answer_the_server() {
+    let scratch = Scratch::new();
+    let server = support::HttpServer::hostile(&scratch, "modern");
+    let config = scratch.config(&format!(
+        "[servers.h]\nurl = {:?}\n[[policy.rules]]\ntools = \"h__*\"\neffect = \"allow\"\n\
+         even_if_tainted = true\n",
+        server.url
+    ));
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let first = send_modern(
+        &served,
+        "h__ask",
+        json!({}),
+        json!({"elicitation": {}}),
+        &json!({}),
+    );
+    let asked = &first.message()["result"];
+    assert_eq!(asked["resultType"], "input_required", "{}", first.body);
+    assert_eq!(
+        asked["inputRequests"]["confirm"]["params"]["message"],
+        "[h] Go ahead?"
+    );
+    let state = asked["requestState"].as_str().unwrap().to_owned();
+    assert_ne!(
+        state, "remote-state-1",
+        "the server's state is carried, not shown"
+    );
+    let answer = json!({"requestState": state,
+                        "inputResponses": {"confirm": {"action": "accept", "content": {"ok": true}}}});
+    let done = send_modern(
+        &served,
+        "h__ask",
+        json!({}),
+        json!({"elicitation": {}}),
+        &answer,
+    );
+    let text = done.message()["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(text, "remote state-ok: \"accept\"", "{}", done.body);
+    drop(served);
+    drop(server);
+    scratch.assert_no_leftovers();
+}

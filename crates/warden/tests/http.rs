@@ -5,99 +5,13 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{Scratch, assert_exit, describe, json, peers_dir, stderr, stdout};
+use support::{HttpServer, Scratch, assert_exit, describe, json, peers_dir, stderr, stdout};
 
 const LIMIT: Duration = Duration::from_secs(60);
-
-/// A server process started by a test, killed when dropped.
-struct HttpServer {
-    child: Child,
-    url: String,
-    log: PathBuf,
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl HttpServer {
-    /// The hostile test server in `mode`; it prints its URL first.
-    fn hostile(scratch: &Scratch, mode: &str) -> HttpServer {
-        HttpServer::hostile_with(scratch, mode, &[])
-    }
-
-    /// The hostile test server in `mode`, with `env` added to its environment.
-    fn hostile_with(scratch: &Scratch, mode: &str, env: &[(&str, &str)]) -> HttpServer {
-        let program = support::warden_bin().with_file_name("warden-http-testserver");
-        assert!(
-            program.exists(),
-            "{} is missing: build it with `cargo build -p warden-testservers`",
-            program.display()
-        );
-        let log = scratch.path().join(format!("{mode}-{}.log", env.len()));
-        let mut child = Command::new(program)
-            .arg(mode)
-            .envs(env.iter().copied())
-            .env(support::TAG_VAR, &scratch.tag)
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        HttpServer {
-            child,
-            url: line.trim().to_owned(),
-            log,
-        }
-    }
-
-    /// A real peer started with `command`, listening on `port` at `path`.
-    fn peer(scratch: &Scratch, mut command: Command, port: u16, path: &str) -> HttpServer {
-        let log = scratch.path().join(format!("peer-{port}.log"));
-        let child = command
-            .env(support::TAG_VAR, &scratch.tag)
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&log).unwrap())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        let server = HttpServer {
-            child,
-            url: format!("http://127.0.0.1:{port}{path}"),
-            log,
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "the peer did not listen on {port} within 30 s: {}",
-                server.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        server
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// The requests it logged, one per line.
-    fn requests(&self) -> Vec<String> {
-        self.log_text().lines().map(str::to_owned).collect()
-    }
-}
 
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -705,7 +619,7 @@ fn a_strict_modern_server_gets_headers_that_agree_with_the_body() {
         .collect();
     assert_eq!(
         names,
-        ["echo"],
+        ["echo", "ask"],
         "the tool with a broken x-mcp-header is left out"
     );
     let output = scratch.run(

@@ -20,6 +20,7 @@ use crate::connection::{
     CallOutcome, ConnectOptions, Connection, DEFAULT_MAX_PAGES, DEFAULT_MAX_TOOLS, Era,
     ListFreshness, ServerInfo, ToolDef,
 };
+use crate::downstream::CallContext;
 use crate::error::{CallError, ConnectError, ConnectFailure};
 use crate::launcher::StopReport;
 
@@ -345,6 +346,47 @@ where
     })
 }
 
+/// A remote 2026-07-28 server's `InputRequiredResult` that reached the connection (the
+/// session answers it itself unless the client behind the call does:
+/// [`super::session::PASS_INPUT`]): for such a client, the outcome that carries it; for
+/// anyone else, an error, never an empty result that looks like success.
+fn input_required(result: Value, context: &CallContext) -> Result<CallOutcome, CallError> {
+    let passes = context
+        .downstream
+        .as_ref()
+        .is_some_and(|downstream| downstream.passes_input_through());
+    if !passes {
+        return Err(CallError::Protocol {
+            reason: "the server asked for input (an input-required result), and Warden does \
+                     not answer a remote server's questions itself yet"
+                .into(),
+        });
+    }
+    let requests = result
+        .get("inputRequests")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let state = result
+        .get("requestState")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    if requests.is_empty() && state.is_none() {
+        return Err(CallError::Protocol {
+            reason: "the server asked for input without saying what (input_required with \
+                     neither inputRequests nor requestState)"
+                .into(),
+        });
+    }
+    Ok(CallOutcome {
+        content: Vec::new(),
+        structured: None,
+        is_error: false,
+        raw: result,
+        input_required: Some(crate::downstream::InputRequired { requests, state }),
+    })
+}
+
 impl Connection for HttpConnection {
     fn name(&self) -> &str {
         &self.name
@@ -371,11 +413,36 @@ impl Connection for HttpConnection {
         arguments: Option<Map<String, Value>>,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<CallOutcome, CallError>> {
+        self.call_tool_in(name, arguments, timeout, CallContext::default())
+    }
+
+    fn call_tool_in<'a>(
+        &'a self,
+        name: &'a str,
+        arguments: Option<Map<String, Value>>,
+        timeout: Duration,
+        context: CallContext,
+    ) -> BoxFuture<'a, Result<CallOutcome, CallError>> {
         Box::pin(async move {
             let mut params = Map::new();
             params.insert("name".into(), json!(name));
             if let Some(arguments) = arguments {
                 params.insert("arguments".into(), Value::Object(arguments));
+            }
+            if context
+                .downstream
+                .as_ref()
+                .is_some_and(|downstream| downstream.passes_input_through())
+            {
+                params.insert(super::session::PASS_INPUT.into(), json!(true));
+            }
+            if let Some(retry) = &context.retry {
+                if let Some(responses) = &retry.responses {
+                    params.insert("inputResponses".into(), Value::Object(responses.clone()));
+                }
+                if let Some(state) = &retry.state {
+                    params.insert("requestState".into(), json!(state));
+                }
             }
             let in_flight = Mutex::new(None);
             let sent = self.request("tools/call", params, Some(&in_flight));
@@ -398,6 +465,9 @@ impl Connection for HttpConnection {
                 return Err(CallError::Protocol {
                     reason: "the answer to tools/call is not an object".into(),
                 });
+            }
+            if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
+                return input_required(result, &context);
             }
             Ok(CallOutcome {
                 content: result

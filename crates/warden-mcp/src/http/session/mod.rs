@@ -36,6 +36,11 @@ mod modern;
 pub const MODERN_VERSION: &str = "2026-07-28";
 /// Handshake revisions Warden accepts, newest first.
 pub const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// A parameter of Warden's own, never sent: set on a 2026-07-28 request whose
+/// `input_required` result goes back to the caller as it is (a gateway's client answers
+/// it), instead of being answered here.
+pub(crate) const PASS_INPUT: &str = "dev.warden/passInput";
+
 /// Rounds of `input_required` answered for one request.
 const MAX_INPUT_ROUNDS: usize = 8;
 /// Time allowed for the `DELETE` of a session, and for a cancellation notice.

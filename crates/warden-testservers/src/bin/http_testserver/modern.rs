@@ -119,12 +119,30 @@ pub fn answer(message: &Value, headers: &HeaderMap, first: bool) -> (StatusCode,
                     }}},
                 {"name": "bad", "description": "Marks a number as a header.", "inputSchema": {
                     "type": "object", "properties": {"score": {"type": "number", "x-mcp-header": "Score"}}}},
+                {"name": "ask", "description": "Asks for a confirmation first.", "inputSchema": {
+                    "type": "object", "properties": {}}},
             ]})
         }
         "tools/call" => {
             let name = params["name"].as_str();
             if mcp_name.as_deref().map(decode).as_deref() != name {
                 return mismatch("Mcp-Name");
+            }
+            if name == Some("ask") {
+                // Asks first; answers only with an answer and its own state back.
+                let answer = params.pointer("/inputResponses/confirm/action");
+                let result = match (answer, params["requestState"].as_str()) {
+                    (Some(action), Some("remote-state-1")) => json!({"resultType": "complete",
+                        "content": [{"type": "text", "text": format!("remote state-ok: {action}")}]}),
+                    _ => json!({"resultType": "input_required", "requestState": "remote-state-1",
+                        "inputRequests": {"confirm": {"method": "elicitation/create", "params": {
+                            "message": "Go ahead?", "requestedSchema": {"type": "object",
+                            "properties": {"ok": {"type": "boolean"}}}}}}}),
+                };
+                return (
+                    StatusCode::OK,
+                    Some(json!({"jsonrpc": "2.0", "id": id, "result": result})),
+                );
             }
             let body_region = params["arguments"]["region"].as_str();
             if region.as_deref().map(decode).as_deref() != body_region {
