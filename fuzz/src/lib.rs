@@ -13,6 +13,7 @@ pub mod gateway_jsonrpc;
 pub mod mcp_headers;
 pub mod policy_args;
 pub mod policy_paths;
+pub mod relay_frames;
 pub mod scanner;
 pub mod sse;
 pub mod stdio_lines;
@@ -49,6 +50,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("mcp_headers", mcp_headers::run),
     ("policy_args", policy_args::run),
     ("policy_paths", policy_paths::run),
+    ("relay_frames", relay_frames::run),
     ("scanner", scanner::run),
     ("sse", sse::run),
     ("stdio_lines", stdio_lines::run),
