@@ -187,6 +187,28 @@ pub const WORLDS: &[World] = &[
         },
         trace: |seed, timing| crate::host::trace(seed, timing),
     },
+    World {
+        name: "remote",
+        run: |seed| {
+            let r = crate::remote::run(seed);
+            Summary {
+                counts: vec![
+                    ("calls", r.calls),
+                    ("answered", r.answered),
+                    ("timeouts", r.timeouts),
+                    ("opens", r.opens),
+                    ("sessions expired (404)", r.expired),
+                    ("streams resumed", r.resumed),
+                    ("calls refused 401", r.unauthorized),
+                    ("cancellations upstream", r.cancellations),
+                    ("sessions deleted", r.deleted),
+                    ("back-off waits", r.waits),
+                ],
+                violations: r.violations,
+            }
+        },
+        trace: |seed, _| crate::remote::trace(seed),
+    },
 ];
 
 /// The world named `name`.
