@@ -18,6 +18,7 @@ pub mod scanner;
 pub mod sse;
 pub mod stdio_lines;
 pub mod stdio_messages;
+pub mod www_authenticate;
 
 // The terminal modules of the `warden` binary that `elicit_form` compiles in: `untrusted`
 // as it is, and stand-ins for the two helpers `elicit.rs` reaches for (reading the real
@@ -55,6 +56,7 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("sse", sse::run),
     ("stdio_lines", stdio_lines::run),
     ("stdio_messages", stdio_messages::run),
+    ("www_authenticate", www_authenticate::run),
 ];
 
 /// Splits `data` at its first NUL byte (the second part empty when there is none): how
