@@ -98,7 +98,7 @@ pub struct ConnectOptions {
     pub relay: Option<std::sync::Arc<dyn RelayDialer>>,
     /// Where remote servers' HTTP requests go instead of the network: `None` (reqwest's
     /// own connections) except in the simulator, which answers them in memory
-    /// ([`warden_net::Transport`], decision 0031 revision 2).
+    /// ([`warden_net::Transport`], decision 0041 revision 2).
     pub http_transport: Option<std::sync::Arc<dyn warden_net::Transport>>,
     /// The clock and jitter of remote servers' retries (first connect, reconnect, reopened
     /// event streams): `None` for tokio's clock and a generator seeded from entropy; the

@@ -1,5 +1,5 @@
 //! A remote server's faults that the simulator's remote world found mishandled (decision
-//! 0031, revision 2), each replayed here against a scripted server answering in memory
+//! 0041, revision 2), each replayed here against a scripted server answering in memory
 //! through the HTTP client's transport seam (`ConnectOptions::http_transport`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,5 +1,5 @@
 //! Where a request goes once it is built: reqwest's own connection pool in production, or
-//! a [`Transport`] a test or the simulator controls (decision 0031, revision 2).
+//! a [`Transport`] a test or the simulator controls (decision 0041, revision 2).
 //!
 //! reqwest's connector cannot be replaced by an in-memory one (its connector layer must
 //! yield reqwest's private connection type), so the seam sits one step above it: the

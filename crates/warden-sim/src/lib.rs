@@ -38,7 +38,7 @@
 //! 7. the same seed gives the same trace (the run is replayed and the digests compared).
 //!
 //! The catalogue at turn boundaries, the audit log, cancellation, the gateway and the real
-//! HTTP client are the other worlds'. Not simulated (decision 0031's revision 2 says why):
+//! HTTP client are the other worlds'. Not simulated (decision 0041's revision 2 says why):
 //! remote upstreams under the gateway and host worlds, OAuth re-authorisation, child
 //! processes.
 
@@ -1034,7 +1034,7 @@ mod tests {
         assert!(total(|r| r.waits) > 0, "no back-off");
     }
 
-    /// The remote seeds that found bugs (decision 0031, revision 2), each failing before
+    /// The remote seeds that found bugs (decision 0041, revision 2), each failing before
     /// its fix: 2 and 28, a call returned 2 s past its deadline while its cancellation was
     /// accepted; 178, a refused `server/discover` sent again at once beyond
     /// `connect_attempts`; 184 and 195, a 404 to a stream's resumption taken for an

@@ -1,4 +1,4 @@
-//! The remote world (decision 0031, revision 2): Warden's real Streamable HTTP client
+//! The remote world (decision 0041, revision 2): Warden's real Streamable HTTP client
 //! against scripted remote servers, on the paused clock, a pure function of its seed.
 //!
 //! Real: `warden_mcp::connect` for `url` servers and everything under it (the
