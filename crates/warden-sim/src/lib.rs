@@ -1032,6 +1032,7 @@ mod tests {
         assert!(total(|r| r.unauthorized) > 0, "no call refused 401");
         assert!(total(|r| r.cancellations) > 0, "no cancellation upstream");
         assert!(total(|r| r.waits) > 0, "no back-off");
+        assert!(total(|r| r.audit_rows) > 0, "no call through a host");
     }
 
     /// The remote seeds that found bugs (decision 0041, revision 2), each failing before

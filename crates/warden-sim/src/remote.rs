@@ -17,6 +17,12 @@
 //! would end it (the server's call timeout plus 1 s, `Remote::from_spec`); reqwest's
 //! connector (TLS, name lookups, its own timeouts) is what the seam leaves out.
 //!
+//! Every seed runs twice over: the calls made on the connections themselves, each with
+//! its own timeout; then the same servers and faults with every call a `tools/call` made
+//! through a real `warden_host::Host` (connected with the same transport and back-off, a
+//! state store, one audited session, a policy that allows the servers' tools), under the
+//! server's call timeout, and its audit log checked (property 9).
+//!
 //! Checked on every run:
 //! 1. every call ends, answered, failed or timed out, by its deadline;
 //! 2. a call's answer is its own (never another call's, never a stale or doubled one);
@@ -31,7 +37,10 @@
 //! 7. nothing leaks: no task is left on the runtime once the connections are closed, and
 //!    no session the server gave out is left open (each was deleted, or expired by the
 //!    server): the one in use at close, and the ones reconnects replaced;
-//! 8. the same seed gives the same trace.
+//! 8. the same seed gives the same trace;
+//! 9. through a host: one audit row per call made (none for a call never made), with the
+//!    outcome its caller saw (`ok`, or `failed` for an error or a timeout), and `executed`
+//!    whenever the server ran it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -143,9 +152,13 @@ struct Plan {
     servers: Vec<ServerPlan>,
     calls: Vec<CallPlan>,
     jitter_seed: u64,
+    /// The calls go through a host (`warden_host::Host` with a state store, an audited
+    /// session, its policy allowing every tool): every call is a `tools/call` with the
+    /// server's call timeout, and the audit log is checked.
+    via_host: bool,
 }
 
-fn plan(seed: u64) -> Plan {
+fn plan(seed: u64, via_host: bool) -> Plan {
     let mut rng = SeededRng::new(seed ^ 0x7265_6d6f_7465); // "remote": a stream of its own
     let initial = Duration::from_millis(10 + rng.below(500));
     let spec = ReconnectSpec {
@@ -228,6 +241,7 @@ fn plan(seed: u64) -> Plan {
         servers,
         calls,
         jitter_seed: rng.next_u64(),
+        via_host,
     }
 }
 
@@ -254,6 +268,8 @@ pub struct Report {
     pub deleted: usize,
     /// Back-off waits taken.
     pub waits: usize,
+    /// Rows of the host's audit log (the seeds whose calls go through a host).
+    pub audit_rows: usize,
     /// Property violations; empty when the run passed.
     pub violations: Vec<String>,
     /// A digest of the run's trace.
@@ -300,12 +316,13 @@ struct Upstream {
     log: Arc<Log>,
 }
 
-/// The transport Warden's client is given: requests go to `Upstream`, in memory.
-struct Wire(Arc<Upstream>);
+/// The transport Warden's client is given: each request goes to the `Upstream` its URL's
+/// host names (`upN.sim.invalid`), in memory.
+struct Wire(Vec<Arc<Upstream>>);
 
 impl std::fmt::Debug for Wire {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Wire(up{})", self.0.index)
+        write!(f, "Wire({} upstreams)", self.0.len())
     }
 }
 
@@ -314,7 +331,15 @@ impl Transport for Wire {
         &self,
         request: reqwest::Request,
     ) -> BoxFuture<'static, Result<reqwest::Response, NetError>> {
-        let upstream = Arc::clone(&self.0);
+        let index = request
+            .url()
+            .host_str()
+            .and_then(|host| host.strip_prefix("up"))
+            .and_then(|rest| rest.split('.').next())
+            .and_then(|n| n.parse::<usize>().ok());
+        let Some(upstream) = index.and_then(|i| self.0.get(i)).map(Arc::clone) else {
+            return Box::pin(async { Err(refused()) });
+        };
         let method = request.method().clone();
         let header = |name: &str| {
             request
@@ -477,6 +502,11 @@ impl Upstream {
                 }
                 self.call(number, id, method == "resources/read").await
             }
+            ("tools/list", Some(id)) => Ok(json_body(&json!({
+                "jsonrpc": "2.0", "id": id,
+                "result": {"tools": [{"name": "echo", "inputSchema": {
+                    "type": "object", "properties": {"text": {"type": "string"}}}}]},
+            }))),
             (_, None) => Ok(status(202, "")),
             (other, Some(id)) => Ok(json_body(&json!({
                 "jsonrpc": "2.0", "id": id,
@@ -721,12 +751,12 @@ impl Upstream {
     }
 }
 
-/// The call number a request carries (`token` argument, or the `sim://cN` URI).
+/// The call number a request carries (its `text` argument, or the `sim://cN` URI).
 fn token(message: &Value) -> Option<usize> {
     let params = message.get("params")?;
     let text = params
         .get("arguments")
-        .and_then(|a| a.get("token"))
+        .and_then(|a| a.get("text"))
         .or_else(|| params.get("uri"))
         .and_then(Value::as_str)?;
     text.rsplit('c').next()?.parse().ok()
@@ -768,9 +798,39 @@ enum Outcome {
 }
 
 /// Runs one seed with every check, twice, the traces compared.
+///
+/// Each seed runs its plan twice over: the calls made on the connections themselves (each
+/// with its own timeout), and the same servers and faults with the calls made through a
+/// host (its audit log checked). A violation of the second is marked `(through a host)`
+/// and replays with `--timing 1`.
 pub fn run(seed: u64) -> Report {
-    let first = run_once(seed);
-    let second = run_once(seed);
+    let mut report = run_twice(seed, false);
+    let host = run_twice(seed, true);
+    report.violations.extend(
+        host.violations
+            .into_iter()
+            .map(|v| format!("{THROUGH_A_HOST} {v}")),
+    );
+    report.calls += host.calls;
+    report.answered += host.answered;
+    report.timeouts += host.timeouts;
+    report.opens += host.opens;
+    report.expired += host.expired;
+    report.resumed += host.resumed;
+    report.unauthorized += host.unauthorized;
+    report.cancellations += host.cancellations;
+    report.deleted += host.deleted;
+    report.waits += host.waits;
+    report.audit_rows += host.audit_rows;
+    report
+}
+
+/// The mark of a violation found with the calls made through a host.
+pub const THROUGH_A_HOST: &str = "(through a host)";
+
+fn run_twice(seed: u64, via_host: bool) -> Report {
+    let first = run_once(seed, via_host);
+    let second = run_once(seed, via_host);
     let mut report = first;
     driver::same_digest(
         "remote",
@@ -782,24 +842,25 @@ pub fn run(seed: u64) -> Report {
     report
 }
 
-/// The trace of one seed, for replaying a failure.
-pub fn trace(seed: u64) -> Vec<String> {
+/// The trace of one seed, for replaying a failure: `variant` 1 makes the calls through a
+/// host.
+pub fn trace(seed: u64, variant: u64) -> Vec<String> {
     let log = Arc::new(Log::default());
-    let _ = simulate(seed, &log);
+    let _ = simulate(seed, variant == 1, &log);
     let trace = log.trace.lock().unwrap_or_else(PoisonError::into_inner);
     trace.clone()
 }
 
-fn run_once(seed: u64) -> Report {
+fn run_once(seed: u64, via_host: bool) -> Report {
     let log = Arc::new(Log::default());
-    let mut report = simulate(seed, &log);
+    let mut report = simulate(seed, via_host, &log);
     let trace = log.trace.lock().unwrap_or_else(PoisonError::into_inner);
     report.digest = driver::digest(&crate::upstream::canonical(&trace));
     report
 }
 
-fn simulate(seed: u64, log: &Arc<Log>) -> Report {
-    let plan = plan(seed);
+fn simulate(seed: u64, via_host: bool, log: &Arc<Log>) -> Report {
+    let plan = plan(seed, via_host);
     let mut report = driver::execute(log, world(seed, plan, Arc::clone(log))).unwrap_or_default();
     report.violations = log
         .violations
@@ -859,15 +920,66 @@ async fn world(seed: u64, plan: Plan, log: Arc<Log>) -> Report {
         })
         .collect();
 
+    let wire: Arc<dyn Transport> = Arc::new(Wire(upstreams.clone()));
+    let (outcomes, first_connect_opens, audit_rows) = if plan.via_host {
+        through_host(seed, &plan, &upstreams, wire, &backoff, &log).await
+    } else {
+        let (outcomes, opens) = direct(&plan, &upstreams, wire, &backoff, &log).await;
+        (outcomes, opens, 0)
+    };
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let alive = tokio::runtime::Handle::current()
+        .metrics()
+        .num_alive_tasks();
+    if alive != 0 {
+        log.violation(format!("{alive} task(s) left on the runtime after closing"));
+    }
+
+    check(&plan, &upstreams, &outcomes, &first_connect_opens, &log);
+    let total = |f: fn(&ServerState) -> usize| upstreams.iter().map(|u| f(&u.lock())).sum();
+    Report {
+        calls: outcomes.len(),
+        answered: count(&outcomes, |o| matches!(o, Outcome::Answered(_))),
+        timeouts: count(&outcomes, |o| *o == Outcome::TimedOut),
+        unauthorized: count(
+            &outcomes,
+            |o| matches!(o, Outcome::Failed(why) if why.contains("needs authorization")),
+        ),
+        opens: total(|s| s.opens.len()),
+        expired: total(|s| s.expired),
+        resumed: total(|s| s.resumed),
+        cancellations: total(|s| s.cancelled.len()),
+        deleted: total(|s| s.deleted),
+        waits: waits.count.load(Ordering::SeqCst),
+        audit_rows,
+        violations: Vec::new(),
+        digest: 0,
+    }
+}
+
+fn count(outcomes: &[(Duration, Outcome)], f: impl Fn(&Outcome) -> bool) -> usize {
+    outcomes.iter().filter(|(_, outcome)| f(outcome)).count()
+}
+
+/// The calls made on the connections themselves (`warden_mcp::http::connect`), each with
+/// its own timeout; returns each call's time and outcome, and each server's opens during
+/// the first connect.
+async fn direct(
+    plan: &Plan,
+    upstreams: &[Arc<Upstream>],
+    wire: Arc<dyn Transport>,
+    backoff: &Backoff,
+    log: &Arc<Log>,
+) -> (Vec<(Duration, Outcome)>, Vec<usize>) {
     // Connect every server (in parallel, each within its connect timeout).
     let connects = upstreams.iter().map(|upstream| {
-        let spec = spec_of(upstream.index, &plan);
+        let spec = spec_of(upstream.index, plan);
         let options = ConnectOptions {
-            http_transport: Some(Arc::new(Wire(Arc::clone(upstream)))),
+            http_transport: Some(Arc::clone(&wire)),
             backoff: Some(backoff.clone()),
             ..ConnectOptions::default()
         };
-        let log = Arc::clone(&log);
+        let log = Arc::clone(log);
         async move {
             let started = Instant::now();
             let connected = warden_mcp::http::connect(&spec, &options).await;
@@ -902,7 +1014,7 @@ async fn world(seed: u64, plan: Plan, log: Arc<Log>) -> Report {
         .map(|(number, call)| {
             let connection = connections[call.server].clone();
             let call = call.clone();
-            let log = Arc::clone(&log);
+            let log = Arc::clone(log);
             tokio::spawn(async move {
                 tokio::time::sleep(call.start).await;
                 let Some(connection) = connection else {
@@ -919,7 +1031,7 @@ async fn world(seed: u64, plan: Plan, log: Arc<Log>) -> Report {
                         .map(|result| result.to_string())
                 } else {
                     let mut arguments = Map::new();
-                    arguments.insert("token".into(), json!(format!("c{number}")));
+                    arguments.insert("text".into(), json!(format!("c{number}")));
                     connection
                         .call_tool("echo", Some(arguments), call.timeout)
                         .await
@@ -959,37 +1071,167 @@ async fn world(seed: u64, plan: Plan, log: Arc<Log>) -> Report {
             Err(_) => log.violation(format!("up{index}: the connection is still held")),
         }
     }
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    let alive = tokio::runtime::Handle::current()
-        .metrics()
-        .num_alive_tasks();
-    if alive != 0 {
-        log.violation(format!("{alive} task(s) left on the runtime after closing"));
-    }
-
-    check(&plan, &upstreams, &outcomes, &first_connect_opens, &log);
-    let total = |f: fn(&ServerState) -> usize| upstreams.iter().map(|u| f(&u.lock())).sum();
-    Report {
-        calls: outcomes.len(),
-        answered: count(&outcomes, |o| matches!(o, Outcome::Answered(_))),
-        timeouts: count(&outcomes, |o| *o == Outcome::TimedOut),
-        unauthorized: count(
-            &outcomes,
-            |o| matches!(o, Outcome::Failed(why) if why.contains("needs authorization")),
-        ),
-        opens: total(|s| s.opens.len()),
-        expired: total(|s| s.expired),
-        resumed: total(|s| s.resumed),
-        cancellations: total(|s| s.cancelled.len()),
-        deleted: total(|s| s.deleted),
-        waits: waits.count.load(Ordering::SeqCst),
-        violations: Vec::new(),
-        digest: 0,
-    }
+    (outcomes, first_connect_opens)
 }
 
-fn count(outcomes: &[(Duration, Outcome)], f: impl Fn(&Outcome) -> bool) -> usize {
-    outcomes.iter().filter(|(_, outcome)| f(outcome)).count()
+/// The calls made through a host: a real `warden_host::Host` over the servers (connected
+/// with the same transport and back-off), each call a `tools/call` in one audited session
+/// with the server's call timeout. After the host shut down, its audit log must hold one
+/// row per call made, with the outcome the caller saw and `executed` set whenever the
+/// server may have run it.
+async fn through_host(
+    seed: u64,
+    plan: &Plan,
+    upstreams: &[Arc<Upstream>],
+    wire: Arc<dyn Transport>,
+    backoff: &Backoff,
+    log: &Arc<Log>,
+) -> (Vec<(Duration, Outcome)>, Vec<usize>, usize) {
+    let dir = crate::upstream::store_dir(seed);
+    let store_path = dir.join("state.db");
+    let outcomes = async {
+        let store = match warden_store::Store::open(&store_path) {
+            Ok(store) => store,
+            Err(error) => {
+                log.violation(format!("no state store: {error}"));
+                return None;
+            }
+        };
+        let policy = crate::upstream::policy(json!({
+            "rules": [{"tools": "up*__*", "effect": "allow",
+                       "even_if_tainted": true, "even_if_private": true}]
+        }));
+        let options = ConnectOptions {
+            http_transport: Some(wire),
+            backoff: Some(backoff.clone()),
+            ..ConnectOptions::default()
+        };
+        let specs: Vec<_> = upstreams.iter().map(|u| spec_of(u.index, plan)).collect();
+        let host = Arc::new(
+            warden_host::Host::builder(Arc::new(policy))
+                .store(store)
+                .review(Arc::new(warden_host::NoReview))
+                .launcher(Arc::new(warden_mcp::DirectLauncher::from_env()))
+                .options(options)
+                .connect(specs)
+                .await,
+        );
+        let first_connect_opens: Vec<usize> =
+            upstreams.iter().map(|u| u.lock().opens.len()).collect();
+        let session = Arc::new(host.session("sim"));
+        let tasks: Vec<_> = plan
+            .calls
+            .iter()
+            .enumerate()
+            .map(|(number, call)| {
+                let (host, session, log) =
+                    (Arc::clone(&host), Arc::clone(&session), Arc::clone(log));
+                let call = call.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(call.start).await;
+                    let started = Instant::now();
+                    let target = format!("up{}__echo", call.server);
+                    let prepared =
+                        session.prepare(&host, &target, json!({"text": format!("c{number}")}));
+                    let prepared = match prepared {
+                        Ok(prepared) => prepared,
+                        Err(error) => {
+                            log.event(format!("c{number} not made: {error}"));
+                            return (Duration::ZERO, Outcome::NotConnected);
+                        }
+                    };
+                    log.event(format!("c{number} starts"));
+                    let outcome = match session.send(&host, prepared).await {
+                        Ok(outcome) => Outcome::Answered(outcome.raw.to_string()),
+                        Err(warden_host::HostError::Call {
+                            source: CallError::Timeout { .. },
+                            ..
+                        }) => Outcome::TimedOut,
+                        Err(error) => Outcome::Failed(error.to_string()),
+                    };
+                    let took = started.elapsed();
+                    log.event(format!("c{number} ends after {took:?}: {outcome:?}"));
+                    (took, outcome)
+                })
+            })
+            .collect();
+        let mut outcomes = Vec::new();
+        for task in tasks {
+            outcomes.push(task.await.unwrap_or_else(|error| {
+                log.violation(format!("a call's task failed: {error}"));
+                (Duration::ZERO, Outcome::Failed("task failed".into()))
+            }));
+        }
+        tokio::time::sleep(IDLE + Duration::from_secs(5)).await;
+        drop(session);
+        match Arc::try_unwrap(host) {
+            Ok(host) => host.shutdown().await,
+            Err(_) => log.violation("the host is still held".into()),
+        }
+        let rows = check_audit(plan, upstreams, &outcomes, &store_path, log);
+        Some((outcomes, first_connect_opens, rows))
+    }
+    .await;
+    let _ = std::fs::remove_dir_all(&dir);
+    outcomes.unwrap_or_default()
+}
+
+/// One audit row per call made (none for a call never made), with the outcome its caller
+/// saw (`ok` for an answer, `failed` for an error or a timeout), and `executed` whenever
+/// the server ran it (a row saying a call that ran was never sent would mislead an
+/// auditor; the other way round is the safe side).
+fn check_audit(
+    plan: &Plan,
+    upstreams: &[Arc<Upstream>],
+    outcomes: &[(Duration, Outcome)],
+    store_path: &std::path::Path,
+    log: &Log,
+) -> usize {
+    let keys: Vec<String> = (0..plan.calls.len()).map(|n| format!("\"c{n}\"")).collect();
+    let Some((count, mut by_call)) = driver::audit_rows_by_call(
+        store_path,
+        |arguments| keys.iter().position(|key| arguments.contains(key.as_str())),
+        log,
+    ) else {
+        return 0;
+    };
+    for (number, ((_, outcome), call)) in outcomes.iter().zip(&plan.calls).enumerate() {
+        let rows = by_call.remove(&number).unwrap_or_default();
+        let expected = match outcome {
+            Outcome::NotConnected => {
+                if !rows.is_empty() {
+                    log.violation(format!(
+                        "c{number} was never made but has {} row(s)",
+                        rows.len()
+                    ));
+                }
+                continue;
+            }
+            Outcome::Answered(_) => "ok",
+            Outcome::Failed(_) | Outcome::TimedOut => "failed",
+        };
+        let [row] = rows.as_slice() else {
+            log.violation(format!("c{number}: {} audit row(s), not one", rows.len()));
+            continue;
+        };
+        if row.outcome != expected {
+            log.violation(format!(
+                "c{number}: audited `{}`, its caller saw {outcome:?}",
+                row.outcome
+            ));
+        }
+        let ran = upstreams[call.server]
+            .lock()
+            .runs
+            .get(&number)
+            .is_some_and(|runs| *runs > 0);
+        if ran && !row.executed {
+            log.violation(format!(
+                "c{number} ran, but its audit row says it was not sent"
+            ));
+        }
+    }
+    count
 }
 
 /// The properties of a finished run (the back-off ceilings and the runtime's tasks are
@@ -1004,10 +1246,14 @@ fn check(
     for (number, ((took, outcome), call)) in outcomes.iter().zip(&plan.calls).enumerate() {
         let upstream = &upstreams[call.server];
         let state = upstream.lock();
-        if *took > call.timeout {
+        let deadline = if plan.via_host {
+            CALL_TIMEOUT
+        } else {
+            call.timeout
+        };
+        if *took > deadline {
             log.violation(format!(
-                "c{number} ended after {took:?}, past its deadline {:?}",
-                call.timeout
+                "c{number} ended after {took:?}, past its deadline {deadline:?}"
             ));
         }
         if let Outcome::Answered(text) = outcome {
@@ -1017,7 +1263,7 @@ fn check(
             }
         }
         let runs = state.runs.get(&number).copied().unwrap_or(0);
-        if !call.read && runs > 1 {
+        if (plan.via_host || !call.read) && runs > 1 {
             log.violation(format!("tools/call c{number} was run {runs} times"));
         }
         if *outcome == Outcome::TimedOut
