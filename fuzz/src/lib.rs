@@ -13,10 +13,12 @@ pub mod gateway_jsonrpc;
 pub mod mcp_headers;
 pub mod policy_args;
 pub mod policy_paths;
+pub mod relay_frames;
 pub mod scanner;
 pub mod sse;
 pub mod stdio_lines;
 pub mod stdio_messages;
+pub mod www_authenticate;
 
 // The terminal modules of the `warden` binary that `elicit_form` compiles in: `untrusted`
 // as it is, and stand-ins for the two helpers `elicit.rs` reaches for (reading the real
@@ -49,10 +51,12 @@ pub const TARGETS: &[(&str, fn(&[u8]))] = &[
     ("mcp_headers", mcp_headers::run),
     ("policy_args", policy_args::run),
     ("policy_paths", policy_paths::run),
+    ("relay_frames", relay_frames::run),
     ("scanner", scanner::run),
     ("sse", sse::run),
     ("stdio_lines", stdio_lines::run),
     ("stdio_messages", stdio_messages::run),
+    ("www_authenticate", www_authenticate::run),
 ];
 
 /// Splits `data` at its first NUL byte (the second part empty when there is none): how

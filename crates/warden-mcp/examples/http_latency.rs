@@ -31,6 +31,7 @@ async fn main() {
         connect_timeout: Duration::from_secs(10),
         idle_timeout: Duration::from_secs(30),
         backoff: warden_mcp::http::reconnect::Backoff::system(),
+        transport: None,
         oauth: None,
     };
     let (session, _info) = open(&remote, &ClientProfile::default()).await.unwrap();

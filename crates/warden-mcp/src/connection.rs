@@ -100,6 +100,14 @@ pub struct ConnectOptions {
     /// supervisor there (crate `warden-relay`). Without one, a relayed server fails to
     /// connect with a message that says so.
     pub relay: Option<std::sync::Arc<dyn RelayDialer>>,
+    /// Where remote servers' HTTP requests go instead of the network: `None` (reqwest's
+    /// own connections) except in the simulator, which answers them in memory
+    /// ([`warden_net::Transport`], decision 0041 revision 2).
+    pub http_transport: Option<std::sync::Arc<dyn warden_net::Transport>>,
+    /// The clock and jitter of remote servers' retries (first connect, reconnect, reopened
+    /// event streams): `None` for tokio's clock and a generator seeded from entropy; the
+    /// simulator's is seeded from its run.
+    pub backoff: Option<crate::http::reconnect::Backoff>,
 }
 
 /// Connects relayed servers (`relay = "NAME"`, docs/relay.md). Implemented by

@@ -41,6 +41,11 @@ impl NetError {
         NetError::Request(describe(&error))
     }
 
+    /// True for a refused connection: the request never reached the server.
+    pub fn is_refused(&self) -> bool {
+        matches!(self, NetError::Request(message) if message.contains("connection refused"))
+    }
+
     /// True when retrying could help: a refused or reset connection, a timeout.
     pub fn is_transient(&self) -> bool {
         match self {

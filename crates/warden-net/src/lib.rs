@@ -26,11 +26,13 @@ mod body;
 mod error;
 mod options;
 mod sse;
+pub mod transport;
 
 pub use addr::special_range;
 pub use body::{EXCERPT_CHARS, excerpt, read_capped, sse_events};
 pub use error::NetError;
 pub use options::{HttpOptions, client, is_loopback_url, public_client};
 pub use sse::{SseDecoder, SseEvent};
+pub use transport::Transport;
 
 pub use reqwest;

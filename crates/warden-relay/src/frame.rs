@@ -144,14 +144,13 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     reader: &mut R,
     max_payload: usize,
 ) -> Result<Frame, FrameError> {
+    // The first byte alone: the stream ending there is a clean close between frames; it
+    // ending inside the length (or later) is a frame cut short, an I/O error.
     let mut length = [0u8; 4];
-    match reader.read_exact(&mut length).await {
-        Ok(_) => {}
-        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => {
-            return Err(FrameError::Closed);
-        }
-        Err(error) => return Err(error.into()),
+    if reader.read(&mut length[..1]).await? == 0 {
+        return Err(FrameError::Closed);
     }
+    reader.read_exact(&mut length[1..]).await?;
     let length = usize::try_from(u32::from_be_bytes(length)).unwrap_or(usize::MAX);
     let limit = max_payload.saturating_add(MAX_HEADER);
     if length > limit {
@@ -162,10 +161,10 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     }
     let mut body = vec![0u8; length];
     reader.read_exact(&mut body).await?;
-    decode_body(body)
+    decode_body(body, max_payload)
 }
 
-fn decode_body(mut body: Vec<u8>) -> Result<Frame, FrameError> {
+fn decode_body(mut body: Vec<u8>, max_payload: usize) -> Result<Frame, FrameError> {
     let kind = Kind::from_byte(body[0]).ok_or(FrameError::Malformed("an unknown kind"))?;
     let name_len = usize::from(body[1]);
     if name_len > MAX_NAME {
@@ -186,6 +185,14 @@ fn decode_body(mut body: Vec<u8>) -> Result<Frame, FrameError> {
     let server = String::from_utf8_lossy(name).into_owned();
     let at = 2 + name_len;
     let deadline_ms = u32::from_be_bytes([body[at], body[at + 1], body[at + 2], body[at + 3]]);
+    // The length's cap counts a full-length name; with a shorter one the payload could
+    // pass its own cap by the difference (found by the `relay_frames` fuzz target).
+    if body.len() - (at + 4) > max_payload {
+        return Err(FrameError::TooLarge {
+            length: body.len() - (at + 4),
+            limit: max_payload,
+        });
+    }
     let payload = body.split_off(at + 4);
     Ok(Frame {
         kind,
@@ -267,6 +274,54 @@ mod tests {
         assert!(matches!(
             read_frame(&mut bytes.as_slice(), 1024).await,
             Err(FrameError::Io(_))
+        ));
+    }
+
+    /// Found by the `relay_frames` fuzz target: a frame whose name was shorter than 64
+    /// bytes could carry a payload over the cap by the difference (the length's cap counts
+    /// a full-length name), which the writer on the other side would then refuse to send.
+    #[tokio::test]
+    async fn a_payload_is_capped_whatever_the_length_of_the_name() {
+        let cap = 16;
+        for (name, size) in [("", cap + 1), ("a", cap + 63), ("abc", cap + 1)] {
+            let mut body = vec![3u8, u8::try_from(name.len()).unwrap()];
+            body.extend_from_slice(name.as_bytes());
+            body.extend_from_slice(&[0, 0, 0, 0]);
+            body.extend(std::iter::repeat_n(b'x', size));
+            let mut bytes = u32::try_from(body.len()).unwrap().to_be_bytes().to_vec();
+            bytes.extend_from_slice(&body);
+            let error = read_frame(&mut bytes.as_slice(), cap).await.unwrap_err();
+            assert!(
+                matches!(error, FrameError::TooLarge { length, limit } if length == size && limit == cap),
+                "{name:?} with {size} bytes: {error}"
+            );
+        }
+        // The control: a payload at the cap is read, with any name.
+        for name in ["", "a", &"n".repeat(MAX_NAME)] {
+            let frame = Frame::new(Kind::Data, name, vec![b'x'; cap]);
+            let mut bytes = Vec::new();
+            write_frame(&mut bytes, &frame, cap).await.unwrap();
+            assert_eq!(read_frame(&mut bytes.as_slice(), cap).await.unwrap(), frame);
+        }
+    }
+
+    /// Found by the `relay_frames` fuzz target in its first second: a stream ending after
+    /// one to three bytes of a frame's length was read as a clean close between frames
+    /// (the channel logged "the channel closed", as for a supervisor that said goodbye).
+    #[tokio::test]
+    async fn a_stream_ending_inside_a_length_is_a_frame_cut_short() {
+        for cut in 1..4 {
+            let bytes = [0u8, 0, 0, 6];
+            let error = read_frame(&mut &bytes[..cut], 1024).await.unwrap_err();
+            assert!(
+                matches!(&error, FrameError::Io(e) if e.kind() == std::io::ErrorKind::UnexpectedEof),
+                "{cut} bytes: {error}"
+            );
+        }
+        // The control: nothing at all is a clean close.
+        assert!(matches!(
+            read_frame(&mut &[][..], 1024).await,
+            Err(FrameError::Closed)
         ));
     }
 }

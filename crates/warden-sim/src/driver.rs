@@ -118,8 +118,9 @@ pub struct World {
     pub name: &'static str,
     /// Runs one seed with every check.
     pub run: fn(u64) -> Summary,
-    /// The trace of one seed; the second argument picks a timing where a world runs a
-    /// seed under more than one (the host world: 1 is the other timing).
+    /// The trace of one seed; the second argument picks a variant where a world runs a
+    /// seed under more than one (the host world: 1 is the other timing; the remote world:
+    /// 1 makes the calls through a host).
     pub trace: fn(u64, u64) -> Vec<String>,
 }
 
@@ -187,6 +188,29 @@ pub const WORLDS: &[World] = &[
         },
         trace: |seed, timing| crate::host::trace(seed, timing),
     },
+    World {
+        name: "remote",
+        run: |seed| {
+            let r = crate::remote::run(seed);
+            Summary {
+                counts: vec![
+                    ("calls", r.calls),
+                    ("answered", r.answered),
+                    ("timeouts", r.timeouts),
+                    ("opens", r.opens),
+                    ("sessions expired (404)", r.expired),
+                    ("streams resumed", r.resumed),
+                    ("calls refused 401", r.unauthorized),
+                    ("cancellations upstream", r.cancellations),
+                    ("sessions deleted", r.deleted),
+                    ("back-off waits", r.waits),
+                    ("audit rows", r.audit_rows),
+                ],
+                violations: r.violations,
+            }
+        },
+        trace: |seed, variant| crate::remote::trace(seed, variant),
+    },
 ];
 
 /// The world named `name`.
@@ -197,7 +221,10 @@ pub fn world(name: &str) -> Option<&'static World> {
 /// The command that replays a failing seed with its trace. A violation found under a
 /// world's other timing (the host world marks them `(other timing)`) replays only with it.
 pub fn replay(world: &str, seed: u64, violations: &[String]) -> String {
-    let timing = if violations.iter().any(|v| v.starts_with("(other timing)")) {
+    let timing = if violations
+        .iter()
+        .any(|v| v.starts_with("(other timing)") || v.starts_with(crate::remote::THROUGH_A_HOST))
+    {
         " --timing 1"
     } else {
         ""

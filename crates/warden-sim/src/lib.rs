@@ -1,7 +1,9 @@
-//! Deterministic simulation of Warden (issue 18; decisions 0031 and 0041), in three worlds:
+//! Deterministic simulation of Warden (issue 18; decisions 0031 and 0041), in four worlds:
 //! the remote-connection state machine (this module), the gateway under many clients (over
-//! its stdio and Streamable HTTP faces) and faulty upstreams ([`gateway`]), and the agent
-//! loop over the host ([`host`]); the last two share the scripted upstreams of `upstream`.
+//! its stdio and Streamable HTTP faces) and faulty upstreams ([`gateway`]), the agent
+//! loop over the host ([`host`]) (the last two share the scripted upstreams of `upstream`),
+//! and Warden's real Streamable HTTP client against scripted remote servers answering in
+//! memory ([`remote`]).
 //! What every world shares (the paused runtime, digests, the list of worlds, replay
 //! hints) is in [`driver`]: a new world is added there.
 //!
@@ -35,14 +37,16 @@
 //!    but each server's current one;
 //! 7. the same seed gives the same trace (the run is replayed and the digests compared).
 //!
-//! The catalogue at turn boundaries, the audit log, cancellation and the gateway are the
-//! other worlds'. Not simulated (decision 0041's revision says why): remote (HTTP)
-//! upstreams under the gateway and host worlds, OAuth re-authorisation, child processes.
+//! The catalogue at turn boundaries, the audit log, cancellation, the gateway and the real
+//! HTTP client are the other worlds'. Not simulated (decision 0041's revision 2 says why):
+//! remote upstreams under the gateway and host worlds, OAuth re-authorisation, child
+//! processes.
 
 pub mod driver;
 pub mod gateway;
 pub mod host;
 mod http_face;
+pub mod remote;
 mod upstream;
 
 use std::collections::HashMap;
@@ -1012,6 +1016,37 @@ mod tests {
             assert!(
                 report.violations.is_empty(),
                 "gateway seed {seed}: {:?}",
+                report.violations
+            );
+        }
+    }
+
+    #[test]
+    fn the_remote_faults_are_exercised() {
+        let reports: Vec<remote::Report> = (0..60).map(remote::run).collect();
+        let total = |f: fn(&remote::Report) -> usize| reports.iter().map(f).sum::<usize>();
+        assert!(total(|r| r.answered) > 0, "no call answered");
+        assert!(total(|r| r.timeouts) > 0, "no call timed out");
+        assert!(total(|r| r.expired) > 0, "no session expired");
+        assert!(total(|r| r.resumed) > 0, "no stream resumed");
+        assert!(total(|r| r.unauthorized) > 0, "no call refused 401");
+        assert!(total(|r| r.cancellations) > 0, "no cancellation upstream");
+        assert!(total(|r| r.waits) > 0, "no back-off");
+        assert!(total(|r| r.audit_rows) > 0, "no call through a host");
+    }
+
+    /// The remote seeds that found bugs (decision 0041, revision 2), each failing before
+    /// its fix: 2 and 28, a call returned 2 s past its deadline while its cancellation was
+    /// accepted; 178, a refused `server/discover` sent again at once beyond
+    /// `connect_attempts`; 184 and 195, a 404 to a stream's resumption taken for an
+    /// expired session, the `tools/call` sent again.
+    #[test]
+    fn the_remote_seeds_that_found_bugs_keep_every_property() {
+        for seed in [2, 28, 178, 184, 195] {
+            let report = remote::run(seed);
+            assert!(
+                report.violations.is_empty(),
+                "remote seed {seed}: {:?}",
                 report.violations
             );
         }

@@ -113,6 +113,7 @@ fn remote(name: &str, url: &str, oauth: Arc<OAuthClient>) -> Remote {
         idle_timeout: Duration::from_secs(20),
         oauth: Some(oauth),
         backoff: warden_mcp::http::reconnect::Backoff::system(),
+        transport: None,
     }
 }
 

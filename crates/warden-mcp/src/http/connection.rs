@@ -52,6 +52,12 @@ pub async fn connect(
             "not a remote server".into(),
         )));
     };
+    if let Some(transport) = &options.http_transport {
+        remote.transport = Some(Arc::clone(transport));
+    }
+    if let Some(backoff) = &options.backoff {
+        remote.backoff = backoff.clone();
+    }
     // A configured `Authorization` header is the user's own credential: OAuth stays out.
     let own_credential = spec.transport.sets_authorization();
     // The deprecated HTTP+SSE transport does not sign in (its event stream would carry no
@@ -206,7 +212,7 @@ impl HttpConnection {
         // A refused connection or a 503 means the request was not processed: it may be
         // sent again whatever it does.
         let undelivered = matches!(&error, HttpError::Status { status: 503, .. })
-            || matches!(&error, HttpError::Net(net) if net.to_string().contains("refused"));
+            || matches!(&error, HttpError::Net(net) if net.is_refused());
         tracing::info!(server = %self.name, "{method} failed: {error}; reconnecting");
         let session = self.reconnect(&session, &error).await?;
         if reconnect::resend_after_reconnect(method, undelivered) {
@@ -246,6 +252,22 @@ impl HttpConnection {
                 reason,
                 stderr_tail: Vec::new(),
             })
+    }
+
+    /// Tells the server to stop working on the request in flight (a 2025-11-25 session's
+    /// `notifications/cancelled`), on a task of its own bounded by the session's farewell
+    /// limit: the caller's deadline has passed, and it is told so now, not after the
+    /// server took up to that limit to accept the notice (found by the simulator's remote
+    /// world, seed 2: calls ended 2 s past their deadlines on a server slow to answer).
+    async fn cancel_in_flight(&self, in_flight: &Mutex<Option<Value>>) {
+        let id = in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(id) = id {
+            let session = self.current().await;
+            tokio::spawn(async move { session.cancel(id).await });
+        }
     }
 
     async fn list_all(&self) -> Result<Vec<ToolDef>, CallError> {
@@ -451,13 +473,7 @@ impl Connection for HttpConnection {
                 Err(_) => {
                     // Modern: dropping the request closed its stream, which is the
                     // cancellation. Legacy: say so with notifications/cancelled.
-                    let id = in_flight
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .take();
-                    if let Some(id) = id {
-                        self.current().await.cancel(id).await;
-                    }
+                    self.cancel_in_flight(&in_flight).await;
                     return Err(CallError::Timeout { after: timeout });
                 }
             };
@@ -505,13 +521,7 @@ impl Connection for HttpConnection {
             match tokio::time::timeout(timeout, sent).await {
                 Ok(result) => result,
                 Err(_) => {
-                    let id = in_flight
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .take();
-                    if let Some(id) = id {
-                        self.current().await.cancel(id).await;
-                    }
+                    self.cancel_in_flight(&in_flight).await;
                     Err(CallError::Timeout { after: timeout })
                 }
             }

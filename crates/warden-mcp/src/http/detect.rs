@@ -50,6 +50,9 @@ pub struct Remote {
     /// and reopening a stream of the server's own messages ([`super::reconnect::Backoff`];
     /// tokio's clock unless one is injected).
     pub backoff: super::reconnect::Backoff,
+    /// Where requests go instead of the HTTP client's own connections
+    /// ([`warden_net::Transport`]; `None` in production): the simulator's in-memory server.
+    pub transport: Option<Arc<dyn warden_net::Transport>>,
 }
 
 impl Remote {
@@ -76,6 +79,7 @@ impl Remote {
             idle_timeout: spec.timeouts.call + IDLE_MARGIN,
             oauth: None,
             backoff: super::reconnect::Backoff::system(),
+            transport: None,
         })
     }
 
@@ -127,6 +131,7 @@ impl Remote {
             auth: self.oauth.clone(),
             notices: Arc::default(),
             backoff: self.backoff.clone(),
+            transport: self.transport.clone(),
         })
     }
 

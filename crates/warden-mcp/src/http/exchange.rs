@@ -154,6 +154,9 @@ pub(crate) struct Endpoint {
     pub notices: Arc<Notices>,
     /// Waits before reopening a stream of the server's own messages (the remote's).
     pub backoff: super::reconnect::Backoff,
+    /// Where requests go instead of `http`'s own connections (the simulator's in-memory
+    /// server), if anywhere ([`warden_net::Transport`]).
+    pub transport: Option<Arc<dyn warden_net::Transport>>,
 }
 
 /// The answer to one POST.
@@ -176,6 +179,15 @@ pub(crate) struct StreamContext<'a> {
 }
 
 impl Endpoint {
+    /// Sends a request built from [`Endpoint::request`] (through the transport, if one is
+    /// set).
+    pub(crate) async fn send(
+        &self,
+        builder: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, NetError> {
+        warden_net::transport::send(builder, self.transport.as_ref()).await
+    }
+
     fn request(
         &self,
         method: Method,
@@ -227,14 +239,12 @@ impl Endpoint {
                 Some(auth) => auth.bearer().await,
                 None => None,
             };
-            let response = self
+            let request = self
                 .request_with(Method::POST, extra, token.as_ref())
                 .header(ACCEPT, "application/json, text/event-stream")
                 .header(CONTENT_TYPE, "application/json")
-                .body(body.clone())
-                .send()
-                .await
-                .map_err(NetError::from_reqwest)?;
+                .body(body.clone());
+            let response = self.send(request).await?;
             let status = response.status().as_u16();
             let Some(auth) = self
                 .auth
@@ -285,10 +295,10 @@ impl Endpoint {
         extra: &[(HeaderName, HeaderValue)],
         limit: Duration,
     ) -> Result<StatusCode, HttpError> {
-        let send = self.request(method, extra).send();
+        let send = self.send(self.request(method, extra));
         match tokio::time::timeout(limit, send).await {
             Ok(Ok(response)) => Ok(response.status()),
-            Ok(Err(error)) => Err(NetError::from_reqwest(error).into()),
+            Ok(Err(error)) => Err(error.into()),
             Err(_) => Err(NetError::Idle {
                 secs: limit.as_secs(),
             }
@@ -414,17 +424,28 @@ impl Endpoint {
             if let Ok(value) = HeaderValue::from_str(&event_id) {
                 extra.push((HeaderName::from_static("last-event-id"), value));
             }
+            // However the resumption fails, the request was delivered and may have run: the
+            // error says the stream broke, never what the server said to the GET (a 404
+            // there is a stream the server no longer has, not an expired session, and taking
+            // it for one re-sent a call that had run: found by the simulator's remote world).
+            let broken = |why: String| HttpError::StreamEnded {
+                detail: format!("{ended}; resuming it failed: {why}"),
+            };
             let resumed = self
-                .request(Method::GET, &extra)
-                .header(ACCEPT, "text/event-stream")
-                .send()
+                .send(
+                    self.request(Method::GET, &extra)
+                        .header(ACCEPT, "text/event-stream"),
+                )
                 .await
-                .map_err(NetError::from_reqwest)?;
-            let resumed = check_status(resumed).await?;
+                .map_err(|error| broken(error.to_string()))?;
+            let resumed = check_status(resumed)
+                .await
+                .map_err(|error| broken(error.to_string()))?;
             if media_type(resumed.headers()) != "text/event-stream" {
-                return Err(HttpError::ContentType {
-                    content_type: header_text(resumed.headers(), &CONTENT_TYPE),
-                });
+                return Err(broken(format!(
+                    "the answer is {}, not an event stream",
+                    header_text(resumed.headers(), &CONTENT_TYPE)
+                )));
             }
             response = resumed;
         }
@@ -443,10 +464,10 @@ impl Endpoint {
         if let Some(value) = last_id.and_then(|id| HeaderValue::from_str(id).ok()) {
             extra.push((HeaderName::from_static("last-event-id"), value));
         }
-        let send = self
-            .request(Method::GET, &extra)
-            .header(ACCEPT, "text/event-stream")
-            .send();
+        let send = self.send(
+            self.request(Method::GET, &extra)
+                .header(ACCEPT, "text/event-stream"),
+        );
         match tokio::time::timeout(limit, send).await {
             Ok(Ok(response))
                 if response.status().is_success()
@@ -459,7 +480,7 @@ impl Endpoint {
                 ListenOpen::NotOffered
             }
             Ok(Ok(response)) => ListenOpen::Failed(format!("HTTP {}", response.status())),
-            Ok(Err(error)) => ListenOpen::Failed(NetError::from_reqwest(error).to_string()),
+            Ok(Err(error)) => ListenOpen::Failed(error.to_string()),
             Err(_) => ListenOpen::Failed(format!("no answer within {limit:?}")),
         }
     }
@@ -475,12 +496,12 @@ impl Endpoint {
         let Ok(body) = serde_json::to_vec(message) else {
             return ListenOpen::Failed("could not encode the request".into());
         };
-        let send = self
-            .request(Method::POST, extra)
-            .header(ACCEPT, "application/json, text/event-stream")
-            .header(CONTENT_TYPE, "application/json")
-            .body(body)
-            .send();
+        let send = self.send(
+            self.request(Method::POST, extra)
+                .header(ACCEPT, "application/json, text/event-stream")
+                .header(CONTENT_TYPE, "application/json")
+                .body(body),
+        );
         match tokio::time::timeout(limit, send).await {
             Ok(Ok(response))
                 if response.status().is_success()
@@ -504,7 +525,7 @@ impl Endpoint {
                 }
                 ListenOpen::Failed(format!("HTTP {status}: {}", excerpt(&body)))
             }
-            Ok(Err(error)) => ListenOpen::Failed(NetError::from_reqwest(error).to_string()),
+            Ok(Err(error)) => ListenOpen::Failed(error.to_string()),
             Err(_) => ListenOpen::Failed(format!("no answer within {limit:?}")),
         }
     }
@@ -792,6 +813,7 @@ mod tests {
             auth: None,
             notices: Arc::default(),
             backoff: super::super::reconnect::Backoff::default(),
+            transport: None,
         };
         let lists = endpoint.notices.lists();
         lists.set_subscribed("x://mine", true);

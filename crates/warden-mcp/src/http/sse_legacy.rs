@@ -171,13 +171,14 @@ async fn open(remote: &Remote) -> Result<(Channel, ServerInfo), HttpError> {
         read_idle_timeout: STREAM_IDLE,
         ..HttpOptions::default()
     })?;
-    let response = stream_client
-        .get(endpoint.url.clone())
-        .headers(endpoint.headers.clone())
-        .header(ACCEPT, "text/event-stream")
-        .send()
-        .await
-        .map_err(NetError::from_reqwest)?;
+    let response = endpoint
+        .send(
+            stream_client
+                .get(endpoint.url.clone())
+                .headers(endpoint.headers.clone())
+                .header(ACCEPT, "text/event-stream"),
+        )
+        .await?;
     let response = check_status(response).await?;
     if media_type(response.headers()) != "text/event-stream" {
         return Err(HttpError::ContentType {
@@ -459,11 +460,18 @@ impl Connection for SseConnection {
             let result = match tokio::time::timeout(timeout, sent).await {
                 Ok(result) => result.map_err(call_error)?,
                 Err(_) => {
-                    let cancel = self.channel.notify(
-                        "notifications/cancelled",
-                        Some(json!({"requestId": id, "reason": "the caller stopped waiting"})),
-                    );
-                    let _ = tokio::time::timeout(FAREWELL_LIMIT, cancel).await;
+                    // On a task of its own, bounded: the caller is told at its deadline,
+                    // not after the server took its time to accept the notice.
+                    let post = Arc::clone(&self.channel.post);
+                    let context = self.channel.context();
+                    let cancel = json!({
+                        "jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": id, "reason": "the caller stopped waiting"},
+                    });
+                    tokio::spawn(async move {
+                        let send = post.post(&cancel, &[], None, &context);
+                        let _ = tokio::time::timeout(FAREWELL_LIMIT, send).await;
+                    });
                     return Err(CallError::Timeout { after: timeout });
                 }
             };

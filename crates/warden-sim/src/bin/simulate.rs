@@ -8,7 +8,9 @@
 //! `W` is one of `warden_sim::driver::WORLDS` — `connection` (reconnects, back-off, answer
 //! correlation), `gateway` (many clients through `warden serve`'s stdio and HTTP faces,
 //! faulty upstreams), `host` (the agent loop over the host: the catalogue at turn
-//! boundaries, audit, cancellation, decisions) — or `all` (the default).
+//! boundaries, audit, cancellation, decisions), `remote` (the real Streamable HTTP client
+//! against scripted remote servers: reconnects, 404/5xx/401, broken streams) — or `all`
+//! (the default).
 //!
 //! Exits 1 when a seed breaks a property, after printing the seed and the command that
 //! replays it.

@@ -96,6 +96,7 @@ pub async fn run(args: &ConformanceArgs) -> Result<Code, Failure> {
         idle_timeout: Duration::from_secs(20),
         oauth: Some(oauth_client(&args.url, &context)?),
         backoff: warden_mcp::http::reconnect::Backoff::system(),
+        transport: None,
     };
     // The capabilities every Warden connection declares (the default profile's).
     let profile = ClientProfile {

@@ -212,6 +212,7 @@ impl Session {
 
     /// Ends a legacy session with `DELETE` (a 405 means the server does not support it).
     pub async fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::SeqCst);
         if let Some(task) = lock(&self.listener).take() {
             task.abort();
         }

@@ -197,6 +197,8 @@ pub struct Session {
     listening: tokio::sync::Mutex<()>,
     /// `subscriptions/listen` requests sent, numbering their ids.
     listens: Arc<AtomicU64>,
+    /// Set by [`Session::close`]: the session was deleted (or needs no deleting).
+    closed: std::sync::atomic::AtomicBool,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -230,6 +232,7 @@ impl Session {
             }),
             listening: tokio::sync::Mutex::new(()),
             listens: Arc::new(AtomicU64::new(0)),
+            closed: std::sync::atomic::AtomicBool::new(false),
             next_id: AtomicU64::new(1),
             param_headers: Mutex::new(HashMap::new()),
         }
@@ -317,6 +320,23 @@ impl Drop for Session {
         // A session replaced by a reconnect stops following its streams.
         if let Some(task) = lock(&self.listener).take() {
             task.abort();
+        }
+        // And is deleted, as one that is closed is (on a task of its own, bounded): left
+        // alone, the server would hold it until it expired it itself. The simulator's
+        // remote world found every reconnect leaving one behind, and a session re-opened
+        // after a 404 by a request still running on a replaced session leaving another.
+        if self.era == Era::Legacy
+            && !self.closed.load(Ordering::SeqCst)
+            && lock(&self.state).id.is_some()
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let endpoint = Arc::clone(&self.endpoint);
+            let headers = self.session_headers();
+            runtime.spawn(async move {
+                let _ = endpoint
+                    .send_bodyless(reqwest::Method::DELETE, &headers, FAREWELL_LIMIT)
+                    .await;
+            });
         }
     }
 }
@@ -417,6 +437,7 @@ mod tests {
             auth: None,
             notices: Arc::default(),
             backoff: Backoff::new(clock.clone(), SeededRng::new(3)),
+            transport: None,
         });
         let tries = Arc::new(AtomicU64::new(0));
         let counted = Arc::clone(&tries);

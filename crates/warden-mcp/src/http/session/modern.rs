@@ -327,8 +327,14 @@ impl Session {
                     tracing::info!(server = %self.endpoint.server, "the server refused protocol {version}; retrying with {MODERN_VERSION}");
                     lock(&self.state).version = MODERN_VERSION.to_owned();
                 }
+                // A refused connection is no broken stream: the request never left, and
+                // trying again at once (no back-off, outside the connection's budget)
+                // doubled the first connect's tries (found by the simulator's remote
+                // world); the connection's retry policy takes it.
                 Err(error @ (HttpError::StreamEnded { .. } | HttpError::Net(_)))
-                    if reissue && !matches!(&error, HttpError::Net(net) if !net.is_transient()) =>
+                    if reissue
+                        && !matches!(&error, HttpError::Net(net)
+                            if !net.is_transient() || net.is_refused()) =>
                 {
                     reissue = false;
                     tracing::info!(server = %self.endpoint.server, "{method}: {error}; sending it again under a new id (it only reads)");

@@ -1,0 +1,436 @@
+//! A remote server's faults that the simulator's remote world found mishandled (decision
+//! 0041, revision 2), each replayed here against a scripted server answering in memory
+//! through the HTTP client's transport seam (`ConnectOptions::http_transport`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use serde_json::{Map, Value, json};
+use warden_config::{EraPreference, HttpSettings, ReconnectSpec, ServerSpec, TransportSpec};
+use warden_mcp::http::reconnect::{Backoff, SeededRng, TokioClock};
+use warden_mcp::{CallError, ConnectOptions};
+use warden_net::reqwest;
+use warden_net::{NetError, Transport};
+
+/// What a scripted server is asked: the method, the JSON body (null for a GET), the
+/// `Last-Event-ID` and `Mcp-Session-Id` headers.
+struct Asked {
+    http: String,
+    body: Value,
+    last_event: Option<String>,
+    session: Option<String>,
+}
+
+type Handler =
+    dyn Fn(Asked) -> BoxFuture<'static, Result<reqwest::Response, NetError>> + Send + Sync;
+
+/// A server that is a function of each request, counting the JSON-RPC methods it got.
+struct Scripted {
+    handler: Box<Handler>,
+    seen: Mutex<Vec<String>>,
+}
+
+impl std::fmt::Debug for Scripted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Scripted")
+    }
+}
+
+impl Scripted {
+    fn count(&self, method: &str) -> usize {
+        self.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|m| *m == method)
+            .count()
+    }
+}
+
+/// The transport handed to the client: a shared scripted server.
+#[derive(Debug)]
+struct Wire(Arc<Scripted>);
+
+impl Transport for Wire {
+    fn send(
+        &self,
+        request: reqwest::Request,
+    ) -> BoxFuture<'static, Result<reqwest::Response, NetError>> {
+        let body = request
+            .body()
+            .and_then(reqwest::Body::as_bytes)
+            .and_then(|bytes| serde_json::from_slice(bytes).ok())
+            .unwrap_or(Value::Null);
+        let method = body["method"].as_str().unwrap_or(request.method().as_str());
+        self.0.seen.lock().unwrap().push(method.to_owned());
+        let asked = Asked {
+            http: request.method().as_str().to_owned(),
+            body,
+            last_event: request
+                .headers()
+                .get("last-event-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+            session: request
+                .headers()
+                .get("mcp-session-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned),
+        };
+        (self.0.handler)(asked)
+    }
+}
+
+fn response(status: u16, headers: &[(&str, &str)], body: reqwest::Body) -> reqwest::Response {
+    let mut builder = http::Response::builder().status(status);
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    reqwest::Response::from(builder.body(body).unwrap())
+}
+
+fn json(message: Value, headers: &[(&str, &str)]) -> reqwest::Response {
+    let mut all = vec![("content-type", "application/json")];
+    all.extend_from_slice(headers);
+    response(200, &all, reqwest::Body::from(message.to_string()))
+}
+
+fn status(code: u16) -> reqwest::Response {
+    response(code, &[], reqwest::Body::from(Bytes::new()))
+}
+
+/// A 2025-11-25 `initialize` answer opening session `s1`, and the answers every session
+/// needs besides the calls (`notifications/initialized`, no event stream of its own).
+fn session_basics(asked: &Asked) -> Option<reqwest::Response> {
+    match (asked.http.as_str(), asked.body["method"].as_str()) {
+        ("POST", Some("initialize")) => Some(json(
+            json!({"jsonrpc": "2.0", "id": asked.body["id"], "result": {
+                "protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                "serverInfo": {"name": "scripted", "version": "1"}}}),
+            &[("mcp-session-id", "s1")],
+        )),
+        ("POST", Some("notifications/initialized")) => Some(status(202)),
+        ("GET", _) if asked.last_event.is_none() => Some(status(405)),
+        ("DELETE", _) => Some(status(200)),
+        _ => None,
+    }
+}
+
+fn spec(era: EraPreference, reconnect: ReconnectSpec) -> ServerSpec {
+    let toml = r#"
+        [servers.remote]
+        url = "https://remote.test.invalid/mcp"
+    "#;
+    let env = warden_config::Environment::from_vars(
+        "/test".into(),
+        BTreeMap::from([("HOME".to_owned(), "/test/home".to_owned())]),
+    )
+    .expect("an environment");
+    let mut spec = warden_config::parse_text(std::path::Path::new("warden.toml"), toml, &env)
+        .expect("a remote server's configuration")
+        .servers
+        .remove(0);
+    let TransportSpec::Http { settings, .. } = &mut spec.transport else {
+        panic!("not a remote server");
+    };
+    *settings = HttpSettings {
+        reconnect,
+        ..settings.clone()
+    };
+    spec.era = era;
+    spec
+}
+
+fn options(server: &Arc<Scripted>) -> ConnectOptions {
+    ConnectOptions {
+        http_transport: Some(Arc::new(Wire(Arc::clone(server)))),
+        backoff: Some(Backoff::new(Arc::new(TokioClock), SeededRng::new(7))),
+        ..ConnectOptions::default()
+    }
+}
+
+fn quick(connect_attempts: u32, attempts: u32) -> ReconnectSpec {
+    ReconnectSpec {
+        connect_attempts,
+        attempts,
+        initial_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(2),
+    }
+}
+
+fn arguments() -> Option<Map<String, Value>> {
+    Some(Map::from_iter([("text".to_owned(), json!("hi"))]))
+}
+
+/// A call's event stream broke after its first event and the server no longer had it
+/// when the client came back with `Last-Event-ID` (404). The 404 was taken for an
+/// expired session: the client initialised again and sent the `tools/call` a second
+/// time, though the server had it (remote world seeds 184 and 195). Now it fails as a
+/// broken stream, sent once. The control: a 404 answering the call's own POST is an
+/// expired session, initialised again once, and the call goes through.
+#[tokio::test]
+async fn a_call_whose_stream_cannot_be_resumed_is_not_sent_again() {
+    let server = Arc::new(Scripted {
+        handler: Box::new(|asked| {
+            Box::pin(async move {
+                if let Some(answer) = session_basics(&asked) {
+                    return Ok(answer);
+                }
+                if asked.http == "GET" {
+                    return Ok(status(404)); // the resumption: no such stream
+                }
+                let stream = futures::stream::iter(vec![
+                    Ok(Bytes::from("id: e1\ndata: \n\n")),
+                    Err(std::io::Error::new(
+                        std::io::ErrorKind::ConnectionReset,
+                        "connection reset by peer",
+                    )),
+                ]);
+                Ok(response(
+                    200,
+                    &[("content-type", "text/event-stream")],
+                    reqwest::Body::wrap_stream(stream),
+                ))
+            })
+        }),
+        seen: Mutex::default(),
+    });
+    let connection =
+        warden_mcp::http::connect(&spec(EraPreference::Legacy, quick(1, 2)), &options(&server))
+            .await
+            .expect("connected");
+    let error = connection
+        .call_tool("echo", arguments(), Duration::from_secs(10))
+        .await
+        .expect_err("a broken stream");
+    assert!(error.to_string().contains("resuming it failed"), "{error}");
+    assert_eq!(server.count("tools/call"), 1, "the call was sent again");
+    assert_eq!(server.count("initialize"), 1, "initialised again");
+
+    // The control: the session expired (404 to the POST itself): initialised again once,
+    // the call sent again (it was not processed) and answered.
+    let expired = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&expired);
+    let server = Arc::new(Scripted {
+        handler: Box::new(move |asked| {
+            let first =
+                asked.body["method"] == "tools/call" && counted.fetch_add(1, Ordering::SeqCst) == 0;
+            Box::pin(async move {
+                if let Some(answer) = session_basics(&asked) {
+                    return Ok(answer);
+                }
+                if first {
+                    return Ok(status(404));
+                }
+                Ok(json(
+                    json!({"jsonrpc": "2.0", "id": asked.body["id"],
+                           "result": {"content": [{"type": "text", "text": "hi"}]}}),
+                    &[],
+                ))
+            })
+        }),
+        seen: Mutex::default(),
+    });
+    let connection =
+        warden_mcp::http::connect(&spec(EraPreference::Legacy, quick(1, 2)), &options(&server))
+            .await
+            .expect("connected");
+    let outcome = connection
+        .call_tool("echo", arguments(), Duration::from_secs(10))
+        .await
+        .expect("answered after the session was opened again");
+    assert_eq!(outcome.content[0]["text"], "hi");
+    assert_eq!(server.count("initialize"), 2);
+    assert_eq!(server.count("tools/call"), 2);
+}
+
+/// A call past its deadline on a 2025-11-25 session returned only once the server had
+/// accepted its `notifications/cancelled`, up to 2 s later, although the caller's deadline
+/// had passed (remote world seed 2). Now the caller is told at its deadline and the
+/// notice goes out on its own, still delivered.
+#[tokio::test]
+async fn a_call_past_its_deadline_returns_at_once_and_is_still_cancelled() {
+    let server = Arc::new(Scripted {
+        handler: Box::new(|asked| {
+            Box::pin(async move {
+                if let Some(answer) = session_basics(&asked) {
+                    return Ok(answer);
+                }
+                // The call and the cancellation alike: a server too busy to answer.
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                Ok(status(202))
+            })
+        }),
+        seen: Mutex::default(),
+    });
+    let connection =
+        warden_mcp::http::connect(&spec(EraPreference::Legacy, quick(1, 0)), &options(&server))
+            .await
+            .expect("connected");
+    let started = Instant::now();
+    let error = connection
+        .call_tool("echo", arguments(), Duration::from_millis(200))
+        .await
+        .expect_err("no answer");
+    let took = started.elapsed();
+    assert!(matches!(error, CallError::Timeout { .. }), "{error}");
+    assert!(
+        took < Duration::from_millis(1500),
+        "returned after {took:?}"
+    );
+    // The cancellation still reaches the server.
+    for _ in 0..100 {
+        if server.count("notifications/cancelled") == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(server.count("notifications/cancelled"), 1);
+}
+
+/// A refused `server/discover` was sent again at once inside one try (as if a stream had
+/// broken), so the first connect opened twice per try, without back-off, beyond
+/// `connect_attempts` (remote world seed 178). Now the connect policy alone retries it.
+#[tokio::test]
+async fn a_refused_discover_is_tried_as_often_as_the_policy_says() {
+    let server = Arc::new(Scripted {
+        handler: Box::new(|_| {
+            Box::pin(async {
+                Err(NetError::Request(
+                    "connection refused: error sending request (test)".into(),
+                ))
+            })
+        }),
+        seen: Mutex::default(),
+    });
+    let failure =
+        warden_mcp::http::connect(&spec(EraPreference::Modern, quick(3, 0)), &options(&server))
+            .await
+            .err()
+            .expect("refused");
+    assert!(
+        failure.error.to_string().contains("refused"),
+        "{}",
+        failure.error
+    );
+    assert_eq!(server.count("server/discover"), 3);
+
+    // The control: a stream that broke after its head is still sent again once (it only
+    // reads), inside the same try.
+    let server = Arc::new(Scripted {
+        handler: Box::new(|asked| {
+            let answer = json(
+                json!({"jsonrpc": "2.0", "id": asked.body["id"], "result": {
+                    "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "scripted", "version": "1"}}}),
+                &[],
+            );
+            Box::pin(async move { Ok(answer) })
+        }),
+        seen: Mutex::default(),
+    });
+    let broke = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&broke);
+    let inner = Arc::clone(&server);
+    let breaking = Arc::new(Scripted {
+        handler: Box::new(move |asked| {
+            if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+                let stream = futures::stream::iter(vec![Err::<Bytes, _>(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "connection reset by peer",
+                ))]);
+                return Box::pin(async move {
+                    Ok(response(
+                        200,
+                        &[("content-type", "text/event-stream")],
+                        reqwest::Body::wrap_stream(stream),
+                    ))
+                });
+            }
+            (inner.handler)(asked)
+        }),
+        seen: Mutex::default(),
+    });
+    warden_mcp::http::connect(
+        &spec(EraPreference::Modern, quick(1, 0)),
+        &options(&breaking),
+    )
+    .await
+    .expect("sent again after the broken stream");
+    assert_eq!(breaking.count("server/discover"), 2);
+}
+
+/// A session a reconnect replaced was dropped without `DELETE`, left for the server to
+/// expire (every reconnect of a 2025-11-25 server left one: remote world seeds 5894 and
+/// 7252). Now it is deleted when dropped; the one in use at close is deleted once.
+#[tokio::test]
+async fn a_session_a_reconnect_replaced_is_deleted() {
+    let opened = Arc::new(AtomicUsize::new(0));
+    let deleted = Arc::new(Mutex::new(Vec::<String>::new()));
+    let (opens, deletes) = (Arc::clone(&opened), Arc::clone(&deleted));
+    let server = Arc::new(Scripted {
+        handler: Box::new(move |asked| {
+            let (opens, deletes) = (Arc::clone(&opens), Arc::clone(&deletes));
+            Box::pin(async move {
+                match (asked.http.as_str(), asked.body["method"].as_str()) {
+                    ("POST", Some("initialize")) => {
+                        let n = opens.fetch_add(1, Ordering::SeqCst) + 1;
+                        Ok(json(
+                            json!({"jsonrpc": "2.0", "id": asked.body["id"], "result": {
+                                "protocolVersion": "2025-11-25", "capabilities": {},
+                                "serverInfo": {"name": "scripted", "version": "1"}}}),
+                            &[("mcp-session-id", &format!("s{n}"))],
+                        ))
+                    }
+                    ("DELETE", _) => {
+                        deletes
+                            .lock()
+                            .unwrap()
+                            .push(asked.session.unwrap_or_default());
+                        Ok(status(200))
+                    }
+                    // The first call breaks the server (502): a reconnect.
+                    ("POST", Some("tools/call")) if asked.session.as_deref() == Some("s1") => {
+                        Ok(status(502))
+                    }
+                    ("POST", Some("tools/call")) => Ok(json(
+                        json!({"jsonrpc": "2.0", "id": asked.body["id"],
+                               "result": {"content": []}}),
+                        &[],
+                    )),
+                    ("GET", _) => Ok(status(405)),
+                    _ => Ok(status(202)),
+                }
+            })
+        }),
+        seen: Mutex::default(),
+    });
+    let connection =
+        warden_mcp::http::connect(&spec(EraPreference::Legacy, quick(1, 2)), &options(&server))
+            .await
+            .expect("connected");
+    let error = connection
+        .call_tool("echo", arguments(), Duration::from_secs(5))
+        .await
+        .expect_err("a 502, not repeated");
+    assert!(error.to_string().contains("not repeated"), "{error}");
+    for _ in 0..100 {
+        if !deleted.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(*deleted.lock().unwrap(), ["s1"], "the replaced session");
+    connection
+        .call_tool("echo", arguments(), Duration::from_secs(5))
+        .await
+        .expect("answered on the new session");
+    connection.close().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(*deleted.lock().unwrap(), ["s1", "s2"], "each deleted once");
+}
