@@ -43,6 +43,9 @@ use crate::stdio::{StdinCloser, StdioLimits, StdioTransport, TransportHealth};
 
 /// The 2026-07-28 error for a request whose client did not declare a capability it needs.
 const MISSING_CAPABILITY: i32 = -32021;
+/// How long connecting waits for a 2026-07-28 server to acknowledge the listen for its list
+/// changes, at most.
+const LISTEN_AT_CONNECT: Duration = Duration::from_secs(2);
 /// Lines of stderr attached to an error.
 const STDERR_TAIL_LINES: usize = 20;
 /// How long to wait for a failing server's last stderr lines to arrive.
@@ -699,7 +702,7 @@ async fn handshake(
         match info.era { Era::Modern => "modern", Era::Legacy => "legacy" },
         info.protocol_version
     );
-    Ok(Box::new(RmcpConnection {
+    let connection = Box::new(RmcpConnection {
         name: spec.name.clone(),
         client: handler,
         info,
@@ -713,7 +716,9 @@ async fn handshake(
         notices,
         retried_at: Some(began),
         listen: crate::rmcp_listen::Listen::default(),
-    }))
+    });
+    connection.listen_for_list_changes(deadline).await;
+    Ok(connection)
 }
 
 async fn classify_handshake_error(
@@ -1055,6 +1060,36 @@ impl RmcpConnection {
         }
     }
 
+    /// 2026-07-28: a server announces its list changes only on a `subscriptions/listen`
+    /// stream, so one is opened at connect when the server says it announces any
+    /// (`listChanged`), whether or not anything is subscribed: its changes are then heard
+    /// (and reviewed) as a 2025-11-25 server's are. Best effort within [`LISTEN_AT_CONNECT`]
+    /// and the connect deadline: a server that does not offer it is connected all the same
+    /// (logged), its list read again only when Warden reads it.
+    async fn listen_for_list_changes(&self, deadline: tokio::time::Instant) {
+        if self.info.era != Era::Modern {
+            return;
+        }
+        let lists =
+            crate::subscription::ListenFilter::upstream(&self.info.capabilities, Vec::new());
+        if lists.is_empty() {
+            return;
+        }
+        let limit = deadline
+            .saturating_duration_since(tokio::time::Instant::now())
+            .min(LISTEN_AT_CONNECT);
+        if limit.is_zero() {
+            return;
+        }
+        if let Err(error) = self
+            .listen
+            .replace(&self.peer, Some(lists), &self.notices, limit)
+            .await
+        {
+            tracing::info!(server = %self.name, "its list changes will not be heard: {error}");
+        }
+    }
+
     /// 2026-07-28: the connection's one `subscriptions/listen` is replaced by one carrying
     /// its subscriptions now (`uri` added or taken out: the caller recorded it already);
     /// a subscription counts as made only when the acknowledgement honours its URI.
@@ -1063,8 +1098,8 @@ impl RmcpConnection {
             &self.info.capabilities,
             self.notices.subscribed(),
         );
-        // No listen is kept for a stdio server without subscriptions.
-        let filter = (!filter.uris.is_empty()).then_some(filter);
+        // The list changes the server announces are listened to whatever is subscribed.
+        let filter = (!filter.is_empty()).then_some(filter);
         let honoured = self
             .listen
             .replace(&self.peer, filter, &self.notices, timeout)

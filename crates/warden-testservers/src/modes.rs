@@ -43,6 +43,9 @@ pub(crate) enum Mode {
     /// Declares `tools.listChanged`; its first `tools/call` drops `fail` and adds `extra`,
     /// and it sends `notifications/tools/list_changed` right before answering that call.
     ListChange,
+    /// `list-change` in both eras; in the 2026-07-28 era it announces the change only on an
+    /// open `subscriptions/listen` (tagged with the listen's id), as that revision has it.
+    ModernListChange,
     /// Declares `tools.listChanged`; its first `tools/call` changes `echo`'s description
     /// (a definition changed under the same name: drift a host must catch) and it sends
     /// `notifications/tools/list_changed` right before answering that call.
@@ -76,7 +79,7 @@ pub(crate) enum Mode {
     LiveResources,
 }
 
-const MODES: [(&str, Mode); 27] = [
+const MODES: [(&str, Mode); 28] = [
     ("good", Mode::Good),
     ("modern", Mode::Modern),
     ("stdout-logs", Mode::StdoutLogs),
@@ -93,6 +96,7 @@ const MODES: [(&str, Mode); 27] = [
     ("roots", Mode::Roots),
     ("bad-json-lines", Mode::BadJsonLines),
     ("list-change", Mode::ListChange),
+    ("modern-list-change", Mode::ModernListChange),
     ("redefine", Mode::Redefine),
     ("input-required", Mode::InputRequired),
     ("hostile", Mode::Hostile),
@@ -140,12 +144,16 @@ impl Config {
         Settings {
             discover: matches!(
                 self.mode,
-                Mode::Modern | Mode::InputRequired | Mode::SlowModern | Mode::Conformance
+                Mode::Modern
+                    | Mode::InputRequired
+                    | Mode::SlowModern
+                    | Mode::Conformance
+                    | Mode::ModernListChange
             ),
             modern_stays_modern: self.mode == Mode::SlowModern,
             page_size: self.page_size,
             probe_client: self.mode == Mode::Roots,
-            list_change: self.mode == Mode::ListChange,
+            list_change: matches!(self.mode, Mode::ListChange | Mode::ModernListChange),
             redefine: self.mode == Mode::Redefine,
             ask_input: self.mode == Mode::InputRequired,
             hostile: self.mode == Mode::Hostile,

@@ -176,6 +176,9 @@ impl Server {
             "server/discover" if self.settings.discover => {
                 self.modern = true;
                 let mut result = discover_result();
+                if self.settings.list_change {
+                    result["capabilities"]["tools"]["listChanged"] = json!(true);
+                }
                 if self.settings.conformance {
                     result["capabilities"] = crate::conformance::capabilities();
                 }
@@ -210,7 +213,14 @@ impl Server {
                 result["resultType"] = json!("complete");
             }
             if method == "tools/list" {
-                result["ttlMs"] = json!(0);
+                // A server whose list changes says so (on its listen): its list may be kept
+                // for ten minutes; others', not at all.
+                let ttl = if self.settings.list_change {
+                    600_000
+                } else {
+                    0
+                };
+                result["ttlMs"] = json!(ttl);
                 result["cacheScope"] = json!("private");
             }
         }

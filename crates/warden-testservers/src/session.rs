@@ -50,6 +50,7 @@ pub(crate) fn run(config: &Config) -> io::Result<ExitStatus> {
         deferred: None,
         asking: None,
         asked: 0,
+        listen: None,
     };
     session.serve(LineReader::new(io::stdin().lock(), MAX_LINE_BYTES))?;
     if config.mode == Mode::Grandchild {
@@ -74,6 +75,8 @@ struct Session<'a, W: Write> {
     asking: Option<Asking>,
     /// Questions sent so far (their ids).
     asked: u64,
+    /// In `modern-list-change` mode: the id of the open `subscriptions/listen`, if any.
+    listen: Option<Value>,
 }
 
 /// A call waiting for the client's answer to a question.
@@ -208,6 +211,12 @@ impl<W: Write> Session<'_, W> {
                 _ => {}
             }
         }
+        if method == "subscriptions/listen" && self.mode() == Mode::ModernListChange {
+            // Acknowledged (everything asked for is honoured) and kept open.
+            self.listen = Some(id.clone());
+            let acknowledged = crate::conformance::listen_acknowledgement(id, params);
+            return self.out.send(&acknowledged);
+        }
         if method == "subscriptions/listen" && self.mode() == Mode::Conformance {
             let acknowledged = crate::conformance::listen_acknowledgement(id, params);
             return self.out.send(&acknowledged);
@@ -237,8 +246,16 @@ impl<W: Write> Session<'_, W> {
             }
         }
         if method == "tools/call" {
-            // Said before the answer, as a server does whose call changed its tools.
-            for message in self.server.after_call() {
+            // Said before the answer, as a server does whose call changed its tools; a
+            // 2026-07-28 `modern-list-change` server says it only on its open listen.
+            for mut message in self.server.after_call() {
+                if self.mode() == Mode::ModernListChange && self.server.is_modern() {
+                    let Some(listen) = &self.listen else {
+                        continue;
+                    };
+                    message["params"] =
+                        json!({"_meta": {"io.modelcontextprotocol/subscriptionId": listen}});
+                }
                 self.out.send(&message)?;
             }
         }

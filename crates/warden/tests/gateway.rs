@@ -781,9 +781,15 @@ fn live_steps(listen: bool) -> Value {
 
 #[test]
 fn an_upstream_list_change_is_reviewed_then_announced_in_both_eras() {
-    for (mode, listen) in [("legacy", false), ("2026-07-28", true)] {
+    // The last: a 2026-07-28 server that announces its change only on a listen, which
+    // Warden keeps open for it from the start (nothing is subscribed).
+    for (mode, listen, server) in [
+        ("legacy", false, "list-change"),
+        ("2026-07-28", true, "list-change"),
+        ("legacy", false, "modern-list-change"),
+    ] {
         let scratch = Scratch::new();
-        let config = live_config(&scratch, "list-change");
+        let config = live_config(&scratch, server);
         let out = run_client(stdio_plan(
             &scratch,
             &config,
@@ -794,9 +800,13 @@ fn an_upstream_list_change_is_reviewed_then_announced_in_both_eras() {
         assert_eq!(
             out["lists"][0],
             json!(["t__echo", "t__add", "t__fail"]),
-            "{mode}: {out}"
+            "{mode}, {server}: {out}"
         );
-        assert_eq!(out["changes"], json!([true]), "{mode}: announced: {out}");
+        assert_eq!(
+            out["changes"],
+            json!([true]),
+            "{mode}, {server}: announced: {out}"
+        );
         // `fail` is gone; `extra`, new to a server whose definitions are pinned, is held
         // back until reviewed (`warden approve t`), not served.
         assert_eq!(
