@@ -27,7 +27,7 @@ use crate::jsonrpc::{
     UNSUPPORTED_VERSION,
 };
 use crate::listener::Want;
-use crate::parked::{AnswerSlot, CallTask, PARK_LIFETIME, ParkedCall, Parking, QUESTION_MARK};
+use crate::parked::{AnswerSlot, CallTask, PARK_LIFETIME, ParkedCall, Parking};
 use crate::relayed::RelayTo;
 use crate::secret::{Issued, StateSigner};
 use crate::subscriptions::Subscriber;
@@ -821,7 +821,7 @@ impl Gateway {
                     "the call ended without an answer",
                 ));
             };
-            if message.get("method").and_then(Value::as_str) == Some(QUESTION_MARK) {
+            if crate::parked::is_question(&message) {
                 return self.park_question(&message, rest, slot, task, name, arguments, client);
             }
             if message.get("id").is_none() {
@@ -833,7 +833,7 @@ impl Gateway {
         }
     }
 
-    /// Turns a server's question during a call (its [`QUESTION_MARK`] message) into the
+    /// Turns a server's question during a call (its [`crate::parked::QUESTION_MARK`] message) into the
     /// input-required result this request ends with, and parks the call, its messages
     /// after the question, and its task, under a signed state for the client's retry.
     #[allow(clippy::too_many_arguments)]

@@ -1265,7 +1265,7 @@ async fn modern_post(
             "the call ended without an answer",
         );
     };
-    if is_question(&first) {
+    if parked::is_question(&first) {
         let message = parking.park(&state.gateway, &first, events_rx, call);
         return json_response(answer_status(&message), &message);
     }
@@ -1293,11 +1293,6 @@ fn answer_status(message: &Value) -> StatusCode {
         .map_or(StatusCode::OK, |code| {
             modern_status(&RpcError::new(code, ""))
         })
-}
-
-/// Whether a call's message is a server's question to park ([`crate::parked`]).
-fn is_question(message: &Value) -> bool {
-    message.get("method").and_then(Value::as_str) == Some(parked::QUESTION_MARK)
 }
 
 /// What a 2026-07-28 call's request needs to park its call on a server's question.
@@ -1347,7 +1342,7 @@ async fn relay_until_closed(
     loop {
         tokio::select! {
             message = from.recv() => match message {
-                Some(message) if is_question(&message) => {
+                Some(message) if parked::is_question(&message) => {
                     let Some((gateway, parked)) = parking.take() else {
                         return;
                     };

@@ -34,6 +34,11 @@ pub const QUESTION_MARK: &str = "dev.warden/question";
 /// whoever turns the question into a result.
 pub type AnswerSlot = Arc<Mutex<Option<oneshot::Sender<Value>>>>;
 
+/// Whether a call's message is a server's question to park (a [`QUESTION_MARK`] message).
+pub fn is_question(message: &Value) -> bool {
+    message.get("method").and_then(Value::as_str) == Some(QUESTION_MARK)
+}
+
 /// Puts a server's question to the request whose call it is: a [`QUESTION_MARK`] message on
 /// the call's channel `events` (its handler turns it into an input-required result and
 /// parks the call), and waits at most `timeout` for the answer the client's retry brings.

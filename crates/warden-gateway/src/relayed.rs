@@ -98,7 +98,8 @@ pub fn attributed(server: &str, method: &str, mut params: Value) -> Value {
 pub struct RelayTo {
     /// Where requests and notifications to the client go.
     pub peer: Arc<dyn Peer>,
-    /// What the client declared (all of it: [`relayable`] keeps what counts).
+    /// What the client declared that may be asked ([`relayable`], computed once per
+    /// session or request by the caller).
     pub capabilities: Value,
     /// The progress token the client gave this request, if any.
     pub progress_token: Option<Value>,
@@ -117,7 +118,7 @@ impl RelayTo {
         CallContext {
             downstream: Some(Arc::new(ClientBehindCall {
                 peer: self.peer,
-                capabilities: relayable(&self.capabilities),
+                capabilities: self.capabilities,
                 progress_token: self.progress_token,
                 server: server.to_owned(),
                 modern: self.modern,

@@ -429,7 +429,7 @@ async fn modern_call(
             "the call ended without an answer",
         ));
     };
-    if first.get("method").and_then(Value::as_str) == Some(parked::QUESTION_MARK) {
+    if parked::is_question(&first) {
         return shared.gateway.park_question(
             &first,
             events_rx,

@@ -15,7 +15,7 @@ use super::detect::{Remote, open};
 use super::error::HttpError;
 use super::headers::param_headers;
 use super::reconnect::{self, Backoff, Link};
-use super::session::{ClientProfile, Session};
+use super::session::{ClientProfile, Questions, Session};
 use crate::connection::{
     CallOutcome, ConnectOptions, Connection, DEFAULT_MAX_PAGES, DEFAULT_MAX_TOOLS, Era,
     ListFreshness, ServerInfo, ToolDef,
@@ -197,6 +197,19 @@ impl HttpConnection {
         params: Map<String, Value>,
         current: Option<&Mutex<Option<Value>>>,
     ) -> Result<Value, CallError> {
+        self.request_as(method, params, current, Questions::Answered)
+            .await
+    }
+
+    /// [`HttpConnection::request`], with `questions` saying who answers a 2026-07-28
+    /// server's `input_required` result.
+    async fn request_as(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        current: Option<&Mutex<Option<Value>>>,
+        questions: Questions,
+    ) -> Result<Value, CallError> {
         if let Some(reason) = self.link.health().failed {
             return Err(CallError::ServerGone {
                 reason,
@@ -204,7 +217,10 @@ impl HttpConnection {
             });
         }
         let session = self.current().await;
-        let error = match session.request(method, params.clone(), current).await {
+        let error = match session
+            .request_as(method, params.clone(), current, questions)
+            .await
+        {
             Ok(result) => return Ok(result),
             Err(error) if error.is_transient() => error,
             Err(error) => return Err(call_error(error)),
@@ -217,7 +233,7 @@ impl HttpConnection {
         let session = self.reconnect(&session, &error).await?;
         if reconnect::resend_after_reconnect(method, undelivered) {
             return session
-                .request(method, params, current)
+                .request_as(method, params, current, questions)
                 .await
                 .map_err(call_error);
         }
@@ -368,22 +384,10 @@ where
     })
 }
 
-/// A remote 2026-07-28 server's `InputRequiredResult` that reached the connection (the
-/// session answers it itself unless the client behind the call does:
-/// [`super::session::PASS_INPUT`]): for such a client, the outcome that carries it; for
-/// anyone else, an error, never an empty result that looks like success.
-fn input_required(result: Value, context: &CallContext) -> Result<CallOutcome, CallError> {
-    let passes = context
-        .downstream
-        .as_ref()
-        .is_some_and(|downstream| downstream.passes_input_through());
-    if !passes {
-        return Err(CallError::Protocol {
-            reason: "the server asked for input (an input-required result), and Warden does \
-                     not answer a remote server's questions itself yet"
-                .into(),
-        });
-    }
+/// A remote 2026-07-28 server's `InputRequiredResult`, passed on by the session
+/// ([`Questions::PassedOn`]: only for a client behind the call that answers it itself), as
+/// the outcome that carries it.
+fn input_required(result: Value) -> Result<CallOutcome, CallError> {
     let requests = result
         .get("inputRequests")
         .and_then(Value::as_object)
@@ -451,13 +455,15 @@ impl Connection for HttpConnection {
             if let Some(arguments) = arguments {
                 params.insert("arguments".into(), Value::Object(arguments));
             }
-            if context
+            let questions = if context
                 .downstream
                 .as_ref()
                 .is_some_and(|downstream| downstream.passes_input_through())
             {
-                params.insert(super::session::PASS_INPUT.into(), json!(true));
-            }
+                Questions::PassedOn
+            } else {
+                Questions::Answered
+            };
             if let Some(retry) = &context.retry {
                 if let Some(responses) = &retry.responses {
                     params.insert("inputResponses".into(), Value::Object(responses.clone()));
@@ -467,7 +473,7 @@ impl Connection for HttpConnection {
                 }
             }
             let in_flight = Mutex::new(None);
-            let sent = self.request("tools/call", params, Some(&in_flight));
+            let sent = self.request_as("tools/call", params, Some(&in_flight), questions);
             let result = match tokio::time::timeout(timeout, sent).await {
                 Ok(result) => result?,
                 Err(_) => {
@@ -483,7 +489,7 @@ impl Connection for HttpConnection {
                 });
             }
             if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
-                return input_required(result, &context);
+                return input_required(result);
             }
             Ok(CallOutcome {
                 content: result

@@ -36,10 +36,16 @@ mod modern;
 pub const MODERN_VERSION: &str = "2026-07-28";
 /// Handshake revisions Warden accepts, newest first.
 pub const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-/// A parameter of Warden's own, never sent: set on a 2026-07-28 request whose
-/// `input_required` result goes back to the caller as it is (a gateway's client answers
-/// it), instead of being answered here.
-pub(crate) const PASS_INPUT: &str = "dev.warden/passInput";
+/// Who answers a 2026-07-28 server's `input_required` result to a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Questions {
+    /// The session, with its [`ServerRequests`](super::exchange::ServerRequests), and the
+    /// request is sent again with the answers.
+    Answered,
+    /// The caller's own client (a gateway's 2026-07-28 client): the result comes back as
+    /// the server sent it.
+    PassedOn,
+}
 
 /// Rounds of `input_required` answered for one request.
 const MAX_INPUT_ROUNDS: usize = 8;
@@ -278,14 +284,30 @@ impl Session {
         params: Map<String, Value>,
         current: Option<&Mutex<Option<Value>>>,
     ) -> Result<Value, HttpError> {
+        self.request_as(method, params, current, Questions::Answered)
+            .await
+    }
+
+    /// [`Session::request`], with `questions` saying who answers a 2026-07-28 server's
+    /// `input_required` result (a 2025-11-25 session has none).
+    pub(crate) async fn request_as(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        current: Option<&Mutex<Option<Value>>>,
+        questions: Questions,
+    ) -> Result<Value, HttpError> {
         let result = match self.era {
-            Era::Modern => match self.modern(method, params.clone(), current).await {
+            Era::Modern => match self
+                .modern(method, params.clone(), current, questions)
+                .await
+            {
                 // A header mismatch on a call may mean the tool's x-mcp-header marking is
                 // not known (a new session) or changed: fetch the list again, retry once.
                 Err(HttpError::Rpc { code: -32020, .. }) if method == "tools/call" => {
                     tracing::info!(server = %self.endpoint.server, "header mismatch on tools/call; listing tools again and retrying once");
                     self.relist().await?;
-                    self.modern(method, params, current).await?
+                    self.modern(method, params, current, questions).await?
                 }
                 other => other?,
             },

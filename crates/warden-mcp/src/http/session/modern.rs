@@ -25,7 +25,14 @@ impl Session {
     pub(super) async fn relist(&self) -> Result<(), HttpError> {
         let mut params = Map::new();
         for _page in 0..MAX_RELIST_PAGES {
-            let result = self.modern("tools/list", params.clone(), None).await?;
+            let result = self
+                .modern(
+                    "tools/list",
+                    params.clone(),
+                    None,
+                    super::Questions::Answered,
+                )
+                .await?;
             self.learn_param_headers(&result);
             match result.get("nextCursor").and_then(Value::as_str) {
                 Some(cursor) if !cursor.is_empty() => {
@@ -198,14 +205,13 @@ impl Session {
         method: &str,
         params: Map<String, Value>,
         current: Option<&Mutex<Option<Value>>>,
+        questions: super::Questions,
     ) -> Result<Value, HttpError> {
         let mut params = params;
-        // A caller that passes the server's questions on to its own client: one round,
-        // its result as the server sent it (the marker itself is never sent).
-        let pass_input = params.remove(super::PASS_INPUT).is_some();
         for _round in 0..=MAX_INPUT_ROUNDS {
             let result = self.modern_once(method, &params, current).await?;
-            if pass_input
+            // Passed on: one round, its result as the server sent it.
+            if questions == super::Questions::PassedOn
                 || result.get("resultType").and_then(Value::as_str) != Some("input_required")
             {
                 return Ok(result);
