@@ -11,7 +11,9 @@ Usage (from the repository root, after scripts/install-peers DIR):
 
 import sys
 
-from mcp.server.mcpserver import MCPServer
+from pydantic import BaseModel
+
+from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("warden-py-sdk-peer", version="0.1.0")
 
@@ -26,6 +28,20 @@ def add(a: int, b: int) -> int:
 def shout(text: str) -> str:
     """Return the text in upper case."""
     return text.upper()
+
+
+class Approval(BaseModel):
+    approve: bool
+
+
+@server.tool()
+async def confirm(what: str, ctx: Context) -> str:
+    """Ask the user to confirm `what`, reporting progress and writing a log line on the way."""
+    await ctx.report_progress(1, 2, "asking")
+    await ctx.log("info", f"asking about {what}")
+    answer = await ctx.elicit(f"Go ahead with {what}?", schema=Approval)
+    await ctx.report_progress(2, 2, "answered")
+    return f"confirmed {what}: {answer.action}"
 
 
 def main() -> None:

@@ -169,6 +169,10 @@ impl Downstream for ClientBehindCall {
         })
     }
 
+    fn follows_progress(&self) -> bool {
+        self.progress_token.is_some()
+    }
+
     fn notify(&self, method: &str, mut params: Value) {
         match method {
             "notifications/progress" => {

@@ -55,6 +55,69 @@ pub trait Downstream: Send + Sync {
     /// progress token already Warden's; `notifications/message`). Never blocks: a client
     /// that does not keep up loses notifications, not the call.
     fn notify(&self, method: &str, params: Value);
+    /// Whether this client follows the call's progress (it sent a progress token of its
+    /// own): a remote server is given one only then, so it reports to someone.
+    fn follows_progress(&self) -> bool {
+        true
+    }
+}
+
+/// Puts one of a 2026-07-28 server's input requests (`{method, params}`, keyed `key` in
+/// its `inputRequests`) to the client behind the call, asked as a request of its own, and
+/// returns the answer for `inputResponses`. An elicitation that cannot be put is declined
+/// (the server goes on without the input); a request of another kind that cannot be put
+/// is an error naming it (the call fails: the server cannot go on without it).
+pub(crate) async fn ask_input(
+    downstream: &dyn Downstream,
+    key: &str,
+    request: &Value,
+) -> Result<Value, String> {
+    let method = request
+        .get("method")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    // A request without parameters (`roots/list`) still carries an object.
+    let params = request
+        .get("params")
+        .filter(|params| params.is_object())
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({}));
+    match downstream.ask(method, params).await {
+        Ok(answer) => Ok(answer),
+        Err(reason) if method == "elicitation/create" => {
+            tracing::info!("a server's input request `{key}` was declined: {reason}");
+            Ok(serde_json::json!({"action": "decline"}))
+        }
+        Err(reason) => Err(format!(
+            "the server asked for `{method}` (input request `{key}`) and the client could \
+             not answer: {reason}"
+        )),
+    }
+}
+
+/// Answers one of a 2025-11-25 server's own requests during a call by asking the client
+/// behind the call; what it could not answer is answered as Warden would without one (an
+/// elicitation declined, no roots), and sampling, which only a client can do, is an
+/// error. `None`: not a request relayed to clients ([`RELAYED_REQUESTS`]).
+pub(crate) async fn relay_request(
+    downstream: &dyn Downstream,
+    method: &str,
+    params: Value,
+) -> Option<Result<Value, (i64, String)>> {
+    if !RELAYED_REQUESTS.contains(&method) {
+        return None;
+    }
+    Some(match downstream.ask(method, params).await {
+        Ok(answer) => Ok(answer),
+        Err(reason) => {
+            tracing::info!("a server's {method} was not answered by the client: {reason}");
+            match method {
+                "elicitation/create" => Ok(serde_json::json!({"action": "decline"})),
+                "roots/list" => Ok(serde_json::json!({"roots": []})),
+                _ => Err((-32603, reason)),
+            }
+        }
+    })
 }
 
 /// A retry of a call after a 2026-07-28 server asked for input.

@@ -194,10 +194,7 @@ enum Answered {
     Input(InputRequired),
 }
 
-/// Puts one of a 2026-07-28 server's input requests to the client behind the call (a
-/// 2025-11-25 client, asked as a request of its own) and returns its answer for
-/// `inputResponses`. An elicitation that cannot be put is declined (the server goes on
-/// without the input); a request of another kind that cannot be put fails the call.
+/// [`crate::downstream::ask_input`] for an input request in rmcp's type.
 async fn ask_downstream(
     downstream: &dyn Downstream,
     key: &str,
@@ -206,30 +203,9 @@ async fn ask_downstream(
     let request = serde_json::to_value(&request).map_err(|error| CallError::Protocol {
         reason: format!("input request `{key}` could not be read: {error}"),
     })?;
-    let method = request
-        .get("method")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    // A request without parameters (`roots/list`) still carries an object.
-    let params = request
-        .get("params")
-        .filter(|params| params.is_object())
-        .cloned()
-        .unwrap_or_else(|| serde_json::json!({}));
-    match downstream.ask(&method, params).await {
-        Ok(answer) => Ok(answer),
-        Err(reason) if method == "elicitation/create" => {
-            tracing::info!("a server's input request `{key}` was declined: {reason}");
-            Ok(serde_json::json!({"action": "decline"}))
-        }
-        Err(reason) => Err(CallError::Protocol {
-            reason: format!(
-                "the server asked for `{method}` (input request `{key}`) and the client \
-                 could not answer: {reason}"
-            ),
-        }),
-    }
+    crate::downstream::ask_input(downstream, key, &request)
+        .await
+        .map_err(|reason| CallError::Protocol { reason })
 }
 
 /// What Warden declares, [`crate::client_capabilities`] in rmcp's types: elicitation

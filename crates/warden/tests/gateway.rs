@@ -2836,3 +2836,124 @@ fn a_remote_servers_question_reaches_a_modern_client_and_its_answer_the_server()
     drop(server);
     scratch.assert_no_leftovers();
 }
+
+/// The Python SDK's server over Streamable HTTP, pinned to 2025-11-25 (its `confirm` tool
+/// asks during the call, reports progress and writes a log line, all on the call's
+/// stream), with a policy that lets its tools run.
+fn remote_asking_config(scratch: &Scratch) -> (support::HttpServer, PathBuf) {
+    let port = free_port();
+    let mut command = Command::new(support::peers_dir().join("venv/bin/python"));
+    command
+        .arg(support::repo_root().join("tests/peers/py_sdk_server.py"))
+        .args(["http", &port.to_string()]);
+    let server = support::HttpServer::peer(scratch, command, port, "/mcp");
+    let config = scratch.config(&format!(
+        "[servers.py]\nurl = {:?}\nera = \"legacy\"\n[[policy.rules]]\ntools = \"py__*\"\n\
+         effect = \"allow\"\neven_if_tainted = true\n",
+        server.url
+    ));
+    (server, config)
+}
+
+/// A remote 2025-11-25 server's request during a call reaches the client that made the
+/// call, as on stdio: the server (the Python SDK over Streamable HTTP) sends
+/// `elicitation/create`, progress and a log line on the call's own stream. A 2025-11-25
+/// client of the gateway is asked (the question naming the server), hears the progress
+/// under its own token and the log line, and the server gets its answer; a 2026-07-28
+/// client is asked through the parked call; a client that declared no elicitation is not
+/// asked, and the server hears a decline, not an answer nobody gave.
+#[test]
+fn a_remote_legacy_servers_question_progress_and_log_reach_the_client_behind_the_call() {
+    let scratch = Scratch::new();
+    let (server, config) = remote_asking_config(&scratch);
+    let steps = json!([{"call": "py__confirm", "args": {"what": "launch"}, "progress": true}]);
+    let out = run_client(stdio_plan(
+        &scratch,
+        &config,
+        "legacy",
+        "approve",
+        steps.clone(),
+    ));
+    assert_eq!(out["asked"], json!(["[py] Go ahead with launch?"]), "{out}");
+    assert_eq!(
+        call(&out, 0)["text"],
+        "confirmed launch: accept",
+        "the server got the client's answer: {out}"
+    );
+    let progress: Vec<(f64, String)> = out["progress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p[0].as_f64().unwrap(),
+                p[2].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        progress,
+        vec![(1.0, "asking".to_owned()), (2.0, "answered".to_owned())],
+        "progress under the client's own token: {out}"
+    );
+    assert!(
+        out["logs"].as_array().unwrap().iter().any(|log| log[1]
+            .as_str()
+            .unwrap_or("")
+            .contains("asking about launch")),
+        "the server's log line reached the client: {out}"
+    );
+
+    let out = run_client(stdio_plan(
+        &scratch,
+        &config,
+        "2026-07-28",
+        "approve",
+        steps.clone(),
+    ));
+    assert_eq!(out["asked"], json!(["[py] Go ahead with launch?"]), "{out}");
+    assert_eq!(call(&out, 0)["text"], "confirmed launch: accept", "{out}");
+
+    let out = run_client(stdio_plan(&scratch, &config, "legacy", "none", steps));
+    assert_eq!(out["asked"], json!([]), "{out}");
+    assert_eq!(call(&out, 0)["text"], "confirmed launch: decline", "{out}");
+    drop(server);
+    scratch.assert_no_leftovers();
+}
+
+/// A remote 2026-07-28 server's input request reaches a 2025-11-25 client of the gateway
+/// as a request of its own, and the call is sent again with the client's answer and the
+/// server's state (`remote state-ok`: the server saw its own state).
+#[test]
+fn a_remote_modern_servers_question_is_put_to_a_legacy_client() {
+    let scratch = Scratch::new();
+    let server = support::HttpServer::hostile(&scratch, "modern");
+    let config = scratch.config(&format!(
+        "[servers.h]\nurl = {:?}\n[[policy.rules]]\ntools = \"h__*\"\neffect = \"allow\"\n\
+         even_if_tainted = true\n",
+        server.url
+    ));
+    let steps = json!([{"call": "h__ask", "args": {}}]);
+    let out = run_client(stdio_plan(
+        &scratch,
+        &config,
+        "legacy",
+        "approve",
+        steps.clone(),
+    ));
+    assert_eq!(out["asked"], json!(["[h] Go ahead?"]), "{out}");
+    assert_eq!(
+        call(&out, 0)["text"],
+        "remote state-ok: \"accept\"",
+        "{out}"
+    );
+    let out = run_client(stdio_plan(&scratch, &config, "legacy", "none", steps));
+    assert_eq!(out["asked"], json!([]), "{out}");
+    assert_eq!(
+        call(&out, 0)["text"],
+        "remote state-ok: \"decline\"",
+        "{out}"
+    );
+    drop(server);
+    scratch.assert_no_leftovers();
+}

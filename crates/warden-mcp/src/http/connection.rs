@@ -197,7 +197,7 @@ impl HttpConnection {
         params: Map<String, Value>,
         current: Option<&Mutex<Option<Value>>>,
     ) -> Result<Value, CallError> {
-        self.request_as(method, params, current, Questions::Answered)
+        self.request_as(method, params, current, &Questions::Answered)
             .await
     }
 
@@ -208,7 +208,7 @@ impl HttpConnection {
         method: &str,
         params: Map<String, Value>,
         current: Option<&Mutex<Option<Value>>>,
-        questions: Questions,
+        questions: &Questions,
     ) -> Result<Value, CallError> {
         if let Some(reason) = self.link.health().failed {
             return Err(CallError::ServerGone {
@@ -455,15 +455,7 @@ impl Connection for HttpConnection {
             if let Some(arguments) = arguments {
                 params.insert("arguments".into(), Value::Object(arguments));
             }
-            let questions = if context
-                .downstream
-                .as_ref()
-                .is_some_and(|downstream| downstream.passes_input_through())
-            {
-                Questions::PassedOn
-            } else {
-                Questions::Answered
-            };
+            let questions = Questions::for_call(&context);
             if let Some(retry) = &context.retry {
                 if let Some(responses) = &retry.responses {
                     params.insert("inputResponses".into(), Value::Object(responses.clone()));
@@ -473,7 +465,7 @@ impl Connection for HttpConnection {
                 }
             }
             let in_flight = Mutex::new(None);
-            let sent = self.request_as("tools/call", params, Some(&in_flight), questions);
+            let sent = self.request_as("tools/call", params, Some(&in_flight), &questions);
             let result = match tokio::time::timeout(timeout, sent).await {
                 Ok(result) => result?,
                 Err(_) => {

@@ -176,6 +176,44 @@ pub(crate) struct StreamContext<'a> {
     pub resumable: bool,
     /// Who answers server requests.
     pub requests: &'a dyn ServerRequests,
+    /// The client behind the request this stream answers, when it is a call made for one.
+    pub behind: Option<Behind<'a>>,
+}
+
+/// The client behind a call, for the stream that answers it: what the server says on that
+/// stream concerns this call (2025-11-25: "these messages SHOULD relate to the originating
+/// client request"), so its requests are put to that client and its progress and log
+/// messages relayed to it, unlike those on a stream of the server's own, which concern no
+/// call and are answered or kept by Warden.
+#[derive(Clone, Copy)]
+pub(crate) struct Behind<'a> {
+    /// The client.
+    pub downstream: &'a dyn crate::downstream::Downstream,
+    /// The progress token the call went out with, if it was given one: progress under
+    /// any other token is not this call's.
+    pub progress_token: Option<&'a str>,
+}
+
+impl Behind<'_> {
+    /// Relays a notification the server sent on the call's stream; false if it is not one
+    /// relayed (a list change, a notice of another call's progress).
+    fn relay(&self, message: &Value) -> bool {
+        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        match message.get("method").and_then(Value::as_str) {
+            Some("notifications/message") => {
+                self.downstream.notify("notifications/message", params);
+                true
+            }
+            Some("notifications/progress") => {
+                let token = params.get("progressToken").and_then(Value::as_str);
+                if token.is_some() && token == self.progress_token {
+                    self.downstream.notify("notifications/progress", params);
+                }
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 impl Endpoint {
@@ -398,7 +436,7 @@ impl Endpoint {
                             )));
                         }
                         self.answer(&message, context).await;
-                    } else {
+                    } else if !context.behind.is_some_and(|behind| behind.relay(&message)) {
                         tracing::debug!(server = %self.server, method = %message["method"], "notification on the response stream");
                         self.notices.note(&message);
                     }
@@ -545,6 +583,7 @@ impl Endpoint {
             session_headers,
             resumable: false,
             requests,
+            behind: None,
         };
         let mut seen = 0usize;
         let mut events = Box::pin(sse_events(response, self.max_bytes));
@@ -605,7 +644,13 @@ impl Endpoint {
         let method = request["method"].as_str().unwrap_or_default();
         let params = request.get("params").cloned().unwrap_or(Value::Null);
         let id = request["id"].clone();
-        let reply = match context.requests.answer(method, &params) {
+        let relayed = match context.behind {
+            Some(behind) => {
+                crate::downstream::relay_request(behind.downstream, method, params.clone()).await
+            }
+            None => None,
+        };
+        let reply = match relayed.unwrap_or_else(|| context.requests.answer(method, &params)) {
             Ok(result) => serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}),
             Err((code, message)) => serde_json::json!({
                 "jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}
@@ -615,6 +660,7 @@ impl Endpoint {
             session_headers: context.session_headers,
             resumable: false,
             requests: context.requests,
+            behind: None,
         };
         let sent = Box::pin(self.post(&reply, context.session_headers, None, &plain)).await;
         if let Err(error) = sent {
@@ -848,6 +894,95 @@ mod tests {
             .listen(stream_of(body).await, &[], &DeclineRequests, &mut state)
             .await;
         assert_eq!(lists.take_updated(), vec!["x://mine", "x://other"]);
+    }
+
+    /// What a client behind a call was told.
+    #[derive(Default)]
+    struct Told(std::sync::Mutex<Vec<(String, Value)>>);
+
+    impl crate::downstream::Downstream for Told {
+        fn capabilities(&self) -> Value {
+            json!({})
+        }
+        fn passes_input_through(&self) -> bool {
+            false
+        }
+        fn ask<'a>(
+            &'a self,
+            _method: &'a str,
+            _params: Value,
+        ) -> futures::future::BoxFuture<'a, Result<Value, String>> {
+            Box::pin(async { Err("not asked here".into()) })
+        }
+        fn notify(&self, method: &str, params: Value) {
+            self.0.lock().unwrap().push((method.to_owned(), params));
+        }
+    }
+
+    /// On the stream that answers a call, the server's log line and its progress under the
+    /// call's own token reach the client behind the call; progress under another token (a
+    /// notice of another call) does not, and a list change is Warden's to note, not the
+    /// client's.
+    #[tokio::test]
+    async fn a_calls_stream_relays_its_own_progress_and_log_to_the_client_behind_it() {
+        let event = |message: Value| format!("event: message\ndata: {message}\n\n");
+        let progress = |token: &str, at: u32| {
+            json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                   "params": {"progressToken": token, "progress": at}})
+        };
+        let body = [
+            event(progress("warden-9", 1)),
+            event(progress("warden-7", 2)),
+            event(json!({"jsonrpc": "2.0", "method": "notifications/message",
+                         "params": {"level": "info", "data": "working"}})),
+            event(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})),
+            event(json!({"jsonrpc": "2.0", "id": 7, "result": {"content": []}})),
+        ]
+        .concat();
+        let endpoint = Endpoint {
+            http: warden_net::client(&warden_net::HttpOptions::default()).unwrap(),
+            url: Url::parse("http://127.0.0.1:9/mcp").unwrap(),
+            headers: HeaderMap::new(),
+            max_bytes: 1 << 20,
+            server: "s".into(),
+            auth: None,
+            notices: Arc::default(),
+            backoff: super::super::reconnect::Backoff::default(),
+            transport: None,
+        };
+        let told = Told::default();
+        let context = StreamContext {
+            session_headers: &[],
+            resumable: false,
+            requests: &DeclineRequests,
+            behind: Some(Behind {
+                downstream: &told,
+                progress_token: Some("warden-7"),
+            }),
+        };
+        let answer = endpoint
+            .read_stream(stream_of(body).await, &json!(7), &context)
+            .await
+            .unwrap();
+        assert_eq!(answer["result"], json!({"content": []}));
+        let told = told.0.into_inner().unwrap();
+        assert_eq!(
+            told,
+            vec![
+                (
+                    "notifications/progress".to_owned(),
+                    json!({"progressToken": "warden-7", "progress": 2})
+                ),
+                (
+                    "notifications/message".to_owned(),
+                    json!({"level": "info", "data": "working"})
+                ),
+            ]
+        );
+        assert!(
+            endpoint.notices.take_tools_changed(),
+            "the list change was noted by Warden"
+        );
     }
 
     #[test]

@@ -268,6 +268,7 @@ async fn read_events(
                     session_headers: &[],
                     resumable: false,
                     requests: &requests as &dyn ServerRequests,
+                    behind: None,
                 };
                 post.answer(&message, &context).await;
             }
@@ -299,6 +300,7 @@ impl Channel {
             session_headers: &[],
             resumable: false,
             requests: &DeclineRequests,
+            behind: None,
         }
     }
 

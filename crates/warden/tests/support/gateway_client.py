@@ -10,6 +10,7 @@ The plan is a JSON object:
   elicit      "approve", "decline", or "none" (no elicitation capability at all)
   steps       [{"list": true} | {"call": NAME, "args": {...}} | {"listen": true}
                | {"wait_changed": SECONDS} | {"offered": true} | {"read": URI}
+               | {"call": NAME, "args": {...}, "progress": true}
                | {"prompt": NAME, "args": {...}}
                | {"complete": {"prompt": NAME} or {"template": URI},
                   "argument": {"name": ..., "value": ...}}
@@ -28,6 +29,10 @@ The plan is a JSON object:
                Every change heard (either era) is recorded in `notices` as
                [METHOD, URI or null]; `wait_notice` waits until one with METHOD has been
                heard and records whether it came in `waited`.
+
+A call with `progress` follows its progress: each notification heard is recorded in
+`progress` as [PROGRESS, TOTAL, MESSAGE]. Log messages the server sends (a 2025-11-25
+session hears every level) are recorded in `logs` as [LEVEL, DATA].
 
 `offered` lists every page of resources, resource templates and prompts (names and URIs);
 `read`, `prompt` and `complete` record the texts, messages or values, or the error.
@@ -108,9 +113,18 @@ async def main() -> None:
                 elif isinstance(event, ResourceUpdated):
                     note("notifications/resources/updated", str(event.uri))
 
+    out["progress"] = []
+    out["logs"] = []
+
+    async def on_progress(progress, total, message) -> None:
+        out["progress"].append([progress, total, message])
+
+    async def on_log(params) -> None:
+        out["logs"].append([params.level, params.data])
+
     listeners = []
     async with Client(server, mode=plan.get("mode", "auto"), elicitation_callback=callback, cache=None,
-                      message_handler=on_message) as client:
+                      message_handler=on_message, logging_callback=on_log) as client:
         out["protocol"] = client.protocol_version
         if plan.get("mode") == "2026-07-28":
             # Without a probe the client assumes empty capabilities: ask the server.
@@ -221,7 +235,8 @@ async def main() -> None:
                     out["completions"].append({"error": str(error)})
             elif "call" in step:
                 try:
-                    result = await client.call_tool(step["call"], step.get("args", {}))
+                    follow = on_progress if step.get("progress") else None
+                    result = await client.call_tool(step["call"], step.get("args", {}), progress_callback=follow)
                 except Exception as error:  # a JSON-RPC error answer (unknown tool)
                     out["calls"].append({"name": step["call"], "error": str(error)})
                     continue

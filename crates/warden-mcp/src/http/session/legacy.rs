@@ -9,8 +9,8 @@ use warden_net::reqwest::Method;
 use warden_net::reqwest::header::{HeaderName, HeaderValue};
 
 use super::{
-    FAREWELL_LIMIT, LEGACY_VERSIONS, LISTEN_OPEN_LIMIT, MAX_SESSION_ID, Session, follow, header,
-    lock, result_of,
+    FAREWELL_LIMIT, LEGACY_VERSIONS, LISTEN_OPEN_LIMIT, MAX_SESSION_ID, Questions, Session, follow,
+    header, lock, result_of, with_progress_token,
 };
 use crate::connection::Era;
 use crate::http::error::HttpError;
@@ -33,6 +33,7 @@ impl Session {
         method: &str,
         params: Map<String, Value>,
         current: Option<&Mutex<Option<Value>>>,
+        questions: &Questions,
     ) -> Result<Value, HttpError> {
         let mut reinitialise = true;
         loop {
@@ -43,13 +44,19 @@ impl Session {
                 *lock(current) = Some(id.clone());
             }
             let mut message = json!({"jsonrpc": "2.0", "id": id, "method": method});
+            let mut params = params.clone();
+            let progress_token = questions.progress_token(&id);
+            if let Some(token) = &progress_token {
+                with_progress_token(&mut params, token);
+            }
             if !params.is_empty() {
-                message["params"] = Value::Object(params.clone());
+                message["params"] = Value::Object(params);
             }
             let context = StreamContext {
                 session_headers: &headers,
                 resumable: true,
                 requests: self.profile.requests.as_ref(),
+                behind: questions.behind(progress_token.as_deref()),
             };
             let outcome = self
                 .endpoint
@@ -85,6 +92,7 @@ impl Session {
             session_headers: &[],
             resumable: false,
             requests: self.profile.requests.as_ref(),
+            behind: None,
         };
         let (reply, headers) = self
             .endpoint
@@ -135,6 +143,7 @@ impl Session {
             session_headers: &headers,
             resumable: false,
             requests: self.profile.requests.as_ref(),
+            behind: None,
         };
         self.endpoint
             .post(&notification, &headers, None, &context)
@@ -205,6 +214,7 @@ impl Session {
             session_headers: &headers,
             resumable: false,
             requests: self.profile.requests.as_ref(),
+            behind: None,
         };
         let send = self.endpoint.post(&notification, &headers, None, &context);
         let _ = tokio::time::timeout(FAREWELL_LIMIT, send).await;

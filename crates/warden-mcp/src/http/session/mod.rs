@@ -24,10 +24,11 @@ use warden_net::reqwest::header::{HeaderName, HeaderValue};
 
 use super::error::HttpError;
 use super::exchange::{
-    Endpoint, ListenOpen, ListenState, Notices, Reply, ServerRequests, rpc_error,
+    Behind, Endpoint, ListenOpen, ListenState, Notices, Reply, ServerRequests, rpc_error,
 };
 use super::headers::ParamHeader;
 use crate::connection::{Era, ServerInfo};
+use crate::downstream::{CallContext, Downstream};
 
 mod legacy;
 mod modern;
@@ -36,15 +37,77 @@ mod modern;
 pub const MODERN_VERSION: &str = "2026-07-28";
 /// Handshake revisions Warden accepts, newest first.
 pub const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-/// Who answers a 2026-07-28 server's `input_required` result to a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Who answers what a server asks during one request, and hears what it reports about it.
+#[derive(Clone, Default)]
 pub(crate) enum Questions {
-    /// The session, with its [`ServerRequests`](super::exchange::ServerRequests), and the
-    /// request is sent again with the answers.
+    /// Warden itself: the session's [`ServerRequests`](super::exchange::ServerRequests)
+    /// answer, and a 2026-07-28 server's `input_required` result is answered there and the
+    /// request sent again.
+    #[default]
     Answered,
-    /// The caller's own client (a gateway's 2026-07-28 client): the result comes back as
-    /// the server sent it.
-    PassedOn,
+    /// The client behind a call, asked each question as a request of its own (a
+    /// 2025-11-25 client): a 2026-07-28 server's input requests are put to it one by one
+    /// and the call sent again with its answers.
+    Relayed(Arc<dyn Downstream>),
+    /// The client behind a call, which answers a 2026-07-28 server's `input_required`
+    /// result itself (a 2026-07-28 client): the result comes back as the server sent it.
+    PassedOn(Arc<dyn Downstream>),
+}
+
+impl Questions {
+    /// Who answers for a call made in `context`.
+    pub(crate) fn for_call(context: &CallContext) -> Questions {
+        match &context.downstream {
+            None => Questions::Answered,
+            Some(client) if client.passes_input_through() => {
+                Questions::PassedOn(Arc::clone(client))
+            }
+            Some(client) => Questions::Relayed(Arc::clone(client)),
+        }
+    }
+
+    /// The client behind the request, if there is one. Either way a 2025-11-25 server's
+    /// requests on the call's stream are put to it (a 2026-07-28 client is asked through
+    /// the gateway's parking, decision 0051), and its progress and log messages reach it.
+    pub(crate) fn downstream(&self) -> Option<&dyn Downstream> {
+        match self {
+            Questions::Answered => None,
+            Questions::Relayed(client) | Questions::PassedOn(client) => Some(client.as_ref()),
+        }
+    }
+
+    /// The progress token a request with id `id` goes out with: one only when a client
+    /// behind it follows progress (a server reports progress only under a token).
+    fn progress_token(&self, id: &Value) -> Option<String> {
+        self.downstream()
+            .filter(|client| client.follows_progress())
+            .map(|_| match id {
+                Value::String(id) => format!("warden-{id}"),
+                other => format!("warden-{other}"),
+            })
+    }
+
+    /// What a stream answering the request with `progress_token` relays to the client.
+    fn behind<'a>(&'a self, progress_token: Option<&'a str>) -> Option<Behind<'a>> {
+        self.downstream().map(|downstream| Behind {
+            downstream,
+            progress_token,
+        })
+    }
+}
+
+/// Puts `token` into the request's `_meta` as its `progressToken` (the caller's other
+/// `_meta` entries kept).
+fn with_progress_token(params: &mut Map<String, Value>, token: &str) {
+    let meta = params
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    if let Some(meta) = meta.as_object_mut() {
+        meta.insert("progressToken".into(), json!(token));
+    }
 }
 
 /// Rounds of `input_required` answered for one request.
@@ -284,7 +347,7 @@ impl Session {
         params: Map<String, Value>,
         current: Option<&Mutex<Option<Value>>>,
     ) -> Result<Value, HttpError> {
-        self.request_as(method, params, current, Questions::Answered)
+        self.request_as(method, params, current, &Questions::Answered)
             .await
     }
 
@@ -295,7 +358,7 @@ impl Session {
         method: &str,
         params: Map<String, Value>,
         current: Option<&Mutex<Option<Value>>>,
-        questions: Questions,
+        questions: &Questions,
     ) -> Result<Value, HttpError> {
         let result = match self.era {
             Era::Modern => match self
@@ -311,7 +374,7 @@ impl Session {
                 }
                 other => other?,
             },
-            Era::Legacy => self.legacy(method, params, current).await?,
+            Era::Legacy => self.legacy(method, params, current, questions).await?,
         };
         if method == "tools/list" {
             self.learn_param_headers(&result);

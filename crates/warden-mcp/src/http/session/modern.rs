@@ -30,7 +30,7 @@ impl Session {
                     "tools/list",
                     params.clone(),
                     None,
-                    super::Questions::Answered,
+                    &super::Questions::Answered,
                 )
                 .await?;
             self.learn_param_headers(&result);
@@ -205,13 +205,15 @@ impl Session {
         method: &str,
         params: Map<String, Value>,
         current: Option<&Mutex<Option<Value>>>,
-        questions: super::Questions,
+        questions: &super::Questions,
     ) -> Result<Value, HttpError> {
         let mut params = params;
         for _round in 0..=MAX_INPUT_ROUNDS {
-            let result = self.modern_once(method, &params, current).await?;
+            let result = self
+                .modern_once(method, &params, current, questions)
+                .await?;
             // Passed on: one round, its result as the server sent it.
-            if questions == super::Questions::PassedOn
+            if matches!(questions, super::Questions::PassedOn(_))
                 || result.get("resultType").and_then(Value::as_str) != Some("input_required")
             {
                 return Ok(result);
@@ -221,21 +223,13 @@ impl Session {
             let mut responses = Map::new();
             let requests = result.get("inputRequests").and_then(Value::as_object);
             for (key, request) in requests.into_iter().flatten() {
-                let kind = request
-                    .get("method")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let request_params = request.get("params").cloned().unwrap_or(Value::Null);
-                match self.profile.requests.answer(kind, &request_params) {
-                    Ok(answer) => {
-                        responses.insert(key.clone(), answer);
-                    }
-                    Err((_, message)) => {
-                        return Err(HttpError::Malformed(format!(
-                            "the server asked for input ({kind}) that Warden cannot give: {message}"
-                        )));
-                    }
-                }
+                let answer = match questions.downstream() {
+                    Some(client) => crate::downstream::ask_input(client, key, request)
+                        .await
+                        .map_err(HttpError::Malformed)?,
+                    None => self.answer_input(request)?,
+                };
+                responses.insert(key.clone(), answer);
             }
             params.insert("inputResponses".into(), Value::Object(responses));
             match result.get("requestState") {
@@ -248,11 +242,30 @@ impl Session {
         )))
     }
 
+    /// Answers one input request with the session's own
+    /// [`ServerRequests`](crate::http::exchange::ServerRequests) (Warden is the client).
+    fn answer_input(&self, request: &Value) -> Result<Value, HttpError> {
+        let kind = request
+            .get("method")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let params = request.get("params").cloned().unwrap_or(Value::Null);
+        self.profile
+            .requests
+            .answer(kind, &params)
+            .map_err(|(_, message)| {
+                HttpError::Malformed(format!(
+                    "the server asked for input ({kind}) that Warden cannot give: {message}"
+                ))
+            })
+    }
+
     pub(super) async fn modern_once(
         &self,
         method: &str,
         params: &Map<String, Value>,
         current: Option<&Mutex<Option<Value>>>,
+        questions: &super::Questions,
     ) -> Result<Value, HttpError> {
         let mut version_retry = true;
         let mut reissue = is_safe(method);
@@ -268,6 +281,17 @@ impl Session {
                 .and_then(|meta| meta.as_object().cloned())
                 .unwrap_or_default();
             self.add_meta(&mut meta, &version);
+            if let Some(client) = questions.downstream() {
+                // A 2026-07-28 server asks only for what the client behind the call declared.
+                meta.insert(
+                    "io.modelcontextprotocol/clientCapabilities".into(),
+                    client.capabilities(),
+                );
+            }
+            let progress_token = questions.progress_token(&id);
+            if let Some(token) = &progress_token {
+                meta.insert("progressToken".into(), json!(token));
+            }
             let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
             headers.extend(header("mcp-protocol-version", &version));
             headers.extend(header("mcp-method", method));
@@ -296,6 +320,7 @@ impl Session {
                 session_headers: &[],
                 resumable: false,
                 requests: self.profile.requests.as_ref(),
+                behind: questions.behind(progress_token.as_deref()),
             };
             let outcome = self
                 .endpoint
