@@ -64,21 +64,23 @@ pub fn declares(capabilities: &Value, method: &str, params: &Value) -> bool {
 }
 
 /// The `_meta` key of the least severe log level a 2026-07-28 request wants to hear.
-pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+pub use warden_mcp::downstream::META_LOG_LEVEL;
+
+/// The log levels, least severe first.
+const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
 
 /// The severity of a log level (`debug` 0 to `emergency` 7); `None` for an unknown name.
 pub fn severity(level: &str) -> Option<u8> {
-    const LEVELS: [&str; 8] = [
-        "debug",
-        "info",
-        "notice",
-        "warning",
-        "error",
-        "critical",
-        "alert",
-        "emergency",
-    ];
-    LEVELS
+    LOG_LEVELS
         .iter()
         .position(|known| *known == level)
         .and_then(|index| u8::try_from(index).ok())
@@ -171,6 +173,11 @@ impl Downstream for ClientBehindCall {
 
     fn follows_progress(&self) -> bool {
         self.progress_token.is_some()
+    }
+
+    fn log_level(&self) -> Option<&'static str> {
+        self.log_floor
+            .and_then(|floor| LOG_LEVELS.get(usize::from(floor)).copied())
     }
 
     fn notify(&self, method: &str, mut params: Value) {

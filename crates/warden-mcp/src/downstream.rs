@@ -60,7 +60,16 @@ pub trait Downstream: Send + Sync {
     fn follows_progress(&self) -> bool {
         true
     }
+    /// The least severe log level this client hears (`debug` ... `emergency`), if it hears
+    /// any: a 2026-07-28 server sends log lines only to a request that names one
+    /// (`io.modelcontextprotocol/logLevel` in its `_meta`).
+    fn log_level(&self) -> Option<&'static str> {
+        None
+    }
 }
+
+/// `_meta` key of the least severe log level a 2026-07-28 request asks to hear.
+pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 
 /// Puts one of a 2026-07-28 server's input requests (`{method, params}`, keyed `key` in
 /// its `inputRequests`) to the client behind the call, asked as a request of its own, and

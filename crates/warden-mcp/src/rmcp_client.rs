@@ -969,8 +969,14 @@ impl RmcpConnection {
             let mut meta = rmcp::model::RequestMetaObject::default();
             if let Ok(capabilities) = serde_json::from_value(downstream.capabilities()) {
                 meta.set_client_capabilities(capabilities);
-                options.meta = Some(meta);
             }
+            if let Some(level) = downstream
+                .log_level()
+                .and_then(|level| serde_json::from_value(Value::from(level)).ok())
+            {
+                meta.set_log_level(level);
+            }
+            options.meta = Some(meta);
         }
         let route = self.client.routes.enter(downstream.cloned());
         self.send_with(request, options, Some(&route), timeout)

@@ -2787,18 +2787,25 @@ fn a_legacy_servers_question_parks_the_call_for_a_modern_client() {
     scratch.assert_no_leftovers();
 }
 
+/// The hostile HTTP server in its strict 2026-07-28 mode (its `ask` tool asks first), as
+/// server `h`, with a policy that lets its tools run.
+fn modern_remote_config(scratch: &Scratch) -> (support::HttpServer, PathBuf) {
+    let server = support::HttpServer::hostile(scratch, "modern");
+    let config = scratch.config(&format!(
+        "[servers.h]\nurl = {:?}\n[[policy.rules]]\ntools = \"h__*\"\neffect = \"allow\"\n\
+         even_if_tainted = true\n",
+        server.url
+    ));
+    (server, config)
+}
+
 /// A remote 2026-07-28 server's question reaches a 2026-07-28 client of the gateway, and
 /// the client's retry reaches the server with its answer and the server's own state
 /// (`remote state-ok`), through Warden's signed state.
 #[test]
 fn a_remote_servers_question_reaches_a_modern_client_and_its_answer_the_server() {
     let scratch = Scratch::new();
-    let server = support::HttpServer::hostile(&scratch, "modern");
-    let config = scratch.config(&format!(
-        "[servers.h]\nurl = {:?}\n[[policy.rules]]\ntools = \"h__*\"\neffect = \"allow\"\n\
-         even_if_tainted = true\n",
-        server.url
-    ));
+    let (server, config) = modern_remote_config(&scratch);
     let served = Served::start(&scratch, &config, &[], &[]);
     let first = send_modern(
         &served,
@@ -2923,16 +2930,12 @@ fn a_remote_legacy_servers_question_progress_and_log_reach_the_client_behind_the
 
 /// A remote 2026-07-28 server's input request reaches a 2025-11-25 client of the gateway
 /// as a request of its own, and the call is sent again with the client's answer and the
-/// server's state (`remote state-ok`: the server saw its own state).
+/// server's state (`remote state-ok`: the server saw its own state). The server is told
+/// the client's capabilities (not Warden's) and the log level the client hears.
 #[test]
 fn a_remote_modern_servers_question_is_put_to_a_legacy_client() {
     let scratch = Scratch::new();
-    let server = support::HttpServer::hostile(&scratch, "modern");
-    let config = scratch.config(&format!(
-        "[servers.h]\nurl = {:?}\n[[policy.rules]]\ntools = \"h__*\"\neffect = \"allow\"\n\
-         even_if_tainted = true\n",
-        server.url
-    ));
+    let (server, config) = modern_remote_config(&scratch);
     let steps = json!([{"call": "h__ask", "args": {}}]);
     let out = run_client(stdio_plan(
         &scratch,
@@ -2947,12 +2950,35 @@ fn a_remote_modern_servers_question_is_put_to_a_legacy_client() {
         "remote state-ok: \"accept\"",
         "{out}"
     );
+    // The server was told what the client behind the call can do, and the log level it
+    // hears (a 2025-11-25 session that set none hears every level).
+    let calls: Vec<String> = server
+        .requests()
+        .into_iter()
+        .filter(|line| line.starts_with("CALL meta"))
+        .collect();
+    assert!(
+        !calls.is_empty()
+            && calls
+                .iter()
+                .all(|line| line.contains("log-level=debug") && line.contains("\"elicitation\"")),
+        "{calls:?}"
+    );
     let out = run_client(stdio_plan(&scratch, &config, "legacy", "none", steps));
     assert_eq!(out["asked"], json!([]), "{out}");
     assert_eq!(
         call(&out, 0)["text"],
         "remote state-ok: \"decline\"",
         "{out}"
+    );
+    let last = server
+        .requests()
+        .into_iter()
+        .rfind(|line| line.starts_with("CALL meta"))
+        .unwrap_or_default();
+    assert!(
+        last.contains("CALL meta") && !last.contains("elicitation"),
+        "a client that declared no elicitation is not declared as one: {last}"
     );
     drop(server);
     scratch.assert_no_leftovers();

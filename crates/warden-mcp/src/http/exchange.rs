@@ -828,6 +828,21 @@ mod tests {
             .unwrap()
     }
 
+    /// An endpoint nothing listens at (the streams read come from [`stream_of`]).
+    fn unreachable_endpoint() -> Endpoint {
+        Endpoint {
+            http: warden_net::client(&warden_net::HttpOptions::default()).unwrap(),
+            url: Url::parse("http://127.0.0.1:9/mcp").unwrap(),
+            headers: HeaderMap::new(),
+            max_bytes: 1 << 20,
+            server: "s".into(),
+            auth: None,
+            notices: Arc::default(),
+            backoff: super::super::reconnect::Backoff::default(),
+            transport: None,
+        }
+    }
+
     /// A modern listen stream is demultiplexed by its subscription id: the acknowledgement
     /// reaches whoever waits for it, an update tagged with this stream's id (or untagged)
     /// is noted, one tagged with another listen's id is not, and an update of a resource
@@ -850,17 +865,7 @@ mod tests {
             event(tagged("x://unsubscribed", "warden-listen-4")),
         ]
         .concat();
-        let endpoint = Endpoint {
-            http: warden_net::client(&warden_net::HttpOptions::default()).unwrap(),
-            url: Url::parse("http://127.0.0.1:9/mcp").unwrap(),
-            headers: HeaderMap::new(),
-            max_bytes: 1 << 20,
-            server: "s".into(),
-            auth: None,
-            notices: Arc::default(),
-            backoff: super::super::reconnect::Backoff::default(),
-            transport: None,
-        };
+        let endpoint = unreachable_endpoint();
         let lists = endpoint.notices.lists();
         lists.set_subscribed("x://mine", true);
         lists.set_subscribed("x://other", true);
@@ -939,17 +944,7 @@ mod tests {
             event(json!({"jsonrpc": "2.0", "id": 7, "result": {"content": []}})),
         ]
         .concat();
-        let endpoint = Endpoint {
-            http: warden_net::client(&warden_net::HttpOptions::default()).unwrap(),
-            url: Url::parse("http://127.0.0.1:9/mcp").unwrap(),
-            headers: HeaderMap::new(),
-            max_bytes: 1 << 20,
-            server: "s".into(),
-            auth: None,
-            notices: Arc::default(),
-            backoff: super::super::reconnect::Backoff::default(),
-            transport: None,
-        };
+        let endpoint = unreachable_endpoint();
         let told = Told::default();
         let context = StreamContext {
             session_headers: &[],

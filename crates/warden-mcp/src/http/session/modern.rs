@@ -287,6 +287,9 @@ impl Session {
                     "io.modelcontextprotocol/clientCapabilities".into(),
                     client.capabilities(),
                 );
+                if let Some(level) = client.log_level() {
+                    meta.insert(crate::downstream::META_LOG_LEVEL.into(), json!(level));
+                }
             }
             let progress_token = questions.progress_token(&id);
             if let Some(token) = &progress_token {

@@ -75,6 +75,17 @@ pub fn answer(message: &Value, headers: &HeaderMap, first: bool) -> (StatusCode,
         mcp_name.as_deref().unwrap_or("-"),
         region.as_deref().unwrap_or("-"),
     );
+    if method == "tools/call" {
+        // What the call says of the client behind it, for the tests to check.
+        let meta = &params["_meta"];
+        eprintln!(
+            "CALL meta log-level={} capabilities={}",
+            meta["io.modelcontextprotocol/logLevel"]
+                .as_str()
+                .unwrap_or("-"),
+            meta["io.modelcontextprotocol/clientCapabilities"],
+        );
+    }
     if message.get("id").is_none() {
         return (StatusCode::ACCEPTED, None);
     }
