@@ -29,7 +29,9 @@
 //! adds shows. `TOOL_EVAL_TUNING=PREFIX` keeps only the variants whose name starts with
 //! it; `TOOL_EVAL_CUSTOM="steps=blend,server=0.3,centre=1,lexical=0.5"` adds
 //! one more. `TOOL_EVAL_MISSES=1` prints each request's missed tools (shipped evidence),
-//! `TOOL_EVAL_RANKS=1` the rank of every expected tool.
+//! `TOOL_EVAL_RANKS=1` the rank of every expected tool, `TOOL_EVAL_PER_REQUEST=FILE` every
+//! request's five measures under every ranking and evidence (JSON lines, for
+//! `bench/search-eval/paired.py`).
 //!
 //! **Tool vectors.** By default every tool is first embedded by the whole encoder
 //! (decision 0044; stored in the model directory, so only the first run pays) and the
@@ -40,6 +42,7 @@
 
 use std::collections::BTreeMap;
 use std::error::Error;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,6 +58,7 @@ use warden_search::{Ranking, SearchIndex, StepFusion, ToolDoc, Tuning};
 const KS: [usize; 3] = [5, 10, 20];
 
 struct Query {
+    id: String,
     dev: bool,
     category: String,
     text: String,
@@ -66,6 +70,20 @@ struct Tally {
     queries: usize,
     recall: [f64; KS.len()],
     all_found: [usize; KS.len()],
+}
+
+/// One request's five measures: recall@5, @10, @20, then all@10 and all@20 (1 or 0).
+fn measures(expected: &[String], ranked: &[String]) -> [f64; 5] {
+    let mut out = [0.0; 5];
+    for (i, k) in KS.iter().enumerate() {
+        let top = &ranked[..ranked.len().min(*k)];
+        let found = expected.iter().filter(|e| top.contains(e)).count();
+        out[i] = found as f64 / expected.len() as f64;
+        if i > 0 && found == expected.len() {
+            out[2 + i] = 1.0;
+        }
+    }
+    out
 }
 
 impl Tally {
@@ -154,6 +172,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let queries: Vec<Query> = read_lines(queries_path)?
         .iter()
         .map(|q| Query {
+            id: text(q, "id"),
             dev: Sha256::digest(text(q, "id").as_bytes())[0] & 1 == 0,
             category: text(q, "category"),
             text: text(q, "query"),
@@ -357,6 +376,12 @@ fn main() -> Result<(), Box<dyn Error>> {
     if let Ok(only) = std::env::var("TOOL_EVAL_TUNING") {
         tunings.retain(|(name, _)| name.starts_with(&only));
     }
+    // TOOL_EVAL_PER_REQUEST=FILE: every request's five measures under every ranking and
+    // evidence, one JSON line each, for paired comparisons (`bench/search-eval/paired.py`).
+    let mut per_request = match std::env::var_os("TOOL_EVAL_PER_REQUEST") {
+        Some(path) => Some(std::io::BufWriter::new(std::fs::File::create(path)?)),
+        None => None,
+    };
     println!(
         "\n| ranking | evidence | split | queries | recall@5 | recall@10 | recall@20 | all@10 | all@20 | p50 / p95 |"
     );
@@ -373,6 +398,19 @@ fn main() -> Result<(), Box<dyn Error>> {
                 let hits = index.search_tuned(&query.text, 20, *ranking, tuning);
                 times.push(start.elapsed());
                 let ranked: Vec<String> = hits.into_iter().map(|h| h.tool).collect();
+                if let Some(out) = &mut per_request
+                    && splits.iter().any(|split| in_split(split, query))
+                {
+                    let m = measures(&query.expected, &ranked);
+                    let line = serde_json::json!({
+                        "ranking": name,
+                        "evidence": tuning_name,
+                        "id": query.id,
+                        "dev_half": query.dev,
+                        "measures": m,
+                    });
+                    writeln!(out, "{line}")?;
+                }
                 for (split, tally) in splits.iter().zip(&mut tallies) {
                     if in_split(split, query) {
                         tally.add(&query.expected, &ranked);
@@ -427,6 +465,9 @@ fn main() -> Result<(), Box<dyn Error>> {
                 per_ranking.insert(name, lists);
             }
         }
+    }
+    if let Some(out) = &mut per_request {
+        out.flush()?;
     }
     if let (Some(lex), Some(sem)) = (per_ranking.get("lexical"), per_ranking.get("semantic")) {
         for split in &splits {
