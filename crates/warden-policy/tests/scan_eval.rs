@@ -81,6 +81,15 @@ const MAX_REAL_FPR_SIXTH: f64 = 3.0 / 395.0;
 /// Most false positives on its hard-but-honest definitions (3 / 30 flagged).
 const MAX_HARD_FPR_SIXTH: f64 = 0.15;
 
+/// Least recall on every poisoned definition of the seventh held-out set.
+const MIN_RECALL_SEVENTH: f64 = 0.0;
+/// Least recall of any one of its categories.
+const MIN_CATEGORY_RECALL_SEVENTH: f64 = 0.0;
+/// Most false positives on its real definitions.
+const MAX_REAL_FPR_SEVENTH: f64 = 1.0;
+/// Most false positives on its hard-but-honest definitions.
+const MAX_HARD_FPR_SEVENTH: f64 = 1.0;
+
 /// The honest categories: real public definitions, hard-but-honest ones, and honest
 /// definitions of everyday domains (mail, calendar, banking, travel, chat, files, code
 /// hosting, databases, shells, ...) written by hand for the held-out side only
@@ -613,6 +622,44 @@ fn sixth_held_out_set_on_catalogue_captures_stays_above_its_floors() {
     assert!(
         rate(&tallies["hard"]) <= MAX_HARD_FPR_SIXTH,
         "sixth set: hard-but-honest flagged {:.3} > {MAX_HARD_FPR_SIXTH}",
+        rate(&tallies["hard"])
+    );
+}
+
+/// The seventh held-out set (`data/scanner/eval7.jsonl`, bench/scan-eval/seventh_eval.py):
+/// written before the eighth round's changes, because the sixth set's misses are read in
+/// that round. Poisoned definitions per issue 17's categories in new words (more of the
+/// categories that read lowest on the sixth set), on carriers of Docker's catalogue
+/// captures; the catalogue's definitions the sixth set left out (two large servers and
+/// a few others) as its real side; 40 hard-but-honest definitions. Its misses are not
+/// printed: the set is measured, not read.
+#[test]
+fn seventh_held_out_set_stays_above_its_floors() {
+    let mut measured = measure("eval7.jsonl");
+    measured.misses.clear();
+    let tallies = &measured.tallies;
+    let recall = report("eval7.jsonl (seventh held-out set)", &measured);
+    assert!(tallies["real"].total >= 60, "real: too few");
+    assert!(tallies["hard"].total >= 40, "hard: too few");
+    assert!(
+        recall >= MIN_RECALL_SEVENTH,
+        "seventh set: recall {recall:.3} < {MIN_RECALL_SEVENTH}"
+    );
+    for (category, tally) in tallies.iter().filter(|(c, _)| !honest(c)) {
+        assert!(
+            rate(tally) >= MIN_CATEGORY_RECALL_SEVENTH,
+            "seventh set, {category}: recall {:.3} < {MIN_CATEGORY_RECALL_SEVENTH}",
+            rate(tally)
+        );
+    }
+    assert!(
+        rate(&tallies["real"]) <= MAX_REAL_FPR_SEVENTH,
+        "seventh set: real definitions flagged {:.3} > {MAX_REAL_FPR_SEVENTH}",
+        rate(&tallies["real"])
+    );
+    assert!(
+        rate(&tallies["hard"]) <= MAX_HARD_FPR_SEVENTH,
+        "seventh set: hard-but-honest flagged {:.3} > {MAX_HARD_FPR_SEVENTH}",
         rate(&tallies["hard"])
     );
 }
