@@ -32,6 +32,7 @@
 
 pub mod decode;
 pub mod features;
+mod intent;
 pub mod model;
 pub mod segment;
 
@@ -57,11 +58,14 @@ pub const MIN_BLOB_CHARS: usize = 120;
 const EXPLAINED_FEATURES: usize = 6;
 
 /// Every flag id, in a fixed order.
-pub const FLAG_IDS: [&str; 13] = [
+pub const FLAG_IDS: [&str; 16] = [
     "model.instruction",
     "update.instruction",
     "instruction.override",
     "instruction.other-tool",
+    "instruction.shadowing",
+    "request.sensitive",
+    "exfil.destination",
     "hidden.tag",
     "secret.reference",
     "unicode.invisible",
@@ -634,6 +638,18 @@ pub fn assess(server: &str, tool: &ToolText<'_>, others: &[(&str, &str)]) -> Ass
     let own = own_tool_names(server, tool.name, others);
     let units = units_of(&found, tool.previous, &own);
     push(
+        "instruction.shadowing",
+        intent::shadowing(&found, &units, &own),
+    );
+    push(
+        "request.sensitive",
+        intent::sensitive_request(&found, &units),
+    );
+    push(
+        "exfil.destination",
+        intent::exfil_destination(&found, &units),
+    );
+    push(
         "length.overlong",
         overlong(truncated, units.len() >= MAX_SENTENCES),
     );
@@ -674,6 +690,14 @@ pub fn assess_text(kind: Kind, path: &str, text: &str) -> Assessment {
     push("encoded.text", encoded_text(&found));
     push("encoded.blob", encoded_blob(&gathered));
     let units = units_of(&found, None, &[]);
+    push(
+        "instruction.shadowing",
+        intent::shadowing(&found, &units, &[]),
+    );
+    push(
+        "exfil.destination",
+        intent::exfil_destination(&found, &units),
+    );
     push(
         "length.overlong",
         overlong(truncated, units.len() >= MAX_SENTENCES),
@@ -1737,9 +1761,11 @@ mod tests {
         tool.previous = Some(&before);
         let update = assess("s", &tool, OTHERS);
         assert!(update.score > alone.score);
+        // The model reads the new sentence as an instruction (an update); the request for
+        // the model's hidden instructions in a field is also a rule's.
         assert_eq!(
             update.flags.iter().map(|f| f.id).collect::<Vec<_>>(),
-            ["update.instruction"]
+            ["update.instruction", "request.sensitive"]
         );
         // Control: an update that adds an honest sentence.
         let honest = described("Return a random fact of the day. Facts are in English.");
@@ -2325,6 +2351,7 @@ mod tests {
             found,
             [
                 "instruction.override",
+                "request.sensitive",
                 "hidden.tag",
                 "secret.reference",
                 "unicode.bidi"
