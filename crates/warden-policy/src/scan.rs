@@ -58,12 +58,13 @@ pub const MIN_BLOB_CHARS: usize = 120;
 const EXPLAINED_FEATURES: usize = 6;
 
 /// Every flag id, in a fixed order.
-pub const FLAG_IDS: [&str; 16] = [
+pub const FLAG_IDS: [&str; 17] = [
     "model.instruction",
     "update.instruction",
     "instruction.override",
     "instruction.other-tool",
     "instruction.shadowing",
+    "instruction.preference",
     "request.sensitive",
     "exfil.destination",
     "hidden.tag",
@@ -641,6 +642,7 @@ pub fn assess(server: &str, tool: &ToolText<'_>, others: &[(&str, &str)]) -> Ass
         "instruction.shadowing",
         intent::shadowing(&found, &units, &own),
     );
+    push("instruction.preference", intent::preference(&units));
     push(
         "request.sensitive",
         intent::sensitive_request(&found, &units),
@@ -694,6 +696,7 @@ pub fn assess_text(kind: Kind, path: &str, text: &str) -> Assessment {
         "instruction.shadowing",
         intent::shadowing(&found, &units, &[]),
     );
+    push("instruction.preference", intent::preference(&units));
     push(
         "exfil.destination",
         intent::exfil_destination(&found, &units),
