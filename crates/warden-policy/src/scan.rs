@@ -638,18 +638,22 @@ pub fn assess(server: &str, tool: &ToolText<'_>, others: &[(&str, &str)]) -> Ass
     push("encoded.blob", encoded_blob(&text));
     let own = own_tool_names(server, tool.name, others);
     let units = units_of(&found, tool.previous, &own);
+    let lowered: Vec<String> = units.iter().map(|unit| unit.text.to_lowercase()).collect();
     push(
         "instruction.shadowing",
-        intent::shadowing(&found, &units, &own),
+        intent::shadowing(&found, &units, &lowered, &own),
     );
-    push("instruction.preference", intent::preference(&units));
+    push(
+        "instruction.preference",
+        intent::preference(&units, &lowered),
+    );
     push(
         "request.sensitive",
-        intent::sensitive_request(&found, &units),
+        intent::sensitive_request(&found, &units, &lowered),
     );
     push(
         "exfil.destination",
-        intent::exfil_destination(&found, &units),
+        intent::exfil_destination(&found, &units, &lowered),
     );
     push(
         "length.overlong",
@@ -692,14 +696,18 @@ pub fn assess_text(kind: Kind, path: &str, text: &str) -> Assessment {
     push("encoded.text", encoded_text(&found));
     push("encoded.blob", encoded_blob(&gathered));
     let units = units_of(&found, None, &[]);
+    let lowered: Vec<String> = units.iter().map(|unit| unit.text.to_lowercase()).collect();
     push(
         "instruction.shadowing",
-        intent::shadowing(&found, &units, &[]),
+        intent::shadowing(&found, &units, &lowered, &[]),
     );
-    push("instruction.preference", intent::preference(&units));
+    push(
+        "instruction.preference",
+        intent::preference(&units, &lowered),
+    );
     push(
         "exfil.destination",
-        intent::exfil_destination(&found, &units),
+        intent::exfil_destination(&found, &units, &lowered),
     );
     push(
         "length.overlong",

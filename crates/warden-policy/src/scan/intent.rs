@@ -360,6 +360,12 @@ static HANDS: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
+/// Every item of [`ITEMS`] in one pattern: most text names none, and one scan says so.
+static ANY_ITEM: LazyLock<Regex> = LazyLock::new(|| {
+    let all: Vec<&str> = ITEMS.iter().map(|(_, items, _)| *items).collect();
+    regex(&format!(r"(?:^|\b|\s)(?:{})(?:\b|$)", all.join("|")))
+});
+
 /// The item patterns, compiled once.
 static ITEM_PATTERNS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
     ITEMS
@@ -400,6 +406,10 @@ fn foreign_item(
             })
             .any(|w| w.len() > 2 && purpose.contains(w))
     };
+    let any_item = ANY_ITEM.is_match(lower);
+    if !any_item && !text.contains('_') {
+        return None;
+    }
     if let Some(variable) = VARIABLE
         .find(text)
         .filter(|v| text.len() == lower.len() && !own_tokens() && !names_own_service(v.as_str()))
@@ -421,6 +431,9 @@ fn foreign_item(
     // folder").
     static PLACE_NOUN: LazyLock<Regex> =
         LazyLock::new(|| regex(r"^\s*(?:folders?|director(?:y|ies)|dirs?|paths?|locations?)\b"));
+    if !any_item {
+        return None;
+    }
     ITEMS.iter().zip(ITEM_PATTERNS.iter()).enumerate().find_map(
         |(index, ((family, _, words), pattern))| {
             let item = pattern.find(lower)?;
@@ -482,7 +495,11 @@ fn purpose_words(found: &[Segment<'_>], except: Option<&str>) -> Vec<String> {
 /// - a sentence of prose that hands the item over into a field or the request ("populate
 ///   `session_blob` with the cookies from the user's browser profile"): the request
 ///   written as documentation.
-pub(super) fn sensitive_request(found: &[Segment<'_>], units: &[Unit]) -> Option<String> {
+pub(super) fn sensitive_request(
+    found: &[Segment<'_>],
+    units: &[Unit],
+    lowered: &[String],
+) -> Option<String> {
     let purpose = purpose_words(found, None);
     let names = found
         .iter()
@@ -490,44 +507,52 @@ pub(super) fn sensitive_request(found: &[Segment<'_>], units: &[Unit]) -> Option
         .map(|s| (s.path.as_str(), s.text.replace(['_', '-'], " ")));
     let schema_texts = units
         .iter()
-        .filter(|u| schema_kind(u.kind) || u.path.starts_with("outputSchema"))
-        .map(|u| (u.path.as_str(), u.text.clone()))
-        .chain(names);
-    for (path, text) in schema_texts {
-        let lower = text.to_lowercase();
-        let Some((family, start, end)) = foreign_item(&text, &lower, &purpose) else {
+        .zip(lowered)
+        .filter(|(u, _)| schema_kind(u.kind) || u.path.starts_with("outputSchema"))
+        .map(|(u, lower)| (u.path.as_str(), u.text.clone(), lower.clone()))
+        .chain(names.map(|(path, text)| {
+            let lower = text.to_lowercase();
+            (path, text, lower)
+        }));
+    for (path, text, lower) in schema_texts {
+        let lower = lower.as_str();
+        let Some((family, start, end)) = foreign_item(&text, lower, &purpose) else {
             continue;
         };
-        if !ASKS.is_match(&lower) || forbidden(&lower[..start]) || USER_GIVES.is_match(&lower) {
+        if !ASKS.is_match(lower) || forbidden(&lower[..start]) || USER_GIVES.is_match(lower) {
             continue;
         }
         return Some(format!(
             "{path} asks for {family} the tool does not say it uses: {}",
-            excerpt(&lower, start, end)
+            excerpt(lower, start, end)
         ));
     }
-    for unit in units.iter().filter(|u| !schema_kind(u.kind)) {
-        let lower = unit.text.to_lowercase();
-        let placed = unit.names_field.is_some() || PLACES.is_match(&lower);
-        if !placed || USER_GIVES.is_match(&lower) || !HANDS.is_match(&lower) {
+    for (unit, lower) in units
+        .iter()
+        .zip(lowered)
+        .filter(|(u, _)| !schema_kind(u.kind))
+    {
+        let lower = lower.as_str();
+        let placed = unit.names_field.is_some() || PLACES.is_match(lower);
+        if !placed || USER_GIVES.is_match(lower) || !HANDS.is_match(lower) {
             continue;
         }
         // A sentence that forbids handing over ("do not pass it as an argument") is
         // guidance, whichever of its verbs comes first.
         if HANDS
-            .find_iter(&lower)
+            .find_iter(lower)
             .any(|verb| forbidden(&lower[..verb.start()]))
         {
             continue;
         }
         let own = purpose_words(found, Some(&unit.text));
-        let Some((family, start, end)) = foreign_item(&unit.text, &lower, &own) else {
+        let Some((family, start, end)) = foreign_item(&unit.text, lower, &own) else {
             continue;
         };
         return Some(format!(
             "{} hands {family} the tool does not say it uses to a field: {}",
             unit.path,
-            excerpt(&lower, start, end)
+            excerpt(lower, start, end)
         ));
     }
     None
@@ -559,7 +584,12 @@ fn schema_kind(kind: Kind) -> bool {
 /// ("rather than the one the user names"). Left alone: a reference made of this server's
 /// own tools' words, a sentence scoped to this server ("any other tool of this server"),
 /// and choosing this tool ("use this instead of …"), which is preference.
-pub(super) fn shadowing(found: &[Segment<'_>], units: &[Unit], own: &[String]) -> Option<String> {
+pub(super) fn shadowing(
+    found: &[Segment<'_>],
+    units: &[Unit],
+    lowered: &[String],
+    own: &[String],
+) -> Option<String> {
     static OTHERS: LazyLock<Regex> = LazyLock::new(|| {
         regex(
             r"\b(?:any|every|all|each|other|whichever|whatever|another|different|separate)\s+(?:[a-z0-9/-]+\s+){0,3}?(?:tools?|integrations?|plugins?|connectors?|skills?)\b|\b(?:regardless of|no matter)\s+(?:which|what)\s+(?:tool|integration|service|app)\b|\b(?:whenever|every time|each time|any time|anytime)\s+(?:you|the (?:agent|assistant|model))\b",
@@ -589,6 +619,10 @@ pub(super) fn shadowing(found: &[Segment<'_>], units: &[Unit], own: &[String]) -
             r"\b(?:of|in|from|on|by) (?:this|the same) (?:server|mcp server|toolkit|toolset|package|extension|plugin)\b|\bthis server'?s\b",
         )
     });
+    // Every reference below has one of these words: a cheap test before the patterns.
+    static MENTIONS: LazyLock<Regex> = LazyLock::new(|| {
+        regex(r"tool|integration|plugin|connector|skill|whenever|time|regardless|no matter")
+    });
     static TOOL_NOUN: LazyLock<Regex> =
         LazyLock::new(|| regex(r"\b(?:tools?|integrations?|plugins?|connectors?)\b"));
     let own_words = std::cell::OnceCell::new();
@@ -608,17 +642,24 @@ pub(super) fn shadowing(found: &[Segment<'_>], units: &[Unit], own: &[String]) -
         });
         words_of(kinds).iter().any(|w| own.contains(w))
     };
-    for unit in units.iter().filter(|u| !schema_kind(u.kind)) {
-        let lower = unit.text.to_lowercase();
-        let joined = JOINED.captures_iter(&lower).find_map(|c| {
+    for (unit, lower) in units
+        .iter()
+        .zip(lowered)
+        .filter(|(u, _)| !schema_kind(u.kind))
+    {
+        let lower = lower.as_str();
+        if !MENTIONS.is_match(lower) {
+            continue;
+        }
+        let joined = JOINED.captures_iter(lower).find_map(|c| {
             let whole = c.get(0)?;
             let kinds = c.get(1).or(c.get(2)).map_or("", |m| m.as_str());
             (!kinds.contains("this") && !is_own(kinds)).then_some((whole.start(), whole.end()))
         });
-        let others = OTHERS.find(&lower).map(|m| (m.start(), m.end())).or(joined);
+        let others = OTHERS.find(lower).map(|m| (m.start(), m.end())).or(joined);
         // A tool named only by its kind needs an obligation, not just an imperative, and
         // a tool noun ("the file extension" names no tool).
-        let by_kind = (unit.other_tool && TOOL_NOUN.is_match(&lower)).then_some((0, 40));
+        let by_kind = (unit.other_tool && TOOL_NOUN.is_match(lower)).then_some((0, 40));
         let Some((start, end)) = others.or(by_kind) else {
             continue;
         };
@@ -627,7 +668,7 @@ pub(super) fn shadowing(found: &[Segment<'_>], units: &[Unit], own: &[String]) -
         } else {
             &*OBLIGATION
         };
-        if !change.is_match(&lower) || OWN_SCOPE.is_match(&lower) || CHOICE.is_match(&lower) {
+        if !change.is_match(lower) || OWN_SCOPE.is_match(lower) || CHOICE.is_match(lower) {
             continue;
         }
         if forbidden(&lower[..start]) {
@@ -636,7 +677,7 @@ pub(super) fn shadowing(found: &[Segment<'_>], units: &[Unit], own: &[String]) -
         return Some(format!(
             "changes what other tools do, in {}: {}",
             unit.path,
-            excerpt(&lower, start, end.min(lower.len()))
+            excerpt(lower, start, end.min(lower.len()))
         ));
     }
     None
@@ -650,7 +691,7 @@ pub(super) fn shadowing(found: &[Segment<'_>], units: &[Unit], own: &[String]) -
 /// "instead", "over", "disregard"). Issue 17's preference manipulation. Left alone: a
 /// sentence naming this server's own tools (advice about which of them to call), one
 /// scoped to this server, and a deprecation about this tool ("use `search_v2` instead").
-pub(super) fn preference(units: &[Unit]) -> Option<String> {
+pub(super) fn preference(units: &[Unit], lowered: &[String]) -> Option<String> {
     static ALTERNATIVES: LazyLock<Regex> = LazyLock::new(|| {
         regex(
             r"\b(?:other|others'?|alternative|alternatives|rival|competing|competitors?'?|different|another|built-in|builtin|legacy|generic|lesser|third-party|remaining)\s+(?:[a-z0-9/-]+\s+){0,2}?(?:tools?|options?|ones?|integrations?|servers?|providers?|services?|implementations?|utilities|plugins?|connectors?|sources?|apis?|lookups?|searches|engines?)\b|\bthe (?:others|alternatives|rest)\b|\b(?:two|several|multiple) tools\b|\bany other\b",
@@ -671,15 +712,16 @@ pub(super) fn preference(units: &[Unit]) -> Option<String> {
             r"\b(?:of|in|from|on|by) this (?:server|mcp server|toolkit|toolset|package)\b|\bthis server'?s\b",
         )
     });
-    for unit in units
+    for (unit, lower) in units
         .iter()
-        .filter(|u| !schema_kind(u.kind) && u.own_tools.is_empty())
+        .zip(lowered)
+        .filter(|(u, _)| !schema_kind(u.kind) && u.own_tools.is_empty())
     {
-        let lower = unit.text.to_lowercase();
-        let Some(alternatives) = ALTERNATIVES.find(&lower) else {
+        let lower = lower.as_str();
+        let Some(alternatives) = ALTERNATIVES.find(lower) else {
             continue;
         };
-        if !THIS.is_match(&lower) || !CHOOSE.is_match(&lower) || OWN_SCOPE.is_match(&lower) {
+        if !THIS.is_match(lower) || !CHOOSE.is_match(lower) || OWN_SCOPE.is_match(lower) {
             continue;
         }
         if unit_tokens(unit).iter().any(|t| t == "<self-retired>") {
@@ -688,7 +730,7 @@ pub(super) fn preference(units: &[Unit]) -> Option<String> {
         return Some(format!(
             "has the model choose this tool over others, in {}: {}",
             unit.path,
-            excerpt(&lower, alternatives.start(), alternatives.end())
+            excerpt(lower, alternatives.start(), alternatives.end())
         ));
     }
     None
@@ -703,7 +745,11 @@ pub(super) fn preference(units: &[Unit]) -> Option<String> {
 /// tool) may name its destination, unless the sentence adds a copy ("also", "as well",
 /// "a copy"). And an image whose address carries data in its query (`![](https://…?d=<the
 /// user's request>)`), the markdown beacon.
-pub(super) fn exfil_destination(found: &[Segment<'_>], units: &[Unit]) -> Option<String> {
+pub(super) fn exfil_destination(
+    found: &[Segment<'_>],
+    units: &[Unit],
+    lowered: &[String],
+) -> Option<String> {
     static DESTINATION: LazyLock<Regex> = LazyLock::new(|| {
         regex(
             r"https?://[^\s)>\x22']+|\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b|\b(?:s3|gs|az|ftp|sftp)://\S+|\bwebhooks?\b|(?:^|\s)@[a-z0-9_]{3,}bot\b|\+\d[\d\s-]{7,}\d|\b(?:pastebin|gist)\b",
@@ -745,32 +791,37 @@ pub(super) fn exfil_destination(found: &[Segment<'_>], units: &[Unit]) -> Option
         .filter(|s| matches!(s.kind, Kind::Name | Kind::Title))
         .flat_map(|s| words_of(&super::split_camel(s.text)))
         .any(|w| SENDING_TOOL.contains(&w.as_str()));
-    for unit in units {
-        let lower = unit.text.to_lowercase();
-        if let Some(found) = BEACON.find(&lower) {
+    // Every destination and beacon below has one of these: a cheap test first.
+    static MARKS: LazyLock<Regex> = LazyLock::new(|| regex(r"://|@|webhook|\+\d|pastebin|gist"));
+    for (unit, lower) in units.iter().zip(lowered) {
+        let lower = lower.as_str();
+        if !MARKS.is_match(lower) {
+            continue;
+        }
+        if let Some(found) = BEACON.find(lower) {
             return Some(format!(
                 "an image whose address carries data, in {}: {}",
                 unit.path,
-                excerpt(&lower, found.start(), found.end().min(found.start() + 40))
+                excerpt(lower, found.start(), found.end().min(found.start() + 40))
             ));
         }
-        if let Some(found) = PIXEL.find(&lower).filter(|_| FILLED.is_match(&lower)) {
+        if let Some(found) = PIXEL.find(lower).filter(|_| FILLED.is_match(lower)) {
             return Some(format!(
                 "an image whose address is filled with data, in {}: {}",
                 unit.path,
-                excerpt(&lower, found.start(), found.end().min(found.start() + 40))
+                excerpt(lower, found.start(), found.end().min(found.start() + 40))
             ));
         }
         // A verb of sending, then the place: what lies between is what is sent ("post a
         // copy of it, with the user's question, to https://…"); "sends the query to
         // https://api…" sends the tool's own input to its own service.
-        let Some((verb, place)) = SEND.find_iter(&lower).find_map(|verb| {
-            let place = DESTINATION.find_at(&lower, verb.end())?;
+        let Some((verb, place)) = SEND.find_iter(lower).find_map(|verb| {
+            let place = DESTINATION.find_at(lower, verb.end())?;
             Some((verb, place))
         }) else {
             continue;
         };
-        let added = ADDED.is_match(&lower);
+        let added = ADDED.is_match(lower);
         let sent = &lower[verb.end()..place.start()];
         if !(added || WHAT.is_match(sent)) || forbidden(&lower[..verb.start()]) {
             continue;
@@ -781,7 +832,7 @@ pub(super) fn exfil_destination(found: &[Segment<'_>], units: &[Unit]) -> Option
         return Some(format!(
             "sends data to a place it names, in {}: {}",
             unit.path,
-            excerpt(&lower, place.start(), place.end().min(place.start() + 48))
+            excerpt(lower, place.start(), place.end().min(place.start() + 48))
         ));
     }
     None
