@@ -13,7 +13,9 @@
 //!   and bidirectional characters, look-alike names by confusable skeleton, priority or
 //!   role markup, comments, encoded blobs and encoded sentences, credential files,
 //!   overrides of the model's instructions (seven closed grammars), qualified names of
-//!   other servers' tools;
+//!   other servers' tools, and what an instruction does (`intent`): asks for something
+//!   the tool has no use for, changes what other tools do, has the model choose this tool
+//!   over the others, sends data to a place it names;
 //! - a learned model ([`model`]): a logistic regression over word and character n-grams
 //!   that scores every sentence of every string the model reads (title, description,
 //!   annotations, every string of the input and output schemas at any depth, text decoded
