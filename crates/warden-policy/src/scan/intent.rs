@@ -12,6 +12,7 @@
 //! definitions and from misses on development data, and checked against every honest
 //! definition of the data (bench/scan-eval): see decision 0027, revision 7.
 
+use std::collections::HashMap;
 use std::sync::LazyLock;
 
 use regex::Regex;
@@ -374,12 +375,12 @@ static ITEM_PATTERNS: LazyLock<Vec<Regex>> = LazyLock::new(|| {
         .collect()
 });
 
-/// The first item of [`ITEMS`] in `lower` whose words `purpose` does not use: its family
+/// The first item of [`ITEMS`] in `lower` none of whose words the tool `uses`: its family
 /// and byte range.
 fn foreign_item(
     text: &str,
     lower: &str,
-    purpose: &[String],
+    uses: &dyn Fn(&str) -> bool,
 ) -> Option<(&'static str, usize, usize)> {
     // An environment variable that holds a secret, by its name (`OPENAI_API_KEY`,
     // `GITHUB_TOKEN`): upper case, as variables are written (`page_token` is a field).
@@ -388,11 +389,7 @@ fn foreign_item(
             r"\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)*_(?:API_KEY|APIKEY|TOKEN|SECRET|PASSWORD|SECRET_KEY|ACCESS_KEY)\b",
         )
     });
-    let own_tokens = || {
-        purpose
-            .iter()
-            .any(|w| ITEMS[TOKENS].2.contains(&w.as_str()))
-    };
+    let own_tokens = || ITEMS[TOKENS].2.iter().any(|w| uses(w));
     // A credential named for a service the tool says it uses ("GITHUB_TOKEN" or "your
     // GitHub token" of a GitHub tool) is the tool's own.
     let names_own_service = |name: &str| {
@@ -404,7 +401,7 @@ fn foreign_item(
                     "api" | "key" | "apikey" | "token" | "secret" | "password" | "access"
                 )
             })
-            .any(|w| w.len() > 2 && purpose.contains(w))
+            .any(|w| w.len() > 2 && uses(w))
     };
     let any_item = ANY_ITEM.is_match(lower);
     if !any_item && !text.contains('_') {
@@ -437,7 +434,7 @@ fn foreign_item(
     ITEMS.iter().zip(ITEM_PATTERNS.iter()).enumerate().find_map(
         |(index, ((family, _, words), pattern))| {
             let item = pattern.find(lower)?;
-            if purpose.iter().any(|w| words.contains(&w.as_str())) {
+            if words.iter().any(|w| uses(w)) {
                 return None;
             }
             if index == TOKENS {
@@ -461,25 +458,28 @@ fn foreign_item(
 /// The index in [`ITEMS`] of tokens, cookies and API keys.
 const TOKENS: usize = 3;
 
-/// The words of the tool's own name, title and description, leaving out `except` (the
-/// sentence being judged, so that it cannot vouch for itself).
-fn purpose_words(found: &[Segment<'_>], except: Option<&str>) -> Vec<String> {
-    let mut words = Vec::new();
+/// How often each word occurs in the tool's own name, title and description, both with
+/// camel case cut (`sendEmail` as `send`, `email`) and as written (`GitHub` as `github`).
+/// Counted once per tool, so a sentence can be judged against the rest of the text by
+/// subtracting its own words, without reading the description again.
+fn purpose_words(found: &[Segment<'_>]) -> HashMap<String, usize> {
+    let mut counts = HashMap::new();
     for segment in found {
-        if !matches!(segment.kind, Kind::Name | Kind::Title | Kind::Description) {
-            continue;
+        if matches!(segment.kind, Kind::Name | Kind::Title | Kind::Description) {
+            count_words(segment.text, &mut counts);
         }
-        let text = match except {
-            Some(sentence) if segment.kind == Kind::Description => {
-                segment.text.replace(sentence, " ")
-            }
-            _ => segment.text.to_owned(),
-        };
-        // Both `sendEmail` as `send`, `email` and `GitHub` as `github`.
-        words.extend(words_of(&super::split_camel(&text)));
-        words.extend(words_of(&text));
     }
-    words
+    counts
+}
+
+/// Adds the words of `text` to `counts`, in both forms of [`purpose_words`].
+fn count_words(text: &str, counts: &mut HashMap<String, usize>) {
+    for word in words_of(&super::split_camel(text))
+        .into_iter()
+        .chain(words_of(text))
+    {
+        *counts.entry(word).or_default() += 1;
+    }
 }
 
 /// `request.sensitive`: text that asks for a secret, an identity document, payment
@@ -500,7 +500,8 @@ pub(super) fn sensitive_request(
     units: &[Unit],
     lowered: &[String],
 ) -> Option<String> {
-    let purpose = purpose_words(found, None);
+    let purpose = purpose_words(found);
+    let uses = |word: &str| purpose.contains_key(word);
     let names = found
         .iter()
         .filter(|s| s.kind == Kind::PropertyName && s.text.contains(['_', '-']))
@@ -516,7 +517,7 @@ pub(super) fn sensitive_request(
         }));
     for (path, text, lower) in schema_texts {
         let lower = lower.as_str();
-        let Some((family, start, end)) = foreign_item(&text, lower, &purpose) else {
+        let Some((family, start, end)) = foreign_item(&text, lower, &uses) else {
             continue;
         };
         if !ASKS.is_match(lower) || forbidden(&lower[..start]) || USER_GIVES.is_match(lower) {
@@ -545,8 +546,15 @@ pub(super) fn sensitive_request(
         {
             continue;
         }
-        let own = purpose_words(found, Some(&unit.text));
-        let Some((family, start, end)) = foreign_item(&unit.text, lower, &own) else {
+        // The tool's text without this sentence: it cannot vouch for itself.
+        let mut its_own = HashMap::new();
+        if unit.kind == Kind::Description {
+            count_words(&unit.text, &mut its_own);
+        }
+        let uses_elsewhere = |word: &str| {
+            purpose.get(word).copied().unwrap_or(0) > its_own.get(word).copied().unwrap_or(0)
+        };
+        let Some((family, start, end)) = foreign_item(&unit.text, lower, &uses_elsewhere) else {
             continue;
         };
         return Some(format!(
