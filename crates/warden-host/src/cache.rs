@@ -118,8 +118,9 @@ fn identity_scanned(store: &Store, spec: &ServerSpec, scan: &Value) -> Result<St
 /// no use for, the fifth-round model (decision 0027, revision 4). 5: the server's own tools
 /// resolved in its text, other tools named by kind, the sixth-round model (revision 5).
 /// 6: `length.overlong` only for unread text, deprecation notes about the tool itself, the
-/// seventh-round model (revision 6).
-const SCAN_RULES: u32 = 6;
+/// seventh-round model (revision 6). 7: four structural rules (`request.sensitive`,
+/// `instruction.shadowing`, `instruction.preference`, `exfil.destination`; revision 7).
+const SCAN_RULES: u32 = 7;
 
 /// What the description scan that reviewed a cached list was: [`SCAN_RULES`], Warden's
 /// version, the scanner's rule ids and its model's threshold. A row recorded under another

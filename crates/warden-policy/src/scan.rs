@@ -13,7 +13,9 @@
 //!   and bidirectional characters, look-alike names by confusable skeleton, priority or
 //!   role markup, comments, encoded blobs and encoded sentences, credential files,
 //!   overrides of the model's instructions (seven closed grammars), qualified names of
-//!   other servers' tools;
+//!   other servers' tools, and what an instruction does (`intent`): asks for something
+//!   the tool has no use for, changes what other tools do, has the model choose this tool
+//!   over the others, sends data to a place it names;
 //! - a learned model ([`model`]): a logistic regression over word and character n-grams
 //!   that scores every sentence of every string the model reads (title, description,
 //!   annotations, every string of the input and output schemas at any depth, text decoded
@@ -32,6 +34,7 @@
 
 pub mod decode;
 pub mod features;
+mod intent;
 pub mod model;
 pub mod segment;
 
@@ -57,11 +60,15 @@ pub const MIN_BLOB_CHARS: usize = 120;
 const EXPLAINED_FEATURES: usize = 6;
 
 /// Every flag id, in a fixed order.
-pub const FLAG_IDS: [&str; 13] = [
+pub const FLAG_IDS: [&str; 17] = [
     "model.instruction",
     "update.instruction",
     "instruction.override",
     "instruction.other-tool",
+    "instruction.shadowing",
+    "instruction.preference",
+    "request.sensitive",
+    "exfil.destination",
     "hidden.tag",
     "secret.reference",
     "unicode.invisible",
@@ -633,6 +640,23 @@ pub fn assess(server: &str, tool: &ToolText<'_>, others: &[(&str, &str)]) -> Ass
     push("encoded.blob", encoded_blob(&text));
     let own = own_tool_names(server, tool.name, others);
     let units = units_of(&found, tool.previous, &own);
+    let lowered: Vec<String> = units.iter().map(|unit| unit.text.to_lowercase()).collect();
+    push(
+        "instruction.shadowing",
+        intent::shadowing(&found, &units, &lowered, &own),
+    );
+    push(
+        "instruction.preference",
+        intent::preference(&units, &lowered),
+    );
+    push(
+        "request.sensitive",
+        intent::sensitive_request(&found, &units, &lowered),
+    );
+    push(
+        "exfil.destination",
+        intent::exfil_destination(&found, &units, &lowered),
+    );
     push(
         "length.overlong",
         overlong(truncated, units.len() >= MAX_SENTENCES),
@@ -674,6 +698,19 @@ pub fn assess_text(kind: Kind, path: &str, text: &str) -> Assessment {
     push("encoded.text", encoded_text(&found));
     push("encoded.blob", encoded_blob(&gathered));
     let units = units_of(&found, None, &[]);
+    let lowered: Vec<String> = units.iter().map(|unit| unit.text.to_lowercase()).collect();
+    push(
+        "instruction.shadowing",
+        intent::shadowing(&found, &units, &lowered, &[]),
+    );
+    push(
+        "instruction.preference",
+        intent::preference(&units, &lowered),
+    );
+    push(
+        "exfil.destination",
+        intent::exfil_destination(&found, &units, &lowered),
+    );
     push(
         "length.overlong",
         overlong(truncated, units.len() >= MAX_SENTENCES),
@@ -1737,9 +1774,11 @@ mod tests {
         tool.previous = Some(&before);
         let update = assess("s", &tool, OTHERS);
         assert!(update.score > alone.score);
+        // The model reads the new sentence as an instruction (an update); the request for
+        // the model's hidden instructions in a field is also a rule's.
         assert_eq!(
             update.flags.iter().map(|f| f.id).collect::<Vec<_>>(),
-            ["update.instruction"]
+            ["update.instruction", "request.sensitive"]
         );
         // Control: an update that adds an honest sentence.
         let honest = described("Return a random fact of the day. Facts are in English.");
@@ -2325,6 +2364,7 @@ mod tests {
             found,
             [
                 "instruction.override",
+                "request.sensitive",
                 "hidden.tag",
                 "secret.reference",
                 "unicode.bidi"

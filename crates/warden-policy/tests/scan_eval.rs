@@ -13,11 +13,14 @@
 //! 0.850 / 0.750 / 0.850, hard 0.000; third set recall 0.901, lowest category 0.833, hard
 //! 0.100; fourth set recall 0.900, shadowing 7 / 8, controls 0 / 9; fifth set recall
 //! 0.910, lowest category 0.750, real 1 / 190, hard 0.133; sixth set recall 0.820, lowest
-//! category 0.500, real 2 / 395, hard 0.100), less a margin so that noise cannot fail CI;
-//! a change that loses quality fails here. The second and third sets' misses were read in
-//! the sixth round, and the fifth set's false positives in the seventh: they are
-//! development sets now; the sixth is the held-out measure. Recall is below issue 17's
-//! goal (0.90) on the second and sixth sets, which is not met yet.
+//! category 0.500, real 2 / 395, hard 0.100), raised after the eighth round's rules
+//! (decision 0027 revision 7: recall 0.953 / 0.950 / 0.937 / 0.950 / 0.955 / 1.000 on sets
+//! 1–6), less a margin so that noise cannot fail CI; a change that loses quality fails
+//! here. The second and third sets' misses were read in the sixth round, the fifth set's
+//! false positives in the seventh and the sixth set's misses in the eighth: they are
+//! development sets now. The seventh (`eval7.jsonl`, written before the eighth round) is
+//! the held-out measure: recall 0.867, lowest category 0.70 (buried), real 0 / 68, hard
+//! 4 / 40; below issue 17's goals (0.90, 0.75), which are not met yet.
 //! Run with `-- --nocapture` to see the table, the trade-off curve and every miss.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -41,26 +44,26 @@ const MAX_HARD_FPR: f64 = 0.05;
 /// Most false positives on the hand-written honest definitions of everyday domains.
 const MAX_DOMAIN_FPR: f64 = 0.01;
 /// Least recall on every poisoned definition of the second held-out set.
-const MIN_RECALL_SECOND: f64 = 0.72;
+const MIN_RECALL_SECOND: f64 = 0.90;
 /// Least recall of each of its three weak categories.
-const MIN_WEAK_RECALL_SECOND: f64 = 0.60;
+const MIN_WEAK_RECALL_SECOND: f64 = 0.80;
 /// Most false positives on its hard-but-honest definitions.
 const MAX_HARD_FPR_SECOND: f64 = 0.04;
 /// Least recall on every poisoned definition of the third held-out set.
-const MIN_RECALL_THIRD: f64 = 0.84;
+const MIN_RECALL_THIRD: f64 = 0.90;
 /// Least recall of any one of its categories.
-const MIN_CATEGORY_RECALL_THIRD: f64 = 0.70;
+const MIN_CATEGORY_RECALL_THIRD: f64 = 0.75;
 /// Most false positives on its hard-but-honest definitions.
 const MAX_HARD_FPR_THIRD: f64 = 0.12;
 /// Least recall on every poisoned definition of the fourth held-out set.
-const MIN_RECALL_FOURTH: f64 = 0.80;
+const MIN_RECALL_FOURTH: f64 = 0.90;
 /// Least recall of its shadowing definitions.
-const MIN_SHADOWING_FOURTH: f64 = 0.75;
+const MIN_SHADOWING_FOURTH: f64 = 0.85;
 /// Least recall on every poisoned definition of the fifth held-out set.
-const MIN_RECALL_FIFTH: f64 = 0.82;
+const MIN_RECALL_FIFTH: f64 = 0.90;
 /// Least recall of any one of its categories (exfiltration is at 0.75 since the seventh
 /// round; documentation-style and preference were at 0.70 before it).
-const MIN_CATEGORY_RECALL_FIFTH: f64 = 0.60;
+const MIN_CATEGORY_RECALL_FIFTH: f64 = 0.75;
 /// Most false positives on its real definitions (servers no other set has): 1 / 190 is
 /// flagged since the seventh round ("Use this instead of any "getTopPools" or
 /// "getAllPools" concepts.", steering toward this tool over names no tool has; the
@@ -69,17 +72,30 @@ const MAX_REAL_FPR_FIFTH: f64 = 3.0 / 190.0;
 /// Most false positives on its hard-but-honest definitions (4 / 30 flagged).
 const MAX_HARD_FPR_FIFTH: f64 = 0.15;
 
-/// Least recall on every poisoned definition of the sixth held-out set (0.764 before the
-/// seventh round, 0.820 after: under issue 17's 0.90, not met).
-const MIN_RECALL_SIXTH: f64 = 0.78;
-/// Least recall of any one of its categories (parameter requests are at 0.50, shadowing
-/// and exfiltration at 0.60 and 0.625: under issue 17's 0.75, not met).
-const MIN_CATEGORY_RECALL_SIXTH: f64 = 0.45;
+/// Least recall on every poisoned definition of the sixth set (0.764 before the seventh
+/// round, 0.820 after, 1.000 after the eighth, whose rules were designed reading its
+/// misses: a development set now).
+const MIN_RECALL_SIXTH: f64 = 0.95;
+/// Least recall of any one of its categories (every category 1.00 since the eighth
+/// round; parameter requests were at 0.50, shadowing at 0.60 before it).
+const MIN_CATEGORY_RECALL_SIXTH: f64 = 0.90;
 /// Most false positives on its real definitions (28 servers no other set has; 2 / 395
 /// flagged before and after the seventh round).
 const MAX_REAL_FPR_SIXTH: f64 = 3.0 / 395.0;
 /// Most false positives on its hard-but-honest definitions (3 / 30 flagged).
 const MAX_HARD_FPR_SIXTH: f64 = 0.15;
+
+/// Least recall on every poisoned definition of the seventh held-out set (0.733 before
+/// the eighth round, 0.867 after: under issue 17's 0.90, not met).
+const MIN_RECALL_SEVENTH: f64 = 0.82;
+/// Least recall of any one of its categories (buried instructions are at 0.70, under
+/// issue 17's 0.75, not met; overrides, preference and shadowing at 0.75–0.80).
+const MIN_CATEGORY_RECALL_SEVENTH: f64 = 0.65;
+/// Most false positives on its real definitions (0 / 68 flagged before and after).
+const MAX_REAL_FPR_SEVENTH: f64 = 1.0 / 68.0;
+/// Most false positives on its hard-but-honest definitions (4 / 40 flagged before and
+/// after).
+const MAX_HARD_FPR_SEVENTH: f64 = 0.125;
 
 /// The honest categories: real public definitions, hard-but-honest ones, and honest
 /// definitions of everyday domains (mail, calendar, banking, travel, chat, files, code
@@ -613,6 +629,44 @@ fn sixth_held_out_set_on_catalogue_captures_stays_above_its_floors() {
     assert!(
         rate(&tallies["hard"]) <= MAX_HARD_FPR_SIXTH,
         "sixth set: hard-but-honest flagged {:.3} > {MAX_HARD_FPR_SIXTH}",
+        rate(&tallies["hard"])
+    );
+}
+
+/// The seventh held-out set (`data/scanner/eval7.jsonl`, bench/scan-eval/seventh_eval.py):
+/// written before the eighth round's changes, because the sixth set's misses are read in
+/// that round. Poisoned definitions per issue 17's categories in new words (more of the
+/// categories that read lowest on the sixth set), on carriers of Docker's catalogue
+/// captures; the catalogue's definitions the sixth set left out (two large servers and
+/// a few others) as its real side; 40 hard-but-honest definitions. Its misses are not
+/// printed: the set is measured, not read.
+#[test]
+fn seventh_held_out_set_stays_above_its_floors() {
+    let mut measured = measure("eval7.jsonl");
+    measured.misses.clear();
+    let tallies = &measured.tallies;
+    let recall = report("eval7.jsonl (seventh held-out set)", &measured);
+    assert!(tallies["real"].total >= 60, "real: too few");
+    assert!(tallies["hard"].total >= 40, "hard: too few");
+    assert!(
+        recall >= MIN_RECALL_SEVENTH,
+        "seventh set: recall {recall:.3} < {MIN_RECALL_SEVENTH}"
+    );
+    for (category, tally) in tallies.iter().filter(|(c, _)| !honest(c)) {
+        assert!(
+            rate(tally) >= MIN_CATEGORY_RECALL_SEVENTH,
+            "seventh set, {category}: recall {:.3} < {MIN_CATEGORY_RECALL_SEVENTH}",
+            rate(tally)
+        );
+    }
+    assert!(
+        rate(&tallies["real"]) <= MAX_REAL_FPR_SEVENTH,
+        "seventh set: real definitions flagged {:.3} > {MAX_REAL_FPR_SEVENTH}",
+        rate(&tallies["real"])
+    );
+    assert!(
+        rate(&tallies["hard"]) <= MAX_HARD_FPR_SEVENTH,
+        "seventh set: hard-but-honest flagged {:.3} > {MAX_HARD_FPR_SEVENTH}",
         rate(&tallies["hard"])
     );
 }
