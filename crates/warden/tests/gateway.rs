@@ -479,7 +479,8 @@ fn a_legacy_http_call_answered_at_once_is_plain_json() {
         "env = { WARDEN_TEST_SLEEP_TOOL = \"1\" }",
     );
     let config = scratch.config(&format!(
-        "{server}\n[[policy.rules]]\ntools = \"t__*\"\neffect = \"allow\"\n"
+        "{server}\n[[policy.rules]]\ntools = \"t__*\"\neffect = \"allow\"\n\
+         even_if_tainted = true\neven_if_private = true\n"
     ));
     let served = Served::start(&scratch, &config, &[], &[]);
     let opened = Post::to(&served).send(&served, &initialize_body());
@@ -487,6 +488,20 @@ fn a_legacy_http_call_answered_at_once_is_plain_json() {
     let in_session = || Post::to(&served).with("Mcp-Session-Id", session.clone());
     let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
     assert_eq!(in_session().send(&served, &initialized).status, 202);
+    // The long call first, in a clean context.
+    let sleep = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                       "params": {"name": "t__sleep", "arguments": {"ms": 5000}}});
+    let reply = in_session().send(&served, &sleep);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(
+        reply.header("content-type"),
+        Some("text/event-stream"),
+        "{}",
+        reply.body
+    );
+    assert!(reply.body.contains(": keep-alive"), "{}", reply.body);
+    assert_eq!(reply.message()["id"], 4, "{}", reply.body);
+    assert!(reply.message()["result"].is_object(), "{}", reply.body);
     let echo = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                       "params": {"name": "t__echo", "arguments": {"message": "hi"}}});
     let reply = in_session().send(&served, &echo);
@@ -503,14 +518,6 @@ fn a_legacy_http_call_answered_at_once_is_plain_json() {
         answer["result"]["content"][0]["text"], "echo: hi",
         "{answer}"
     );
-    let sleep = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
-                       "params": {"name": "t__sleep", "arguments": {"ms": 5000}}});
-    let reply = in_session().send(&served, &sleep);
-    assert_eq!(reply.status, 200, "{}", reply.body);
-    assert_eq!(reply.header("content-type"), Some("text/event-stream"));
-    assert!(reply.body.contains(": keep-alive"), "{}", reply.body);
-    assert_eq!(reply.message()["id"], 4, "{}", reply.body);
-    assert!(reply.message()["result"].is_object(), "{}", reply.body);
     drop(served);
     scratch.assert_no_leftovers();
 }
