@@ -362,10 +362,9 @@ impl AuditLog {
             handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
         });
         if multi_threaded {
-            let row = match self.commit_now(row) {
-                Ok(result) => return result,
-                Err(row) => row,
-            };
+            if let Some(result) = self.commit_now(&row) {
+                return result;
+            }
             tokio::task::block_in_place(|| self.commit(row))
         } else {
             self.commit(row)
@@ -376,21 +375,21 @@ impl AuditLog {
     /// queued, the store free, and SQLite's write lock free (not held by another
     /// process). A commit without its disk sync (decision 0050) takes tens of
     /// microseconds, less than `block_in_place`'s hand-over of the async worker to
-    /// another thread, which every call paid before (decision 0053). `Err(row)`: not
+    /// another thread, which every call paid before (decision 0053). `None`: not
     /// written, something stood in the way; the caller queues it ([`commit`](AuditLog::commit)).
-    fn commit_now(&self, row: EncodedAudit) -> Result<Result<(), WriteError>, EncodedAudit> {
+    fn commit_now(&self, row: &EncodedAudit) -> Option<Result<(), WriteError>> {
         let mut queue = lock(&self.queue);
         if queue.leading || !queue.waiting.is_empty() {
-            return Err(row);
+            return None;
         }
         let Ok(mut store) = self.store.try_lock() else {
-            return Err(row);
+            return None;
         };
         // Writers arriving meanwhile queue behind this commit as behind any leader's.
         queue.leading = true;
         drop(queue);
         let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            store.try_record_audits(&[&row])
+            store.try_record_audits(&[row])
         }));
         drop(store);
         let mut queue = lock(&self.queue);
@@ -400,7 +399,7 @@ impl AuditLog {
             Ok(Ok(None)) => {
                 // Busy: nothing written; queued, it waits for the lock off the worker.
                 self.committed.notify_all();
-                return Err(row);
+                return None;
             }
             Ok(Err(error)) => Err(WriteError::Store(error)),
             Err(_) => Err(WriteError::Store(StoreError::Batch {
@@ -409,7 +408,7 @@ impl AuditLog {
         };
         queue.commits += 1;
         self.committed.notify_all();
-        Ok(result)
+        Some(result)
     }
 
     /// Queues `row` and returns once it is committed, failed, or its deadline passed,
@@ -755,12 +754,12 @@ mod tests {
         let store = Arc::new(Mutex::new(Store::open(&path).unwrap()));
         let log = Arc::new(AuditLog::new(Arc::clone(&store), warn_on_failure()));
         // Free: committed at once, by the writer itself.
-        assert!(log.commit_now(row("free")).is_ok());
+        assert!(log.commit_now(&row("free")).is_some());
         assert_eq!(committed(&path), ["free"]);
         // Another process holds the write lock: not written here, nothing waited for.
         let other = write_lock(&path);
         let started = Instant::now();
-        assert!(log.commit_now(row("busy")).is_err(), "written while busy");
+        assert!(log.commit_now(&row("busy")).is_none(), "written while busy");
         assert!(
             started.elapsed() < Duration::from_secs(2),
             "waited for the lock"
@@ -768,7 +767,7 @@ mod tests {
         assert!(!lock(&log.queue).leading, "the way is left clear");
         // The store held in this process: not written here either.
         let held = lock(&store);
-        assert!(log.commit_now(row("held")).is_err());
+        assert!(log.commit_now(&row("held")).is_none());
         drop(held);
         // Through `write_entry` on a worker: queued behind the lock, committed once freed.
         let writer = tokio::spawn({
