@@ -1,14 +1,12 @@
 //! The stdio transport: newline-delimited JSON-RPC over a child's pipes, with limits.
 //!
-//! The transport reads the child's stdout itself, when its consumer (rmcp's service loop)
-//! asks for the next message: no reader task of its own, so a server's answer wakes the
-//! loop directly rather than a task that hands it on (decision 0053). Each line is capped
-//! at [`StdioLimits::max_message_bytes`]; a longer one fails the connection at once with a
+//! A reader task owns the child's stdout. Each line is capped at
+//! [`StdioLimits::max_message_bytes`]; a longer one fails the connection at once with a
 //! reason that says so (dropping it would lose a response and leave a caller waiting).
 //! A line that is not a JSON-RPC message is a protocol fault: logged, counted, and once
 //! more than [`StdioLimits::max_protocol_faults`] have been seen the connection fails.
-//! Nothing is read ahead of the consumer beyond the read buffer, so a fast server is
-//! slowed to Warden's pace (by the pipe) rather than buffered without limit.
+//! Parsed messages go through a bounded channel, so a fast server is slowed to Warden's
+//! pace rather than buffered without limit.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,14 +15,14 @@ use rmcp::RoleClient;
 use rmcp::model::JsonRpcMessage;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::watch;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, watch};
 
-use crate::lines::LineRead;
+use crate::lines::{LineRead, read_capped_line};
 use crate::probe::is_probe;
 
-/// The read buffer over the server's stdout.
-const READ_BUFFER: usize = 64 * 1024;
+/// Messages parsed ahead of the consumer before the reader waits.
+const INBOUND_QUEUE: usize = 64;
 /// Longest excerpt of a faulty line put into a log record.
 const EXCERPT_BYTES: usize = 160;
 
@@ -79,27 +77,7 @@ impl TransportHealth {
 /// An rmcp transport over a child's stdin and stdout.
 pub struct StdioTransport<W> {
     stdin: Arc<Stdin<W>>,
-    inbound: Inbound,
-}
-
-/// The server's stdout, read a line at a time as messages are asked for.
-///
-/// Every read is cancel-safe (rmcp's loop drops an unfinished `receive` whenever
-/// something else happens first): a line read in part stays in `line` until the rest
-/// arrives, and bytes leave the read buffer only once they are copied there.
-struct Inbound {
-    server: String,
-    /// Only ever reached through `get_mut` (never locked): the mutex makes the transport
-    /// `Sync` over a reader that need not be.
-    reader: Mutex<BufReader<Box<dyn AsyncRead + Send + Unpin>>>,
-    /// The line read so far (without its newline), at most the cap.
-    line: Vec<u8>,
-    /// The line being read grew past the cap.
-    overflowed: bool,
-    limits: StdioLimits,
-    health: TransportHealth,
-    /// End of stream, a read error, or a fatal fault: nothing more is read.
-    ended: bool,
+    inbound: mpsc::Receiver<RxJsonRpcMessage<RoleClient>>,
 }
 
 /// A handle that closes the child's stdin, usable after the transport has moved into rmcp.
@@ -171,7 +149,7 @@ impl<W> StdioTransport<W>
 where
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    /// Wraps the server's `stdin` and `stdout`.
+    /// Starts the reader task over `stdout` and wraps `stdin`.
     pub fn new<R>(
         server: String,
         stdin: W,
@@ -182,16 +160,14 @@ where
         R: AsyncRead + Unpin + Send + 'static,
     {
         let health = TransportHealth::default();
-        let stdout: Box<dyn AsyncRead + Send + Unpin> = Box::new(stdout);
-        let inbound = Inbound {
+        let (sender, inbound) = mpsc::channel(INBOUND_QUEUE);
+        tokio::spawn(read_messages(
             server,
-            reader: Mutex::new(BufReader::with_capacity(READ_BUFFER, stdout)),
-            line: Vec::new(),
-            overflowed: false,
+            BufReader::with_capacity(64 * 1024, stdout),
+            sender,
             limits,
-            health: health.clone(),
-            ended: false,
-        };
+            health.clone(),
+        ));
         let stdin = Arc::new(Stdin::new(stdin));
         let closer = StdinCloser {
             stdin: stdin.clone(),
@@ -212,146 +188,78 @@ where
 
     /// The next parsed message, before the transport is handed to rmcp.
     pub(crate) async fn next_message(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
-        self.inbound.next().await
+        self.inbound.recv().await
     }
 }
 
-impl Inbound {
-    /// The next message the server sent; `None` once its stdout ended or the connection
-    /// failed (the reason is in the transport's health).
-    async fn next(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
-        loop {
-            if self.ended {
-                return None;
+async fn read_messages<R: AsyncRead + Unpin>(
+    server: String,
+    mut reader: BufReader<R>,
+    sender: mpsc::Sender<RxJsonRpcMessage<RoleClient>>,
+    limits: StdioLimits,
+    health: TransportHealth,
+) {
+    let mut line = Vec::new();
+    loop {
+        let read = read_capped_line(&mut reader, &mut line, limits.max_message_bytes, false).await;
+        match read {
+            Ok(LineRead::Eof) => return,
+            Err(error) => {
+                health.fail(format!("reading from server `{server}` failed: {error}"));
+                return;
             }
-            let read = self.read_line().await;
-            match read {
-                Ok(LineRead::Eof) => {
-                    self.ended = true;
-                    return None;
-                }
-                Err(error) => {
-                    self.ended = true;
-                    self.health.fail(format!(
-                        "reading from server `{}` failed: {error}",
-                        self.server
-                    ));
-                    return None;
-                }
-                Ok(LineRead::TooLong) => {
-                    self.ended = true;
-                    self.health.fail(format!(
-                        "server `{}` sent a message over the {} byte limit \
-                         (max_message_bytes); the connection was closed",
-                        self.server, self.limits.max_message_bytes
-                    ));
-                    return None;
-                }
-                Ok(LineRead::Line) => {}
+            Ok(LineRead::TooLong) => {
+                health.fail(format!(
+                    "server `{server}` sent a message over the {} byte limit \
+                     (max_message_bytes); the connection was closed",
+                    limits.max_message_bytes
+                ));
+                return;
             }
-            let line = std::mem::take(&mut self.line);
-            let parsed = self.parse(&line);
-            // The buffer is kept for the next line.
-            self.line = line;
-            self.line.clear();
-            if let Some(message) = parsed {
-                return Some(message);
-            }
+            Ok(LineRead::Line) => {}
         }
-    }
-
-    /// One line's message, or `None` for a blank line or a fault (counted, and fatal
-    /// past the limit, which ends the stream).
-    fn parse(&mut self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
         if line.iter().all(u8::is_ascii_whitespace) {
-            return None;
+            continue;
         }
-        let error = match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(line) {
-            Ok(message) => return Some(message),
-            Err(error) => error,
-        };
-        let server = &self.server;
-        let count = self.health.faults.fetch_add(1, Ordering::Relaxed) + 1;
-        let what = if serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok() {
-            "a JSON value that is not an MCP message"
-        } else {
-            "a line that is not JSON"
-        };
-        // The first fault is worth a warning; the rest would drown it.
-        if count == 1 {
-            tracing::warn!(
-                server = %server,
-                "protocol fault: {what} on stdout ({error}): {} (further faults are \
-                 logged at debug level)",
-                excerpt(line)
-            );
-        } else {
-            tracing::debug!(
-                server = %server,
-                "protocol fault {count}: {what} on stdout ({error}): {}",
-                excerpt(line)
-            );
-        }
-        if count > self.limits.max_protocol_faults {
-            self.health.fail(format!(
-                "server `{server}` wrote {count} lines on stdout that are not MCP \
-                 messages (limit {}); stdout must carry only JSON-RPC, logs belong \
-                 on stderr",
-                self.limits.max_protocol_faults
-            ));
-            self.ended = true;
-        }
-        None
-    }
-
-    /// Reads until `line` holds a whole line (without its newline or a trailing `\r`), at
-    /// most the cap: as [`crate::lines::read_capped_line`] without skipping, but keeping
-    /// its progress in `self` so that a read dropped midway loses nothing.
-    async fn read_line(&mut self) -> std::io::Result<LineRead> {
-        let cap = self.limits.max_message_bytes;
-        let reader = self
-            .reader
-            .get_mut()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        loop {
-            let available = reader.fill_buf().await?;
-            if available.is_empty() {
-                return Ok(if self.overflowed {
-                    LineRead::TooLong
-                } else if self.line.is_empty() {
-                    LineRead::Eof
+        match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(&line) {
+            Ok(message) => {
+                if sender.send(message).await.is_err() {
+                    return;
+                }
+            }
+            Err(error) => {
+                let count = health.faults.fetch_add(1, Ordering::Relaxed) + 1;
+                let what = if serde_json::from_slice::<serde::de::IgnoredAny>(&line).is_ok() {
+                    "a JSON value that is not an MCP message"
                 } else {
-                    trim_cr(&mut self.line);
-                    LineRead::Line
-                });
-            }
-            let (chunk, found_newline) = match available.iter().position(|&byte| byte == b'\n') {
-                Some(index) => (&available[..index], true),
-                None => (available, false),
-            };
-            let consumed = chunk.len() + usize::from(found_newline);
-            let room = cap.saturating_sub(self.line.len());
-            if chunk.len() > room {
-                self.line.extend_from_slice(&chunk[..room]);
-                self.overflowed = true;
-            } else {
-                self.line.extend_from_slice(chunk);
-            }
-            reader.consume(consumed);
-            if self.overflowed {
-                return Ok(LineRead::TooLong);
-            }
-            if found_newline {
-                trim_cr(&mut self.line);
-                return Ok(LineRead::Line);
+                    "a line that is not JSON"
+                };
+                // The first fault is worth a warning; the rest would drown it.
+                if count == 1 {
+                    tracing::warn!(
+                        server = %server,
+                        "protocol fault: {what} on stdout ({error}): {} (further faults are \
+                         logged at debug level)",
+                        excerpt(&line)
+                    );
+                } else {
+                    tracing::debug!(
+                        server = %server,
+                        "protocol fault {count}: {what} on stdout ({error}): {}",
+                        excerpt(&line)
+                    );
+                }
+                if count > limits.max_protocol_faults {
+                    health.fail(format!(
+                        "server `{server}` wrote {count} lines on stdout that are not MCP \
+                         messages (limit {}); stdout must carry only JSON-RPC, logs belong \
+                         on stderr",
+                        limits.max_protocol_faults
+                    ));
+                    return;
+                }
             }
         }
-    }
-}
-
-fn trim_cr(line: &mut Vec<u8>) {
-    if line.last() == Some(&b'\r') {
-        line.pop();
     }
 }
 
@@ -383,7 +291,7 @@ where
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
         loop {
-            let message = self.inbound.next().await?;
+            let message = self.inbound.recv().await?;
             // A late answer to the era probe belongs to no request rmcp made.
             let late_probe_answer = match &message {
                 JsonRpcMessage::Response(response) => is_probe(&response.id),
@@ -400,7 +308,7 @@ where
 
     async fn close(&mut self) -> Result<(), Self::Error> {
         let closed = self.stdin.close().await;
-        self.inbound.ended = true;
+        self.inbound.close();
         closed
     }
 }
@@ -429,32 +337,6 @@ mod tests {
         assert!(transport.receive().await.is_none());
         assert_eq!(health.protocol_faults(), 1);
         assert_eq!(health.fatal(), None);
-    }
-
-    /// rmcp drops an unfinished `receive` whenever something else happens first: a
-    /// message that arrives in parts across such drops is still read whole, once.
-    #[tokio::test]
-    async fn a_read_dropped_midway_loses_nothing() {
-        let (mut server, stdout) = tokio::io::duplex(1024);
-        let (mut transport, _closer, health) =
-            StdioTransport::new("slow".into(), tokio::io::sink(), stdout, limits(1024, 2));
-        let message = b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n";
-        let (first, rest) = message.split_at(20);
-        for part in [&first[..10], &first[10..], rest] {
-            let quiet =
-                tokio::time::timeout(std::time::Duration::from_millis(20), transport.receive())
-                    .await;
-            assert!(quiet.is_err(), "a message before it was whole");
-            server.write_all(part).await.unwrap();
-        }
-        let whole = transport.receive().await.unwrap();
-        assert!(
-            matches!(whole, JsonRpcMessage::Notification(_)),
-            "{whole:?}"
-        );
-        drop(server);
-        assert!(transport.receive().await.is_none());
-        assert_eq!(health.protocol_faults(), 0);
     }
 
     #[tokio::test]
