@@ -685,7 +685,7 @@ async fn legacy_post(
                 return too_many(&id, state.limits.max_in_flight_per_client);
             };
             if method == "tools/call" {
-                legacy_stream(state, session, id, method, params, permit)
+                legacy_stream(state, session, id, method, params, permit).await
             } else {
                 let answer = state
                     .gateway
@@ -892,9 +892,26 @@ impl SseEvent for Identified {
     }
 }
 
-fn sse_response<E: SseEvent>(mut events: mpsc::Receiver<E>, keepalive: Duration) -> Response<Body> {
+fn sse_response<E: SseEvent>(events: mpsc::Receiver<E>, keepalive: Duration) -> Response<Body> {
+    sse_response_after(None, events, keepalive)
+}
+
+/// [`sse_response`] whose stream starts with `first`, when there is one.
+fn sse_response_after<E: SseEvent>(
+    first: Option<E>,
+    mut events: mpsc::Receiver<E>,
+    keepalive: Duration,
+) -> Response<Body> {
     let (frames, body_rx) = mpsc::channel::<Result<Frame<Bytes>, Infallible>>(16);
     tokio::spawn(async move {
+        if let Some(first) = first
+            && frames
+                .send(Ok(Frame::data(Bytes::from(first.render()))))
+                .await
+                .is_err()
+        {
+            return;
+        }
         loop {
             // A client that closes the stream is noticed at once, not at the next
             // keep-alive: for a 2026-07-28 call the close is its cancellation, and a call
@@ -1002,7 +1019,7 @@ fn session_stream(state: &State, headers: &HeaderMap, principal: &Principal) -> 
     sse_response(events_rx, state.limits.keepalive)
 }
 
-fn legacy_stream(
+async fn legacy_stream(
     state: &State,
     session: Arc<Session>,
     id: Value,
@@ -1010,37 +1027,63 @@ fn legacy_stream(
     params: Value,
     permit: OwnedSemaphorePermit,
 ) -> Response<Body> {
-    let (events, events_rx) = mpsc::channel::<Value>(16);
+    let (events, mut events_rx) = mpsc::channel::<Value>(16);
     let gateway = Arc::clone(&state.gateway);
     let key = jsonrpc::id_key(&id);
     let task_session = Arc::clone(&session);
     let task_key = key.clone();
-    let Ok(mut running) = session.running.lock() else {
-        return text(StatusCode::INTERNAL_SERVER_ERROR, "state lost");
-    };
-    let task = tokio::spawn(async move {
-        let peer = Arc::new(StreamPeer {
-            session: Arc::clone(&task_session),
-            events: events.clone(),
-            max_outbound: 4,
-        });
-        // 2025-11-25: a closed stream is not a cancellation; the call runs to its end.
-        let answer = gateway
-            .legacy(&task_session.legacy, &method, params, peer)
-            .await;
-        if let Ok(mut running) = task_session.running.lock() {
-            running.remove(&task_key);
-        }
-        let message = match answer {
-            Ok(result) => jsonrpc::response(&id, result),
-            Err(error) => jsonrpc::error_response(&id, &error),
+    // The map's lock is held until the call is in it (the call removes itself when done),
+    // and let go before this handler waits.
+    {
+        let Ok(mut running) = session.running.lock() else {
+            return text(StatusCode::INTERNAL_SERVER_ERROR, "state lost");
         };
-        let _ = events.send(message).await;
-        drop(permit);
-    });
-    running.insert(key, task.abort_handle());
-    drop(running);
-    sse_response(events_rx, state.limits.keepalive)
+        let task = tokio::spawn(async move {
+            let peer = Arc::new(StreamPeer {
+                session: Arc::clone(&task_session),
+                events: events.clone(),
+                max_outbound: 4,
+            });
+            // 2025-11-25: a closed stream is not a cancellation; the call runs to its end.
+            let answer = gateway
+                .legacy(&task_session.legacy, &method, params, peer)
+                .await;
+            if let Ok(mut running) = task_session.running.lock() {
+                running.remove(&task_key);
+            }
+            let message = match answer {
+                Ok(result) => jsonrpc::response(&id, result),
+                Err(error) => jsonrpc::error_response(&id, &error),
+            };
+            let _ = events.send(message).await;
+            drop(permit);
+        });
+        running.insert(key, task.abort_handle());
+    }
+    // The answer's form waits for the call's first message, for up to one keep-alive
+    // interval: the answer itself, with nothing said before it, goes as JSON (the client
+    // accepts both; one write, no stream to keep). Anything else (progress, a log message,
+    // a server's question) opens the stream and the answer follows on it, as does a call
+    // still running after the interval (it gets the stream's keep-alives). The call runs
+    // in its own task either way: a client that hangs up meanwhile does not cancel it.
+    let first = match tokio::time::timeout(state.limits.keepalive, events_rx.recv()).await {
+        Ok(Some(first)) if is_answer(&first) => {
+            return json_response(StatusCode::OK, &first);
+        }
+        Ok(Some(first)) => Some(first),
+        // Cancelled (`notifications/cancelled`): no answer, an empty stream as before.
+        Ok(None) => None,
+        Err(_) => None,
+    };
+    sse_response_after(first, events_rx, state.limits.keepalive)
+}
+
+/// Whether `message` is a JSON-RPC response (a result or an error), not a request or a
+/// notification.
+fn is_answer(message: &Value) -> bool {
+    message.get("method").is_none()
+        && message.get("id").is_some()
+        && (message.get("result").is_some() || message.get("error").is_some())
 }
 
 // ---- 2026-07-28 ----

@@ -776,6 +776,40 @@ impl Store {
         Ok(ids)
     }
 
+    /// [`record_audits`](Store::record_audits) without waiting for another connection's
+    /// write lock: `Ok(None)` when the database is busy (nothing was written; the caller
+    /// may wait elsewhere and try again with `record_audits`). For a writer that must not
+    /// block where it runs (an async worker) unless the commit can be made at once.
+    pub fn try_record_audits(
+        &mut self,
+        rows: &[&EncodedAudit],
+    ) -> Result<Option<Vec<i64>>, StoreError> {
+        self.conn
+            .busy_timeout(Duration::ZERO)
+            .map_err(|source| self.sqlite(source))?;
+        let written = self.record_audits(rows);
+        let restored = self.conn.busy_timeout(BUSY_TIMEOUT);
+        let written = match written {
+            Err(StoreError::Sqlite {
+                source: rusqlite::Error::SqliteFailure(failure, _),
+                ..
+            }) if matches!(
+                failure.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ) =>
+            {
+                Ok(None)
+            }
+            other => other.map(Some),
+        };
+        if let Err(error) = restored {
+            // The rows' fate is what `written` says; later writes would fail fast on a
+            // busy database instead of waiting.
+            tracing::warn!("state store: restoring the busy timeout failed: {error}");
+        }
+        written
+    }
+
     /// Disk syncs made for audit commits so far (for tests and measurement).
     pub fn audit_syncs(&self) -> u64 {
         self.audit_sync
@@ -1296,6 +1330,47 @@ mod tests {
         let syncs = store.audit_syncs();
         assert!(syncs >= 1, "the commits were synced");
         assert!(syncs < 25, "{syncs} syncs for 51 commits: not shared");
+    }
+
+    #[test]
+    fn a_busy_database_is_not_waited_for_by_try_and_nothing_is_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        let mut store = Store::open(&path).unwrap();
+        let row = EncodedAudit::new(&entry("a", 1_000)).unwrap();
+        // Another process holds the write lock.
+        let other = Connection::open(&path).unwrap();
+        other.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let started = std::time::Instant::now();
+        assert_eq!(store.try_record_audits(&[&row]).unwrap(), None);
+        assert!(
+            started.elapsed() < BUSY_TIMEOUT / 2,
+            "did not wait for the lock ({:?})",
+            started.elapsed()
+        );
+        other.execute_batch("ROLLBACK").unwrap();
+        let count = |store: &Store| -> i64 {
+            store
+                .conn
+                .query_row("SELECT count(*) FROM audit", [], |row| row.get(0))
+                .unwrap()
+        };
+        assert_eq!(count(&store), 0, "nothing written while busy");
+        // The connection waits for a busy database again, as before.
+        let timeout: i64 = store
+            .conn
+            .query_row("PRAGMA busy_timeout", [], |row| row.get(0))
+            .unwrap();
+        assert_eq!(timeout, i64::try_from(BUSY_TIMEOUT.as_millis()).unwrap());
+        // Free: written at once, once.
+        assert_eq!(
+            store
+                .try_record_audits(&[&row])
+                .unwrap()
+                .map(|ids| ids.len()),
+            Some(1)
+        );
+        assert_eq!(count(&store), 1);
     }
 
     #[test]

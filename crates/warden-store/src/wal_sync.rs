@@ -12,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, SyncSender, TrySendError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -25,10 +25,18 @@ pub const SYNC_WINDOW: Duration = Duration::from_millis(100);
 pub const FINAL_SYNC_WAIT: Duration = Duration::from_secs(10);
 
 /// The thread that syncs the WAL after audit commits.
+///
+/// The thread is woken once per window, not once per commit: the first commit after a
+/// sync sets `pending` and wakes it; commits while `pending` is set are covered by the
+/// sync already due and wake nothing (a wake-up is a thread switch, which cost more than
+/// the rest of a gateway's audit write when it happened at every call).
 #[derive(Debug)]
 pub(crate) struct WalSyncer {
-    /// One slot: a commit that finds it full is covered by the sync already due.
+    /// One slot, sent to only by the commit that sets `pending`.
     due: Option<SyncSender<()>>,
+    /// A sync is due and the thread knows it: set by the commit that wakes the thread,
+    /// cleared by the thread just before it syncs.
+    pending: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     /// Disconnected when the thread has ended: what the drop waits for, by a deadline.
     ended: mpsc::Receiver<()>,
@@ -42,15 +50,18 @@ impl WalSyncer {
         let (due, waiting) = mpsc::sync_channel(1);
         let syncs = Arc::new(AtomicU64::new(0));
         let counted = syncs.clone();
+        let pending = Arc::new(AtomicBool::new(false));
+        let cleared = pending.clone();
         let (ending, ended) = mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("warden-wal-sync".into())
             .spawn(move || {
-                run(&wal, &waiting, &counted);
+                run(&wal, &waiting, &cleared, &counted);
                 drop(ending);
             })?;
         Ok(WalSyncer {
             due: Some(due),
+            pending,
             thread: Some(thread),
             ended,
             syncs,
@@ -59,6 +70,11 @@ impl WalSyncer {
 
     /// Asks for a sync after a commit that has just returned.
     pub(crate) fn committed(&self) {
+        // Already due: the sync the thread is waiting to make starts after this commit
+        // returned (it clears `pending` first, then syncs).
+        if self.pending.swap(true, Ordering::SeqCst) {
+            return;
+        }
         if let Some(due) = &self.due {
             match due.try_send(()) {
                 // Full: a sync is already due and starts after this commit.
@@ -104,13 +120,14 @@ fn wal_path(database: &Path) -> PathBuf {
 
 /// Waits for a commit, lets the window's other commits join it, syncs; until the store
 /// is dropped, then syncs what is due one last time.
-fn run(wal: &Path, due: &mpsc::Receiver<()>, syncs: &AtomicU64) {
+fn run(wal: &Path, due: &mpsc::Receiver<()>, pending: &AtomicBool, syncs: &AtomicU64) {
     while due.recv().is_ok() {
         let deadline = Instant::now() + SYNC_WINDOW;
         let mut closing = false;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match due.recv_timeout(left) {
+                // Nothing is sent while `pending` is set; kept for robustness.
                 Ok(()) => continue,
                 Err(RecvTimeoutError::Timeout) => break,
                 Err(RecvTimeoutError::Disconnected) => {
@@ -119,6 +136,8 @@ fn run(wal: &Path, due: &mpsc::Receiver<()>, syncs: &AtomicU64) {
                 }
             }
         }
+        // Commits from here on ask for the next sync; those before are in this one.
+        pending.store(false, Ordering::SeqCst);
         sync(wal);
         syncs.fetch_add(1, Ordering::Relaxed);
         if closing {
@@ -158,6 +177,39 @@ mod tests {
         syncer.committed();
         drop(syncer);
         assert_eq!(syncs.load(Ordering::Relaxed), 1, "synced at drop, not lost");
+    }
+
+    fn until_synced(syncs: &AtomicU64, count: u64) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while syncs.load(Ordering::SeqCst) < count {
+            assert!(
+                Instant::now() < deadline,
+                "no sync number {count} within 30 s"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn a_window_of_commits_is_one_sync_and_a_commit_after_it_gets_the_next() {
+        let dir = tempfile::tempdir().unwrap();
+        let database = dir.path().join("state.db");
+        std::fs::write(wal_path(&database), b"frames").unwrap();
+        let syncer = WalSyncer::start(&database).unwrap();
+        let syncs = syncer.syncs.clone();
+        for _ in 0..100 {
+            syncer.committed();
+        }
+        until_synced(&syncs, 1);
+        assert!(
+            !syncer.pending.load(Ordering::SeqCst),
+            "nothing due once the window's commits are synced"
+        );
+        // A commit after the sync is not covered by it: it gets a sync of its own.
+        syncer.committed();
+        until_synced(&syncs, 2);
+        drop(syncer);
+        assert_eq!(syncs.load(Ordering::SeqCst), 2, "nothing left due at drop");
     }
 
     #[test]

@@ -465,6 +465,63 @@ fn http_clients_in_both_eras_share_one_host_with_separate_contexts() {
     scratch.assert_no_leftovers();
 }
 
+/// A 2025-11-25 call whose first message is its answer is answered as plain JSON (the
+/// client accepts both; decision 0053). A call still running after a keep-alive interval
+/// (2 s) opens the call's stream, which carries keep-alives until the answer. (An
+/// answer preceded by a question on the stream: the approval above, through the SDK.)
+#[test]
+fn a_legacy_http_call_answered_at_once_is_plain_json() {
+    let scratch = Scratch::new();
+    let server = server_toml(
+        "t",
+        &testserver_bin(),
+        &[],
+        "env = { WARDEN_TEST_SLEEP_TOOL = \"1\" }",
+    );
+    let config = scratch.config(&format!(
+        "{server}\n[[policy.rules]]\ntools = \"t__*\"\neffect = \"allow\"\n\
+         even_if_tainted = true\neven_if_private = true\n"
+    ));
+    let served = Served::start(&scratch, &config, &[], &[]);
+    let opened = Post::to(&served).send(&served, &initialize_body());
+    let session = opened.header("mcp-session-id").unwrap().to_owned();
+    let in_session = || Post::to(&served).with("Mcp-Session-Id", session.clone());
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(in_session().send(&served, &initialized).status, 202);
+    // The long call first, in a clean context.
+    let sleep = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                       "params": {"name": "t__sleep", "arguments": {"ms": 5000}}});
+    let reply = in_session().send(&served, &sleep);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(
+        reply.header("content-type"),
+        Some("text/event-stream"),
+        "{}",
+        reply.body
+    );
+    assert!(reply.body.contains(": keep-alive"), "{}", reply.body);
+    assert_eq!(reply.message()["id"], 4, "{}", reply.body);
+    assert!(reply.message()["result"].is_object(), "{}", reply.body);
+    let echo = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                      "params": {"name": "t__echo", "arguments": {"message": "hi"}}});
+    let reply = in_session().send(&served, &echo);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    assert_eq!(
+        reply.header("content-type"),
+        Some("application/json"),
+        "{}",
+        reply.body
+    );
+    let answer: Value = serde_json::from_str(&reply.body).unwrap();
+    assert_eq!(answer["id"], 3);
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "echo: hi",
+        "{answer}"
+    );
+    drop(served);
+    scratch.assert_no_leftovers();
+}
+
 #[test]
 fn hostile_origin_and_rebinding_host_get_403_before_anything_runs() {
     let scratch = Scratch::new();
