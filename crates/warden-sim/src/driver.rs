@@ -122,6 +122,10 @@ pub struct World {
     /// seed under more than one (the host world: 1 is the other timing; the remote world:
     /// 1 makes the calls through a host).
     pub trace: fn(u64, u64) -> Vec<String>,
+    /// The part of the CI's seed count (`WARDEN_SIM_SEEDS`) the seed test runs of it, in
+    /// percent: the CI's simulation time is kept about where it was as worlds are added
+    /// (the long runs in docs/fuzzing.md take every world over 10,000 seeds).
+    pub ci_share: u64,
 }
 
 /// Every world, in the order `--world all` runs them.
@@ -142,6 +146,7 @@ pub const WORLDS: &[World] = &[
             }
         },
         trace: |seed, _| crate::trace(seed),
+        ci_share: 100,
     },
     World {
         name: "gateway",
@@ -164,6 +169,7 @@ pub const WORLDS: &[World] = &[
             }
         },
         trace: |seed, _| crate::gateway::trace(seed),
+        ci_share: 100,
     },
     World {
         name: "host",
@@ -187,6 +193,7 @@ pub const WORLDS: &[World] = &[
             }
         },
         trace: |seed, timing| crate::host::trace(seed, timing),
+        ci_share: 100,
     },
     World {
         name: "remote",
@@ -210,6 +217,29 @@ pub const WORLDS: &[World] = &[
             }
         },
         trace: |seed, variant| crate::remote::trace(seed, variant),
+        ci_share: 100,
+    },
+    World {
+        name: "oauth",
+        run: |seed| {
+            let r = crate::oauth::run(seed);
+            Summary {
+                counts: vec![
+                    ("calls", r.calls),
+                    ("answered", r.answered),
+                    ("failed for want of authorization", r.unauthorized),
+                    ("timeouts", r.timeouts),
+                    ("401/403 answered", r.rejections),
+                    ("step-ups (403)", r.step_ups),
+                    ("refreshes", r.refreshes),
+                    ("sign-ins", r.sign_ins),
+                    ("audit rows", r.audit_rows),
+                ],
+                violations: r.violations,
+            }
+        },
+        trace: |seed, _| crate::oauth::trace(seed),
+        ci_share: 40,
     },
 ];
 
