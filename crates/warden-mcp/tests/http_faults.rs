@@ -434,3 +434,98 @@ async fn a_session_a_reconnect_replaced_is_deleted() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(*deleted.lock().unwrap(), ["s1", "s2"], "each deleted once");
 }
+
+/// A 2025-11-25 call whose caller stopped waiting before its deadline (a gateway client
+/// cancelled it, a turn ran out: the call's future dropped) was never cancelled upstream:
+/// the remote server ran it to its end (gateway world with a remote upstream, decision
+/// 0041 revision 3, seed 53). Now its `notifications/cancelled` goes out. The control: a
+/// call answered in time is not cancelled.
+#[tokio::test]
+async fn a_call_its_caller_abandons_is_cancelled_upstream() {
+    let server = Arc::new(Scripted {
+        handler: Box::new(|asked| {
+            Box::pin(async move {
+                if let Some(answer) = session_basics(&asked) {
+                    return Ok(answer);
+                }
+                if asked.body["method"] == "notifications/cancelled" {
+                    return Ok(status(202));
+                }
+                if asked.body["params"]["arguments"]["text"] == "slow" {
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                }
+                Ok(json(
+                    json!({"jsonrpc": "2.0", "id": asked.body["id"],
+                           "result": {"content": [{"type": "text", "text": "done"}]}}),
+                    &[],
+                ))
+            })
+        }),
+        seen: Mutex::default(),
+    });
+    let connection =
+        warden_mcp::http::connect(&spec(EraPreference::Legacy, quick(1, 0)), &options(&server))
+            .await
+            .expect("connected");
+    // The control: answered, nothing cancelled.
+    connection
+        .call_tool("echo", arguments(), Duration::from_secs(10))
+        .await
+        .expect("answered");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(server.count("notifications/cancelled"), 0);
+    // The caller gives up after 100 ms, long before the call's 10 s deadline.
+    let slow = Some(Map::from_iter([("text".to_owned(), json!("slow"))]));
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(100),
+        connection.call_tool("echo", slow, Duration::from_secs(10)),
+    )
+    .await;
+    assert!(abandoned.is_err(), "the call should still be running");
+    for _ in 0..100 {
+        if server.count("notifications/cancelled") == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        server.count("notifications/cancelled"),
+        1,
+        "never cancelled"
+    );
+}
+
+/// A call the server refused with 503, or whose session it did not know (404), twice (so
+/// also after the reconnect or re-initialisation) failed as "may have run", and the audit
+/// log said it was executed, although the server had said it did not take it (gateway
+/// world with a remote upstream, seeds 4 and 37). Now it fails as never sent. The control:
+/// a 500 (the server took it and failed) may have run.
+#[tokio::test]
+async fn a_call_the_server_would_not_take_is_known_not_sent() {
+    for (code, sent) in [(503, false), (404, false), (500, true)] {
+        let server = Arc::new(Scripted {
+            handler: Box::new(move |asked| {
+                Box::pin(async move {
+                    if let Some(answer) = session_basics(&asked) {
+                        return Ok(answer);
+                    }
+                    Ok(status(code))
+                })
+            }),
+            seen: Mutex::default(),
+        });
+        let connection =
+            warden_mcp::http::connect(&spec(EraPreference::Legacy, quick(1, 1)), &options(&server))
+                .await
+                .expect("connected");
+        let error = connection
+            .call_tool("echo", arguments(), Duration::from_secs(10))
+            .await
+            .expect_err("refused");
+        assert_eq!(
+            error.may_have_reached_server(),
+            sent,
+            "HTTP {code}: {error}"
+        );
+    }
+}

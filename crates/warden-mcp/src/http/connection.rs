@@ -150,6 +150,19 @@ pub(super) fn call_error(error: HttpError) -> CallError {
                 reason: error.to_string(),
             }
         }
+        // The server said it did not take it (503; 404: the session it names is unknown),
+        // or the connection was refused: the request never reached it, and the audit log
+        // must not say it may have run.
+        error @ HttpError::Status {
+            status: 503 | 404, ..
+        } => CallError::NotSent {
+            reason: error.to_string(),
+            stderr_tail: Vec::new(),
+        },
+        HttpError::Net(net) if net.is_refused() => CallError::NotSent {
+            reason: net.to_string(),
+            stderr_tail: Vec::new(),
+        },
         error => CallError::ServerGone {
             reason: error.to_string(),
             stderr_tail: Vec::new(),
@@ -302,6 +315,56 @@ impl HttpConnection {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(freshness);
         Ok(tools)
+    }
+}
+
+/// A request its caller may abandon: when the caller stops waiting before the request
+/// ended (the future dropped: a gateway client cancelled, a turn ran out), or the
+/// exchange broke under it (the server may still be running it), the request in flight
+/// gets `notifications/cancelled` on a task of its own (2025-11-25; a 2026-07-28 request's
+/// stream closing is its cancellation). A server that already finished it ignores it.
+struct Abandoned<'a> {
+    link: &'a Link<Session>,
+    in_flight: &'a Mutex<Option<Value>>,
+    armed: bool,
+}
+
+impl<'a> Abandoned<'a> {
+    fn new(link: &'a Link<Session>, in_flight: &'a Mutex<Option<Value>>) -> Abandoned<'a> {
+        Abandoned {
+            link,
+            in_flight,
+            armed: true,
+        }
+    }
+
+    /// The request ended: cancelled only if it broke under its caller.
+    fn settle<T>(&mut self, result: Result<T, CallError>) -> Result<T, CallError> {
+        self.armed = matches!(&result, Err(CallError::ServerGone { .. }));
+        result
+    }
+
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let id = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(id) = id
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let session = self.link.current();
+            runtime.spawn(async move { session.cancel(id).await });
+        }
     }
 }
 
@@ -473,12 +536,14 @@ impl Connection for HttpConnection {
                 }
             }
             let in_flight = Mutex::new(None);
+            let mut abandoned = Abandoned::new(&self.link, &in_flight);
             let sent = self.request_as("tools/call", params, Some(&in_flight), questions);
             let result = match tokio::time::timeout(timeout, sent).await {
-                Ok(result) => result?,
+                Ok(result) => abandoned.settle(result)?,
                 Err(_) => {
                     // Modern: dropping the request closed its stream, which is the
                     // cancellation. Legacy: say so with notifications/cancelled.
+                    abandoned.disarm();
                     self.cancel_in_flight(&in_flight).await;
                     return Err(CallError::Timeout { after: timeout });
                 }
@@ -523,10 +588,12 @@ impl Connection for HttpConnection {
                 return Err(crate::connection::not_forwarded(method));
             }
             let in_flight = Mutex::new(None);
+            let mut abandoned = Abandoned::new(&self.link, &in_flight);
             let sent = self.request(method, params, Some(&in_flight));
             match tokio::time::timeout(timeout, sent).await {
-                Ok(result) => result,
+                Ok(result) => abandoned.settle(result),
                 Err(_) => {
+                    abandoned.disarm();
                     self.cancel_in_flight(&in_flight).await;
                     Err(CallError::Timeout { after: timeout })
                 }
