@@ -529,3 +529,105 @@ async fn a_call_the_server_would_not_take_is_known_not_sent() {
         );
     }
 }
+
+/// A call cut short by its deadline after a reconnect had replaced its session had its
+/// `notifications/cancelled` sent on the new session, naming an id that there belongs to
+/// another request, which the server then stopped (gateway world with a remote upstream,
+/// seed 263). Now it names the request on the session it was sent on.
+#[tokio::test]
+async fn a_cancellation_goes_to_the_session_its_request_was_sent_on() {
+    let sessions = Arc::new(AtomicUsize::new(0));
+    let cancels: Arc<Mutex<Vec<(Option<String>, Value)>>> = Arc::default();
+    let calls: Arc<Mutex<Vec<(Option<String>, Value)>>> = Arc::default();
+    let (opened, cancelled, called) = (
+        Arc::clone(&sessions),
+        Arc::clone(&cancels),
+        Arc::clone(&calls),
+    );
+    let server = Arc::new(Scripted {
+        handler: Box::new(move |asked| {
+            let (opened, cancelled, called) = (
+                Arc::clone(&opened),
+                Arc::clone(&cancelled),
+                Arc::clone(&called),
+            );
+            Box::pin(async move {
+                match asked.body["method"].as_str() {
+                    Some("initialize") => {
+                        let id = format!("s{}", opened.fetch_add(1, Ordering::SeqCst) + 1);
+                        return Ok(json(
+                            json!({"jsonrpc": "2.0", "id": asked.body["id"], "result": {
+                                "protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                                "serverInfo": {"name": "scripted", "version": "1"}}}),
+                            &[("mcp-session-id", &id)],
+                        ));
+                    }
+                    Some("notifications/cancelled") => {
+                        let id = asked.body["params"]["requestId"].clone();
+                        cancelled.lock().unwrap().push((asked.session, id));
+                        return Ok(status(202));
+                    }
+                    Some("tools/call") => {
+                        let text = asked.body["params"]["arguments"]["text"].clone();
+                        called
+                            .lock()
+                            .unwrap()
+                            .push((asked.session.clone(), asked.body["id"].clone()));
+                        if text == "boom" {
+                            return Ok(status(500));
+                        }
+                        tokio::time::sleep(Duration::from_secs(60)).await;
+                        return Ok(status(202));
+                    }
+                    _ => {}
+                }
+                Ok(session_basics(&asked).unwrap_or_else(|| status(202)))
+            })
+        }),
+        seen: Mutex::default(),
+    });
+    let connection = Arc::new(
+        warden_mcp::http::connect(&spec(EraPreference::Legacy, quick(1, 2)), &options(&server))
+            .await
+            .expect("connected"),
+    );
+    let slow = {
+        let connection = Arc::clone(&connection);
+        tokio::spawn(async move {
+            let slow = Some(Map::from_iter([("text".to_owned(), json!("slow"))]));
+            connection
+                .call_tool("echo", slow, Duration::from_millis(400))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let boom = Some(Map::from_iter([("text".to_owned(), json!("boom"))]));
+    let _ = connection
+        .call_tool("echo", boom, Duration::from_secs(5))
+        .await;
+    assert_eq!(sessions.load(Ordering::SeqCst), 2, "no reconnect");
+    assert!(matches!(
+        slow.await.unwrap(),
+        Err(CallError::Timeout { .. })
+    ));
+    for _ in 0..100 {
+        if !cancels.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let slow_call = calls.lock().unwrap()[0].clone();
+    assert_eq!(slow_call.0.as_deref(), Some("s1"));
+    let cancels = cancels.lock().unwrap().clone();
+    assert!(
+        cancels.contains(&slow_call),
+        "the slow call was not cancelled on its own session: {cancels:?}"
+    );
+    assert!(
+        cancels
+            .iter()
+            .all(|(session, _)| session.as_deref() == Some("s1")),
+        "a cancellation went to another session: {cancels:?}"
+    );
+}
