@@ -158,6 +158,8 @@ pub const WORLDS: &[World] = &[
                     ("HTTP session clients", r.http_sessions),
                     ("HTTP stateless clients", r.http_stateless),
                     ("requests to unknown sessions", r.unknown_sessions),
+                    ("remote upstreams", r.remote_upstreams),
+                    ("remote sessions expired", r.remote_expired),
                     ("received upstream", r.received),
                     ("answered", r.answered),
                     ("cancellations upstream", r.cancellations),

@@ -46,6 +46,7 @@ pub mod driver;
 pub mod gateway;
 pub mod host;
 mod http_face;
+mod http_upstream;
 pub mod oauth;
 pub mod remote;
 mod upstream;
@@ -1020,14 +1021,24 @@ mod tests {
             total(|r| r.unknown_sessions) > 0,
             "no request named an unknown session"
         );
+        assert!(total(|r| r.remote_upstreams) > 0, "no remote upstream");
+        assert!(
+            total(|r| r.remote_expired) > 0,
+            "no remote upstream's session expired"
+        );
     }
 
     /// The gateway seeds whose HTTP clients found that closing a 2026-07-28 call's stream
     /// was heard only at the next keep-alive (decision 0041's revision): each failed before
     /// the fix (the call ran on, was audited `ok`, its cancellation late or never sent).
+    /// And those whose remote upstreams found (revision 3) that a call a gateway client
+    /// cancelled was never cancelled on the remote server (36, 53), and that a call the
+    /// remote server would not take (503, 404 twice) was audited as executed (5, 37), and
+    /// that a cancellation after a reconnect named its id on the new session, where it is
+    /// another request (263, 340).
     #[test]
     fn the_gateway_seeds_that_found_bugs_keep_every_property() {
-        for seed in [4, 10, 13, 15, 18] {
+        for seed in [4, 5, 10, 13, 15, 18, 36, 37, 53, 263, 340] {
             let report = gateway::run(seed);
             assert!(
                 report.violations.is_empty(),

@@ -40,8 +40,10 @@
 //! 4. refreshes of one client never overlap (one in flight), and never use a refresh token
 //!    the authorization server refused, nor one whose successor it delivered (rotation);
 //! 5. a refresh that failed for a reason that was not a refusal (503, no connection, no
-//!    answer in time) loses nothing: at the end a client holds a refresh token whenever its
-//!    authorization server has a live one it delivered;
+//!    answer in time) loses nothing and asks nobody: no consent is asked right after it
+//!    (unless to step up), the next refresh waits at least `REFRESH_PAUSE_START`, and at
+//!    the end a client holds a refresh token whenever its authorization server has a live
+//!    one of the newest grant it delivered;
 //! 6. every call ends by its deadline (the server's call timeout);
 //! 7. the audit log holds one row per call made, with the outcome its caller saw, and
 //!    `executed` whenever the server ran it;
@@ -312,12 +314,19 @@ struct Delivery {
 #[derive(Default)]
 struct State {
     tokens: HashMap<String, Issued>,
-    next_token: usize,
+    /// Tokens issued per server so far: every count and script below is kept per server,
+    /// so the servers' concurrent connects (whose order at one instant may come from
+    /// the host's blocking tasks) cannot change what either meets.
+    next_token: HashMap<usize, usize>,
     next_family: usize,
     /// Codes handed out: code to (issuer, server, PKCE challenge, redirect, resource, scopes).
     codes: HashMap<String, (usize, usize, String, String, String, Vec<String>)>,
     /// Token-endpoint requests per authorization server so far.
-    token_requests: Vec<usize>,
+    token_requests: HashMap<usize, usize>,
+    /// Codes handed out per server.
+    next_code: HashMap<usize, usize>,
+    /// Sessions opened per server.
+    next_session: HashMap<usize, usize>,
     refreshes: Vec<Refresh>,
     deliveries: Vec<Delivery>,
     /// Calls each server ran.
@@ -326,6 +335,8 @@ struct State {
     sign_ins: usize,
     step_ups: usize,
     rejections: usize,
+    /// When each server last answered 401 or 403.
+    last_rejection: HashMap<usize, Duration>,
 }
 
 /// Every scripted server, behind the one transport.
@@ -404,11 +415,15 @@ impl Net {
         family: usize,
         scopes: &[String],
     ) -> String {
-        state.next_token += 1;
+        let n = {
+            let next = state.next_token.entry(server).or_default();
+            *next += 1;
+            *next
+        };
         let token = format!(
-            "{}{issuer}-{}",
+            "{}{issuer}.{server}-{}",
             if access { "at" } else { "rt" },
-            state.next_token
+            n
         );
         state.tokens.insert(
             token.clone(),
@@ -609,6 +624,7 @@ impl Net {
             };
             if verdict != 200 {
                 state.rejections += 1;
+                state.last_rejection.insert(server, now);
             }
             if let Some(call) = call {
                 state.deliveries.push(Delivery {
@@ -652,7 +668,12 @@ impl Net {
             "initialize" => {
                 let session = {
                     let mut state = self.lock();
-                    let session = format!("up{server}-s{}", state.sessions.len() + 1);
+                    let n = {
+                        let next = state.next_session.entry(server).or_default();
+                        *next += 1;
+                        *next
+                    };
+                    let session = format!("up{server}-s{n}");
                     state.sessions.insert(session.clone(), true);
                     session
                 };
@@ -748,7 +769,15 @@ impl Net {
             scope != "offline_access"
                 && !newest.is_some_and(|(_, issued)| issued.scopes.contains(scope))
         });
-        let last = state.refreshes.iter().rev().find(|r| r.server == server);
+        // The refresh tried for the server's last refusal (a second refusal in one request
+        // goes to a sign-in without one: that is the client's bound, not this case).
+        let rejected = state.last_rejection.get(&server).copied();
+        let last = state
+            .refreshes
+            .iter()
+            .rev()
+            .find(|r| r.server == server)
+            .filter(|r| rejected.is_none_or(|at| r.arrived >= at));
         if !step_up && last.is_some_and(|r| r.soft) && newest_live_refresh(&state, server).is_some()
         {
             self.log.violation(format!(
@@ -766,7 +795,12 @@ impl Net {
             if denied {
                 pairs.append_pair("error", "access_denied");
             } else {
-                let code = format!("code{issuer}-{}", state.codes.len() + 1);
+                let n = {
+                    let next = state.next_code.entry(server).or_default();
+                    *next += 1;
+                    *next
+                };
+                let code = format!("code{issuer}.{server}-{n}");
                 state.codes.insert(
                     code.clone(),
                     (
@@ -792,14 +826,21 @@ impl Net {
             .collect();
         let get = |name: &str| form.get(name).cloned().unwrap_or_default();
         let plan = &self.plan.issuers[issuer];
+        // Each server's requests meet the issuer's script from its own place in it.
         let fault = {
             let mut state = self.lock();
-            if state.token_requests.len() < self.plan.issuers.len() {
-                state.token_requests.resize(self.plan.issuers.len(), 0);
+            let server = match form.get("refresh_token") {
+                Some(token) => state.tokens.get(token).map(|i| i.server),
+                None => form
+                    .get("code")
+                    .and_then(|code| state.codes.get(code))
+                    .map(|c| c.1),
             }
-            let n = state.token_requests[issuer];
-            state.token_requests[issuer] += 1;
-            plan.faults[n % plan.faults.len()]
+            .unwrap_or(0);
+            let n = state.token_requests.entry(server).or_default();
+            let fault = plan.faults[(*n + 5 * server) % plan.faults.len()];
+            *n += 1;
+            fault
         };
         let grant_type = get("grant_type");
         let mut ends = Ends {
@@ -1224,11 +1265,11 @@ fn spec_of(index: usize, plan: &Plan) -> warden_config::ServerSpec {
     spec
 }
 
-/// Runs one seed with every check, twice, the traces compared.
+/// Runs one seed with every check, twice, the traces compared (a difference names the
+/// first event that differs).
 pub fn run(seed: u64) -> Report {
-    let first = run_once(seed);
-    let second = run_once(seed);
-    let mut report = first;
+    let (mut report, first) = run_once(seed);
+    let (second, again) = run_once(seed);
     driver::same_digest(
         "oauth",
         seed,
@@ -1236,6 +1277,13 @@ pub fn run(seed: u64) -> Report {
         second.digest,
         &mut report.violations,
     );
+    if report.digest != second.digest
+        && let Some((a, b)) = first.iter().zip(&again).find(|(a, b)| a != b)
+    {
+        report
+            .violations
+            .push(format!("first difference: {a:?} then {b:?}"));
+    }
     report
 }
 
@@ -1247,12 +1295,13 @@ pub fn trace(seed: u64) -> Vec<String> {
     trace.clone()
 }
 
-fn run_once(seed: u64) -> Report {
+fn run_once(seed: u64) -> (Report, Vec<String>) {
     let log = Arc::new(Log::default());
     let mut report = simulate(seed, &log);
     let trace = log.trace.lock().unwrap_or_else(PoisonError::into_inner);
-    report.digest = driver::digest(&crate::upstream::canonical(&trace));
-    report
+    let canonical = crate::upstream::canonical(&trace);
+    report.digest = driver::digest(&canonical);
+    (report, canonical.into_iter().cloned().collect())
 }
 
 fn simulate(seed: u64, log: &Arc<Log>) -> Report {
