@@ -78,7 +78,9 @@ pub(crate) struct HttpFront {
 #[derive(Default)]
 struct FrontState {
     sessions: HashMap<String, Session>,
-    next_session: usize,
+    /// Sessions opened, per upstream (two upstreams opening at one instant may do so in
+    /// either order: a count shared by them would name their sessions by that order).
+    next_session: HashMap<usize, usize>,
     deliveries: HashMap<String, usize>,
     /// Requests naming a session the front does not have (each answered 404).
     unknown: usize,
@@ -347,8 +349,12 @@ impl HttpFront {
         };
         let session = {
             let mut state = lock(&self.state);
-            state.next_session += 1;
-            let session = format!("{}-s{}", upstream.name(), state.next_session);
+            let n = {
+                let next = state.next_session.entry(upstream.index).or_default();
+                *next += 1;
+                *next
+            };
+            let session = format!("{}-s{n}", upstream.name());
             state.sessions.insert(
                 session.clone(),
                 Session {

@@ -1095,15 +1095,15 @@ mod tests {
         assert!(total(|r| r.audit_rows) > 0, "no audit row");
     }
 
-    /// The OAuth seeds that found bugs (decision 0041, revision 3), each failing before its
-    /// fix: 1 and 12, a refresh that met a 503 or no answer dropped the refresh token (and
-    /// asked for a sign-in); 4 and 23, a refresh giving back the token the server had just
-    /// refused, the call sent again with it; 97 and 140, a call's deadline cut a refresh
-    /// short after the authorization server had rotated the refresh token; 14 and 17, a
-    /// refresh at once after one that failed without a refusal.
+    /// The OAuth seeds that found bugs (decision 0041, revision 3), each failing with its
+    /// fix undone: 1 and 12, a refresh that met a 503 or no answer dropped the refresh
+    /// token (and asked for a sign-in); 4 and 23, a refresh giving back the token the
+    /// server had just refused, the call sent again with it; 12, 14 and 17, a refresh at
+    /// once after one that failed without a refusal (no pause); 14 and 97, a call's
+    /// deadline cut a refresh short after the authorization server had rotated the token.
     #[test]
     fn the_oauth_seeds_that_found_bugs_keep_every_property() {
-        for seed in [1, 4, 12, 14, 17, 23, 97, 140] {
+        for seed in [1, 4, 12, 14, 17, 23, 97] {
             let report = oauth::run(seed);
             assert!(
                 report.violations.is_empty(),
