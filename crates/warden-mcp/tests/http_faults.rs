@@ -530,6 +530,9 @@ async fn a_call_the_server_would_not_take_is_known_not_sent() {
     }
 }
 
+/// A request as a server saw it: the session it named, and its id.
+type SessionAndId = (Option<String>, Value);
+
 /// A call cut short by its deadline after a reconnect had replaced its session had its
 /// `notifications/cancelled` sent on the new session, naming an id that there belongs to
 /// another request, which the server then stopped (gateway world with a remote upstream,
@@ -537,8 +540,8 @@ async fn a_call_the_server_would_not_take_is_known_not_sent() {
 #[tokio::test]
 async fn a_cancellation_goes_to_the_session_its_request_was_sent_on() {
     let sessions = Arc::new(AtomicUsize::new(0));
-    let cancels: Arc<Mutex<Vec<(Option<String>, Value)>>> = Arc::default();
-    let calls: Arc<Mutex<Vec<(Option<String>, Value)>>> = Arc::default();
+    let cancels: Arc<Mutex<Vec<SessionAndId>>> = Arc::default();
+    let calls: Arc<Mutex<Vec<SessionAndId>>> = Arc::default();
     let (opened, cancelled, called) = (
         Arc::clone(&sessions),
         Arc::clone(&cancels),

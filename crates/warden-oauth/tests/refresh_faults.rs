@@ -3,6 +3,8 @@
 //! before its fix. A scripted authorization server answers in memory through the
 //! fetcher's transport; time is tokio's paused clock.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -292,6 +292,17 @@ struct Issued {
     retired: Option<bool>,
 }
 
+/// A code an authorization server handed out, and what its exchange must match.
+#[derive(Debug, Clone)]
+struct Code {
+    issuer: usize,
+    server: usize,
+    challenge: String,
+    redirect: String,
+    resource: String,
+    scopes: Vec<String>,
+}
+
 /// One refresh request as its authorization server saw it.
 #[derive(Debug, Clone)]
 struct Refresh {
@@ -320,7 +331,7 @@ struct State {
     next_token: HashMap<usize, usize>,
     next_family: usize,
     /// Codes handed out: code to (issuer, server, PKCE challenge, redirect, resource, scopes).
-    codes: HashMap<String, (usize, usize, String, String, String, Vec<String>)>,
+    codes: HashMap<String, Code>,
     /// Token-endpoint requests per authorization server so far.
     token_requests: HashMap<usize, usize>,
     /// Codes handed out per server.
@@ -803,14 +814,14 @@ impl Net {
                 let code = format!("code{issuer}.{server}-{n}");
                 state.codes.insert(
                     code.clone(),
-                    (
+                    Code {
                         issuer,
                         server,
-                        get("code_challenge"),
-                        get("redirect_uri"),
+                        challenge: get("code_challenge"),
+                        redirect: get("redirect_uri"),
                         resource,
                         scopes,
-                    ),
+                    },
                 );
                 pairs.append_pair("code", &code);
             }
@@ -834,7 +845,7 @@ impl Net {
                 None => form
                     .get("code")
                     .and_then(|code| state.codes.get(code))
-                    .map(|c| c.1),
+                    .map(|c| c.server),
             }
             .unwrap_or(0);
             let n = state.token_requests.entry(server).or_default();
@@ -916,11 +927,11 @@ impl Net {
                 self.refresh_grant(issuer, &get("refresh_token"), &get("resource"), fault)
             }
             "authorization_code" => self.code_grant(issuer, &form),
-            _ => Err(oauth_error(400, "unsupported_grant_type")),
+            _ => Err("unsupported_grant_type"),
         };
         let answer = match answer {
             Ok(answer) => answer,
-            Err(response) => return Ok(response),
+            Err(refusal) => return Ok(oauth_error(400, refusal)),
         };
         if fault == TokenFault::Late {
             tokio::time::sleep(warden_oauth::EXCHANGE_LIMIT + Duration::from_secs(1)).await;
@@ -952,11 +963,11 @@ impl Net {
         token: &str,
         resource: &str,
         fault: TokenFault,
-    ) -> Result<Answer, reqwest::Response> {
+    ) -> Result<Answer, &'static str> {
         let plan = &self.plan.issuers[issuer];
         let mut state = self.lock();
         let Some(issued) = state.tokens.get(token).cloned() else {
-            return Err(oauth_error(400, "invalid_grant"));
+            return Err("invalid_grant");
         };
         let refuse = |state: &mut State| {
             if let Some(issued) = state.tokens.get_mut(token) {
@@ -965,7 +976,7 @@ impl Net {
             if let Some(last) = state.refreshes.last_mut() {
                 last.soft = false;
             }
-            Err(oauth_error(400, "invalid_grant"))
+            Err("invalid_grant")
         };
         if fault == TokenFault::InvalidGrant || issued.revoked || issued.refused {
             return refuse(&mut state);
@@ -989,7 +1000,7 @@ impl Net {
                 "as{issuer}: a refresh of up{}'s grant for resource {resource}",
                 issued.server
             ));
-            return Err(oauth_error(400, "invalid_target"));
+            return Err("invalid_target");
         }
         if fault == TokenFault::Twice {
             // The access token it issued last for this grant, again (no new refresh token).
@@ -1045,17 +1056,23 @@ impl Net {
         &self,
         issuer: usize,
         form: &HashMap<String, String>,
-    ) -> Result<Answer, reqwest::Response> {
+    ) -> Result<Answer, &'static str> {
         let get = |name: &str| form.get(name).cloned().unwrap_or_default();
         let plan = &self.plan.issuers[issuer];
         let mut state = self.lock();
-        let Some((code_issuer, server, challenge, redirect, resource, scopes)) =
-            state.codes.remove(&get("code"))
+        let Some(Code {
+            issuer: code_issuer,
+            server,
+            challenge,
+            redirect,
+            resource,
+            scopes,
+        }) = state.codes.remove(&get("code"))
         else {
             self.log.violation(format!(
                 "as{issuer}: a code it did not give, or given twice"
             ));
-            return Err(oauth_error(400, "invalid_grant"));
+            return Err("invalid_grant");
         };
         if code_issuer != issuer {
             self.log
