@@ -283,11 +283,11 @@ struct ClientState {
     list_changes: AtomicUsize,
 }
 
-/// Runs one seed of the gateway world twice and checks every property.
+/// Runs one seed of the gateway world twice and checks every property (a trace that
+/// differs names its first differing event).
 pub fn run(seed: u64) -> Report {
-    let first = run_once(seed);
-    let second = run_once(seed);
-    let mut report = first;
+    let (mut report, first) = run_once(seed);
+    let (second, again) = run_once(seed);
     driver::same_digest(
         "gateway",
         seed,
@@ -295,6 +295,13 @@ pub fn run(seed: u64) -> Report {
         second.digest,
         &mut report.violations,
     );
+    if report.digest != second.digest
+        && let Some((a, b)) = first.iter().zip(&again).find(|(a, b)| a != b)
+    {
+        report
+            .violations
+            .push(format!("first difference: {a:?} then {b:?}"));
+    }
     report
 }
 
@@ -305,11 +312,13 @@ pub fn trace(seed: u64) -> Vec<String> {
     lock(&log.trace).clone()
 }
 
-fn run_once(seed: u64) -> Report {
+fn run_once(seed: u64) -> (Report, Vec<String>) {
     let log = Arc::new(Log::default());
     let mut report = simulate(seed, log.clone());
-    report.digest = driver::digest(&canonical(&lock(&log.trace)));
-    report
+    let trace = lock(&log.trace);
+    let canonical = canonical(&trace);
+    report.digest = driver::digest(&canonical);
+    (report, canonical.into_iter().cloned().collect())
 }
 
 fn simulate(seed: u64, log: Arc<Log>) -> Report {

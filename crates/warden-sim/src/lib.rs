@@ -40,7 +40,8 @@
 //!
 //! The catalogue at turn boundaries, the audit log, cancellation, the gateway and the real
 //! HTTP client are the other worlds'. Not simulated (decision 0041's revisions say why):
-//! child processes.
+//! child processes, 2026-07-28 remote upstreams under the gateway, and OAuth's dynamic
+//! registration.
 
 pub mod driver;
 pub mod gateway;
