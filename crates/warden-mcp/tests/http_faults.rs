@@ -634,3 +634,86 @@ async fn a_cancellation_goes_to_the_session_its_request_was_sent_on() {
         "a cancellation went to another session: {cancels:?}"
     );
 }
+
+/// While one request initialised an expired 2025-11-25 session again, the session had no
+/// id, and a concurrent request went out without one (answered 400, and the call failed
+/// as "may have run"); every request the expired session refused also initialised its
+/// own new session (gateway world with a remote upstream, seed 9999). Now requests wait
+/// for the re-initialisation, and one serves them all.
+#[tokio::test]
+async fn one_reinitialisation_serves_every_request_an_expired_session_refused() {
+    let sessions = Arc::new(AtomicUsize::new(0));
+    let sessionless = Arc::new(AtomicUsize::new(0));
+    let (opened, bare) = (Arc::clone(&sessions), Arc::clone(&sessionless));
+    let server = Arc::new(Scripted {
+        handler: Box::new(move |asked| {
+            let (opened, bare) = (Arc::clone(&opened), Arc::clone(&bare));
+            Box::pin(async move {
+                match asked.body["method"].as_str() {
+                    Some("initialize") => {
+                        let n = opened.fetch_add(1, Ordering::SeqCst) + 1;
+                        if n > 1 {
+                            // Opening again takes a while: the window a request may fall in.
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        return Ok(json(
+                            json!({"jsonrpc": "2.0", "id": asked.body["id"], "result": {
+                                "protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                                "serverInfo": {"name": "scripted", "version": "1"}}}),
+                            &[("mcp-session-id", &format!("s{n}"))],
+                        ));
+                    }
+                    Some("tools/call") => match asked.session.as_deref() {
+                        None => {
+                            bare.fetch_add(1, Ordering::SeqCst);
+                            return Ok(status(400));
+                        }
+                        Some("s1") => {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                            return Ok(status(404));
+                        }
+                        Some(_) => {
+                            return Ok(json(
+                                json!({"jsonrpc": "2.0", "id": asked.body["id"],
+                                       "result": {"content": [{"type": "text", "text": "hi"}]}}),
+                                &[],
+                            ));
+                        }
+                    },
+                    _ => {}
+                }
+                Ok(session_basics(&asked).unwrap_or_else(|| status(202)))
+            })
+        }),
+        seen: Mutex::default(),
+    });
+    let connection = Arc::new(
+        warden_mcp::http::connect(&spec(EraPreference::Legacy, quick(1, 0)), &options(&server))
+            .await
+            .expect("connected"),
+    );
+    let call = |after: u64| {
+        let connection = Arc::clone(&connection);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(after)).await;
+            connection
+                .call_tool("echo", arguments(), Duration::from_secs(10))
+                .await
+        })
+    };
+    // Two calls the expired session refuses, and one that comes while it is opened again.
+    let calls = [call(0), call(0), call(50)];
+    for call in calls {
+        call.await.unwrap().expect("answered on the new session");
+    }
+    assert_eq!(
+        sessionless.load(Ordering::SeqCst),
+        0,
+        "a call went out without a session"
+    );
+    assert_eq!(
+        sessions.load(Ordering::SeqCst),
+        2,
+        "more than one re-initialisation"
+    );
+}
