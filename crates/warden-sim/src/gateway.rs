@@ -1203,8 +1203,9 @@ fn check(
                 // (the safe side); one answered as never sent must not be.
                 if !reached && row.executed && !unread && answer.is_some() {
                     log.violation(format!(
-                        "call {} never reached its upstream, but its audit row says executed",
-                        call.number
+                        "call {} never reached its upstream, but its audit row says executed \
+                         ({:?})",
+                        call.number, row.error
                     ));
                 }
                 if let Some(expected) = answer

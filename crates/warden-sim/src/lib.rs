@@ -1036,10 +1036,11 @@ mod tests {
     /// cancelled was never cancelled on the remote server (36, 53), and that a call the
     /// remote server would not take (503, 404 twice) was audited as executed (5, 37), and
     /// that a cancellation after a reconnect named its id on the new session, where it is
-    /// another request (263, 340).
+    /// another request (263, 340), and that a request went out without a session while
+    /// another initialised the expired one again (9999).
     #[test]
     fn the_gateway_seeds_that_found_bugs_keep_every_property() {
-        for seed in [4, 5, 10, 13, 15, 18, 36, 37, 53, 263, 340] {
+        for seed in [4, 5, 10, 13, 15, 18, 36, 37, 53, 263, 340, 9999] {
             let report = gateway::run(seed);
             assert!(
                 report.violations.is_empty(),

@@ -308,6 +308,8 @@ struct Code {
 struct Refresh {
     server: usize,
     arrived: Duration,
+    /// Its place among rejections and refreshes.
+    sequence: usize,
     ended: Option<Duration>,
     /// It failed without a refusal: no answer, 503, the server down, or an answer the
     /// client must not use (the refused token again).
@@ -346,8 +348,11 @@ struct State {
     sign_ins: usize,
     step_ups: usize,
     rejections: usize,
-    /// When each server last answered 401 or 403.
-    last_rejection: HashMap<usize, Duration>,
+    /// When each server last answered 401 or 403, as a place in `sequence`
+    /// (events at one instant are told apart by `sequence`).
+    last_rejection: HashMap<usize, usize>,
+    /// Rejections and refreshes in the order they happened.
+    sequence: usize,
 }
 
 /// Every scripted server, behind the one transport.
@@ -549,9 +554,12 @@ impl Net {
                 if let Some(server) = self.refresh_of(&body) {
                     let mut state = self.lock();
                     self.check_pause(&state, server, now);
+                    state.sequence += 1;
+                    let sequence = state.sequence;
                     state.refreshes.push(Refresh {
                         server,
                         arrived: now,
+                        sequence,
                         ended: Some(now),
                         soft: true,
                     });
@@ -635,7 +643,9 @@ impl Net {
             };
             if verdict != 200 {
                 state.rejections += 1;
-                state.last_rejection.insert(server, now);
+                state.sequence += 1;
+                let at = state.sequence;
+                state.last_rejection.insert(server, at);
             }
             if let Some(call) = call {
                 state.deliveries.push(Delivery {
@@ -788,7 +798,7 @@ impl Net {
             .iter()
             .rev()
             .find(|r| r.server == server)
-            .filter(|r| rejected.is_none_or(|at| r.arrived >= at));
+            .filter(|r| rejected.is_none_or(|at| r.sequence > at));
         if !step_up && last.is_some_and(|r| r.soft) && newest_live_refresh(&state, server).is_some()
         {
             self.log.violation(format!(
@@ -892,9 +902,12 @@ impl Net {
                 }
             }
             self.check_pause(&state, issued.server, now);
+            state.sequence += 1;
+            let sequence = state.sequence;
             state.refreshes.push(Refresh {
                 server: issued.server,
                 arrived: now,
+                sequence,
                 ended: None,
                 soft: matches!(
                     fault,
