@@ -16,7 +16,7 @@
 //! ones get 404. `GET` (the session's own stream) is not offered (405), and `DELETE`
 //! closes the session's connection.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -50,10 +50,15 @@ pub(crate) enum Front {
 /// Deliveries of one call with a scripted front fault (later ones pass).
 pub(crate) const DELIVERIES: usize = 3;
 
+/// The requests of a session waiting for their answers, by id. Ordered: when the
+/// connection ends they are failed in this order, and a hash map's order (which depends
+/// on what the thread ran before) would make a seed's run depend on the seeds before it.
+type Waiting = BTreeMap<String, oneshot::Sender<String>>;
+
 /// One session: the connection to the upstream it is.
 struct Session {
     lines: mpsc::UnboundedSender<String>,
-    waiting: Arc<Mutex<HashMap<String, oneshot::Sender<String>>>>,
+    waiting: Arc<Mutex<Waiting>>,
     /// The upstream ended the connection (a drop): the session is gone.
     closed: Arc<AtomicBool>,
 }
@@ -317,7 +322,7 @@ impl HttpFront {
         }));
         // The reader: each answer to whoever waits for its id; the end of the connection
         // breaks every request still waiting.
-        let waiting: Arc<Mutex<HashMap<String, oneshot::Sender<String>>>> = Arc::default();
+        let waiting: Arc<Mutex<Waiting>> = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
         {
             let waiting = Arc::clone(&waiting);
@@ -378,7 +383,7 @@ impl HttpFront {
 
 /// Forgets a request's waiter when its POST ends (answered, or dropped by the client).
 struct Forget {
-    waiting: Arc<Mutex<HashMap<String, oneshot::Sender<String>>>>,
+    waiting: Arc<Mutex<Waiting>>,
     key: String,
 }
 
