@@ -434,3 +434,286 @@ async fn a_session_a_reconnect_replaced_is_deleted() {
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(*deleted.lock().unwrap(), ["s1", "s2"], "each deleted once");
 }
+
+/// A 2025-11-25 call whose caller stopped waiting before its deadline (a gateway client
+/// cancelled it, a turn ran out: the call's future dropped) was never cancelled upstream:
+/// the remote server ran it to its end (gateway world with a remote upstream, decision
+/// 0041 revision 3, seed 53). Now its `notifications/cancelled` goes out. The control: a
+/// call answered in time is not cancelled.
+#[tokio::test]
+async fn a_call_its_caller_abandons_is_cancelled_upstream() {
+    let server = Arc::new(Scripted {
+        handler: Box::new(|asked| {
+            Box::pin(async move {
+                if let Some(answer) = session_basics(&asked) {
+                    return Ok(answer);
+                }
+                if asked.body["method"] == "notifications/cancelled" {
+                    return Ok(status(202));
+                }
+                if asked.body["params"]["arguments"]["text"] == "slow" {
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                }
+                Ok(json(
+                    json!({"jsonrpc": "2.0", "id": asked.body["id"],
+                           "result": {"content": [{"type": "text", "text": "done"}]}}),
+                    &[],
+                ))
+            })
+        }),
+        seen: Mutex::default(),
+    });
+    let connection =
+        warden_mcp::http::connect(&spec(EraPreference::Legacy, quick(1, 0)), &options(&server))
+            .await
+            .expect("connected");
+    // The control: answered, nothing cancelled.
+    connection
+        .call_tool("echo", arguments(), Duration::from_secs(10))
+        .await
+        .expect("answered");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(server.count("notifications/cancelled"), 0);
+    // The caller gives up after 100 ms, long before the call's 10 s deadline.
+    let slow = Some(Map::from_iter([("text".to_owned(), json!("slow"))]));
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(100),
+        connection.call_tool("echo", slow, Duration::from_secs(10)),
+    )
+    .await;
+    assert!(abandoned.is_err(), "the call should still be running");
+    for _ in 0..100 {
+        if server.count("notifications/cancelled") == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        server.count("notifications/cancelled"),
+        1,
+        "never cancelled"
+    );
+}
+
+/// A call the server refused with 503, or whose session it did not know (404), twice (so
+/// also after the reconnect or re-initialisation) failed as "may have run", and the audit
+/// log said it was executed, although the server had said it did not take it (gateway
+/// world with a remote upstream, seeds 4 and 37). Now it fails as never sent. The control:
+/// a 500 (the server took it and failed) may have run.
+#[tokio::test]
+async fn a_call_the_server_would_not_take_is_known_not_sent() {
+    for (code, sent) in [(503, false), (404, false), (500, true)] {
+        let server = Arc::new(Scripted {
+            handler: Box::new(move |asked| {
+                Box::pin(async move {
+                    if let Some(answer) = session_basics(&asked) {
+                        return Ok(answer);
+                    }
+                    Ok(status(code))
+                })
+            }),
+            seen: Mutex::default(),
+        });
+        let connection =
+            warden_mcp::http::connect(&spec(EraPreference::Legacy, quick(1, 1)), &options(&server))
+                .await
+                .expect("connected");
+        let error = connection
+            .call_tool("echo", arguments(), Duration::from_secs(10))
+            .await
+            .expect_err("refused");
+        assert_eq!(
+            error.may_have_reached_server(),
+            sent,
+            "HTTP {code}: {error}"
+        );
+    }
+}
+
+/// A request as a server saw it: the session it named, and its id.
+type SessionAndId = (Option<String>, Value);
+
+/// A call cut short by its deadline after a reconnect had replaced its session had its
+/// `notifications/cancelled` sent on the new session, naming an id that there belongs to
+/// another request, which the server then stopped (gateway world with a remote upstream,
+/// seed 263). Now it names the request on the session it was sent on.
+#[tokio::test]
+async fn a_cancellation_goes_to_the_session_its_request_was_sent_on() {
+    let sessions = Arc::new(AtomicUsize::new(0));
+    let cancels: Arc<Mutex<Vec<SessionAndId>>> = Arc::default();
+    let calls: Arc<Mutex<Vec<SessionAndId>>> = Arc::default();
+    let (opened, cancelled, called) = (
+        Arc::clone(&sessions),
+        Arc::clone(&cancels),
+        Arc::clone(&calls),
+    );
+    let server = Arc::new(Scripted {
+        handler: Box::new(move |asked| {
+            let (opened, cancelled, called) = (
+                Arc::clone(&opened),
+                Arc::clone(&cancelled),
+                Arc::clone(&called),
+            );
+            Box::pin(async move {
+                match asked.body["method"].as_str() {
+                    Some("initialize") => {
+                        let id = format!("s{}", opened.fetch_add(1, Ordering::SeqCst) + 1);
+                        return Ok(json(
+                            json!({"jsonrpc": "2.0", "id": asked.body["id"], "result": {
+                                "protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                                "serverInfo": {"name": "scripted", "version": "1"}}}),
+                            &[("mcp-session-id", &id)],
+                        ));
+                    }
+                    Some("notifications/cancelled") => {
+                        let id = asked.body["params"]["requestId"].clone();
+                        cancelled.lock().unwrap().push((asked.session, id));
+                        return Ok(status(202));
+                    }
+                    Some("tools/call") => {
+                        let text = asked.body["params"]["arguments"]["text"].clone();
+                        called
+                            .lock()
+                            .unwrap()
+                            .push((asked.session.clone(), asked.body["id"].clone()));
+                        if text == "boom" {
+                            return Ok(status(500));
+                        }
+                        tokio::time::sleep(Duration::from_secs(60)).await;
+                        return Ok(status(202));
+                    }
+                    _ => {}
+                }
+                Ok(session_basics(&asked).unwrap_or_else(|| status(202)))
+            })
+        }),
+        seen: Mutex::default(),
+    });
+    let connection = Arc::new(
+        warden_mcp::http::connect(&spec(EraPreference::Legacy, quick(1, 2)), &options(&server))
+            .await
+            .expect("connected"),
+    );
+    let slow = {
+        let connection = Arc::clone(&connection);
+        tokio::spawn(async move {
+            let slow = Some(Map::from_iter([("text".to_owned(), json!("slow"))]));
+            connection
+                .call_tool("echo", slow, Duration::from_millis(400))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let boom = Some(Map::from_iter([("text".to_owned(), json!("boom"))]));
+    let _ = connection
+        .call_tool("echo", boom, Duration::from_secs(5))
+        .await;
+    assert_eq!(sessions.load(Ordering::SeqCst), 2, "no reconnect");
+    assert!(matches!(
+        slow.await.unwrap(),
+        Err(CallError::Timeout { .. })
+    ));
+    for _ in 0..100 {
+        if !cancels.lock().unwrap().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let slow_call = calls.lock().unwrap()[0].clone();
+    assert_eq!(slow_call.0.as_deref(), Some("s1"));
+    let cancels = cancels.lock().unwrap().clone();
+    assert!(
+        cancels.contains(&slow_call),
+        "the slow call was not cancelled on its own session: {cancels:?}"
+    );
+    assert!(
+        cancels
+            .iter()
+            .all(|(session, _)| session.as_deref() == Some("s1")),
+        "a cancellation went to another session: {cancels:?}"
+    );
+}
+
+/// While one request initialised an expired 2025-11-25 session again, the session had no
+/// id, and a concurrent request went out without one (answered 400, and the call failed
+/// as "may have run"); every request the expired session refused also initialised its
+/// own new session (gateway world with a remote upstream, seed 9999). Now requests wait
+/// for the re-initialisation, and one serves them all.
+#[tokio::test]
+async fn one_reinitialisation_serves_every_request_an_expired_session_refused() {
+    let sessions = Arc::new(AtomicUsize::new(0));
+    let sessionless = Arc::new(AtomicUsize::new(0));
+    let (opened, bare) = (Arc::clone(&sessions), Arc::clone(&sessionless));
+    let server = Arc::new(Scripted {
+        handler: Box::new(move |asked| {
+            let (opened, bare) = (Arc::clone(&opened), Arc::clone(&bare));
+            Box::pin(async move {
+                match asked.body["method"].as_str() {
+                    Some("initialize") => {
+                        let n = opened.fetch_add(1, Ordering::SeqCst) + 1;
+                        if n > 1 {
+                            // Opening again takes a while: the window a request may fall in.
+                            tokio::time::sleep(Duration::from_millis(100)).await;
+                        }
+                        return Ok(json(
+                            json!({"jsonrpc": "2.0", "id": asked.body["id"], "result": {
+                                "protocolVersion": "2025-11-25", "capabilities": {"tools": {}},
+                                "serverInfo": {"name": "scripted", "version": "1"}}}),
+                            &[("mcp-session-id", &format!("s{n}"))],
+                        ));
+                    }
+                    Some("tools/call") => match asked.session.as_deref() {
+                        None => {
+                            bare.fetch_add(1, Ordering::SeqCst);
+                            return Ok(status(400));
+                        }
+                        Some("s1") => {
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                            return Ok(status(404));
+                        }
+                        Some(_) => {
+                            return Ok(json(
+                                json!({"jsonrpc": "2.0", "id": asked.body["id"],
+                                       "result": {"content": [{"type": "text", "text": "hi"}]}}),
+                                &[],
+                            ));
+                        }
+                    },
+                    _ => {}
+                }
+                Ok(session_basics(&asked).unwrap_or_else(|| status(202)))
+            })
+        }),
+        seen: Mutex::default(),
+    });
+    let connection = Arc::new(
+        warden_mcp::http::connect(&spec(EraPreference::Legacy, quick(1, 0)), &options(&server))
+            .await
+            .expect("connected"),
+    );
+    let call = |after: u64| {
+        let connection = Arc::clone(&connection);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(after)).await;
+            connection
+                .call_tool("echo", arguments(), Duration::from_secs(10))
+                .await
+        })
+    };
+    // Two calls the expired session refuses, and one that comes while it is opened again.
+    let calls = [call(0), call(0), call(50)];
+    for call in calls {
+        call.await.unwrap().expect("answered on the new session");
+    }
+    assert_eq!(
+        sessionless.load(Ordering::SeqCst),
+        0,
+        "a call went out without a session"
+    );
+    assert_eq!(
+        sessions.load(Ordering::SeqCst),
+        2,
+        "more than one re-initialisation"
+    );
+}

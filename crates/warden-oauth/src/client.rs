@@ -15,6 +15,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use url::Url;
 
@@ -29,6 +30,19 @@ use crate::store::{Grant, Registration, Secret, ServerRecord, Store};
 
 /// An access token is refreshed when it expires within this many seconds.
 const REFRESH_MARGIN: u64 = 60;
+/// After a refresh that failed without being refused (the authorization server did not
+/// answer, or answered 5xx), the next one waits this long; each such failure in a row
+/// doubles the wait, up to [`REFRESH_PAUSE_MAX`]. A success or a refusal ends the pause.
+pub const REFRESH_PAUSE_START: Duration = Duration::from_secs(2);
+/// The longest pause between refreshes that fail without being refused.
+pub const REFRESH_PAUSE_MAX: Duration = Duration::from_secs(60);
+
+/// The pause after refreshes that failed without being refused.
+struct Pause {
+    until: tokio::time::Instant,
+    length: Duration,
+    last: String,
+}
 
 /// How a remote server's sign-in stands, for `warden tools`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,9 +88,12 @@ pub struct OAuthClient {
     settings: ClientSettings,
     store: Arc<dyn Store>,
     agent: Arc<dyn UserAgent>,
-    current: Mutex<Current>,
-    /// One refresh or authorization in flight.
-    flight: tokio::sync::Mutex<()>,
+    current: Arc<Mutex<Current>>,
+    /// One refresh or authorization in flight. A refresh holds it on the task that
+    /// carries its exchange, so a caller that gives up does not let another start.
+    flight: Arc<tokio::sync::Mutex<()>>,
+    /// No refresh before this, after failures that were not refusals.
+    pause: Arc<Mutex<Option<Pause>>>,
     counters: Counters,
 }
 
@@ -139,11 +156,12 @@ impl OAuthClient {
             settings,
             store,
             agent,
-            current: Mutex::new(Current {
+            current: Arc::new(Mutex::new(Current {
                 grant,
                 ..Current::default()
-            }),
-            flight: tokio::sync::Mutex::new(()),
+            })),
+            flight: Arc::new(tokio::sync::Mutex::new(())),
+            pause: Arc::new(Mutex::new(None)),
             counters: Counters::default(),
         })
     }
@@ -164,6 +182,14 @@ impl OAuthClient {
             .grant
             .as_ref()
             .map(|grant| grant.access_token.clone())
+    }
+
+    /// Whether a refresh token is held: the grant can be renewed without the user.
+    pub fn refreshable(&self) -> bool {
+        lock(&self.current)
+            .grant
+            .as_ref()
+            .is_some_and(|grant| grant.refresh_token.is_some())
     }
 
     /// How the sign-in stands.
@@ -198,9 +224,9 @@ impl OAuthClient {
             }
         };
         if due {
-            let _flight = self.flight.lock().await;
+            let mut flight = Some(Arc::clone(&self.flight).lock_owned().await);
             if self.current_token().as_ref() == Some(&token)
-                && let Err(error) = self.refresh().await
+                && let Err(error) = self.refresh(None, &mut flight).await
             {
                 tracing::info!(server = %self.name, "refreshing the access token failed: {error}");
             }
@@ -216,16 +242,22 @@ impl OAuthClient {
         challenge: Option<&Challenge>,
         round: u32,
     ) -> Result<(), OAuthError> {
-        let _flight = self.flight.lock().await;
+        let mut flight = Some(Arc::clone(&self.flight).lock_owned().await);
         if self.current_token().as_ref() != used {
             return Ok(()); // someone else already got a new token: try it
         }
-        let result = self.renew(challenge, round).await;
+        let result = self.renew(used, challenge, round, &mut flight).await;
         self.note(&result);
         result
     }
 
-    async fn renew(&self, challenge: Option<&Challenge>, round: u32) -> Result<(), OAuthError> {
+    async fn renew(
+        &self,
+        used: Option<&Secret>,
+        challenge: Option<&Challenge>,
+        round: u32,
+        flight: &mut Option<Flight>,
+    ) -> Result<(), OAuthError> {
         // The server may have moved to another authorization server: look again.
         let resource = resource_metadata(&self.fetcher, &self.server_url, challenge).await?;
         let grant = lock(&self.current).grant.clone();
@@ -236,11 +268,16 @@ impl OAuthClient {
             && grant.resource == resource.resource
         {
             lock(&self.current).resource = Some(resource.clone());
-            match self.refresh().await {
+            match self.refresh(used, flight).await {
                 Ok(()) => return Ok(()),
-                Err(error) => {
-                    tracing::info!(server = %self.name, "refresh failed ({error}); signing in again");
+                // Refused: the user must sign in again.
+                Err(error) if !self.refreshable() => {
+                    tracing::info!(server = %self.name, "refresh refused ({error}); signing in again");
                 }
+                // Not refused (the authorization server unreachable, unwell or answering
+                // nonsense): the refresh token is kept for the next try, and the user is
+                // not asked to sign in for the server's trouble.
+                Err(error) => return Err(error),
             }
         }
         self.authorize_with(resource, challenge, Vec::new()).await
@@ -300,7 +337,73 @@ impl OAuthClient {
         };
     }
 
-    async fn refresh(&self) -> Result<(), OAuthError> {
+    /// Uses the refresh token for a new access token. `refused`: the access token a
+    /// server just refused, which a new one must not be. A refresh token is dropped only
+    /// when the authorization server refused it (a 4xx answer: `invalid_grant` and the
+    /// like); on any other failure it is kept for the next try, which waits
+    /// ([`REFRESH_PAUSE_START`], doubling).
+    ///
+    /// The exchange with the token endpoint runs on a task of its own holding `flight`
+    /// (given back when it ends): a caller whose deadline passes does not cut it short,
+    /// so a refresh token the authorization server rotated is never lost half-way (the
+    /// old one sent again would be refused, and with reuse detection end the grant).
+    async fn refresh(
+        &self,
+        refused: Option<&Secret>,
+        flight: &mut Option<Flight>,
+    ) -> Result<(), OAuthError> {
+        if let Some(pause) = lock(&self.pause).as_ref() {
+            let left = pause
+                .until
+                .saturating_duration_since(tokio::time::Instant::now());
+            if !left.is_zero() {
+                return Err(OAuthError::RefreshPaused {
+                    last: pause.last.clone(),
+                    secs: left.as_secs_f64().ceil() as u64,
+                });
+            }
+        }
+        let (grant, metadata, registration) = match self.refresh_inputs().await {
+            Ok(inputs) => inputs,
+            Err(error) => {
+                settle_pause(&self.pause, Some(&error));
+                return Err(error);
+            }
+        };
+        self.counters.refreshes.fetch_add(1, Ordering::SeqCst);
+        let task = {
+            let keeper = Keeper {
+                name: self.name.clone(),
+                current: Arc::clone(&self.current),
+                store: Arc::clone(&self.store),
+            };
+            let (fetcher, pause) = (self.fetcher.clone(), Arc::clone(&self.pause));
+            let refused = refused.cloned();
+            let guard = flight.take();
+            tokio::spawn(async move {
+                let refreshed = flow::refresh(&fetcher, &metadata, &registration, &grant).await;
+                let result = keeper.settle(refreshed, refused.as_ref());
+                settle_pause(&pause, result.as_ref().err());
+                (result, guard)
+            })
+        };
+        match task.await {
+            Ok((result, guard)) => {
+                *flight = guard;
+                result
+            }
+            Err(error) => Err(OAuthError::Malformed {
+                what: "the refresh",
+                reason: format!("its task ended: {error}"),
+            }),
+        }
+    }
+
+    /// The grant to refresh, its authorization server's metadata and Warden's
+    /// registration there.
+    async fn refresh_inputs(
+        &self,
+    ) -> Result<(Grant, ServerMetadata, crate::store::Registration), OAuthError> {
         let grant = lock(&self.current)
             .grant
             .clone()
@@ -317,22 +420,7 @@ impl OAuthClient {
             &self.agent.redirect_uri(),
         )
         .await?;
-        self.counters.refreshes.fetch_add(1, Ordering::SeqCst);
-        let refreshed = flow::refresh(&self.fetcher, &metadata, &registration, &grant).await;
-        match refreshed {
-            Ok(new) => {
-                self.keep(new, None)?;
-                tracing::info!(server = %self.name, "access token refreshed");
-                Ok(())
-            }
-            Err(error) => {
-                // A refused refresh token is dropped: the next step signs in again.
-                if let Some(current) = lock(&self.current).grant.as_mut() {
-                    current.refresh_token = None;
-                }
-                Err(error)
-            }
-        }
+        Ok((grant, metadata, registration))
     }
 
     async fn metadata_for(&self, issuer: &str) -> Result<ServerMetadata, OAuthError> {
@@ -402,6 +490,28 @@ impl OAuthClient {
 
     /// Makes `grant` current and stores it (under its issuer and resource).
     fn keep(&self, grant: Grant, record: Option<ServerRecord>) -> Result<(), OAuthError> {
+        let keeper = Keeper {
+            name: self.name.clone(),
+            current: Arc::clone(&self.current),
+            store: Arc::clone(&self.store),
+        };
+        keeper.keep(grant, record)
+    }
+}
+
+/// The flight lock as a refresh's task holds it.
+type Flight = tokio::sync::OwnedMutexGuard<()>;
+
+/// What a refresh's task needs of its client to keep the outcome.
+struct Keeper {
+    name: String,
+    current: Arc<Mutex<Current>>,
+    store: Arc<dyn Store>,
+}
+
+impl Keeper {
+    /// Makes `grant` current and stores it (under its issuer and resource).
+    fn keep(&self, grant: Grant, record: Option<ServerRecord>) -> Result<(), OAuthError> {
         let mut record = match record {
             Some(record) => record,
             None => self.store.load(&self.name)?,
@@ -410,6 +520,63 @@ impl OAuthClient {
         lock(&self.current).grant = Some(grant);
         self.store.save(&self.name, &record)
     }
+
+    /// Keeps what a refresh gave: the new grant, unless it is the access token a server
+    /// just refused (`refused`); on a refusal by the authorization server, drops the
+    /// refresh token; on any other failure, keeps it for the next try.
+    fn settle(
+        &self,
+        refreshed: Result<Grant, OAuthError>,
+        refused: Option<&Secret>,
+    ) -> Result<(), OAuthError> {
+        match refreshed {
+            Ok(new) if refused.is_some_and(|token| *token == new.access_token) => {
+                Err(OAuthError::Malformed {
+                    what: "the token response",
+                    reason: "it gave again the access token the server had just refused".into(),
+                })
+            }
+            Ok(new) => {
+                self.keep(new, None)?;
+                tracing::info!(server = %self.name, "access token refreshed");
+                Ok(())
+            }
+            Err(error) => {
+                if refused_by_server(&error)
+                    && let Some(current) = lock(&self.current).grant.as_mut()
+                {
+                    current.refresh_token = None;
+                }
+                Err(error)
+            }
+        }
+    }
+}
+
+/// After a refresh: a failure that was not a refusal starts (or doubles) the pause before
+/// the next; a success or a refusal ends it.
+fn settle_pause(pause: &Mutex<Option<Pause>>, error: Option<&OAuthError>) {
+    let mut pause = lock(pause);
+    match error {
+        Some(error) if !refused_by_server(error) => {
+            let length = pause.as_ref().map_or(REFRESH_PAUSE_START, |p| {
+                (p.length * 2).min(REFRESH_PAUSE_MAX)
+            });
+            *pause = Some(Pause {
+                until: tokio::time::Instant::now() + length,
+                length,
+                last: error.to_string(),
+            });
+        }
+        _ => *pause = None,
+    }
+}
+
+/// Whether the token endpoint refused the grant (a 4xx answer other than 408 and 429:
+/// `invalid_grant`, `invalid_client`, ...), rather than failing to answer.
+fn refused_by_server(error: &OAuthError) -> bool {
+    matches!(error, OAuthError::Status { status, .. }
+        if (400..500).contains(status) && *status != 408 && *status != 429)
 }
 
 /// The scopes to ask for: the challenge's, else everything the resource lists, else none;

@@ -150,6 +150,15 @@ pub enum OAuthError {
         /// The last challenge, if any.
         detail: String,
     },
+    /// A refresh failed a moment ago without being refused (the authorization server
+    /// unreachable or unwell); the next one waits a little, doubling each time.
+    #[error("refreshing the token failed a moment ago ({last}); the next try is in {secs} s")]
+    RefreshPaused {
+        /// Why the last refresh failed.
+        last: String,
+        /// Seconds until the next try.
+        secs: u64,
+    },
     /// The token store failed.
     #[error("token store: {0}")]
     Store(String),

@@ -11,14 +11,20 @@
 //! endpoint) on such a host is refused before any request: an IP literal by its range, a
 //! name by the addresses it resolves to (the connection goes to an address that was
 //! checked). URLs on the server's own origin are always allowed: the user chose that host.
+//!
+//! [`Fetcher::with_transport`] sends every exchange through a [`warden_net::Transport`]
+//! instead (the simulator's in-memory authorization server, decision 0041's revision 3):
+//! the same requests, caps, time limits and refusals; what the seam leaves out is what a
+//! connection does, name lookups included, so the server's host is then judged by its
+//! literal alone.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 use url::{Host, Url};
+use warden_net::read_capped;
 use warden_net::reqwest::{self, StatusCode, header};
-use warden_net::{NetError, read_capped};
 
 use crate::error::{OAuthError, excerpt};
 
@@ -33,6 +39,8 @@ pub struct Fetcher {
     http: reqwest::Client,
     allow_http: bool,
     reach: Option<Reach>,
+    /// Where requests go instead of `http`'s own connections, if anywhere.
+    transport: Option<Arc<dyn warden_net::Transport>>,
 }
 
 /// Which hosts a server's sign-in may reach.
@@ -66,6 +74,7 @@ impl Fetcher {
             http,
             allow_http,
             reach: None,
+            transport: None,
         })
     }
 
@@ -94,6 +103,14 @@ impl Fetcher {
         self
     }
 
+    /// Sends every exchange through `transport` (the simulator's in-memory servers) rather
+    /// than over the network. Name lookups are the transport's business: the configured
+    /// server's host is judged special or public by its literal alone.
+    pub fn with_transport(mut self, transport: Arc<dyn warden_net::Transport>) -> Fetcher {
+        self.transport = Some(transport);
+        self
+    }
+
     /// The client that may carry a request to `url`, or the refusal.
     async fn route(&self, what: &'static str, url: &Url) -> Result<&reqwest::Client, OAuthError> {
         let Some(reach) = &self.reach else {
@@ -104,7 +121,7 @@ impl Fetcher {
         }
         let server_special = *reach
             .server_special
-            .get_or_init(|| host_is_special(&reach.server))
+            .get_or_init(|| host_is_special(&reach.server, self.transport.is_none()))
             .await;
         if server_special {
             return Ok(&self.http);
@@ -141,7 +158,7 @@ impl Fetcher {
             .await?
             .get(url.clone())
             .header(header::ACCEPT, "application/json");
-        let response = send(what, request).await?;
+        let response = self.send(what, request).await?;
         let status = response.status();
         if status.is_client_error() {
             return Ok(Err(status.as_u16()));
@@ -214,7 +231,7 @@ impl Fetcher {
         what: &'static str,
         request: reqwest::RequestBuilder,
     ) -> Result<(StatusCode, Value), OAuthError> {
-        let response = send(what, request).await?;
+        let response = self.send(what, request).await?;
         let status = response.status();
         if status.is_redirection() {
             return Err(redirect(what, &response));
@@ -239,7 +256,7 @@ impl Fetcher {
         what: &'static str,
         url: &Url,
     ) -> Result<(StatusCode, Option<String>), OAuthError> {
-        let response = send(what, self.http.get(url.clone())).await?;
+        let response = self.send(what, self.http.get(url.clone())).await?;
         let location = response
             .headers()
             .get(header::LOCATION)
@@ -268,10 +285,13 @@ fn literal_special(url: &Url) -> Option<&'static str> {
 
 /// Whether the configured server is on a special-range host: an IP literal or `localhost`
 /// in one, or a name whose addresses all are (a LAN or company-internal server). A lookup
-/// that fails judges it public (the stricter side).
-async fn host_is_special(server: &Url) -> bool {
+/// that fails judges it public (the stricter side). Without `lookup`, a name is public.
+async fn host_is_special(server: &Url, lookup: bool) -> bool {
     if literal_special(server).is_some() {
         return true;
+    }
+    if !lookup {
+        return false;
     }
     let (Some(host), Some(port)) = (server.host_str(), server.port_or_known_default()) else {
         return false;
@@ -288,20 +308,22 @@ async fn host_is_special(server: &Url) -> bool {
     }
 }
 
-async fn send(
-    what: &'static str,
-    request: reqwest::RequestBuilder,
-) -> Result<reqwest::Response, OAuthError> {
-    match tokio::time::timeout(EXCHANGE_LIMIT, request.send()).await {
-        Ok(Ok(response)) => Ok(response),
-        Ok(Err(error)) => Err(OAuthError::Net {
-            what,
-            source: NetError::from_reqwest(error),
-        }),
-        Err(_) => Err(OAuthError::Timeout {
-            what,
-            secs: EXCHANGE_LIMIT.as_secs(),
-        }),
+impl Fetcher {
+    /// Sends `request` (through the transport, if one is set) within [`EXCHANGE_LIMIT`].
+    async fn send(
+        &self,
+        what: &'static str,
+        request: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, OAuthError> {
+        let sent = warden_net::transport::send(request, self.transport.as_ref());
+        match tokio::time::timeout(EXCHANGE_LIMIT, sent).await {
+            Ok(Ok(response)) => Ok(response),
+            Ok(Err(source)) => Err(OAuthError::Net { what, source }),
+            Err(_) => Err(OAuthError::Timeout {
+                what,
+                secs: EXCHANGE_LIMIT.as_secs(),
+            }),
+        }
     }
 }
 

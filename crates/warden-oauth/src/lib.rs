@@ -47,7 +47,7 @@ pub use agent::{Headless, NoUserAgent, UserAgent};
 pub use challenge::{Challenge, parse as parse_challenge};
 pub use client::{AuthState, OAuthClient};
 pub use error::OAuthError;
-pub use fetch::{Fetcher, check_url};
+pub use fetch::{EXCHANGE_LIMIT, Fetcher, check_url};
 pub use identity::{ClientSettings, Preregistered};
 pub use loopback::Loopback;
 pub use os_store::OsStore;

@@ -122,6 +122,10 @@ pub struct World {
     /// seed under more than one (the host world: 1 is the other timing; the remote world:
     /// 1 makes the calls through a host).
     pub trace: fn(u64, u64) -> Vec<String>,
+    /// The part of the CI's seed count (`WARDEN_SIM_SEEDS`) the seed test runs of it, in
+    /// percent: the CI's simulation time is kept about where it was as worlds are added
+    /// (the long runs in docs/fuzzing.md take every world over 10,000 seeds).
+    pub ci_share: u64,
 }
 
 /// Every world, in the order `--world all` runs them.
@@ -142,6 +146,7 @@ pub const WORLDS: &[World] = &[
             }
         },
         trace: |seed, _| crate::trace(seed),
+        ci_share: 100,
     },
     World {
         name: "gateway",
@@ -153,6 +158,8 @@ pub const WORLDS: &[World] = &[
                     ("HTTP session clients", r.http_sessions),
                     ("HTTP stateless clients", r.http_stateless),
                     ("requests to unknown sessions", r.unknown_sessions),
+                    ("remote upstreams", r.remote_upstreams),
+                    ("remote sessions expired", r.remote_expired),
                     ("received upstream", r.received),
                     ("answered", r.answered),
                     ("cancellations upstream", r.cancellations),
@@ -164,6 +171,7 @@ pub const WORLDS: &[World] = &[
             }
         },
         trace: |seed, _| crate::gateway::trace(seed),
+        ci_share: 100,
     },
     World {
         name: "host",
@@ -187,6 +195,7 @@ pub const WORLDS: &[World] = &[
             }
         },
         trace: |seed, timing| crate::host::trace(seed, timing),
+        ci_share: 100,
     },
     World {
         name: "remote",
@@ -210,6 +219,29 @@ pub const WORLDS: &[World] = &[
             }
         },
         trace: |seed, variant| crate::remote::trace(seed, variant),
+        ci_share: 100,
+    },
+    World {
+        name: "oauth",
+        run: |seed| {
+            let r = crate::oauth::run(seed);
+            Summary {
+                counts: vec![
+                    ("calls", r.calls),
+                    ("answered", r.answered),
+                    ("failed for want of authorization", r.unauthorized),
+                    ("timeouts", r.timeouts),
+                    ("401/403 answered", r.rejections),
+                    ("step-ups (403)", r.step_ups),
+                    ("refreshes", r.refreshes),
+                    ("sign-ins", r.sign_ins),
+                    ("audit rows", r.audit_rows),
+                ],
+                violations: r.violations,
+            }
+        },
+        trace: |seed, _| crate::oauth::trace(seed),
+        ci_share: 40,
     },
 ];
 

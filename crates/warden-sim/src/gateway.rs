@@ -11,7 +11,11 @@
 //! timeouts, `notifications/cancelled` on timeout and on drop). The upstreams are reached
 //! through the host's relay seam ([`RelayDialer`]): the simulator dials them as in-memory
 //! pipes to scripted servers, so no process is started and nothing in the gateway or host
-//! was changed to allow it.
+//! was changed to allow it. A third of them (drawn from a stream of their own) are remote
+//! instead: the same scripted server behind a Streamable HTTP front (`http_upstream`),
+//! reached by Warden's real HTTP client through the transport seam, with the remote
+//! world's faults on the front (the session expired, 503, 500, a reset after delivery) on
+//! top of the upstream's own, under every client at once.
 //!
 //! What is scripted, from the seed: upstream servers that answer, answer with a tool
 //! error or a JSON-RPC error, answer late (after the call timeout), never answer, answer
@@ -60,6 +64,7 @@ use warden_gateway::{Backend, Gateway, ProtocolOptions, StdioLimits};
 use warden_mcp::http::reconnect::SeededRng;
 
 use crate::http_face::{self, Dial, Events, Face};
+use crate::http_upstream::{DELIVERIES, Front, HttpFront, Wire};
 use crate::upstream::{
     Out, PIPE, Script, UpFault, UpPlan, Upstream, all_received, canonical, check_cancelled,
     check_no_leaks, lock, store_dir, token,
@@ -99,6 +104,10 @@ impl CallPlan {
 #[derive(Debug, Clone)]
 struct Plan {
     upstreams: Vec<UpPlan>,
+    /// The front faults of each call to a remote upstream, by call number.
+    fronts: HashMap<usize, [Front; DELIVERIES]>,
+    /// The remote upstreams' back-off jitter.
+    jitter: u64,
     /// When each client disconnects, if it does before it is done.
     disconnects: Vec<Option<Duration>>,
     /// How each client reaches the gateway.
@@ -111,6 +120,7 @@ fn plan(seed: u64) -> Plan {
     let mut rng = SeededRng::new(seed ^ 0x6761_7465_7761_7921);
     let upstreams = (0..1 + rng.below(2))
         .map(|_| UpPlan {
+            remote: false,
             call_timeout: Duration::from_millis(1_000 + rng.below(9_000)),
             honours_cancel: rng.below(2) == 0,
             storms: (0..rng.below(4))
@@ -139,7 +149,7 @@ fn plan(seed: u64) -> Plan {
         (2, UpFault::ListChangedFirst),
     ];
     let count = 1 + rng.below(16) as usize;
-    let calls = (0..count)
+    let calls: Vec<CallPlan> = (0..count)
         .map(|number| {
             let upstream = rng.below(upstreams.len() as u64) as usize;
             let timeout = upstreams[upstream].call_timeout;
@@ -175,8 +185,32 @@ fn plan(seed: u64) -> Plan {
             )
         })
         .collect();
+    // Which upstreams are remote, and the faults of their HTTP front, from a stream of
+    // their own too (decision 0041, revision 3).
+    let mut remote = SeededRng::new(seed ^ 0x7265_6d6f_7465_7570);
+    let mut upstreams = upstreams;
+    for upstream in &mut upstreams {
+        upstream.remote = remote.below(3) == 0;
+    }
+    let front = [
+        (10, Front::Pass),
+        (3, Front::Expired),
+        (2, Front::Unavailable),
+        (1, Front::ServerError),
+        (1, Front::Reset),
+    ];
+    let fronts = calls
+        .iter()
+        .filter(|c: &&CallPlan| upstreams[c.upstream].remote)
+        .map(|c| {
+            let faults = [(); DELIVERIES].map(|()| pick(&mut remote, &front));
+            (c.number, faults)
+        })
+        .collect();
     Plan {
         upstreams,
+        fronts,
+        jitter: remote.next_u64(),
         disconnects,
         faces,
         calls,
@@ -196,6 +230,10 @@ pub struct Report {
     pub http_stateless: usize,
     /// Requests naming an unknown or deleted session (each must get 404).
     pub unknown_sessions: usize,
+    /// Upstreams reached over Streamable HTTP.
+    pub remote_upstreams: usize,
+    /// Sessions of remote upstreams that expired under a call (404) and were opened again.
+    pub remote_expired: usize,
     /// Calls planned.
     pub calls: usize,
     /// Calls the upstreams received.
@@ -245,11 +283,11 @@ struct ClientState {
     list_changes: AtomicUsize,
 }
 
-/// Runs one seed of the gateway world twice and checks every property.
+/// Runs one seed of the gateway world twice and checks every property (a trace that
+/// differs names its first differing event).
 pub fn run(seed: u64) -> Report {
-    let first = run_once(seed);
-    let second = run_once(seed);
-    let mut report = first;
+    let (mut report, first) = run_once(seed);
+    let (second, again) = run_once(seed);
     driver::same_digest(
         "gateway",
         seed,
@@ -257,6 +295,13 @@ pub fn run(seed: u64) -> Report {
         second.digest,
         &mut report.violations,
     );
+    if report.digest != second.digest
+        && let Some((a, b)) = first.iter().zip(&again).find(|(a, b)| a != b)
+    {
+        report
+            .violations
+            .push(format!("first difference: {a:?} then {b:?}"));
+    }
     report
 }
 
@@ -267,11 +312,13 @@ pub fn trace(seed: u64) -> Vec<String> {
     lock(&log.trace).clone()
 }
 
-fn run_once(seed: u64) -> Report {
+fn run_once(seed: u64) -> (Report, Vec<String>) {
     let log = Arc::new(Log::default());
     let mut report = simulate(seed, log.clone());
-    report.digest = driver::digest(&canonical(&lock(&log.trace)));
-    report
+    let trace = lock(&log.trace);
+    let canonical = canonical(&trace);
+    report.digest = driver::digest(&canonical);
+    (report, canonical.into_iter().cloned().collect())
 }
 
 fn simulate(seed: u64, log: Arc<Log>) -> Report {
@@ -334,7 +381,20 @@ async fn world(seed: u64, plan: Plan, log: Arc<Log>, dir: PathBuf) -> Report {
             return report;
         }
     };
-    let host = crate::upstream::host(&upstreams, start, store, policy(), &log).await;
+    // The remote upstreams' HTTP front (one for all of them), if there are any.
+    let front = plan.upstreams.iter().any(|u| u.remote).then(|| {
+        let faults = plan
+            .fronts
+            .iter()
+            .map(|(number, faults)| (token(*number), *faults))
+            .collect();
+        Arc::new(HttpFront::new(upstreams.clone(), faults, start))
+    });
+    let wire = front.as_ref().map(|front| {
+        let wire: Arc<dyn warden_net::Transport> = Arc::new(Wire(Arc::clone(front)));
+        (wire, plan.jitter)
+    });
+    let host = crate::upstream::host(&upstreams, start, store, policy(), &log, wire).await;
     let backend = match Backend::new(Arc::new(host), None) {
         Ok(backend) => backend,
         Err(error) => {
@@ -486,6 +546,10 @@ async fn world(seed: u64, plan: Plan, log: Arc<Log>, dir: PathBuf) -> Report {
         Err(_) => log.violation("the gateway is still held after every client left".into()),
     }
     check_no_leaks(&upstreams, &log).await;
+    report.remote_upstreams = plan.upstreams.iter().filter(|u| u.remote).count();
+    if let Some(front) = &front {
+        report.remote_expired = front.counts().0;
+    }
 
     check(&plan, &upstreams, &clients, &store_path, &log, &mut report);
     log.event(format!(
@@ -1139,8 +1203,9 @@ fn check(
                 // (the safe side); one answered as never sent must not be.
                 if !reached && row.executed && !unread && answer.is_some() {
                     log.violation(format!(
-                        "call {} never reached its upstream, but its audit row says executed",
-                        call.number
+                        "call {} never reached its upstream, but its audit row says executed \
+                         ({:?})",
+                        call.number, row.error
                     ));
                 }
                 if let Some(expected) = answer

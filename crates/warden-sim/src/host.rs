@@ -84,6 +84,7 @@ fn plan(seed: u64, variant: u64) -> Plan {
     let mut timing = SeededRng::new(seed ^ 0x7469_6d69_6e67 ^ variant.wrapping_mul(0x9e37_79b9));
     let upstreams: Vec<UpPlan> = (0..1 + rng.below(3))
         .map(|_| UpPlan {
+            remote: false,
             call_timeout: Duration::from_millis(1_000 + rng.below(9_000)),
             honours_cancel: rng.below(2) == 0,
             storms: (0..rng.below(8))
@@ -557,7 +558,7 @@ async fn world(seed: u64, plan: Plan, log: Arc<Log>, dir: PathBuf) -> (Report, O
         {"tools": "up0__*", "effect": "allow", "even_if_tainted": true, "even_if_private": true},
         {"tools": "up*__aux1", "effect": "deny"},
     ]}));
-    let mut host = crate::upstream::host(&upstreams, start, store, policy, &log).await;
+    let mut host = crate::upstream::host(&upstreams, start, store, policy, &log, None).await;
     let model = SimModel {
         plan: plan.clone(),
         log: log.clone(),

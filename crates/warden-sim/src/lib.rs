@@ -1,9 +1,10 @@
-//! Deterministic simulation of Warden (issue 18; decisions 0031 and 0041), in four worlds:
+//! Deterministic simulation of Warden (issue 18; decisions 0031 and 0041), in five worlds:
 //! the remote-connection state machine (this module), the gateway under many clients (over
 //! its stdio and Streamable HTTP faces) and faulty upstreams ([`gateway`]), the agent
 //! loop over the host ([`host`]) (the last two share the scripted upstreams of `upstream`),
-//! and Warden's real Streamable HTTP client against scripted remote servers answering in
-//! memory ([`remote`]).
+//! Warden's real Streamable HTTP client against scripted remote servers answering in
+//! memory ([`remote`]), and its OAuth client re-authorising against scripted remote and
+//! authorization servers through the same transport ([`oauth`]).
 //! What every world shares (the paused runtime, digests, the list of worlds, replay
 //! hints) is in [`driver`]: a new world is added there.
 //!
@@ -38,14 +39,16 @@
 //! 7. the same seed gives the same trace (the run is replayed and the digests compared).
 //!
 //! The catalogue at turn boundaries, the audit log, cancellation, the gateway and the real
-//! HTTP client are the other worlds'. Not simulated (decision 0041's revision 2 says why):
-//! remote upstreams under the gateway and host worlds, OAuth re-authorisation, child
-//! processes.
+//! HTTP client are the other worlds'. Not simulated (decision 0041's revisions say why):
+//! child processes, 2026-07-28 remote upstreams under the gateway, and OAuth's dynamic
+//! registration.
 
 pub mod driver;
 pub mod gateway;
 pub mod host;
 mod http_face;
+mod http_upstream;
+pub mod oauth;
 pub mod remote;
 mod upstream;
 
@@ -925,21 +928,36 @@ mod tests {
             .unwrap_or(100)
     }
 
-    /// Every world of `driver::WORLDS`, each seed with every check.
+    /// Every world of `driver::WORLDS`, each seed with every check, the worlds side by
+    /// side (each on a thread of its own, each run on a runtime of its own); each world
+    /// checks its share of the seed count (`World::ci_share`).
     #[test]
     fn every_seed_keeps_every_property() {
-        for seed in 0..seed_count() {
-            for world in driver::WORLDS {
-                let summary = (world.run)(seed);
-                assert!(
-                    summary.violations.is_empty(),
-                    "{} seed {seed} (replay: {}): {:?}",
-                    world.name,
-                    driver::replay(world.name, seed, &summary.violations),
-                    summary.violations
-                );
+        let count = seed_count();
+        std::thread::scope(|scope| {
+            let runs: Vec<_> = driver::WORLDS
+                .iter()
+                .map(|world| {
+                    scope.spawn(move || {
+                        for seed in 0..count * world.ci_share / 100 {
+                            let summary = (world.run)(seed);
+                            assert!(
+                                summary.violations.is_empty(),
+                                "{} seed {seed} (replay: {}): {:?}",
+                                world.name,
+                                driver::replay(world.name, seed, &summary.violations),
+                                summary.violations
+                            );
+                        }
+                    })
+                })
+                .collect();
+            for run in runs {
+                if let Err(panic) = run.join() {
+                    std::panic::resume_unwind(panic);
+                }
             }
-        }
+        });
     }
 
     #[test]
@@ -1004,14 +1022,25 @@ mod tests {
             total(|r| r.unknown_sessions) > 0,
             "no request named an unknown session"
         );
+        assert!(total(|r| r.remote_upstreams) > 0, "no remote upstream");
+        assert!(
+            total(|r| r.remote_expired) > 0,
+            "no remote upstream's session expired"
+        );
     }
 
     /// The gateway seeds whose HTTP clients found that closing a 2026-07-28 call's stream
     /// was heard only at the next keep-alive (decision 0041's revision): each failed before
     /// the fix (the call ran on, was audited `ok`, its cancellation late or never sent).
+    /// And those whose remote upstreams found (revision 3) that a call a gateway client
+    /// cancelled was never cancelled on the remote server (36, 53), and that a call the
+    /// remote server would not take (503, 404 twice) was audited as executed (5, 37), and
+    /// that a cancellation after a reconnect named its id on the new session, where it is
+    /// another request (263, 340), and that a request went out without a session while
+    /// another initialised the expired one again (9999).
     #[test]
     fn the_gateway_seeds_that_found_bugs_keep_every_property() {
-        for seed in [4, 10, 13, 15, 18] {
+        for seed in [4, 5, 10, 13, 15, 18, 36, 37, 53, 263, 340, 9999] {
             let report = gateway::run(seed);
             assert!(
                 report.violations.is_empty(),
@@ -1047,6 +1076,40 @@ mod tests {
             assert!(
                 report.violations.is_empty(),
                 "remote seed {seed}: {:?}",
+                report.violations
+            );
+        }
+    }
+
+    #[test]
+    fn the_oauth_faults_are_exercised() {
+        let reports: Vec<oauth::Report> = (0..60).map(oauth::run).collect();
+        let total = |f: fn(&oauth::Report) -> usize| reports.iter().map(f).sum::<usize>();
+        assert!(total(|r| r.answered) > 0, "no call answered");
+        assert!(total(|r| r.refreshes) > 0, "no refresh");
+        assert!(total(|r| r.sign_ins) > 0, "no sign-in");
+        assert!(total(|r| r.step_ups) > 0, "no step-up");
+        assert!(
+            total(|r| r.unauthorized) > 0,
+            "no call failed for want of authorization"
+        );
+        assert!(total(|r| r.timeouts) > 0, "no call timed out");
+        assert!(total(|r| r.audit_rows) > 0, "no audit row");
+    }
+
+    /// The OAuth seeds that found bugs (decision 0041, revision 3), each failing with its
+    /// fix undone: 1 and 12, a refresh that met a 503 or no answer dropped the refresh
+    /// token (and asked for a sign-in); 4 and 23, a refresh giving back the token the
+    /// server had just refused, the call sent again with it; 12, 14 and 17, a refresh at
+    /// once after one that failed without a refusal (no pause); 14 and 97, a call's
+    /// deadline cut a refresh short after the authorization server had rotated the token.
+    #[test]
+    fn the_oauth_seeds_that_found_bugs_keep_every_property() {
+        for seed in [1, 4, 12, 14, 17, 23, 97] {
+            let report = oauth::run(seed);
+            assert!(
+                report.violations.is_empty(),
+                "oauth seed {seed}: {:?}",
                 report.violations
             );
         }

@@ -367,11 +367,11 @@ impl Transport for Wire {
 }
 
 /// The errors a real exchange meets before a response head, worded as reqwest's are.
-fn refused() -> NetError {
+pub(crate) fn refused() -> NetError {
     NetError::Request("connection refused: error sending request (simulated)".into())
 }
 
-fn timed_out() -> NetError {
+pub(crate) fn timed_out() -> NetError {
     NetError::Request("error sending request: operation timed out (timed out)".into())
 }
 
@@ -379,11 +379,11 @@ fn reset() -> NetError {
     NetError::Request("error sending request: connection reset by peer".into())
 }
 
-fn status(code: u16, text: &str) -> reqwest::Response {
+pub(crate) fn status(code: u16, text: &str) -> reqwest::Response {
     respond(code, &[], Bytes::from(text.to_owned()))
 }
 
-fn respond(code: u16, headers: &[(&str, &str)], body: Bytes) -> reqwest::Response {
+pub(crate) fn respond(code: u16, headers: &[(&str, &str)], body: Bytes) -> reqwest::Response {
     let mut builder = http::Response::builder().status(code);
     for (name, value) in headers {
         builder = builder.header(*name, *value);
@@ -394,7 +394,7 @@ fn respond(code: u16, headers: &[(&str, &str)], body: Bytes) -> reqwest::Respons
     reqwest::Response::from(response)
 }
 
-fn json_body(message: &Value) -> reqwest::Response {
+pub(crate) fn json_body(message: &Value) -> reqwest::Response {
     respond(
         200,
         &[("content-type", "application/json")],
@@ -763,10 +763,10 @@ fn token(message: &Value) -> Option<usize> {
 }
 
 /// The back-off's clock: the paused timer, every wait traced and checked.
-struct Waits {
-    ceiling: Duration,
-    log: Arc<Log>,
-    count: AtomicUsize,
+pub(crate) struct Waits {
+    pub(crate) ceiling: Duration,
+    pub(crate) log: Arc<Log>,
+    pub(crate) count: AtomicUsize,
 }
 
 impl std::fmt::Debug for Waits {
@@ -790,7 +790,7 @@ impl Clock for Waits {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Outcome {
+pub(crate) enum Outcome {
     Answered(String),
     Failed(String),
     TimedOut,

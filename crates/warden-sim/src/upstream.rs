@@ -76,6 +76,9 @@ pub(crate) fn token(number: usize) -> String {
 #[derive(Debug, Clone)]
 pub(crate) struct UpPlan {
     pub(crate) call_timeout: Duration,
+    /// Reached over Streamable HTTP (a 2025-11-25 session through `http_upstream`'s
+    /// front), not as a stdio server through the relay seam.
+    pub(crate) remote: bool,
     pub(crate) honours_cancel: bool,
     /// When it announces `list_changed` unprompted, and how many times in a row.
     pub(crate) storms: Vec<(Duration, u32)>,
@@ -176,7 +179,7 @@ impl Upstream {
         names
     }
 
-    fn spawn(&self, task: JoinHandle<()>) {
+    pub(crate) fn spawn(&self, task: JoinHandle<()>) {
         lock(&self.tasks).push(task);
     }
 
@@ -191,7 +194,7 @@ impl Upstream {
     }
 
     /// Serves one connection: reads the client's lines from `input`, answers on `output`.
-    async fn serve(
+    pub(crate) async fn serve(
         self: Arc<Self>,
         generation: u64,
         start: Instant,
@@ -578,27 +581,56 @@ pub(crate) fn store_dir(seed: u64) -> PathBuf {
     ))
 }
 
-/// A host over `upstreams` (dialled through the relay seam), under `policy`, with `store`
-/// for its audit log; every tool offered (no review), no process started. A server that
-/// did not connect is a violation.
+/// A host over `upstreams` (dialled through the relay seam, or for a remote one through
+/// `front`, with a back-off on the paused clock seeded by `jitter`), under `policy`, with
+/// `store` for its audit log; every tool offered (no review), no process started. A
+/// server that did not connect is a violation.
 pub(crate) async fn host(
     upstreams: &[Arc<Upstream>],
     start: Instant,
     store: warden_store::Store,
     policy: warden_policy::Policy,
-    log: &Log,
+    log: &Arc<Log>,
+    front: Option<(Arc<dyn warden_net::Transport>, u64)>,
 ) -> warden_host::Host {
     let dialer = Arc::new(Dialer {
         upstreams: upstreams.to_vec(),
         start,
     });
-    let options = ConnectOptions {
+    let mut options = ConnectOptions {
         relay: Some(dialer),
         ..ConnectOptions::default()
     };
+    if let Some((transport, jitter)) = front {
+        let waits = Arc::new(crate::remote::Waits {
+            ceiling: REMOTE_RECONNECT.max_delay,
+            log: Arc::clone(log),
+            count: AtomicUsize::new(0),
+        });
+        options.http_transport = Some(transport);
+        options.backoff = Some(warden_mcp::http::reconnect::Backoff::new(
+            waits,
+            warden_mcp::http::reconnect::SeededRng::new(jitter),
+        ));
+    }
     let specs = upstreams
         .iter()
-        .map(|u| spec(&u.name(), u.plan.call_timeout))
+        .map(|u| {
+            let mut spec = spec(&u.name(), u.plan.call_timeout);
+            if u.plan.remote {
+                spec.transport = TransportSpec::Http {
+                    url: format!("https://{}.sim.invalid/mcp", u.name()),
+                    headers: BTreeMap::new(),
+                    settings: warden_config::HttpSettings {
+                        allow_http: false,
+                        reconnect: REMOTE_RECONNECT,
+                        transport: warden_config::RemoteTransport::Http,
+                        oauth: warden_config::OAuthSpec::default(),
+                    },
+                };
+            }
+            spec
+        })
         .collect();
     let host = warden_host::Host::builder(Arc::new(policy))
         .store(store)
@@ -618,6 +650,14 @@ pub(crate) async fn host(
     }
     host
 }
+
+/// The reconnect policy of a remote upstream.
+const REMOTE_RECONNECT: warden_config::ReconnectSpec = warden_config::ReconnectSpec {
+    connect_attempts: 2,
+    attempts: 2,
+    initial_delay: Duration::from_millis(100),
+    max_delay: Duration::from_secs(2),
+};
 
 /// A policy from its JSON form (what `[policy]` reads to). One that does not read or
 /// compile is a mistake in the simulator: the world stops there (a panic, which the run

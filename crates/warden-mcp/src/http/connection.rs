@@ -150,6 +150,19 @@ pub(super) fn call_error(error: HttpError) -> CallError {
                 reason: error.to_string(),
             }
         }
+        // The server said it did not take it (503; 404: the session it names is unknown),
+        // or the connection was refused: the request never reached it, and the audit log
+        // must not say it may have run.
+        error @ HttpError::Status {
+            status: 503 | 404, ..
+        } => CallError::NotSent {
+            reason: error.to_string(),
+            stderr_tail: Vec::new(),
+        },
+        HttpError::Net(net) if net.is_refused() => CallError::NotSent {
+            reason: net.to_string(),
+            stderr_tail: Vec::new(),
+        },
         error => CallError::ServerGone {
             reason: error.to_string(),
             stderr_tail: Vec::new(),
@@ -195,7 +208,7 @@ impl HttpConnection {
         &self,
         method: &str,
         params: Map<String, Value>,
-        current: Option<&Mutex<Option<Value>>>,
+        current: Option<&InFlight>,
     ) -> Result<Value, CallError> {
         self.request_as(method, params, current, &Questions::Answered)
             .await
@@ -207,9 +220,10 @@ impl HttpConnection {
         &self,
         method: &str,
         params: Map<String, Value>,
-        current: Option<&Mutex<Option<Value>>>,
+        in_flight: Option<&InFlight>,
         questions: &Questions,
     ) -> Result<Value, CallError> {
+        let current = in_flight.map(|f| &f.id);
         if let Some(reason) = self.link.health().failed {
             return Err(CallError::ServerGone {
                 reason,
@@ -217,6 +231,9 @@ impl HttpConnection {
             });
         }
         let session = self.current().await;
+        if let Some(in_flight) = in_flight {
+            in_flight.sent_on(&session);
+        }
         let error = match session
             .request_as(method, params.clone(), current, questions)
             .await
@@ -232,6 +249,9 @@ impl HttpConnection {
         tracing::info!(server = %self.name, "{method} failed: {error}; reconnecting");
         let session = self.reconnect(&session, &error).await?;
         if reconnect::resend_after_reconnect(method, undelivered) {
+            if let Some(in_flight) = in_flight {
+                in_flight.sent_on(&session);
+            }
             return session
                 .request_as(method, params, current, questions)
                 .await
@@ -275,15 +295,8 @@ impl HttpConnection {
     /// limit: the caller's deadline has passed, and it is told so now, not after the
     /// server took up to that limit to accept the notice (found by the simulator's remote
     /// world, seed 2: calls ended 2 s past their deadlines on a server slow to answer).
-    async fn cancel_in_flight(&self, in_flight: &Mutex<Option<Value>>) {
-        let id = in_flight
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(id) = id {
-            let session = self.current().await;
-            tokio::spawn(async move { session.cancel(id).await });
-        }
+    async fn cancel_in_flight(&self, in_flight: &InFlight) {
+        in_flight.cancel(&self.link);
     }
 
     async fn list_all(&self) -> Result<Vec<ToolDef>, CallError> {
@@ -302,6 +315,85 @@ impl HttpConnection {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(freshness);
         Ok(tools)
+    }
+}
+
+/// A request its caller may abandon: when the caller stops waiting before the request
+/// ended (the future dropped: a gateway client cancelled, a turn ran out), or the
+/// exchange broke under it (the server may still be running it), the request in flight
+/// gets `notifications/cancelled` on a task of its own (2025-11-25; a 2026-07-28 request's
+/// stream closing is its cancellation). A server that already finished it ignores it.
+struct Abandoned<'a> {
+    link: &'a Link<Session>,
+    in_flight: &'a InFlight,
+    armed: bool,
+}
+
+/// The request a call has in flight: its id and the session it was sent on. A
+/// cancellation names the id on that session: ids are a session's own, and the same id
+/// on the session a reconnect opened since is another request (found by the gateway
+/// world with a remote upstream, seed 263: a call's timeout cancelled another call).
+#[derive(Default)]
+struct InFlight {
+    id: Mutex<Option<Value>>,
+    session: Mutex<Option<Arc<Session>>>,
+}
+
+impl InFlight {
+    fn sent_on(&self, session: &Arc<Session>) {
+        *self
+            .session
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(Arc::clone(session));
+    }
+
+    /// `notifications/cancelled` for the request in flight, on the session it was sent
+    /// on, on a task of its own (bounded by the session's farewell limit).
+    fn cancel(&self, link: &Link<Session>) {
+        let id = self
+            .id
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let session = self
+            .session
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+            .unwrap_or_else(|| link.current());
+        if let Some(id) = id
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn(async move { session.cancel(id).await });
+        }
+    }
+}
+
+impl<'a> Abandoned<'a> {
+    fn new(link: &'a Link<Session>, in_flight: &'a InFlight) -> Abandoned<'a> {
+        Abandoned {
+            link,
+            in_flight,
+            armed: true,
+        }
+    }
+
+    /// The request ended: cancelled only if it broke under its caller.
+    fn settle<T>(&mut self, result: Result<T, CallError>) -> Result<T, CallError> {
+        self.armed = matches!(&result, Err(CallError::ServerGone { .. }));
+        result
+    }
+
+    fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Abandoned<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.in_flight.cancel(self.link);
+        }
     }
 }
 
@@ -464,13 +556,15 @@ impl Connection for HttpConnection {
                     params.insert("requestState".into(), json!(state));
                 }
             }
-            let in_flight = Mutex::new(None);
+            let in_flight = InFlight::default();
+            let mut abandoned = Abandoned::new(&self.link, &in_flight);
             let sent = self.request_as("tools/call", params, Some(&in_flight), &questions);
             let result = match tokio::time::timeout(timeout, sent).await {
-                Ok(result) => result?,
+                Ok(result) => abandoned.settle(result)?,
                 Err(_) => {
                     // Modern: dropping the request closed its stream, which is the
                     // cancellation. Legacy: say so with notifications/cancelled.
+                    abandoned.disarm();
                     self.cancel_in_flight(&in_flight).await;
                     return Err(CallError::Timeout { after: timeout });
                 }
@@ -514,11 +608,13 @@ impl Connection for HttpConnection {
             if !crate::connection::FORWARDED_METHODS.contains(&method) {
                 return Err(crate::connection::not_forwarded(method));
             }
-            let in_flight = Mutex::new(None);
+            let in_flight = InFlight::default();
+            let mut abandoned = Abandoned::new(&self.link, &in_flight);
             let sent = self.request(method, params, Some(&in_flight));
             match tokio::time::timeout(timeout, sent).await {
-                Ok(result) => result,
+                Ok(result) => abandoned.settle(result),
                 Err(_) => {
+                    abandoned.disarm();
                     self.cancel_in_flight(&in_flight).await;
                     Err(CallError::Timeout { after: timeout })
                 }

@@ -9,7 +9,9 @@
 //! correlation), `gateway` (many clients through `warden serve`'s stdio and HTTP faces,
 //! faulty upstreams), `host` (the agent loop over the host: the catalogue at turn
 //! boundaries, audit, cancellation, decisions), `remote` (the real Streamable HTTP client
-//! against scripted remote servers: reconnects, 404/5xx/401, broken streams) — or `all`
+//! against scripted remote servers: reconnects, 404/5xx/401, broken streams), `oauth`
+//! (re-authorisation: 401 mid-session, refresh that succeeds, fails, answers late or
+//! twice, an authorization server down, rotated refresh tokens, 403 step-up) — or `all`
 //! (the default).
 //!
 //! Exits 1 when a seed breaks a property, after printing the seed and the command that

@@ -37,8 +37,11 @@ impl Session {
     ) -> Result<Value, HttpError> {
         let mut reinitialise = true;
         loop {
+            // Not while the session is being opened again (it has no id meanwhile).
+            drop(self.reopening.lock().await);
             let headers = self.session_headers();
-            let had_session = lock(&self.state).id.is_some();
+            let used = lock(&self.state).id.clone();
+            let had_session = used.is_some();
             let id = self.next_id();
             if let Some(current) = current {
                 *lock(current) = Some(id.clone());
@@ -68,9 +71,13 @@ impl Session {
                     if had_session && reinitialise =>
                 {
                     reinitialise = false;
-                    tracing::info!(server = %self.endpoint.server, "the session expired (HTTP 404); initialising again");
-                    lock(&self.state).id = None;
-                    self.initialize().await?;
+                    let _reopening = self.reopening.lock().await;
+                    // Another request may have opened it again already: then send anew.
+                    if lock(&self.state).id == used {
+                        tracing::info!(server = %self.endpoint.server, "the session expired (HTTP 404); initialising again");
+                        lock(&self.state).id = None;
+                        self.initialize().await?;
+                    }
                 }
                 other => return other,
             }

@@ -264,6 +264,10 @@ pub struct Session {
     param_headers: Mutex<HashMap<String, Vec<ParamHeader>>>,
     /// Held while the modern listen is replaced ([`Session::relisten`]).
     listening: tokio::sync::Mutex<()>,
+    /// Held while an expired legacy session is initialised again: no request goes out
+    /// without a session meanwhile, and one re-initialisation serves every request the
+    /// expired session refused.
+    reopening: tokio::sync::Mutex<()>,
     /// `subscriptions/listen` requests sent, numbering their ids.
     listens: Arc<AtomicU64>,
     /// Set by [`Session::close`]: the session was deleted (or needs no deleting).
@@ -300,6 +304,7 @@ impl Session {
                 capabilities: Value::Null,
             }),
             listening: tokio::sync::Mutex::new(()),
+            reopening: tokio::sync::Mutex::new(()),
             listens: Arc::new(AtomicU64::new(0)),
             closed: std::sync::atomic::AtomicBool::new(false),
             next_id: AtomicU64::new(1),
