@@ -1181,8 +1181,9 @@ unsafe fn child(p: &Prepared) -> Result<(), Fail> {
         write_file(c"/proc/self/setgroups", b"deny").map_err(step(Step::WriteSetgroups))?;
         write_file(c"/proc/self/uid_map", &p.uid_map).map_err(step(Step::WriteUidMap))?;
         write_file(c"/proc/self/gid_map", &p.gid_map).map_err(step(Step::WriteGidMap))?;
-        // The waiter and init hold a copy of Warden's memory and never exec: nothing
-        // running as the same uid may read it.
+        // The waiter and init hold a copy of Warden's memory until they let go of it once
+        // forked (and its code and loaded data after), and never exec: nothing running as
+        // the same uid may read it.
         check(libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0)).map_err(step(Step::Dumpable))?;
         check(libc::sethostname(HOSTNAME.as_ptr().cast(), HOSTNAME.len()))
             .map_err(step(Step::SetHostname))?;
