@@ -403,12 +403,14 @@ pub(crate) unsafe fn release_inherited(maps: RawFd) -> Released {
         while let Some(newline) = buf[begin..filled].iter().position(|&b| b == b'\n') {
             let line = &buf[begin..begin + newline];
             begin += newline + 1;
+            // After a line that could not be read, the next mapping is kept too (it may
+            // be that one's `.bss`).
             if std::mem::take(&mut skipping) {
-                after_file = false;
+                after_file = true;
                 continue;
             }
             let Some(mapping) = parse_mapping(line) else {
-                after_file = false;
+                after_file = true;
                 continue;
             };
             if releasable(&mapping, after_file, &keep) {
