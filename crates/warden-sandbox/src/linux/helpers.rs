@@ -366,14 +366,16 @@ pub(crate) fn releasable(mapping: &Mapping, after_file: bool, keep: &[usize]) ->
 /// Unmaps what [`releasable`] allows, reading the mappings from `maps` (this process's own
 /// `/proc/self/maps`, opened before the pid and mount namespaces could change what `/proc`
 /// names). The thread's stack and TLS block are kept, found from a local's address, the
-/// thread pointer and `errno`'s address. Best effort: a line that cannot be read keeps its
-/// mapping. Closes `maps`.
+/// thread pointer and `errno`'s address. Of the mapping that holds the argument strings
+/// (`args_at`, the initial stack's top; 0 when unknown), the pages from those strings up are
+/// kept, so that `/proc/PID/cmdline` still reads them (init's, overwritten with its name).
+/// Best effort: a line that cannot be read keeps its mapping. Closes `maps`.
 ///
 /// # Safety
 /// Child context, single-threaded, after every fork this helper makes: nothing that lives
 /// in an anonymous mapping other than this thread's stack and TLS block may be read
-/// afterwards.
-pub(crate) unsafe fn release_inherited(maps: RawFd) -> Released {
+/// afterwards. `page` is the page size.
+pub(crate) unsafe fn release_inherited(maps: RawFd, args_at: usize, page: usize) -> Released {
     let here = 0u8;
     // SAFETY: pthread_self reads the thread pointer; __errno_location computes an address
     // in the TLS block. Neither reads anything else.
@@ -387,7 +389,11 @@ pub(crate) unsafe fn release_inherited(maps: RawFd) -> Released {
     let mut released = Released::default();
     let mut buf = [0u8; 8192];
     let mut filled = 0;
+    // Whether the next mapping begins where a file mapping ends (or follows a line that
+    // could not be read), and where the last mapping read ended.
     let mut after_file = false;
+    let mut last_end = 0usize;
+    let mut last_file = false;
     // A line longer than the buffer is skipped up to its end (its mapping kept).
     let mut skipping = false;
     loop {
@@ -413,17 +419,24 @@ pub(crate) unsafe fn release_inherited(maps: RawFd) -> Released {
                 after_file = true;
                 continue;
             };
+            after_file |= last_file && last_end == mapping.start;
             if releasable(&mapping, after_file, &keep) {
-                let len = mapping.end - mapping.start;
+                let mut len = mapping.end - mapping.start;
+                if mapping.start <= args_at && args_at < mapping.end && page.is_power_of_two() {
+                    len = (args_at & !(page - 1)) - mapping.start;
+                }
                 // SAFETY: the range is a whole mapping of this process that nothing running
                 // from here on reads (see the function's contract).
-                let gone = unsafe { libc::syscall(libc::SYS_munmap, mapping.start, len) } == 0;
+                let gone =
+                    len > 0 && unsafe { libc::syscall(libc::SYS_munmap, mapping.start, len) } == 0;
                 if gone {
                     released.mappings += 1;
                     released.bytes += len as u64;
                 }
             }
-            after_file = mapping.file;
+            after_file = false;
+            last_end = mapping.end;
+            last_file = mapping.file;
         }
         buf.copy_within(begin..filled, 0);
         filled -= begin;

@@ -1290,6 +1290,7 @@ unsafe fn run_waiter(
         report: p.report.write.as_raw_fd(),
         init,
     };
+    let (args_at, page) = (p.wipe[0].0, page_size());
     // SAFETY: system calls on stack values and inherited descriptors; `p` is not read after
     // `args` was made, and nothing but `args` is read after the release.
     unsafe {
@@ -1304,7 +1305,7 @@ unsafe fn run_waiter(
         ]);
         helpers::reset_dispositions();
         if let Some(maps) = maps {
-            helpers::release_inherited(maps);
+            helpers::release_inherited(maps, args_at, page);
         }
         helpers::waiter_loop(args)
     }
@@ -1379,6 +1380,12 @@ unsafe fn proxy_listener(port: u16, sender: RawFd) -> Result<(), Fail> {
     Ok(())
 }
 
+/// The page size (4 KiB when it cannot be told).
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions; it reads what the loader recorded.
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
+}
+
 /// Init, once the server is forked: keeps only what its loop needs (on the stack), lets go of
 /// Warden's memory, then reaps the namespace until the server exits
 /// ([`helpers::init_loop`]).
@@ -1393,12 +1400,13 @@ unsafe fn run_init(
     maps: Option<RawFd>,
 ) -> ! {
     let args = InitArgs::new(link, sigchld, server, &p.scratch.path, p.scratch.full_below);
+    let (args_at, page) = (p.wipe[0].0, page_size());
     // SAFETY: as in `run_waiter`: `p` is not read after `args` was made.
     unsafe {
         close_all_except(&mut [args.link, args.sigchld, maps.unwrap_or(-1)]);
         helpers::reset_dispositions();
         if let Some(maps) = maps {
-            helpers::release_inherited(maps);
+            helpers::release_inherited(maps, args_at, page);
         }
         helpers::init_loop(&args)
     }
