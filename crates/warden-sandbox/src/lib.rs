@@ -50,7 +50,7 @@
 //! The waiter and init are forks of Warden that never exec. Once each has forked its child,
 //! it copies the few values its loop reads onto its stack and unmaps every private
 //! anonymous mapping it inherited (Warden's heap, its other threads' stacks) but its own
-//! stack and TLS block, so a helper pair costs about 390 KiB instead of a copy of Warden's
+//! stack and TLS block, so a helper pair costs about 270 KiB instead of a copy of Warden's
 //! heap as it was at the fork (decision 0054). What they still map of Warden (its code and
 //! the loaded objects' data) is not readable by the server: both are non-dumpable, and
 //! init, the one of the two the server can see (as its `/proc/1`), also overwrites Warden's
