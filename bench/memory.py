@@ -21,7 +21,8 @@ host, decision 0036), then:
    beside it, Warden's helper processes (forks of Warden: each confined server's waiter
    and init) with their private memory and page tables, and `host_Pss`, the Pss of Warden
    and its helpers together (they share pages copy-on-write, which Pss splits between
-   them: Warden's Pss alone understates it, the sum does not; servers excluded);
+   them: Warden's Pss alone understates it, the sum does not; servers excluded), and
+   `host_total`, that plus the helpers' page tables (kernel memory no Pss counts);
 3. in the runs of the smallest and the largest N: opens idle sessions over HTTP (2025-11-25
    `initialize` + `notifications/initialized`, each on its own connection, closed after;
    no GET stream, no call) up to each count of `--sessions`, reading the memory again
@@ -50,8 +51,9 @@ import threading
 import time
 
 FIELDS = ("Rss", "Pss", "Pss_Anon", "Anonymous", "Private_Dirty")
-# What the fits are made of: Warden's own process, and the host with its helpers.
-FITTED = FIELDS + ("helpers_Private", "host_Pss")
+# What the fits are made of: Warden's own process, and the host with its helpers
+# (`host_total`: their Pss and the helpers' page tables, what decision 0055 judges).
+FITTED = FIELDS + ("helpers_Private", "helpers_PageTables", "host_Pss", "host_total")
 
 
 def smaps(pid):
@@ -128,6 +130,7 @@ def measure(pid):
     out.update(kib_fields(f"/proc/{pid}/status", ("VmPTE",)))
     out.update(helpers(pid))
     out["host_Pss"] = out["Pss"] + out["helpers_Pss"]
+    out["host_total"] = out["host_Pss"] + out["helpers_PageTables"]
     return out
 
 

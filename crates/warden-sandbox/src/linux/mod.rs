@@ -1,6 +1,7 @@
 //! The Linux implementation: preparation in the parent, system calls in the child.
 
 mod cgroup;
+mod helpers;
 pub(crate) mod landlock;
 mod root;
 mod seccomp;
@@ -19,6 +20,8 @@ use crate::profile::{absolute, canonical, check_env, is_within};
 use crate::resolve::resolve_grant;
 use crate::{Confinement, LimitReached, Limits, Network, Profile, SANDBOX_GID, SANDBOX_UID};
 
+pub(crate) use self::helpers::ExitFacts;
+use self::helpers::{FACTS_CODE, InitArgs, RECORD, WaiterArgs};
 use self::landlock::fs;
 use self::sys::{check, close_all_except, errno, exit, fork_raw, sigset, write_file};
 
@@ -63,8 +66,10 @@ const HELPER_FAILED: libc::c_int = 125;
 
 /// Signals the waiter and init keep blocked. Termination signals sent to the process group
 /// reach the server directly; the helpers must not die of them first (their death kills the
-/// server at once). SIGCHLD is read through a signalfd.
-const HELPER_BLOCKED: [libc::c_int; 7] = [
+/// server at once). SIGCHLD is read through a signalfd; SIGPIPE, from the waiter's report
+/// to a Warden that stopped listening, stays pending.
+const HELPER_BLOCKED: [libc::c_int; 8] = [
+    libc::SIGPIPE,
     libc::SIGCHLD,
     libc::SIGTERM,
     libc::SIGINT,
@@ -995,35 +1000,8 @@ struct Seen {
     facts: Option<ExitFacts>,
 }
 
-/// One record: code, errno, detail (u32 each), then a u32 and a u64 of extra data.
-const RECORD: usize = 24;
-
-/// The record code of [`ExitFacts`] (failures use codes below 200).
-const FACTS_CODE: u32 = 200;
-
-/// What init saw when the server exited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(crate) struct ExitFacts {
-    /// The server's peak resident size (with the descendants it waited for), in KiB.
-    pub max_rss_kib: u64,
-    /// Processes left in the sandbox besides init.
-    pub processes: u64,
-    /// Whether the scratch tmpfs was (nearly) full.
-    pub scratch_full: bool,
-}
-
-impl ExitFacts {
-    fn encode(self) -> [u8; RECORD] {
-        let mut record = [0u8; RECORD];
-        record[0..4].copy_from_slice(&FACTS_CODE.to_ne_bytes());
-        record[4..8].copy_from_slice(&u32::from(self.scratch_full).to_ne_bytes());
-        let processes = u32::try_from(self.processes).unwrap_or(u32::MAX);
-        record[8..12].copy_from_slice(&processes.to_ne_bytes());
-        record[16..24].copy_from_slice(&self.max_rss_kib.to_ne_bytes());
-        record
-    }
-}
-
+// A record (`RECORD` bytes): code, errno, detail (u32 each), then a u32 and a u64 of extra
+// data; `helpers::ExitFacts` is the record with `FACTS_CODE`.
 impl Report {
     fn new(
         paths: Vec<PathBuf>,
@@ -1203,8 +1181,9 @@ unsafe fn child(p: &Prepared) -> Result<(), Fail> {
         write_file(c"/proc/self/setgroups", b"deny").map_err(step(Step::WriteSetgroups))?;
         write_file(c"/proc/self/uid_map", &p.uid_map).map_err(step(Step::WriteUidMap))?;
         write_file(c"/proc/self/gid_map", &p.gid_map).map_err(step(Step::WriteGidMap))?;
-        // The waiter and init hold a copy of Warden's memory and never exec: nothing
-        // running as the same uid may read it.
+        // The waiter and init hold a copy of Warden's memory until they let go of it once
+        // forked (and its code and loaded data after), and never exec: nothing running as
+        // the same uid may read it.
         check(libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0)).map_err(step(Step::Dumpable))?;
         check(libc::sethostname(HOSTNAME.as_ptr().cast(), HOSTNAME.len()))
             .map_err(step(Step::SetHostname))?;
@@ -1227,13 +1206,21 @@ unsafe fn child(p: &Prepared) -> Result<(), Fail> {
         ))
         .map_err(step(Step::Channel))?;
 
+        // Each helper reads its own mappings to let go of Warden's memory (decision 0054);
+        // opened before the server can change what `/proc` names (pivot_root moves the
+        // root of every process in the mount namespace). Without it, the memory is kept.
+        let maps = helpers::open(c"/proc/self/maps", libc::O_RDONLY | libc::O_CLOEXEC);
         let init = fork_raw().map_err(step(Step::ForkInit))?;
         if init > 0 {
-            waiter(p, init, link[0], sigchld);
+            run_waiter(p, init, link[0], sigchld, maps.ok());
         }
 
         // ---- init: pid 1 of the new pid namespace.
         libc::close(link[0]);
+        if let Ok(fd) = maps {
+            libc::close(fd);
+        }
+        let maps = helpers::open(c"/proc/self/maps", libc::O_RDONLY | libc::O_CLOEXEC).ok();
         // The server can read init's /proc/1/cmdline (a non-dumpable process hides its
         // environ, exe and memory, not its command line): init holds Warden's argument and
         // environment strings, as a fork that never execs. Overwrite them, and the name.
@@ -1250,7 +1237,7 @@ unsafe fn child(p: &Prepared) -> Result<(), Fail> {
             }
         };
         if server > 0 {
-            init_loop(p, link[1], sigchld, server);
+            run_init(p, link[1], sigchld, server, maps);
         }
 
         // ---- The server: pid 2. Into its cgroup leaf before anything else, so that all it
@@ -1258,6 +1245,9 @@ unsafe fn child(p: &Prepared) -> Result<(), Fail> {
         // server's, and init outlives an OOM kill to report it).
         libc::close(link[1]);
         libc::close(sigchld);
+        if let Some(fd) = maps {
+            libc::close(fd);
+        }
         join_cgroup(p)?;
         server_setup(p, &original)
     }
@@ -1280,69 +1270,44 @@ unsafe fn join_cgroup(p: &Prepared) -> Result<(), Fail> {
     Ok(())
 }
 
-/// The waiter: waits for init, kills it if Warden dies, then mirrors the server's status.
+/// The waiter, once init is forked: keeps only what its loop needs (on the stack), lets go of
+/// Warden's memory, then waits for init, kills it if Warden dies, and mirrors the server's
+/// status ([`helpers::waiter_loop`]).
 ///
 /// # Safety
 /// Child context; `init` is our child, `link` and `sigchld` are open.
-unsafe fn waiter(p: &Prepared, init: libc::pid_t, link: RawFd, sigchld: RawFd) -> ! {
-    // SAFETY: system calls on stack buffers and inherited descriptors, nothing else.
+unsafe fn run_waiter(
+    p: &Prepared,
+    init: libc::pid_t,
+    link: RawFd,
+    sigchld: RawFd,
+    maps: Option<RawFd>,
+) -> ! {
+    let args = WaiterArgs {
+        lifeline: p.lifeline,
+        link,
+        sigchld,
+        report: p.report.write.as_raw_fd(),
+        init,
+    };
+    let (args_at, page) = (p.wipe[0].0, page_size());
+    // SAFETY: system calls on stack values and inherited descriptors; `p` is not read after
+    // `args` was made, and nothing but `args` is read after the release.
     unsafe {
-        // Nothing but these three: in particular not Warden's end of the stdio pipes (so
-        // Warden sees end-of-file when the server closes them) nor std's error channel.
-        close_all_except(&mut [p.lifeline, link, sigchld, p.report.write.as_raw_fd()]);
-        let mut lifeline_open = true;
-        let mut init_status = 0;
-        loop {
-            let mut fds = [
-                libc::pollfd {
-                    fd: sigchld,
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: p.lifeline,
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
-            let count = if lifeline_open { 2 } else { 1 };
-            if libc::poll(fds.as_mut_ptr(), count, -1) < 0 && errno() != libc::EINTR {
-                // Cannot watch; fall back to a plain wait.
-                while libc::waitpid(init, &mut init_status, 0) < 0 && errno() == libc::EINTR {}
-                break;
-            }
-            if lifeline_open && fds[1].revents != 0 {
-                // Warden is gone. Killing init ends the whole namespace.
-                libc::kill(init, libc::SIGKILL);
-                lifeline_open = false;
-            }
-            drain(sigchld);
-            let waited = libc::waitpid(init, &mut init_status, libc::WNOHANG);
-            if waited == init {
-                break;
-            }
-            if waited < 0 && errno() != libc::EINTR {
-                exit(HELPER_FAILED);
-            }
+        // Nothing but these: in particular not Warden's end of the stdio pipes (so Warden
+        // sees end-of-file when the server closes them) nor std's error channel.
+        close_all_except(&mut [
+            args.lifeline,
+            args.link,
+            args.sigchld,
+            args.report,
+            maps.unwrap_or(-1),
+        ]);
+        helpers::reset_dispositions();
+        if let Some(maps) = maps {
+            helpers::release_inherited(maps, args_at, page);
         }
-        // init's message: the server's status, then the exit facts as a report record.
-        let mut buf = [0u8; 4 + RECORD];
-        let got = libc::recv(link, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT);
-        let status = if got >= 4 {
-            libc::c_int::from_ne_bytes([buf[0], buf[1], buf[2], buf[3]])
-        } else {
-            init_status
-        };
-        if got == buf.len() as isize {
-            let mut record = [0u8; RECORD];
-            record.copy_from_slice(&buf[4..]);
-            // Whoever confined may have dropped the read end already: no SIGPIPE for that.
-            let mut ignore: libc::sigaction = std::mem::zeroed();
-            ignore.sa_sigaction = libc::SIG_IGN;
-            libc::sigaction(libc::SIGPIPE, &ignore, std::ptr::null_mut());
-            p.report.send(&record);
-        }
-        mirror(status)
+        helpers::waiter_loop(args)
     }
 }
 
@@ -1415,91 +1380,35 @@ unsafe fn proxy_listener(port: u16, sender: RawFd) -> Result<(), Fail> {
     Ok(())
 }
 
-/// Ends the waiter the way the server ended: same exit code, or death by the same signal.
-///
-/// # Safety
-/// Child context.
-unsafe fn mirror(status: libc::c_int) -> ! {
-    if libc::WIFEXITED(status) {
-        exit(libc::WEXITSTATUS(status));
-    }
-    if libc::WIFSIGNALED(status) {
-        let signal = libc::WTERMSIG(status);
-        // SAFETY: system calls on stack values; SIGKILL/SIGSTOP make sigaction fail, which
-        // is harmless.
-        unsafe {
-            let mut default: libc::sigaction = std::mem::zeroed();
-            default.sa_sigaction = libc::SIG_DFL;
-            libc::sigaction(signal, &default, std::ptr::null_mut());
-            libc::kill(libc::getpid(), signal);
-            let set = sigset(&[signal]);
-            libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
-        }
-        exit(128 + signal);
-    }
-    exit(HELPER_FAILED)
+/// The page size (4 KiB when it cannot be told).
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions; it reads what the loader recorded.
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096)
 }
 
-/// Init: reaps every process of the namespace; when the server exits, passes its status and
-/// what it can see of the limits (peak memory, processes left, scratch space) to the waiter
-/// and exits, which makes the kernel kill whatever is left in the namespace.
+/// Init, once the server is forked: keeps only what its loop needs (on the stack), lets go of
+/// Warden's memory, then reaps the namespace until the server exits
+/// ([`helpers::init_loop`]).
 ///
 /// # Safety
 /// Child context; `server` is our child.
-unsafe fn init_loop(p: &Prepared, link: RawFd, sigchld: RawFd, server: libc::pid_t) -> ! {
-    // SAFETY: system calls on stack buffers and inherited descriptors, nothing else.
+unsafe fn run_init(
+    p: &Prepared,
+    link: RawFd,
+    sigchld: RawFd,
+    server: libc::pid_t,
+    maps: Option<RawFd>,
+) -> ! {
+    let args = InitArgs::new(link, sigchld, server, &p.scratch.path, p.scratch.full_below);
+    let (args_at, page) = (p.wipe[0].0, page_size());
+    // SAFETY: as in `run_waiter`: `p` is not read after `args` was made.
     unsafe {
-        close_all_except(&mut [link, sigchld]);
-        loop {
-            let mut fds = [
-                libc::pollfd {
-                    fd: link,
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-                libc::pollfd {
-                    fd: sigchld,
-                    events: libc::POLLIN,
-                    revents: 0,
-                },
-            ];
-            if libc::poll(fds.as_mut_ptr(), 2, -1) < 0 {
-                if errno() == libc::EINTR {
-                    continue;
-                }
-                exit(HELPER_FAILED);
-            }
-            if fds[0].revents != 0 {
-                // The waiter died (it never writes): take the namespace down.
-                exit(HELPER_FAILED);
-            }
-            drain(sigchld);
-            loop {
-                let mut status = 0;
-                let mut usage: libc::rusage = std::mem::zeroed();
-                let pid = libc::wait4(-1, &mut status, libc::WNOHANG, &mut usage);
-                if pid == server {
-                    let facts = ExitFacts {
-                        max_rss_kib: u64::try_from(usage.ru_maxrss).unwrap_or(0),
-                        processes: count_processes(),
-                        scratch_full: scratch_full(&p.scratch),
-                    };
-                    let mut message = [0u8; 4 + RECORD];
-                    message[..4].copy_from_slice(&status.to_ne_bytes());
-                    message[4..].copy_from_slice(&facts.encode());
-                    libc::send(
-                        link,
-                        message.as_ptr().cast(),
-                        message.len(),
-                        libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT,
-                    );
-                    exit(0);
-                }
-                if pid <= 0 {
-                    break;
-                }
-            }
+        close_all_except(&mut [args.link, args.sigchld, maps.unwrap_or(-1)]);
+        helpers::reset_dispositions();
+        if let Some(maps) = maps {
+            helpers::release_inherited(maps, args_at, page);
         }
+        helpers::init_loop(&args)
     }
 }
 
@@ -1529,75 +1438,6 @@ unsafe fn wipe_arguments(areas: &[(usize, usize); 2]) {
             }
         }
     }
-}
-
-/// Processes in the sandbox's pid namespace besides init (entries of its `/proc`).
-///
-/// # Safety
-/// Child context (init), after the server built the root (its `/proc` is the sandbox's).
-unsafe fn count_processes() -> u64 {
-    let mut count = 0u64;
-    // SAFETY: system calls on a constant path and a stack buffer.
-    unsafe {
-        let fd = libc::open(
-            c"/proc".as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
-        );
-        if fd < 0 {
-            return 0;
-        }
-        let mut buf = [0u8; 4096];
-        loop {
-            let n = libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len());
-            let Ok(n) = usize::try_from(n) else { break };
-            if n == 0 {
-                break;
-            }
-            // struct linux_dirent64: u64 ino, i64 off, u16 reclen, u8 type, name.
-            let mut at = 0;
-            while at + 19 < n {
-                let reclen = usize::from(u16::from_ne_bytes([buf[at + 16], buf[at + 17]]));
-                if reclen == 0 || at + reclen > n {
-                    break;
-                }
-                let name = &buf[at + 19..at + reclen];
-                let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-                let name = &name[..end];
-                if !name.is_empty() && name != b"1" && name.iter().all(u8::is_ascii_digit) {
-                    count += 1;
-                }
-                at += reclen;
-            }
-        }
-        libc::close(fd);
-    }
-    count
-}
-
-/// Whether the scratch tmpfs has (nearly) no space left.
-///
-/// # Safety
-/// Child context (init), in the sandbox's mount namespace and root.
-unsafe fn scratch_full(scratch: &ScratchMount) -> bool {
-    // SAFETY: statfs writes into a stack value; the path is NUL-terminated.
-    unsafe {
-        let mut stat: libc::statfs = std::mem::zeroed();
-        if libc::statfs(scratch.path.as_ptr(), &mut stat) != 0 {
-            return false;
-        }
-        let free = (stat.f_bavail as u64).saturating_mul(stat.f_bsize as u64);
-        free < scratch.full_below
-    }
-}
-
-/// Empties a non-blocking signalfd.
-///
-/// # Safety
-/// `fd` must be a non-blocking signalfd.
-unsafe fn drain(fd: RawFd) {
-    let mut buf = [0u8; 4 * 128];
-    // SAFETY: buf is a live stack buffer.
-    while unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
 }
 
 fn set_rlimit(set: &RlimitSet) -> Result<(), Fail> {
