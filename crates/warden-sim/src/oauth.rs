@@ -1557,47 +1557,9 @@ fn check_audit(
     store_path: &std::path::Path,
     log: &Log,
 ) -> usize {
-    let keys: Vec<String> = (0..plan.calls.len()).map(|n| format!("\"c{n}\"")).collect();
-    let Some((count, mut by_call)) = driver::audit_rows_by_call(
-        store_path,
-        |arguments| keys.iter().position(|key| arguments.contains(key.as_str())),
-        log,
-    ) else {
-        return 0;
-    };
-    for (number, (_, outcome)) in outcomes.iter().enumerate() {
-        let rows = by_call.remove(&number).unwrap_or_default();
-        let expected = match outcome {
-            Outcome::NotConnected => {
-                if !rows.is_empty() {
-                    log.violation(format!(
-                        "c{number} was never made but has {} row(s)",
-                        rows.len()
-                    ));
-                }
-                continue;
-            }
-            Outcome::Answered(_) => "ok",
-            Outcome::Failed(_) | Outcome::TimedOut => "failed",
-        };
-        let [row] = rows.as_slice() else {
-            log.violation(format!("c{number}: {} audit row(s), not one", rows.len()));
-            continue;
-        };
-        if row.outcome != expected {
-            log.violation(format!(
-                "c{number}: audited `{}`, its caller saw {outcome:?}",
-                row.outcome
-            ));
-        }
-        let ran = net.lock().runs.get(&number).is_some_and(|runs| *runs > 0);
-        if ran && !row.executed {
-            log.violation(format!(
-                "c{number} ran, but its audit row says it was not sent"
-            ));
-        }
-    }
-    count
+    crate::remote::check_audit_rows(plan.calls.len(), outcomes, store_path, log, |number| {
+        net.lock().runs.get(&number).is_some_and(|runs| *runs > 0)
+    })
 }
 
 /// Properties 2, 3, 5 and 6 (1 and 4 are checked as the requests arrive).

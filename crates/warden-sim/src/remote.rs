@@ -1187,7 +1187,29 @@ fn check_audit(
     store_path: &std::path::Path,
     log: &Log,
 ) -> usize {
-    let keys: Vec<String> = (0..plan.calls.len()).map(|n| format!("\"c{n}\"")).collect();
+    check_audit_rows(plan.calls.len(), outcomes, store_path, log, |number| {
+        plan.calls.get(number).is_some_and(|call| {
+            upstreams[call.server]
+                .lock()
+                .runs
+                .get(&number)
+                .is_some_and(|runs| *runs > 0)
+        })
+    })
+}
+
+/// The audit property of the remote and OAuth worlds: calls `c0` ... `c{calls - 1}` (their
+/// arguments name them), each with one row whose outcome is the one its caller saw and
+/// which says `executed` whenever `ran` says the server ran it; none for a call never made.
+/// The rows read.
+pub(crate) fn check_audit_rows(
+    calls: usize,
+    outcomes: &[(Duration, Outcome)],
+    store_path: &std::path::Path,
+    log: &Log,
+    ran: impl Fn(usize) -> bool,
+) -> usize {
+    let keys: Vec<String> = (0..calls).map(|n| format!("\"c{n}\"")).collect();
     let Some((count, mut by_call)) = driver::audit_rows_by_call(
         store_path,
         |arguments| keys.iter().position(|key| arguments.contains(key.as_str())),
@@ -1195,7 +1217,7 @@ fn check_audit(
     ) else {
         return 0;
     };
-    for (number, ((_, outcome), call)) in outcomes.iter().zip(&plan.calls).enumerate() {
+    for (number, (_, outcome)) in outcomes.iter().enumerate() {
         let rows = by_call.remove(&number).unwrap_or_default();
         let expected = match outcome {
             Outcome::NotConnected => {
@@ -1220,12 +1242,7 @@ fn check_audit(
                 row.outcome
             ));
         }
-        let ran = upstreams[call.server]
-            .lock()
-            .runs
-            .get(&number)
-            .is_some_and(|runs| *runs > 0);
-        if ran && !row.executed {
+        if ran(number) && !row.executed {
             log.violation(format!(
                 "c{number} ran, but its audit row says it was not sent"
             ));
