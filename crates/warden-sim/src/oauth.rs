@@ -62,8 +62,8 @@ use tokio::time::Instant;
 use warden_config::{
     EraPreference, HttpSettings, OAuthSpec, ReconnectSpec, RemoteTransport, TransportSpec,
 };
+use warden_mcp::ConnectOptions;
 use warden_mcp::http::reconnect::{Backoff, SeededRng};
-use warden_mcp::{CallError, ConnectOptions};
 use warden_net::reqwest;
 use warden_net::{NetError, Transport};
 use warden_oauth::store::{AuthMethod, Grant, ServerRecord};
@@ -1517,27 +1517,15 @@ async fn calls(
                     };
                 let started = Instant::now();
                 log.event(format!("c{number} starts ({target})"));
-                let outcome = match session.send(&host, prepared).await {
-                    Ok(outcome) => Outcome::Answered(outcome.raw.to_string()),
-                    Err(warden_host::HostError::Call {
-                        source: CallError::Timeout { .. },
-                        ..
-                    }) => Outcome::TimedOut,
-                    Err(error) => Outcome::Failed(error.to_string()),
-                };
+                let outcome =
+                    crate::remote::outcome_through_host(session.send(&host, prepared).await);
                 let took = started.elapsed();
                 log.event(format!("c{number} ends after {took:?}: {outcome:?}"));
                 (took, outcome)
             })
         })
         .collect();
-    let mut outcomes = Vec::new();
-    for task in tasks {
-        outcomes.push(task.await.unwrap_or_else(|error| {
-            log.violation(format!("a call's task failed: {error}"));
-            (Duration::ZERO, Outcome::Failed("task failed".into()))
-        }));
-    }
+    let outcomes = crate::remote::gather(tasks, log).await;
     // Late answers and stalls run out.
     tokio::time::sleep(Duration::from_secs(30)).await;
     drop(session);

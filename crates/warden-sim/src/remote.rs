@@ -1048,16 +1048,7 @@ async fn direct(
             })
         })
         .collect();
-    let mut outcomes = Vec::new();
-    for task in tasks {
-        match task.await {
-            Ok(outcome) => outcomes.push(outcome),
-            Err(error) => {
-                log.violation(format!("a call's task failed: {error}"));
-                outcomes.push((Duration::ZERO, Outcome::Failed("task failed".into())));
-            }
-        }
-    }
+    let outcomes = gather(tasks, log).await;
     // Late answers, stalls and event streams run out; then every connection is closed.
     tokio::time::sleep(IDLE + Duration::from_secs(5)).await;
     for (index, connection) in connections.into_iter().enumerate() {
@@ -1141,27 +1132,14 @@ async fn through_host(
                         }
                     };
                     log.event(format!("c{number} starts"));
-                    let outcome = match session.send(&host, prepared).await {
-                        Ok(outcome) => Outcome::Answered(outcome.raw.to_string()),
-                        Err(warden_host::HostError::Call {
-                            source: CallError::Timeout { .. },
-                            ..
-                        }) => Outcome::TimedOut,
-                        Err(error) => Outcome::Failed(error.to_string()),
-                    };
+                    let outcome = outcome_through_host(session.send(&host, prepared).await);
                     let took = started.elapsed();
                     log.event(format!("c{number} ends after {took:?}: {outcome:?}"));
                     (took, outcome)
                 })
             })
             .collect();
-        let mut outcomes = Vec::new();
-        for task in tasks {
-            outcomes.push(task.await.unwrap_or_else(|error| {
-                log.violation(format!("a call's task failed: {error}"));
-                (Duration::ZERO, Outcome::Failed("task failed".into()))
-            }));
-        }
+        let outcomes = gather(tasks, log).await;
         tokio::time::sleep(IDLE + Duration::from_secs(5)).await;
         drop(session);
         match Arc::try_unwrap(host) {
@@ -1174,6 +1152,36 @@ async fn through_host(
     .await;
     let _ = std::fs::remove_dir_all(&dir);
     outcomes.unwrap_or_default()
+}
+
+/// What a call made through a host came to, as its caller saw it.
+pub(crate) fn outcome_through_host(
+    sent: Result<warden_mcp::CallOutcome, warden_host::HostError>,
+) -> Outcome {
+    match sent {
+        Ok(outcome) => Outcome::Answered(outcome.raw.to_string()),
+        Err(warden_host::HostError::Call {
+            source: CallError::Timeout { .. },
+            ..
+        }) => Outcome::TimedOut,
+        Err(error) => Outcome::Failed(error.to_string()),
+    }
+}
+
+/// Waits for every call's task, in order; a task that failed is a violation (and a failed
+/// call, so the checks that follow still see one outcome per call).
+pub(crate) async fn gather(
+    tasks: Vec<tokio::task::JoinHandle<(Duration, Outcome)>>,
+    log: &Log,
+) -> Vec<(Duration, Outcome)> {
+    let mut outcomes = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        outcomes.push(task.await.unwrap_or_else(|error| {
+            log.violation(format!("a call's task failed: {error}"));
+            (Duration::ZERO, Outcome::Failed("task failed".into()))
+        }));
+    }
+    outcomes
 }
 
 /// One audit row per call made (none for a call never made), with the outcome its caller
