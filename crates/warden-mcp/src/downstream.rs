@@ -71,6 +71,20 @@ pub trait Downstream: Send + Sync {
 /// `_meta` key of the least severe log level a 2026-07-28 request asks to hear.
 pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 
+/// Input requests of one `input_required` result put to a client, at most: each may be a
+/// question to a person, so a server cannot queue up an unbounded series of them.
+pub(crate) const MAX_INPUT_REQUESTS: usize = 16;
+
+/// Refuses an `input_required` result asking more than [`MAX_INPUT_REQUESTS`] at once.
+pub(crate) fn check_input_count(asked: usize) -> Result<(), String> {
+    if asked > MAX_INPUT_REQUESTS {
+        return Err(format!(
+            "the server asked {asked} questions at once (at most {MAX_INPUT_REQUESTS} are put)"
+        ));
+    }
+    Ok(())
+}
+
 /// Puts one of a 2026-07-28 server's input requests (`{method, params}`, keyed `key` in
 /// its `inputRequests`) to the client behind the call, asked as a request of its own, and
 /// returns the answer for `inputResponses`. An elicitation that cannot be put is declined
@@ -105,28 +119,24 @@ pub(crate) async fn ask_input(
 }
 
 /// Answers one of a 2025-11-25 server's own requests during a call by asking the client
-/// behind the call; what it could not answer is answered as Warden would without one (an
-/// elicitation declined, no roots), and sampling, which only a client can do, is an
-/// error. `None`: not a request relayed to clients ([`RELAYED_REQUESTS`]).
+/// behind the call. `None`: not a request relayed to clients ([`RELAYED_REQUESTS`]), or
+/// one the client did not answer, which the caller answers as Warden would without a
+/// client (an elicitation declined, no roots, sampling refused).
 pub(crate) async fn relay_request(
     downstream: &dyn Downstream,
     method: &str,
-    params: Value,
-) -> Option<Result<Value, (i64, String)>> {
+    params: &Value,
+) -> Option<Value> {
     if !RELAYED_REQUESTS.contains(&method) {
         return None;
     }
-    Some(match downstream.ask(method, params).await {
-        Ok(answer) => Ok(answer),
+    match downstream.ask(method, params.clone()).await {
+        Ok(answer) => Some(answer),
         Err(reason) => {
             tracing::info!("a server's {method} was not answered by the client: {reason}");
-            match method {
-                "elicitation/create" => Ok(serde_json::json!({"action": "decline"})),
-                "roots/list" => Ok(serde_json::json!({"roots": []})),
-                _ => Err((-32603, reason)),
-            }
+            None
         }
-    })
+    }
 }
 
 /// A retry of a call after a 2026-07-28 server asked for input.

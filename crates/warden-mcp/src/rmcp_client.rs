@@ -888,6 +888,8 @@ impl RmcpConnection {
             // MRTR (2026-07-28): answer every input request, then send the call again (a
             // new request id) with the answers and the server's state echoed unchanged.
             let requests = asked.input_requests.unwrap_or_default();
+            crate::downstream::check_input_count(requests.len())
+                .map_err(|reason| CallError::Protocol { reason })?;
             if requests.is_empty() && asked.request_state.is_none() {
                 return Err(CallError::Protocol {
                     reason: "the server asked for input without saying what (input_required \
@@ -976,7 +978,9 @@ impl RmcpConnection {
             {
                 meta.set_log_level(level);
             }
-            options.meta = Some(meta);
+            if !meta.0.is_empty() {
+                options.meta = Some(meta);
+            }
         }
         let route = self.client.routes.enter(downstream.cloned());
         self.send_with(request, options, Some(&route), timeout)

@@ -198,16 +198,18 @@ impl Behind<'_> {
     /// Relays a notification the server sent on the call's stream; false if it is not one
     /// relayed (a list change, a notice of another call's progress).
     fn relay(&self, message: &Value) -> bool {
-        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        let params = || message.get("params").cloned().unwrap_or(Value::Null);
         match message.get("method").and_then(Value::as_str) {
             Some("notifications/message") => {
-                self.downstream.notify("notifications/message", params);
+                self.downstream.notify("notifications/message", params());
                 true
             }
             Some("notifications/progress") => {
-                let token = params.get("progressToken").and_then(Value::as_str);
+                let token = message
+                    .pointer("/params/progressToken")
+                    .and_then(Value::as_str);
                 if token.is_some() && token == self.progress_token {
-                    self.downstream.notify("notifications/progress", params);
+                    self.downstream.notify("notifications/progress", params());
                 }
                 true
             }
@@ -646,11 +648,15 @@ impl Endpoint {
         let id = request["id"].clone();
         let relayed = match context.behind {
             Some(behind) => {
-                crate::downstream::relay_request(behind.downstream, method, params.clone()).await
+                crate::downstream::relay_request(behind.downstream, method, &params).await
             }
             None => None,
         };
-        let reply = match relayed.unwrap_or_else(|| context.requests.answer(method, &params)) {
+        let answer = match relayed {
+            Some(answer) => Ok(answer),
+            None => context.requests.answer(method, &params),
+        };
+        let reply = match answer {
             Ok(result) => serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result}),
             Err((code, message)) => serde_json::json!({
                 "jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}

@@ -106,9 +106,12 @@ fn with_progress_token(params: &mut Map<String, Value>, token: &str) {
         *meta = Value::Object(Map::new());
     }
     if let Some(meta) = meta.as_object_mut() {
-        meta.insert("progressToken".into(), json!(token));
+        meta.insert(PROGRESS_TOKEN.into(), json!(token));
     }
 }
+
+/// `_meta` key of a request's progress token.
+const PROGRESS_TOKEN: &str = "progressToken";
 
 /// Rounds of `input_required` answered for one request.
 const MAX_INPUT_ROUNDS: usize = 8;

@@ -67,7 +67,7 @@ impl Session {
 
     /// Adds what every modern request carries in `_meta`: the version, who Warden is, and
     /// its capabilities.
-    fn add_meta(&self, meta: &mut Map<String, Value>, version: &str) {
+    fn add_meta(&self, meta: &mut Map<String, Value>, version: &str, capabilities: Value) {
         meta.insert(crate::jsonrpc::META_VERSION.into(), json!(version));
         meta.insert(
             "io.modelcontextprotocol/clientInfo".into(),
@@ -75,7 +75,7 @@ impl Session {
         );
         meta.insert(
             "io.modelcontextprotocol/clientCapabilities".into(),
-            self.profile.capabilities.clone(),
+            capabilities,
         );
     }
 
@@ -83,7 +83,7 @@ impl Session {
     fn listen_request(&self) -> ListenRequest {
         let version = self.protocol_version();
         let mut meta = Map::new();
-        self.add_meta(&mut meta, &version);
+        self.add_meta(&mut meta, &version, self.profile.capabilities.clone());
         ListenRequest {
             endpoint: Arc::clone(&self.endpoint),
             capabilities: lock(&self.state).capabilities.clone(),
@@ -222,6 +222,8 @@ impl Session {
             // the answers and the server's state, unchanged.
             let mut responses = Map::new();
             let requests = result.get("inputRequests").and_then(Value::as_object);
+            crate::downstream::check_input_count(requests.map_or(0, Map::len))
+                .map_err(HttpError::Malformed)?;
             for (key, request) in requests.into_iter().flatten() {
                 let answer = match questions.downstream() {
                     Some(client) => crate::downstream::ask_input(client, key, request)
@@ -280,20 +282,18 @@ impl Session {
                 .remove("_meta")
                 .and_then(|meta| meta.as_object().cloned())
                 .unwrap_or_default();
-            self.add_meta(&mut meta, &version);
-            if let Some(client) = questions.downstream() {
-                // A 2026-07-28 server asks only for what the client behind the call declared.
-                meta.insert(
-                    "io.modelcontextprotocol/clientCapabilities".into(),
-                    client.capabilities(),
-                );
-                if let Some(level) = client.log_level() {
-                    meta.insert(crate::downstream::META_LOG_LEVEL.into(), json!(level));
-                }
+            // A 2026-07-28 server asks only for what the client behind the call declared.
+            let capabilities = match questions.downstream() {
+                Some(client) => client.capabilities(),
+                None => self.profile.capabilities.clone(),
+            };
+            self.add_meta(&mut meta, &version, capabilities);
+            if let Some(level) = questions.downstream().and_then(|client| client.log_level()) {
+                meta.insert(crate::downstream::META_LOG_LEVEL.into(), json!(level));
             }
             let progress_token = questions.progress_token(&id);
             if let Some(token) = &progress_token {
-                meta.insert("progressToken".into(), json!(token));
+                meta.insert(super::PROGRESS_TOKEN.into(), json!(token));
             }
             let mut headers: Vec<(HeaderName, HeaderValue)> = Vec::new();
             headers.extend(header("mcp-protocol-version", &version));
