@@ -365,6 +365,11 @@ impl OAuthClient {
         }
         let (grant, metadata, registration) = match self.refresh_inputs().await {
             Ok(inputs) => inputs,
+            // Only a server that did not answer pauses the next try; a missing refresh
+            // token or a store failure is not the authorization server's.
+            Err(error @ (OAuthError::NeedsSignIn { .. } | OAuthError::Store(_))) => {
+                return Err(error);
+            }
             Err(error) => {
                 settle_pause(&self.pause, Some(&error));
                 return Err(error);
@@ -372,16 +377,22 @@ impl OAuthClient {
         };
         self.counters.refreshes.fetch_add(1, Ordering::SeqCst);
         let task = {
-            let keeper = Keeper {
-                name: self.name.clone(),
-                current: Arc::clone(&self.current),
-                store: Arc::clone(&self.store),
-            };
+            let keeper = self.keeper();
             let (fetcher, pause) = (self.fetcher.clone(), Arc::clone(&self.pause));
             let refused = refused.cloned();
             let guard = flight.take();
             tokio::spawn(async move {
-                let refreshed = flow::refresh(&fetcher, &metadata, &registration, &grant).await;
+                // Bounded as a whole (the send and the answer's body): the task holds the
+                // flight lock, which every later refresh and sign-in waits for.
+                let refreshed = tokio::time::timeout(
+                    REFRESH_LIMIT,
+                    flow::refresh(&fetcher, &metadata, &registration, &grant),
+                )
+                .await
+                .unwrap_or(Err(OAuthError::Timeout {
+                    what: "the token refresh",
+                    secs: REFRESH_LIMIT.as_secs(),
+                }));
                 let result = keeper.settle(refreshed, refused.as_ref());
                 settle_pause(&pause, result.as_ref().err());
                 (result, guard)
@@ -488,16 +499,27 @@ impl OAuthClient {
         Ok(())
     }
 
-    /// Makes `grant` current and stores it (under its issuer and resource).
+    /// Makes `grant` current and stores it (under its issuer and resource). A new sign-in
+    /// ends any pause of refreshes: its grant owes nothing to the failures before it.
     fn keep(&self, grant: Grant, record: Option<ServerRecord>) -> Result<(), OAuthError> {
-        let keeper = Keeper {
+        self.keeper().keep(grant, record)?;
+        *lock(&self.pause) = None;
+        Ok(())
+    }
+
+    /// What a refresh's task needs to keep its outcome.
+    fn keeper(&self) -> Keeper {
+        Keeper {
             name: self.name.clone(),
             current: Arc::clone(&self.current),
             store: Arc::clone(&self.store),
-        };
-        keeper.keep(grant, record)
+        }
     }
 }
+
+/// The longest one refresh (the token request and its answer) may take.
+const REFRESH_LIMIT: std::time::Duration =
+    std::time::Duration::from_secs(2 * crate::EXCHANGE_LIMIT.as_secs());
 
 /// The flight lock as a refresh's task holds it.
 type Flight = tokio::sync::OwnedMutexGuard<()>;
@@ -531,6 +553,15 @@ impl Keeper {
     ) -> Result<(), OAuthError> {
         match refreshed {
             Ok(new) if refused.is_some_and(|token| *token == new.access_token) => {
+                // The access token is not taken; a refresh token the authorization server
+                // rotated is (the old one is spent: sent again, it would be refused).
+                if let Some(rotated) = new.refresh_token {
+                    let kept = lock(&self.current).grant.clone();
+                    if let Some(mut grant) = kept {
+                        grant.refresh_token = Some(rotated);
+                        self.keep(grant, None)?;
+                    }
+                }
                 Err(OAuthError::Malformed {
                     what: "the token response",
                     reason: "it gave again the access token the server had just refused".into(),
