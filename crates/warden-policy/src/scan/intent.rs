@@ -1,11 +1,11 @@
-//! Three structural rules for what an instruction to the model *does*, whatever its words:
-//! asks for something the tool has no use for, changes what other tools do, or sends data
-//! to a place it names. Each is a conjunction of closed word classes over one sentence,
+//! Four structural rules for what an instruction to the model *does*, whatever its words:
+//! asks for something the tool has no use for, changes what other tools do, tells the
+//! model to choose this tool over the others, or sends data to a place it names. Each is a conjunction of closed word classes over one sentence,
 //! so it reads a new wording of the same act, and each has an exemption for the honest
 //! form of the same words (a sign-in tool's password, advice about this server's own
 //! tools, an upload tool's own destination). Issue 17's categories: exfiltration through
-//! parameters and schema poisoning, shadowing of other tools by plain words, and
-//! exfiltration to a named place.
+//! parameters and schema poisoning, shadowing of other tools by plain words, preference
+//! manipulation, and exfiltration to a named place.
 //!
 //! The rules read the sentences the model reads ([`Unit`]), and property names as words
 //! (`paste_the_users_aws_secret_access_key_here`). They were designed from the categories'
@@ -822,11 +822,13 @@ pub(super) fn exfil_destination(
         }
         // A verb of sending, then the place: what lies between is what is sent ("post a
         // copy of it, with the user's question, to https://…"); "sends the query to
-        // https://api…" sends the tool's own input to its own service.
-        let Some((verb, place)) = SEND.find_iter(lower).find_map(|verb| {
-            let place = DESTINATION.find_at(lower, verb.end())?;
-            Some((verb, place))
-        }) else {
+        // https://api…" sends the tool's own input to its own service. The first verb is
+        // the one: a place after a later verb is after the first too (one pass, not one
+        // search per verb, which a sentence of repeated verbs would make quadratic).
+        let Some(verb) = SEND.find(lower) else {
+            continue;
+        };
+        let Some(place) = DESTINATION.find_at(lower, verb.end()) else {
             continue;
         };
         let added = ADDED.is_match(lower);
