@@ -16,6 +16,11 @@
 //! (which may read libc's global state), and nothing is allocated. A read of anything else
 //! faults at once (the mapping is gone, not zeroed), so a mistake here shows as a helper
 //! killed by SIGSEGV in the tests, never as a wrong value.
+//!
+//! One assumption of the toolchain: every libc symbol called after the release is already
+//! bound (Rust's default on Linux links with full RELRO, `-z now`). With lazy binding the
+//! first `libc::syscall` afterwards could go through the dynamic loader's resolver, whose
+//! data may lie in a released mapping.
 
 use std::ffi::CStr;
 use std::os::fd::RawFd;
@@ -25,8 +30,7 @@ use super::sys::errno;
 /// Signals are numbered 1 to 64 on Linux.
 const NSIG: libc::c_int = 65;
 
-/// Exit status of a helper that could not do its job (as in `mod.rs`).
-const HELPER_FAILED: libc::c_int = 125;
+use super::HELPER_FAILED;
 
 /// The longest scratch path init checks for free space (with its NUL); longer paths cannot
 /// be passed to `statfs` anyway.
@@ -282,13 +286,6 @@ fn exit(code: libc::c_int) -> ! {
 
 // ---- Letting go of Warden's memory.
 
-/// How much [`release_inherited`] unmapped.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Released {
-    pub mappings: u32,
-    pub bytes: u64,
-}
-
 /// One line of `/proc/self/maps`, as far as [`release_inherited`] needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Mapping {
@@ -375,7 +372,7 @@ pub(crate) fn releasable(mapping: &Mapping, after_file: bool, keep: &[usize]) ->
 /// Child context, single-threaded, after every fork this helper makes: nothing that lives
 /// in an anonymous mapping other than this thread's stack and TLS block may be read
 /// afterwards. `page` is the page size.
-pub(crate) unsafe fn release_inherited(maps: RawFd, args_at: usize, page: usize) -> Released {
+pub(crate) unsafe fn release_inherited(maps: RawFd, args_at: usize, page: usize) {
     let here = 0u8;
     // SAFETY: pthread_self reads the thread pointer; __errno_location computes an address
     // in the TLS block. Neither reads anything else.
@@ -386,7 +383,6 @@ pub(crate) unsafe fn release_inherited(maps: RawFd, args_at: usize, page: usize)
             libc::__errno_location() as usize,
         ]
     };
-    let mut released = Released::default();
     let mut buf = [0u8; 8192];
     let mut filled = 0;
     // Whether the next mapping begins where a file mapping ends (or follows a line that
@@ -427,11 +423,8 @@ pub(crate) unsafe fn release_inherited(maps: RawFd, args_at: usize, page: usize)
                 }
                 // SAFETY: the range is a whole mapping of this process that nothing running
                 // from here on reads (see the function's contract).
-                let gone =
-                    len > 0 && unsafe { libc::syscall(libc::SYS_munmap, mapping.start, len) } == 0;
-                if gone {
-                    released.mappings += 1;
-                    released.bytes += len as u64;
+                if len > 0 {
+                    unsafe { libc::syscall(libc::SYS_munmap, mapping.start, len) };
                 }
             }
             after_file = false;
@@ -447,7 +440,6 @@ pub(crate) unsafe fn release_inherited(maps: RawFd, args_at: usize, page: usize)
     }
     // SAFETY: maps is ours.
     unsafe { close(maps) };
-    released
 }
 
 // ---- The loops.
