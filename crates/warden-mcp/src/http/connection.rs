@@ -150,17 +150,9 @@ pub(super) fn call_error(error: HttpError) -> CallError {
                 reason: error.to_string(),
             }
         }
-        // The server said it did not take it (503; 404: the session it names is unknown),
-        // or the connection was refused: the request never reached it, and the audit log
-        // must not say it may have run.
-        error @ HttpError::Status {
-            status: 503 | 404, ..
-        } => CallError::NotSent {
+        // Never reached the server ([`HttpError::not_delivered`]).
+        error if error.not_delivered() => CallError::NotSent {
             reason: error.to_string(),
-            stderr_tail: Vec::new(),
-        },
-        HttpError::Net(net) if net.is_refused() => CallError::NotSent {
-            reason: net.to_string(),
             stderr_tail: Vec::new(),
         },
         error => CallError::ServerGone {
@@ -242,10 +234,7 @@ impl HttpConnection {
             Err(error) if error.is_transient() => error,
             Err(error) => return Err(call_error(error)),
         };
-        // A refused connection or a 503 means the request was not processed: it may be
-        // sent again whatever it does.
-        let undelivered = matches!(&error, HttpError::Status { status: 503, .. })
-            || matches!(&error, HttpError::Net(net) if net.is_refused());
+        let undelivered = error.not_delivered();
         tracing::info!(server = %self.name, "{method} failed: {error}; reconnecting");
         let session = self.reconnect(&session, &error).await?;
         if reconnect::resend_after_reconnect(method, undelivered) {
@@ -290,15 +279,6 @@ impl HttpConnection {
             })
     }
 
-    /// Tells the server to stop working on the request in flight (a 2025-11-25 session's
-    /// `notifications/cancelled`), on a task of its own bounded by the session's farewell
-    /// limit: the caller's deadline has passed, and it is told so now, not after the
-    /// server took up to that limit to accept the notice (found by the simulator's remote
-    /// world, seed 2: calls ended 2 s past their deadlines on a server slow to answer).
-    async fn cancel_in_flight(&self, in_flight: &InFlight) {
-        in_flight.cancel(&self.link);
-    }
-
     async fn list_all(&self) -> Result<Vec<ToolDef>, CallError> {
         let limits = ListLimits {
             server: &self.name,
@@ -324,7 +304,6 @@ impl HttpConnection {
 /// gets `notifications/cancelled` on a task of its own (2025-11-25; a 2026-07-28 request's
 /// stream closing is its cancellation). A server that already finished it ignores it.
 struct Abandoned<'a> {
-    link: &'a Link<Session>,
     in_flight: &'a InFlight,
     armed: bool,
 }
@@ -348,8 +327,11 @@ impl InFlight {
     }
 
     /// `notifications/cancelled` for the request in flight, on the session it was sent
-    /// on, on a task of its own (bounded by the session's farewell limit).
-    fn cancel(&self, link: &Link<Session>) {
+    /// on (recorded before its id, so an id always has one), on a task of its own bounded
+    /// by the session's farewell limit: the caller is told it gave up now, not after the
+    /// server took up to that limit to accept the notice (found by the simulator's remote
+    /// world, seed 2: calls ended 2 s past their deadlines on a server slow to answer).
+    fn cancel(&self) {
         let id = self
             .id
             .lock()
@@ -359,9 +341,8 @@ impl InFlight {
             .session
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-            .unwrap_or_else(|| link.current());
-        if let Some(id) = id
+            .take();
+        if let (Some(id), Some(session)) = (id, session)
             && let Ok(runtime) = tokio::runtime::Handle::try_current()
         {
             runtime.spawn(async move { session.cancel(id).await });
@@ -370,9 +351,8 @@ impl InFlight {
 }
 
 impl<'a> Abandoned<'a> {
-    fn new(link: &'a Link<Session>, in_flight: &'a InFlight) -> Abandoned<'a> {
+    fn new(in_flight: &'a InFlight) -> Abandoned<'a> {
         Abandoned {
-            link,
             in_flight,
             armed: true,
         }
@@ -383,16 +363,12 @@ impl<'a> Abandoned<'a> {
         self.armed = matches!(&result, Err(CallError::ServerGone { .. }));
         result
     }
-
-    fn disarm(&mut self) {
-        self.armed = false;
-    }
 }
 
 impl Drop for Abandoned<'_> {
     fn drop(&mut self) {
         if self.armed {
-            self.in_flight.cancel(self.link);
+            self.in_flight.cancel();
         }
     }
 }
@@ -557,17 +533,13 @@ impl Connection for HttpConnection {
                 }
             }
             let in_flight = InFlight::default();
-            let mut abandoned = Abandoned::new(&self.link, &in_flight);
+            let mut abandoned = Abandoned::new(&in_flight);
             let sent = self.request_as("tools/call", params, Some(&in_flight), &questions);
+            // On timeout the guard, still armed, cancels (modern: dropping the request
+            // closed its stream, which is the cancellation; legacy: notifications/cancelled).
             let result = match tokio::time::timeout(timeout, sent).await {
                 Ok(result) => abandoned.settle(result)?,
-                Err(_) => {
-                    // Modern: dropping the request closed its stream, which is the
-                    // cancellation. Legacy: say so with notifications/cancelled.
-                    abandoned.disarm();
-                    self.cancel_in_flight(&in_flight).await;
-                    return Err(CallError::Timeout { after: timeout });
-                }
+                Err(_) => return Err(CallError::Timeout { after: timeout }),
             };
             if !result.is_object() {
                 return Err(CallError::Protocol {
@@ -609,15 +581,12 @@ impl Connection for HttpConnection {
                 return Err(crate::connection::not_forwarded(method));
             }
             let in_flight = InFlight::default();
-            let mut abandoned = Abandoned::new(&self.link, &in_flight);
+            let mut abandoned = Abandoned::new(&in_flight);
             let sent = self.request(method, params, Some(&in_flight));
             match tokio::time::timeout(timeout, sent).await {
                 Ok(result) => abandoned.settle(result),
-                Err(_) => {
-                    abandoned.disarm();
-                    self.cancel_in_flight(&in_flight).await;
-                    Err(CallError::Timeout { after: timeout })
-                }
+                // The guard, still armed, cancels.
+                Err(_) => Err(CallError::Timeout { after: timeout }),
             }
         })
     }

@@ -149,6 +149,17 @@ impl HttpError {
         }
     }
 
+    /// True when the server never took the request: it said so (503; 404, the session it
+    /// names is unknown) or the connection was refused. Such a request may be sent again
+    /// whatever it does, and the audit log must not say it may have run.
+    pub fn not_delivered(&self) -> bool {
+        match self {
+            HttpError::Status { status, .. } => matches!(status, 503 | 404),
+            HttpError::Net(net) => net.is_refused(),
+            _ => false,
+        }
+    }
+
     /// True for 401 / 403: the server is up but wants (other) credentials.
     pub fn needs_authorization(&self) -> bool {
         matches!(
